@@ -1,0 +1,15 @@
+//! Shared helpers for the corpus tests: where the corpora live.
+
+use std::path::PathBuf;
+
+/// `../shared/corpora` from the project root. A missing corpus fails the
+/// test loudly: it is part of the checkout the project is built in.
+pub fn corpora() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpora");
+    assert!(
+        dir.is_dir(),
+        "the BGP corpora are missing: expected them at {} (../shared/corpora from the project root)",
+        dir.display()
+    );
+    dir
+}
