@@ -324,7 +324,7 @@ fn multiple_len(
     n: usize,
     action: Action,
 ) -> Result<(), (AttrError, Option<Family>)> {
-    if !a.value.is_empty() && a.value.len() % n == 0 {
+    if !a.value.is_empty() && a.value.len().is_multiple_of(n) {
         Ok(())
     } else {
         Err((a.length_error(action), None))

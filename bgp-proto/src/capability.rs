@@ -184,7 +184,7 @@ impl Capability {
             }
         };
         let multiple = |n: usize, min: usize, what: &'static str| {
-            if value.len() >= min && (value.len() - min) % n == 0 {
+            if value.len() >= min && (value.len() - min).is_multiple_of(n) {
                 Ok(())
             } else {
                 Err(malformed(what, code, value))
@@ -300,9 +300,7 @@ impl Capability {
                     Ok((i, (host.to_vec(), dom.to_vec())))
                 };
                 match parse(value) {
-                    Ok((rest, (hostname, domain))) if rest.is_empty() => {
-                        Capability::Fqdn { hostname, domain }
-                    }
+                    Ok(([], (hostname, domain))) => Capability::Fqdn { hostname, domain },
                     _ => {
                         return Err(malformed(
                             "FQDN capability lengths are inconsistent",

@@ -54,7 +54,7 @@ impl Nlri {
     /// Octets this NLRI takes on the wire.
     pub fn wire_len(&self, add_path: bool) -> usize {
         let path = if add_path { 4 } else { 0 };
-        path + 1 + (usize::from(self.prefix.prefix_len()) + 7) / 8
+        path + 1 + usize::from(self.prefix.prefix_len()).div_ceil(8)
     }
 
     pub fn encode(&self, add_path: bool, out: &mut Vec<u8>) {
@@ -62,7 +62,7 @@ impl Nlri {
             out.extend_from_slice(&self.path_id.unwrap_or(0).to_be_bytes());
         }
         let len = self.prefix.prefix_len();
-        let octets = (usize::from(len) + 7) / 8;
+        let octets = usize::from(len).div_ceil(8);
         out.push(len);
         match self.prefix {
             IpNet::V4(p) => out.extend_from_slice(&p.addr().octets()[..octets]),
@@ -113,7 +113,7 @@ fn one(input: &[u8], afi: Afi, add_path: bool) -> Result<(&[u8], Nlri), NlriErro
     if len > max {
         return Err(NlriError::PrefixTooLong);
     }
-    let octets = (usize::from(len) + 7) / 8;
+    let octets = usize::from(len).div_ceil(8);
     let (rest, bytes) = wire::take(octets)(input).map_err(|_| NlriError::Truncated)?;
     let prefix = if afi == Afi::IPV6 {
         let mut a = [0u8; 16];
