@@ -27,6 +27,7 @@ pub mod mp;
 pub mod nlri;
 pub mod notification;
 pub mod open;
+pub mod pack;
 pub mod route_refresh;
 pub mod update;
 mod wire;
