@@ -35,7 +35,7 @@ fn encoded_len(attrs: &[PathAttribute], ctx: &Context) -> usize {
 
 /// Greedily cuts `prefixes` into runs whose wire size fits `room(bytes)`.
 /// `room` says whether a run of that many NLRI octets still fits.
-fn runs<'a>(prefixes: &'a [Nlri], add_path: bool, fits: impl Fn(usize) -> bool) -> Vec<&'a [Nlri]> {
+fn runs(prefixes: &[Nlri], add_path: bool, fits: impl Fn(usize) -> bool) -> Vec<&[Nlri]> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut bytes = 0;
