@@ -368,12 +368,20 @@ pub(crate) fn did_you_mean<'a>(name: &str, known: &[&'a str]) -> Option<&'a str>
         return Some(*same);
     }
     let limit = 2.max(name.chars().count() / 3);
-    known
+    let close = known
         .iter()
         .map(|k| (edit_distance(name, k), *k))
         .filter(|(distance, _)| *distance <= limit)
         .min_by_key(|(distance, _)| *distance)
-        .map(|(_, k)| k)
+        .map(|(_, k)| k);
+    // A shortened or lengthened name ("labels" for "match_labels",
+    // "hold_time_secs" for "hold_time") is also worth suggesting.
+    close.or_else(|| {
+        known
+            .iter()
+            .copied()
+            .find(|k| (name.len() >= 4 && k.contains(name)) || (k.len() >= 4 && name.contains(k)))
+    })
 }
 
 /// Levenshtein distance, counting an adjacent swap as one edit.
@@ -415,6 +423,11 @@ mod tests {
         assert_eq!(did_you_mean("peers", &known), Some("peer"));
         assert_eq!(did_you_mean("Name", &known), Some("name"));
         assert_eq!(did_you_mean("colour", &known), None);
+        assert_eq!(did_you_mean("hold_time_secs", &known), Some("hold_time"));
+        assert_eq!(
+            did_you_mean("labels", &["match_labels"]),
+            Some("match_labels")
+        );
     }
 
     #[test]
