@@ -608,9 +608,7 @@ fn passive_needs_listen() {
             "9:11: passive = true needs listen in [speaker] (the address to accept the router's connection on)"
         ]
     );
-    let text = format!(
-        "[speaker]\nasn = 65001\nlisten = \"[::]:179\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\npassive = true\nttl_security = true\n"
-    );
+    let text = "[speaker]\nasn = 65001\nlisten = \"[::]:179\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\npassive = true\nttl_security = true\n";
     let config = valid(&text);
     assert!(config.peers[0].passive && config.peers[0].ttl_security);
 }
@@ -783,9 +781,7 @@ fn speaker_values() {
 
 #[test]
 fn source_kinds_and_their_keys() {
-    let text = format!(
-        "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"file\"\npath = \"vips.toml\"\nnamespaces = [\"a\"]\n"
-    );
+    let text = "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"file\"\npath = \"vips.toml\"\nnamespaces = [\"a\"]\n";
     assert_eq!(
         problems(&text),
         vec!["10:1: namespaces applies only to kind = \"kubernetes\""]
