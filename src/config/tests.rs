@@ -609,7 +609,7 @@ fn passive_needs_listen() {
         ]
     );
     let text = "[speaker]\nasn = 65001\nlisten = \"[::]:179\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\npassive = true\nttl_security = true\n";
-    let config = valid(&text);
+    let config = valid(text);
     assert!(config.peers[0].passive && config.peers[0].ttl_security);
 }
 
@@ -783,7 +783,7 @@ fn speaker_values() {
 fn source_kinds_and_their_keys() {
     let text = "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"file\"\npath = \"vips.toml\"\nnamespaces = [\"a\"]\n";
     assert_eq!(
-        problems(&text),
+        problems(text),
         vec!["10:1: namespaces applies only to kind = \"kubernetes\""]
     );
     let text = "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"kubernetes\"\npath = \"vips.toml\"\nnamespaces = [\"Team-A\", \"b\", \"b\"]\nload_balancer_classes = []\nrequire_class = true\n";
