@@ -111,9 +111,8 @@ fn minimal_config_gets_documented_defaults() {
     assert!(config.advertisements[0].applies_to_peer("tor1"));
 }
 
-#[test]
-fn full_schema_parses_to_the_values_written() {
-    let text = r#"
+/// Every key of the schema, with non-default values.
+const FULL: &str = r#"
 [speaker]
 asn = 4200000001
 router_id = "192.0.2.11"
@@ -178,7 +177,10 @@ probe = { port = 443, interval = "5s", timeout = "2s", fail_after = 4, recover_a
 [[advertisement]]
 name = "private"
 "#;
-    let config = valid(text);
+
+#[test]
+fn full_schema_parses_to_the_values_written() {
+    let config = valid(FULL);
     let s = &config.speaker;
     assert_eq!(s.asn, 4_200_000_001);
     assert_eq!(s.router_id, RouterId::Fixed(Ipv4Addr::new(192, 0, 2, 11)));
@@ -1125,4 +1127,34 @@ fn vip_file_problems() {
         "{}",
         diags[0]
     );
+}
+
+/// Truncating, deleting or replacing any single character of a full config
+/// must give either a config or diagnostics with sane positions: never a
+/// panic, never an empty error list.
+#[test]
+fn mangled_input_never_panics() {
+    let lines = FULL.lines().count() + 1;
+    let check = |text: &str| match parse(Path::new("t.toml"), text) {
+        Ok(_) => {}
+        Err(diags) => {
+            assert!(!diags.is_empty(), "empty error list for {text:?}");
+            for d in diags {
+                assert!(
+                    d.line >= 1 && d.line <= lines && d.col >= 1,
+                    "{d} for {text:?}"
+                );
+            }
+        }
+    };
+    let boundaries: Vec<usize> = FULL.char_indices().map(|(i, _)| i).collect();
+    for &i in &boundaries {
+        check(&FULL[..i]);
+        let next = FULL[i..].chars().next().map_or(i, |c| i + c.len_utf8());
+        let (before, after) = (&FULL[..i], &FULL[next..]);
+        check(&format!("{before}{after}"));
+        for replacement in ['"', '[', '\n', '0', 'é'] {
+            check(&format!("{before}{replacement}{after}"));
+        }
+    }
 }
