@@ -1,11 +1,11 @@
 //! `[[advertisement]]`: which VIPs go to which peers, with which path
 //! attributes.
 
-use std::ops::Range;
 use std::time::Duration;
 
 use super::community::{
-    ExtendedCommunity, parse_community, parse_extended_community, parse_large_community,
+    ExtendedCommunity, format_community, parse_community, parse_extended_community,
+    parse_large_community,
 };
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
@@ -152,7 +152,7 @@ pub(crate) fn parse_advertisement(
 
     let addresses = match table.get("addresses") {
         None => Some(DEFAULT_ADDRESSES.to_vec()),
-        Some(v) => listed(v, "addresses", d, |item, d| {
+        Some(v) => tree::unique_list(v, "addresses", d, |item, d| {
             tree::keyword(
                 item,
                 "each of addresses",
@@ -186,7 +186,7 @@ pub(crate) fn parse_advertisement(
 
     let peers = match table.get("peers") {
         None => Some(None),
-        Some(v) => listed(v, "peers", d, |item, d| {
+        Some(v) => tree::unique_list(v, "peers", d, |item, d| {
             let text = tree::string(item, "each of peers", d)?;
             if peer_names.iter().any(|n| n == text) {
                 return Some(text.to_string());
@@ -195,7 +195,7 @@ pub(crate) fn parse_advertisement(
             let hint = match tree::did_you_mean(text, &known) {
                 Some(s) => format!(" (did you mean \"{s}\"?)"),
                 None if known.is_empty() => String::new(),
-                None => format!("; defined peers: {}", tree::quoted_list(&known)),
+                None => format!("; expected {}", tree::quoted_list(&known)),
             };
             d.error(
                 &item.span(),
@@ -217,7 +217,7 @@ pub(crate) fn parse_advertisement(
 
     let communities = match table.get("communities") {
         None => Some(Vec::new()),
-        Some(v) => listed(
+        Some(v) => tree::unique_list(
             v,
             "communities",
             d,
@@ -227,12 +227,12 @@ pub(crate) fn parse_advertisement(
                     .map_err(|why| d.error(&item.span(), why))
                     .ok()
             },
-            |c| format!("community {}:{}", c >> 16, c & 0xFFFF),
+            |c| format!("community {}", format_community(*c)),
         ),
     };
     let large_communities = match table.get("large_communities") {
         None => Some(Vec::new()),
-        Some(v) => listed(
+        Some(v) => tree::unique_list(
             v,
             "large_communities",
             d,
@@ -247,7 +247,7 @@ pub(crate) fn parse_advertisement(
     };
     let extended_communities = match table.get("extended_communities") {
         None => Some(Vec::new()),
-        Some(v) => listed(
+        Some(v) => tree::unique_list(
             v,
             "extended_communities",
             d,
@@ -287,23 +287,6 @@ pub(crate) fn parse_advertisement(
         med: med?,
         probe: probe?,
     })
-}
-
-/// An array read element by element, with repeated elements reported at
-/// their second occurrence.
-fn listed<'t, 'i, T: PartialEq>(
-    value: &'t Value<'i>,
-    key: &str,
-    d: &mut Diagnostics,
-    mut read: impl FnMut(&'t Value<'i>, &mut Diagnostics) -> Option<T>,
-    describe: impl Fn(&T) -> String,
-) -> Option<Vec<T>> {
-    let items: Vec<(T, Range<usize>)> =
-        tree::each(value, key, d, |item, d| Some((read(item, d)?, item.span())))?;
-    if !tree::reject_duplicates(&items, key, describe, d) {
-        return None;
-    }
-    Some(items.into_iter().map(|(item, _)| item).collect())
 }
 
 fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {

@@ -2,6 +2,8 @@
 //! or a well-known name, large (RFC 8092) "A:B:C", and extended (RFC 4360,
 //! RFC 5668) route-target / route-origin "rt:ASN:N" / "ro:ASN:N".
 
+use super::tree::did_you_mean;
+
 /// Well-known standard communities, by the names operators use.
 pub const WELL_KNOWN_COMMUNITIES: [(&str, u32); 5] = [
     // RFC 1997 §"Well-known Communities".
@@ -23,6 +25,17 @@ pub fn parse_community(text: &str) -> Result<u32, String> {
     {
         return Ok(*value);
     }
+    let names: Vec<&str> = WELL_KNOWN_COMMUNITIES
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    if text.starts_with(|c: char| c.is_ascii_alphabetic())
+        && let Some(name) = did_you_mean(text, &names)
+    {
+        return Err(format!(
+            "community \"{text}\" is not valid; did you mean \"{name}\"?"
+        ));
+    }
     let expected = "expected \"ASN:N\" with both parts in 0..=65535, or one of \"no-export\", \"no-advertise\", \"no-export-subconfed\", \"blackhole\", \"graceful-shutdown\"";
     let parts: Vec<&str> = text.split(':').collect();
     let [high, low] = parts.as_slice() else {
@@ -31,6 +44,18 @@ pub fn parse_community(text: &str) -> Result<u32, String> {
     match (high.parse::<u16>(), low.parse::<u16>()) {
         (Ok(high), Ok(low)) => Ok(u32::from(high) << 16 | u32::from(low)),
         _ => Err(format!("community \"{text}\" is not valid; {expected}")),
+    }
+}
+
+/// Formats a community the way the config writes it: its well-known name,
+/// else "ASN:N".
+pub fn format_community(community: u32) -> String {
+    match WELL_KNOWN_COMMUNITIES
+        .iter()
+        .find(|(_, value)| *value == community)
+    {
+        Some((name, _)) => (*name).to_string(),
+        None => format!("{}:{}", community >> 16, community & 0xFFFF),
     }
 }
 
@@ -171,6 +196,12 @@ mod tests {
         assert_eq!(parse_community("no-export"), Ok(0xFFFF_FF01));
         assert_eq!(parse_community("graceful-shutdown"), Ok(0xFFFF_0000));
         assert_eq!(parse_community("blackhole"), Ok(0xFFFF_029A));
+        assert_eq!(
+            parse_community("no_export"),
+            Err("community \"no_export\" is not valid; did you mean \"no-export\"?".to_string())
+        );
+        assert_eq!(format_community(0xFDE9_0064), "65001:100");
+        assert_eq!(format_community(0xFFFF_FF01), "no-export");
         for bad in [
             "65536:1",
             "1:65536",

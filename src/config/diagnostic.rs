@@ -91,14 +91,21 @@ impl<'a> Diagnostics<'a> {
         (line.max(1), col)
     }
 
+    /// The source text of a span, if the span is valid.
+    pub(crate) fn snippet(&self, span: &Range<usize>) -> Option<&'a str> {
+        self.text.get(span.clone())
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.found.is_empty()
     }
 
     /// All diagnostics in file order (stable for equal positions, so problems
-    /// found at one spot keep the order they were checked in).
+    /// found at one spot keep the order they were checked in), each once:
+    /// the toml parser's error recovery can report one problem twice.
     pub(crate) fn into_sorted(mut self) -> Vec<Diagnostic> {
         self.found.sort_by_key(|d| (d.line, d.col));
+        self.found.dedup();
         self.found
     }
 }

@@ -32,8 +32,8 @@ pub use advertisement::{
     AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Probe,
 };
 pub use community::{
-    ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, parse_community,
-    parse_extended_community, parse_large_community,
+    ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,
+    parse_community, parse_extended_community, parse_large_community,
 };
 pub use diagnostic::Diagnostic;
 pub use duration::{format_duration, parse_duration};
@@ -136,7 +136,18 @@ fn read_text(path: &Path) -> Result<String, Vec<Diagnostic>> {
 pub(crate) fn syntax_errors(errors: &[toml::de::Error], d: &mut Diagnostics) {
     for error in errors {
         let span = error.span().unwrap_or(0..0);
-        let message = error.message().trim().replace('\n', "; ");
+        let mut message = error.message().trim().replace('\n', "; ");
+        // The parser's "duplicate key" does not say which one.
+        if message == "duplicate key"
+            && let Some(key) = d.snippet(&span).filter(|k| !k.is_empty())
+        {
+            let key = if key.starts_with(['"', '\'']) {
+                key.to_string()
+            } else {
+                format!("\"{key}\"")
+            };
+            message = format!("duplicate key {key} (a key may appear only once per table)");
+        }
         d.error(&span, format!("TOML syntax error: {message}"));
     }
 }

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -172,7 +171,7 @@ impl Md5Key {
         }
         if key.len() > MD5_KEY_MAX_LEN {
             return Err(format!(
-                "holds a {}-byte key; TCP MD5 keys are at most {MD5_KEY_MAX_LEN} bytes (TCP_MD5SIG_MAXKEYLEN)",
+                "holds a key of {} bytes; TCP MD5 keys are at most {MD5_KEY_MAX_LEN} bytes (TCP_MD5SIG_MAXKEYLEN)",
                 key.len()
             ));
         }
@@ -650,34 +649,38 @@ fn timers(table: &Table<'_, '_>, d: &mut Diagnostics) -> (Option<Duration>, Opti
 }
 
 fn families(v: &Value<'_>, d: &mut Diagnostics) -> Option<Vec<Family>> {
-    let items: Vec<(Family, Range<usize>)> = tree::each(v, "families", d, |item, d| {
-        let text = tree::string(item, "each of families", d)?;
-        let family = match text {
-            "ipv4-unicast" => Family::Ipv4Unicast,
-            "ipv6-unicast" => Family::Ipv6Unicast,
-            _ => {
-                let known = ["ipv4-unicast", "ipv6-unicast"];
-                let hint = match tree::did_you_mean(text, &known) {
-                    Some(s) => format!("; did you mean \"{s}\"?"),
-                    None => format!("; supported: {}", tree::quoted_list(&known)),
-                };
-                d.error(&item.span(), format!("unsupported family \"{text}\"{hint}"));
-                return None;
-            }
-        };
-        Some((family, item.span()))
-    })?;
-    if items.is_empty() {
+    let describe = |f: &Family| format!("\"{}\"", f.as_str());
+    let families = tree::unique_list(
+        v,
+        "families",
+        d,
+        |item, d| {
+            let text = tree::string(item, "each of families", d)?;
+            let family = match text {
+                "ipv4-unicast" => Family::Ipv4Unicast,
+                "ipv6-unicast" => Family::Ipv6Unicast,
+                _ => {
+                    let known = ["ipv4-unicast", "ipv6-unicast"];
+                    let hint = match tree::did_you_mean(text, &known) {
+                        Some(s) => format!("; did you mean \"{s}\"?"),
+                        None => format!("; supported: {}", tree::quoted_list(&known)),
+                    };
+                    d.error(&item.span(), format!("unsupported family \"{text}\"{hint}"));
+                    return None;
+                }
+            };
+            Some(family)
+        },
+        describe,
+    )?;
+    if families.is_empty() {
         d.error(
             &v.span(),
             "families is empty; list at least one of \"ipv4-unicast\", \"ipv6-unicast\" (or remove the key for both)",
         );
         return None;
     }
-    if !tree::reject_duplicates(&items, "families", |f| format!("\"{}\"", f.as_str()), d) {
-        return None;
-    }
-    Some(items.into_iter().map(|(f, _)| f).collect())
+    Some(families)
 }
 
 fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestart> {

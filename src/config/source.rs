@@ -93,41 +93,42 @@ pub(crate) fn parse_source(
             }
             let namespaces = match table.get("namespaces") {
                 None => Some(Vec::new()),
-                Some(v) => tree::each(v, "namespaces", d, |item, d| {
-                    let text = tree::string(item, "each of namespaces", d)?;
-                    if let Some(why) = dns_label_problem(text) {
-                        d.error(&item.span(), format!("namespace \"{text}\" {why}"));
-                        return None;
-                    }
-                    Some((text.to_string(), item.span()))
-                })
-                .filter(|items| {
-                    tree::reject_duplicates(items, "namespaces", |n| format!("\"{n}\""), d)
-                }),
+                Some(v) => tree::unique_list(
+                    v,
+                    "namespaces",
+                    d,
+                    |item, d| {
+                        let text = tree::string(item, "each of namespaces", d)?;
+                        if let Some(why) = dns_label_problem(text) {
+                            d.error(&item.span(), format!("namespace \"{text}\" {why}"));
+                            return None;
+                        }
+                        Some(text.to_string())
+                    },
+                    |n| format!("\"{n}\""),
+                ),
             };
             let classes_value = table.get("load_balancer_classes");
             let load_balancer_classes = match classes_value {
-                None => Some(vec![(DEFAULT_LOAD_BALANCER_CLASS.to_string(), 0..0)]),
-                Some(v) => tree::each(v, "load_balancer_classes", d, |item, d| {
-                    let text = tree::string(item, "each of load_balancer_classes", d)?;
-                    // Kubernetes requires a label-style name ("example.com/lb").
-                    if let Some(why) = label_key_problem(text) {
-                        d.error(
-                            &item.span(),
-                            format!("load balancer class \"{text}\" is invalid: {why}"),
-                        );
-                        return None;
-                    }
-                    Some((text.to_string(), item.span()))
-                })
-                .filter(|items| {
-                    tree::reject_duplicates(
-                        items,
-                        "load_balancer_classes",
-                        |n| format!("\"{n}\""),
-                        d,
-                    )
-                }),
+                None => Some(vec![DEFAULT_LOAD_BALANCER_CLASS.to_string()]),
+                Some(v) => tree::unique_list(
+                    v,
+                    "load_balancer_classes",
+                    d,
+                    |item, d| {
+                        let text = tree::string(item, "each of load_balancer_classes", d)?;
+                        // Kubernetes requires a label-style name ("example.com/lb").
+                        if let Some(why) = label_key_problem(text) {
+                            d.error(
+                                &item.span(),
+                                format!("load balancer class \"{text}\" is invalid: {why}"),
+                            );
+                            return None;
+                        }
+                        Some(text.to_string())
+                    },
+                    |n| format!("\"{n}\""),
+                ),
             };
             let require_class = match table.get("require_class") {
                 None => Some(false),
@@ -144,8 +145,8 @@ pub(crate) fn parse_source(
                 return None;
             }
             Some(Source::Kubernetes(KubernetesSource {
-                namespaces: namespaces?.into_iter().map(|(n, _)| n).collect(),
-                load_balancer_classes: load_balancer_classes?.into_iter().map(|(n, _)| n).collect(),
+                namespaces: namespaces?,
+                load_balancer_classes: load_balancer_classes?,
                 require_class: require_class?,
             }))
         }

@@ -31,7 +31,7 @@ impl<'t, 'i> Table<'t, 'i> {
         Table {
             table,
             span: 0..0,
-            context: "the top level".to_string(),
+            context: String::new(),
         }
     }
 
@@ -77,6 +77,15 @@ impl<'t, 'i> Table<'t, 'i> {
         self.table.contains_key(key)
     }
 
+    /// "in [[peer]]", or "at the top level" for the document itself.
+    fn location(&self) -> String {
+        if self.context.is_empty() {
+            "at the top level".to_string()
+        } else {
+            format!("in {}", self.context)
+        }
+    }
+
     /// Reports every key not in `known`, at the key, with a suggestion when
     /// one of the known keys is a near miss.
     pub(crate) fn reject_unknown_keys(&self, known: &[&str], d: &mut Diagnostics) {
@@ -85,7 +94,7 @@ impl<'t, 'i> Table<'t, 'i> {
             if known.contains(&name) {
                 continue;
             }
-            let mut message = format!("unknown key \"{name}\" in {}", self.context);
+            let mut message = format!("unknown key \"{name}\" {}", self.location());
             match did_you_mean(name, known) {
                 Some(suggestion) => message.push_str(&format!(" (did you mean \"{suggestion}\"?)")),
                 None => message.push_str(&format!("; expected one of {}", quoted_list(known))),
@@ -100,7 +109,7 @@ impl<'t, 'i> Table<'t, 'i> {
         if value.is_none() {
             d.error(
                 &self.span,
-                format!("missing required key \"{key}\" in {}", self.context),
+                format!("missing required key \"{key}\" {}", self.location()),
             );
         }
         value
@@ -333,8 +342,32 @@ pub(crate) fn each<'t, 'i, T>(
     ok.then_some(out)
 }
 
+/// An array read element by element, continuing past bad elements, with
+/// repeated elements reported at their second occurrence. `None` if the
+/// array, any element, or any repetition was bad.
+pub(crate) fn unique_list<'t, 'i, T: PartialEq>(
+    value: &'t Value<'i>,
+    key: &str,
+    d: &mut Diagnostics,
+    mut read: impl FnMut(&'t Value<'i>, &mut Diagnostics) -> Option<T>,
+    describe: impl Fn(&T) -> String,
+) -> Option<Vec<T>> {
+    let items = array(value, key, d)?;
+    let mut good: Vec<(T, Range<usize>)> = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for item in items {
+        match read(item, d) {
+            Some(v) => good.push((v, item.span())),
+            None => ok = false,
+        }
+    }
+    // Checked even when some elements were bad, so one run shows both.
+    let unique = reject_duplicates(&good, key, describe, d);
+    (ok && unique).then(|| good.into_iter().map(|(v, _)| v).collect())
+}
+
 /// Reports the second and later occurrences of an element in a list.
-pub(crate) fn reject_duplicates<T: PartialEq>(
+fn reject_duplicates<T: PartialEq>(
     items: &[(T, Range<usize>)],
     key: &str,
     describe: impl Fn(&T) -> String,
