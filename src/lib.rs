@@ -2,4 +2,5 @@
 //! steady. See DESIGN.md for the flow: source → policy → stability → speaker
 //! → sessions.
 
+#[deny(missing_docs)]
 pub mod config;

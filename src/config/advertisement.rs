@@ -40,7 +40,8 @@ pub struct Advertisement {
     pub local_pref: Option<u32>,
     /// MULTI_EXIT_DISC (RFC 4271 §5.1.4).
     pub med: Option<u32>,
-    /// Advertise a VIP only while a TCP connect to it succeeds.
+    /// Advertise a VIP only while TCP connects to it succeed; a failing VIP
+    /// counts as absent, so the hold-down still applies.
     pub probe: Option<Probe>,
 }
 
