@@ -1158,7 +1158,7 @@ fn mangled_input_never_panics() {
         let next = FULL[i..].chars().next().map_or(i, |c| i + c.len_utf8());
         let (before, after) = (&FULL[..i], &FULL[next..]);
         check(&format!("{before}{after}"));
-        for replacement in ['"', '[', '\n', '0', 'é'] {
+        for replacement in ['"', '\n', 'é'] {
             check(&format!("{before}{replacement}{after}"));
         }
     }
