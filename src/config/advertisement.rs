@@ -1,0 +1,344 @@
+//! `[[advertisement]]`: which VIPs go to which peers, with which path
+//! attributes.
+
+use std::time::Duration;
+
+use super::community::{
+    ExtendedCommunity, format_community, parse_community, parse_extended_community,
+    parse_large_community,
+};
+use super::diagnostic::Diagnostics;
+use super::duration::format_duration;
+use super::peer::name_problem;
+use super::selector::{LabelSelector, parse_selector};
+use super::tree::{self, Table, Value};
+
+/// Name of the advertisement that exists when the config has none.
+pub const DEFAULT_ADVERTISEMENT: &str = "default";
+
+/// `[[advertisement]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Advertisement {
+    /// Unique name; VIP file entries refer to it.
+    pub name: String,
+    /// Which addresses of a Service are advertised.
+    pub addresses: Vec<AddressKind>,
+    /// Only Services whose labels match; none means every Service.
+    pub service_selector: Option<LabelSelector>,
+    /// Only Services in namespaces whose labels match; none means every
+    /// namespace.
+    pub namespace_selector: Option<LabelSelector>,
+    /// Peers that receive these routes, by name; none means all peers.
+    pub peers: Option<Vec<String>>,
+    /// COMMUNITIES attribute values (RFC 1997).
+    pub communities: Vec<u32>,
+    /// LARGE_COMMUNITY attribute values (RFC 8092): (global, local 1, local 2).
+    pub large_communities: Vec<(u32, u32, u32)>,
+    /// EXTENDED_COMMUNITIES attribute values (RFC 4360).
+    pub extended_communities: Vec<ExtendedCommunity>,
+    /// LOCAL_PREF (RFC 4271 §5.1.5), sent to iBGP peers only.
+    pub local_pref: Option<u32>,
+    /// MULTI_EXIT_DISC (RFC 4271 §5.1.4).
+    pub med: Option<u32>,
+    /// Advertise a VIP only while TCP connects to it succeed; a failing VIP
+    /// counts as absent, so the hold-down still applies.
+    pub probe: Option<Probe>,
+}
+
+impl Advertisement {
+    /// The advertisement in force when the config has none: every peer, no
+    /// communities, LoadBalancer and external IPs.
+    pub fn implicit_default() -> Self {
+        Advertisement {
+            name: DEFAULT_ADVERTISEMENT.to_string(),
+            addresses: DEFAULT_ADDRESSES.to_vec(),
+            service_selector: None,
+            namespace_selector: None,
+            peers: None,
+            communities: Vec::new(),
+            large_communities: Vec::new(),
+            extended_communities: Vec::new(),
+            local_pref: None,
+            med: None,
+            probe: None,
+        }
+    }
+
+    /// True when routes of this advertisement go to the peer called `peer`.
+    pub fn applies_to_peer(&self, peer: &str) -> bool {
+        self.peers
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == peer))
+    }
+}
+
+/// Which address of a Service an advertisement covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddressKind {
+    /// `status.loadBalancer.ingress[].ip`: "LoadBalancerIP".
+    LoadBalancerIp,
+    /// `spec.externalIPs`: "ExternalIP".
+    ExternalIp,
+    /// `spec.clusterIPs`: "ClusterIP".
+    ClusterIp,
+}
+
+/// Addresses advertised when `addresses` is not given.
+pub const DEFAULT_ADDRESSES: [AddressKind; 2] =
+    [AddressKind::LoadBalancerIp, AddressKind::ExternalIp];
+
+/// TCP health probe gating an advertisement: the VIP is advertised only
+/// while connecting to it on `port` succeeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    /// TCP port to connect to on the VIP.
+    pub port: u16,
+    /// Time between probes.
+    pub interval: Duration,
+    /// Time a connect may take; less than `interval`.
+    pub timeout: Duration,
+    /// Consecutive failures before the VIP counts as absent.
+    pub fail_after: u32,
+    /// Consecutive successes before it counts as present again.
+    pub recover_after: u32,
+}
+
+const KEYS: &[&str] = &[
+    "name",
+    "addresses",
+    "service_selector",
+    "namespace_selector",
+    "peers",
+    "communities",
+    "large_communities",
+    "extended_communities",
+    "local_pref",
+    "med",
+    "probe",
+];
+
+/// Advertisement names seen so far, for duplicate detection.
+#[derive(Default)]
+pub(crate) struct AdvertisementRegistry {
+    names: Vec<(String, usize)>,
+}
+
+pub(crate) fn parse_advertisement(
+    value: &Value<'_>,
+    peer_names: &[String],
+    registry: &mut AdvertisementRegistry,
+    d: &mut Diagnostics,
+) -> Option<Advertisement> {
+    let context = "[[advertisement]]";
+    let table = Table::from_value(value, "each [[advertisement]]", context.to_string(), d)?;
+    table.reject_unknown_keys(KEYS, d);
+
+    let name = table.required("name", d).and_then(|v| {
+        let text = tree::string(v, "name", d)?;
+        if let Some(why) = name_problem(text) {
+            d.error(&v.span(), format!("advertisement name \"{text}\" {why}"));
+            return None;
+        }
+        let line = d.line_of(v.span().start);
+        if let Some((_, first)) = registry.names.iter().find(|(n, _)| n == text) {
+            d.error(
+                &v.span(),
+                format!("duplicate advertisement name \"{text}\" (first used on line {first})"),
+            );
+            return None;
+        }
+        registry.names.push((text.to_string(), line));
+        Some(text.to_string())
+    });
+
+    let addresses = match table.get("addresses") {
+        None => Some(DEFAULT_ADDRESSES.to_vec()),
+        Some(v) => tree::unique_list(v, "addresses", d, |item, d| {
+            tree::keyword(
+                item,
+                "each of addresses",
+                "unknown address kind",
+                &[
+                    ("LoadBalancerIP", AddressKind::LoadBalancerIp),
+                    ("ExternalIP", AddressKind::ExternalIp),
+                    ("ClusterIP", AddressKind::ClusterIp),
+                ],
+                d,
+            )
+        }, |kind| format!("{kind:?}"))
+        .and_then(|kinds| {
+            if kinds.is_empty() {
+                d.error(
+                    &v.span(),
+                    "addresses is empty; list at least one of \"LoadBalancerIP\", \"ExternalIP\", \"ClusterIP\"",
+                );
+                return None;
+            }
+            Some(kinds)
+        }),
+    };
+
+    let selector = |key: &str, d: &mut Diagnostics| match table.get(key) {
+        None => Some(None),
+        Some(v) => parse_selector(v, key, context, d).map(Some),
+    };
+    let service_selector = selector("service_selector", d);
+    let namespace_selector = selector("namespace_selector", d);
+
+    let peers = match table.get("peers") {
+        None => Some(None),
+        Some(v) => tree::unique_list(v, "peers", d, |item, d| {
+            let text = tree::string(item, "each of peers", d)?;
+            if peer_names.iter().any(|n| n == text) {
+                return Some(text.to_string());
+            }
+            let known: Vec<&str> = peer_names.iter().map(String::as_str).collect();
+            let hint = match tree::did_you_mean(text, &known) {
+                Some(s) => format!(" (did you mean \"{s}\"?)"),
+                None if known.is_empty() => String::new(),
+                None => format!("; expected {}", tree::quoted_list(&known)),
+            };
+            d.error(
+                &item.span(),
+                format!("unknown peer \"{text}\": no [[peer]] has that name{hint}"),
+            );
+            None
+        }, |name| format!("peer \"{name}\""))
+        .and_then(|names| {
+            if names.is_empty() {
+                d.error(
+                    &v.span(),
+                    "peers is empty, so these routes would go nowhere; remove the key to use all peers",
+                );
+                return None;
+            }
+            Some(Some(names))
+        }),
+    };
+
+    let communities = match table.get("communities") {
+        None => Some(Vec::new()),
+        Some(v) => tree::unique_list(
+            v,
+            "communities",
+            d,
+            |item, d| {
+                let text = tree::string(item, "each of communities", d)?;
+                parse_community(text)
+                    .map_err(|why| d.error(&item.span(), why))
+                    .ok()
+            },
+            |c| format!("community {}", format_community(*c)),
+        ),
+    };
+    let large_communities = match table.get("large_communities") {
+        None => Some(Vec::new()),
+        Some(v) => tree::unique_list(
+            v,
+            "large_communities",
+            d,
+            |item, d| {
+                let text = tree::string(item, "each of large_communities", d)?;
+                parse_large_community(text)
+                    .map_err(|why| d.error(&item.span(), why))
+                    .ok()
+            },
+            |(a, b, c)| format!("large community {a}:{b}:{c}"),
+        ),
+    };
+    let extended_communities = match table.get("extended_communities") {
+        None => Some(Vec::new()),
+        Some(v) => tree::unique_list(
+            v,
+            "extended_communities",
+            d,
+            |item, d| {
+                let text = tree::string(item, "each of extended_communities", d)?;
+                parse_extended_community(text)
+                    .map_err(|why| d.error(&item.span(), why))
+                    .ok()
+            },
+            |e| format!("extended community {e:?}"),
+        ),
+    };
+
+    let local_pref = match table.get("local_pref") {
+        None => Some(None),
+        Some(v) => tree::integer_in(v, "local_pref", 0, i128::from(u32::MAX), d).map(Some),
+    };
+    let med = match table.get("med") {
+        None => Some(None),
+        Some(v) => tree::integer_in(v, "med", 0, i128::from(u32::MAX), d).map(Some),
+    };
+    let probe = match table.get("probe") {
+        None => Some(None),
+        Some(v) => parse_probe(v, d).map(Some),
+    };
+
+    Some(Advertisement {
+        name: name?,
+        addresses: addresses?,
+        service_selector: service_selector?,
+        namespace_selector: namespace_selector?,
+        peers: peers?,
+        communities: communities?,
+        large_communities: large_communities?,
+        extended_communities: extended_communities?,
+        local_pref: local_pref?,
+        med: med?,
+        probe: probe?,
+    })
+}
+
+fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
+    let table = Table::from_value(value, "probe", "[[advertisement]] probe".to_string(), d)?;
+    table.reject_unknown_keys(
+        &["port", "interval", "timeout", "fail_after", "recover_after"],
+        d,
+    );
+    let port = table
+        .required("port", d)
+        .and_then(|v| tree::integer_in(v, "port", 1, 65_535, d));
+    let positive = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key) {
+        None => Some(default),
+        Some(v) => tree::duration(v, key, d).and_then(|t| {
+            if t.is_zero() {
+                d.error(&v.span(), format!("{key} must be more than 0s"));
+                return None;
+            }
+            Some(t)
+        }),
+    };
+    let interval = positive("interval", Duration::from_secs(2), d);
+    let timeout = positive("timeout", Duration::from_secs(1), d);
+    let count = |key: &str, default: u32, d: &mut Diagnostics| match table.get(key) {
+        None => Some(default),
+        Some(v) => tree::integer_in(v, key, 1, i128::from(u32::MAX), d),
+    };
+    let fail_after = count("fail_after", 3, d);
+    let recover_after = count("recover_after", 2, d);
+    if let (Some(interval), Some(timeout)) = (interval, timeout)
+        && timeout >= interval
+    {
+        let at = table
+            .get("timeout")
+            .or(table.get("interval"))
+            .map_or(table.span(), |v| v.span());
+        d.error(
+            &at,
+            format!(
+                "timeout ({}) must be less than interval ({}), so probes do not overlap",
+                format_duration(timeout),
+                format_duration(interval)
+            ),
+        );
+        return None;
+    }
+    Some(Probe {
+        port: port?,
+        interval: interval?,
+        timeout: timeout?,
+        fail_after: fail_after?,
+        recover_after: recover_after?,
+    })
+}

@@ -1,0 +1,136 @@
+//! Diagnostics: one `PATH:LINE:COL: message` line per problem found.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// One problem found in a configuration or VIP file, at a 1-based line and
+/// column (columns count characters, not bytes).
+///
+/// Displays as `path:line:col: message`, the form editors and CI logs
+/// recognise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file the problem is in, as given to `load` or `parse`.
+    pub path: PathBuf,
+    /// 1-based line number.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub col: usize,
+    /// What is wrong, and what is expected instead.
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.path.display(),
+            self.line,
+            self.col,
+            self.message
+        )
+    }
+}
+
+/// Collects diagnostics for one file, turning byte offsets into line/column.
+pub(crate) struct Diagnostics<'a> {
+    path: &'a Path,
+    text: &'a str,
+    /// Byte offset at which each line starts.
+    line_starts: Vec<usize>,
+    found: Vec<Diagnostic>,
+}
+
+impl<'a> Diagnostics<'a> {
+    pub(crate) fn new(path: &'a Path, text: &'a str) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Diagnostics {
+            path,
+            text,
+            line_starts,
+            found: Vec::new(),
+        }
+    }
+
+    /// Records a problem at the start of `span` (byte offsets into the text).
+    pub(crate) fn error(&mut self, span: &Range<usize>, message: impl Into<String>) {
+        let (line, col) = self.line_col(span.start);
+        self.found.push(Diagnostic {
+            path: self.path.to_path_buf(),
+            line,
+            col,
+            message: message.into(),
+        });
+    }
+
+    /// 1-based line of a byte offset, for messages that point back at an
+    /// earlier definition ("first defined on line 12").
+    pub(crate) fn line_of(&self, offset: usize) -> usize {
+        self.line_col(offset).0
+    }
+
+    fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let start = self
+            .line_starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(0);
+        // Snap to a character boundary so a span inside a multi-byte
+        // character cannot make the slice below fail.
+        let mut end = offset;
+        while !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let col = self.text.get(start..end).map_or(0, |s| s.chars().count()) + 1;
+        (line.max(1), col)
+    }
+
+    /// The source text of a span, if the span is valid.
+    pub(crate) fn snippet(&self, span: &Range<usize>) -> Option<&'a str> {
+        self.text.get(span.clone())
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.found.is_empty()
+    }
+
+    /// All diagnostics in file order (stable for equal positions, so problems
+    /// found at one spot keep the order they were checked in), each once:
+    /// the toml parser's error recovery can report one problem twice.
+    pub(crate) fn into_sorted(mut self) -> Vec<Diagnostic> {
+        self.found.sort_by_key(|d| (d.line, d.col));
+        self.found.dedup();
+        self.found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_one_based_and_count_characters() {
+        let text = "a = 1\nbé = \"x\"\n";
+        let mut d = Diagnostics::new(Path::new("f.toml"), text);
+        d.error(&(0..1), "first");
+        // 'é' is two bytes; the '=' after it is the 4th character.
+        let eq = text.rfind('=').expect("test text has an '='");
+        d.error(&(eq..eq + 1), "second");
+        d.error(&(text.len()..text.len()), "at end");
+        let lines: Vec<String> = d.into_sorted().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "f.toml:1:1: first",
+                "f.toml:2:4: second",
+                "f.toml:3:1: at end"
+            ]
+        );
+    }
+}

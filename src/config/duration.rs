@@ -1,0 +1,161 @@
+//! Durations written as strings with units: "500ms", "9s", "5m", "1h",
+//! and combinations such as "1m30s" (largest unit first, each unit once).
+
+use std::time::Duration;
+
+/// Units in the order they must appear, with their length in milliseconds.
+const UNITS: [(&str, u64); 4] = [("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)];
+
+/// Parses a duration string. The error says what is wrong and what is
+/// expected, ready to be prefixed with the key's name.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let expected = "expected a number with a unit (ms, s, m, h), e.g. \"9s\" or \"1m30s\"";
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(format!("is empty; {expected}"));
+    }
+    if trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "\"{text}\" has no unit; add one, e.g. \"{trimmed}s\" or \"{trimmed}ms\""
+        ));
+    }
+    let mut rest = trimmed;
+    let mut total_ms: u64 = 0;
+    // Index into UNITS of the last unit seen: each later part must use a
+    // strictly smaller unit, so "30s1m" and "1s1s" are rejected.
+    let mut last_unit: Option<usize> = None;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            if rest.starts_with('-') {
+                return Err(format!("\"{text}\" is negative; durations are 0 or more"));
+            }
+            return Err(format!("\"{text}\" is not a duration; {expected}"));
+        }
+        let (number, after) = rest.split_at(digits);
+        if after.starts_with('.') {
+            return Err(format!(
+                "\"{text}\" has a fraction; use whole numbers of a smaller unit, e.g. \"1500ms\""
+            ));
+        }
+        let unit_len = after.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let (unit, after) = after.split_at(unit_len);
+        if unit.is_empty() {
+            return Err(format!(
+                "\"{text}\" has a number without a unit; {expected}"
+            ));
+        }
+        let Some(index) = UNITS.iter().position(|(name, _)| *name == unit) else {
+            return Err(format!(
+                "\"{text}\" has unknown unit \"{unit}\"; use ms, s, m or h"
+            ));
+        };
+        if last_unit.is_some_and(|last| index <= last) {
+            return Err(format!(
+                "\"{text}\": write each unit once, largest first, e.g. \"1h30m\" or \"1m30s\""
+            ));
+        }
+        last_unit = Some(index);
+        let value: u64 = number
+            .parse()
+            .map_err(|_| format!("\"{text}\" is too large"))?;
+        total_ms = value
+            .checked_mul(UNITS[index].1)
+            .and_then(|ms| total_ms.checked_add(ms))
+            .ok_or_else(|| format!("\"{text}\" is too large"))?;
+        rest = after;
+    }
+    Ok(Duration::from_millis(total_ms))
+}
+
+/// Formats a duration the way it would be written in the config ("1m30s",
+/// "500ms", "0s"), for messages that quote values back to the operator.
+pub fn format_duration(duration: Duration) -> String {
+    let mut ms = duration.as_millis();
+    if ms == 0 {
+        return "0s".to_string();
+    }
+    let mut out = String::new();
+    for (name, unit_ms) in UNITS {
+        let unit_ms = u128::from(unit_ms);
+        let count = ms / unit_ms;
+        if count > 0 {
+            out.push_str(&count.to_string());
+            out.push_str(name);
+            ms -= count * unit_ms;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn single_units() {
+        assert_eq!(parse_duration("500ms"), Ok(ms(500)));
+        assert_eq!(parse_duration("9s"), Ok(ms(9_000)));
+        assert_eq!(parse_duration("5m"), Ok(ms(300_000)));
+        assert_eq!(parse_duration("1h"), Ok(ms(3_600_000)));
+        assert_eq!(parse_duration("0s"), Ok(ms(0)));
+        assert_eq!(parse_duration("0ms"), Ok(ms(0)));
+    }
+
+    #[test]
+    fn combinations_largest_unit_first() {
+        assert_eq!(parse_duration("1m30s"), Ok(ms(90_000)));
+        assert_eq!(parse_duration("1h30m"), Ok(ms(5_400_000)));
+        assert_eq!(parse_duration("1h0m1s250ms"), Ok(ms(3_601_250)));
+        // "m" followed by "s" must not be read as "ms".
+        assert_eq!(parse_duration("2m5s"), Ok(ms(125_000)));
+    }
+
+    #[test]
+    fn bare_number_asks_for_a_unit() {
+        assert_eq!(
+            parse_duration("30"),
+            Err("\"30\" has no unit; add one, e.g. \"30s\" or \"30ms\"".to_string())
+        );
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        for bad in [
+            "", " ", "s", "1x", "1.5s", "-1s", "30s1m", "1s1s", "1m 30s", "1d", "1 h",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert_eq!(
+            parse_duration("1.5s"),
+            Err(
+                "\"1.5s\" has a fraction; use whole numbers of a smaller unit, e.g. \"1500ms\""
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            parse_duration("3d"),
+            Err("\"3d\" has unknown unit \"d\"; use ms, s, m or h".to_string())
+        );
+    }
+
+    #[test]
+    fn rejects_overflow_without_panicking() {
+        assert!(parse_duration("99999999999999999999s").is_err());
+        assert!(parse_duration("18446744073709551615h").is_err());
+    }
+
+    #[test]
+    fn formats_back() {
+        for text in ["0s", "500ms", "9s", "1m30s", "1h", "1h0m1s", "2h5m"] {
+            let parsed = parse_duration(text).expect("valid duration");
+            let expected = if text == "1h0m1s" { "1h1s" } else { text };
+            assert_eq!(format_duration(parsed), expected);
+        }
+        assert_eq!(format_duration(Duration::from_micros(1_500)), "1ms");
+    }
+}

@@ -1,0 +1,272 @@
+//! The configuration layer: one TOML file per rack, checked as a whole.
+//!
+//! Reading never stops at the first problem. Every syntax error, type
+//! error, unknown key, missing key, invalid value and cross-check failure
+//! becomes one [`Diagnostic`] (`PATH:LINE:COL: message`), so a single
+//! `holdfast check` run lists everything to fix.
+//!
+//! The tree comes from the toml crate's span-keeping parser (`DeTable`);
+//! each section module reads its table with the helpers in `tree` and
+//! returns `None` when it found a problem (already recorded).
+
+mod advertisement;
+mod community;
+mod diagnostic;
+mod duration;
+mod peer;
+mod selector;
+mod source;
+mod speaker;
+mod stability;
+mod tree;
+mod vip;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use toml::de::DeTable;
+
+pub use advertisement::{
+    AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Probe,
+};
+pub use community::{
+    ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,
+    parse_community, parse_extended_community, parse_large_community,
+};
+pub use diagnostic::Diagnostic;
+pub use duration::{format_duration, parse_duration};
+pub use peer::{
+    AddressFamily, Bfd, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME, DEFAULT_PORT, Family,
+    GracefulRestart, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerPassword,
+};
+pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorMismatch, SelectorOperator};
+pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source};
+pub use speaker::{DEFAULT_API, RouterId, Speaker};
+pub use stability::{Damping, Stability};
+pub use vip::{VipEntry, parse_vip_file};
+
+use advertisement::{AdvertisementRegistry, parse_advertisement};
+use diagnostic::Diagnostics;
+use peer::{PeerContext, PeerRegistry, parse_peer};
+use tree::Table;
+
+/// A complete, checked configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it was read from (as given).
+    pub path: PathBuf,
+    /// `[speaker]`.
+    pub speaker: Speaker,
+    /// `[[peer]]`, in file order; at least one.
+    pub peers: Vec<Peer>,
+    /// `[source]`.
+    pub source: Source,
+    /// `[stability]` (all defaults when absent).
+    pub stability: Stability,
+    /// `[[advertisement]]`, in file order; when the file has none, the one
+    /// implicit [`DEFAULT_ADVERTISEMENT`].
+    pub advertisements: Vec<Advertisement>,
+}
+
+impl Config {
+    /// Advertisement names in order, as [`parse_vip_file`] wants them.
+    pub fn advertisement_names(&self) -> Vec<String> {
+        self.advertisements.iter().map(|a| a.name.clone()).collect()
+    }
+
+    /// The peer called `name`.
+    pub fn peer(&self, name: &str) -> Option<&Peer> {
+        self.peers.iter().find(|p| p.name == name)
+    }
+
+    /// The advertisement called `name`.
+    pub fn advertisement(&self, name: &str) -> Option<&Advertisement> {
+        self.advertisements.iter().find(|a| a.name == name)
+    }
+}
+
+/// Reads and checks the config file at `path`, and reads every
+/// `password_file` it names (unreadable, empty or over-long keys are
+/// diagnostics at the `password_file` value).
+pub fn load(path: &Path) -> Result<Config, Vec<Diagnostic>> {
+    let text = read_text(path)?;
+    parse_with(path, &text, true)
+}
+
+/// Checks config text without touching the file system: password files are
+/// resolved but not read (`PeerPassword::key` is `None`).
+/// `path_for_messages` names the file in diagnostics, and its directory is
+/// the base for relative paths.
+pub fn parse(path_for_messages: &Path, text: &str) -> Result<Config, Vec<Diagnostic>> {
+    parse_with(path_for_messages, text, false)
+}
+
+/// Reads and checks the VIP file of a `kind = "file"` source against the
+/// config's advertisements.
+pub fn load_vip_file(
+    path: &Path,
+    advertisement_names: &[String],
+) -> Result<Vec<VipEntry>, Vec<Diagnostic>> {
+    let text = read_text(path)?;
+    parse_vip_file(path, &text, advertisement_names)
+}
+
+fn read_text(path: &Path) -> Result<String, Vec<Diagnostic>> {
+    let failure = |message: String| {
+        vec![Diagnostic {
+            path: path.to_path_buf(),
+            line: 1,
+            col: 1,
+            message,
+        }]
+    };
+    let bytes = std::fs::read(path).map_err(|err| failure(format!("cannot read file: {err}")))?;
+    String::from_utf8(bytes).map_err(|err| {
+        failure(format!(
+            "file is not valid UTF-8 (TOML must be UTF-8): invalid byte at offset {}",
+            err.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// Records the toml parser's syntax errors. Only these are reported when
+/// there are any: the recovered tree would yield confusing follow-on errors.
+pub(crate) fn syntax_errors(errors: &[toml::de::Error], d: &mut Diagnostics) {
+    for error in errors {
+        let span = error.span().unwrap_or(0..0);
+        let mut message = error.message().trim().replace('\n', "; ");
+        // The parser's "duplicate key" does not say which one.
+        if message == "duplicate key"
+            && let Some(key) = d.snippet(&span).filter(|k| !k.is_empty())
+        {
+            let key = if key.starts_with(['"', '\'']) {
+                key.to_string()
+            } else {
+                format!("\"{key}\"")
+            };
+            message = format!("duplicate key {key} (a key may appear only once per table)");
+        }
+        d.error(&span, format!("TOML syntax error: {message}"));
+    }
+}
+
+const TOP_LEVEL_KEYS: &[&str] = &["speaker", "peer", "source", "stability", "advertisement"];
+
+fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, Vec<Diagnostic>> {
+    let mut d = Diagnostics::new(path, text);
+    let (root, errors) = DeTable::parse_recoverable(text);
+    if !errors.is_empty() {
+        syntax_errors(&errors, &mut d);
+        return Err(d.into_sorted());
+    }
+    let root = Table::root(root.get_ref());
+    root.reject_unknown_keys(TOP_LEVEL_KEYS, &mut d);
+    let config_dir = path.parent().unwrap_or(Path::new(""));
+
+    let section = |key: &str, d: &mut Diagnostics| {
+        root.get(key)
+            .and_then(|v| Table::from_value(v, key, format!("[{key}]"), d))
+    };
+
+    let speaker_table = section("speaker", &mut d);
+    let speaker = match &speaker_table {
+        Some(table) => speaker::parse_speaker(table, &mut d),
+        None => {
+            if !root.contains("speaker") {
+                d.error(
+                    &(0..0),
+                    "missing required table [speaker] (with at least asn)",
+                );
+            }
+            None
+        }
+    };
+
+    let cx = PeerContext {
+        speaker_listens: speaker_table.as_ref().is_some_and(|t| t.contains("listen")),
+        config_dir,
+        read_passwords,
+    };
+    let mut peer_registry = PeerRegistry::default();
+    let peers = match root.get("peer") {
+        None => {
+            d.error(&(0..0), "missing [[peer]]: at least one peer is required");
+            None
+        }
+        Some(list) => tree::array_of_tables(list, "peer", &mut d).and_then(|items| {
+            if items.is_empty() {
+                d.error(
+                    &list.span(),
+                    "peer is empty: at least one [[peer]] is required",
+                );
+                return None;
+            }
+            let mut peers = Vec::with_capacity(items.len());
+            let mut ok = true;
+            for item in items {
+                match parse_peer(item, &cx, &mut peer_registry, &mut d) {
+                    Some(peer) => peers.push(peer),
+                    None => ok = false,
+                }
+            }
+            ok.then_some(peers)
+        }),
+    };
+
+    let source = match section("source", &mut d) {
+        Some(table) => source::parse_source(&table, config_dir, &mut d),
+        None => {
+            if !root.contains("source") {
+                d.error(
+                    &(0..0),
+                    "missing required table [source] (kind = \"kubernetes\" or kind = \"file\")",
+                );
+            }
+            None
+        }
+    };
+
+    let stability = match root.get("stability") {
+        None => Some(Stability::default()),
+        Some(_) => section("stability", &mut d)
+            .and_then(|table| stability::parse_stability(&table, &mut d)),
+    };
+
+    let peer_names = peer_registry.names();
+    let mut advertisement_registry = AdvertisementRegistry::default();
+    let advertisements = match root.get("advertisement") {
+        None => Some(vec![Advertisement::implicit_default()]),
+        Some(list) => tree::array_of_tables(list, "advertisement", &mut d).map(|items| {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                if let Some(adv) =
+                    parse_advertisement(item, &peer_names, &mut advertisement_registry, &mut d)
+                {
+                    out.push(adv);
+                }
+            }
+            if items.is_empty() {
+                out.push(Advertisement::implicit_default());
+            }
+            out
+        }),
+    };
+
+    match (speaker, peers, source, stability, advertisements) {
+        (Some(speaker), Some(peers), Some(source), Some(stability), Some(advertisements))
+            if d.is_empty() =>
+        {
+            Ok(Config {
+                path: path.to_path_buf(),
+                speaker,
+                peers,
+                source,
+                stability,
+                advertisements,
+            })
+        }
+        _ => Err(d.into_sorted()),
+    }
+}

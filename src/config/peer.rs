@@ -1,0 +1,811 @@
+//! `[[peer]]`: one BGP session to an upstream router.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::diagnostic::Diagnostics;
+use super::duration::format_duration;
+use super::speaker::asn;
+use super::tree::{self, Table, Value};
+
+/// Default BGP port (RFC 4271 §8.2.1).
+pub const DEFAULT_PORT: u16 = 179;
+/// Default hold time: the value RFC 4271 §10 suggests.
+pub const DEFAULT_HOLD_TIME: Duration = Duration::from_secs(90);
+/// Default ConnectRetryTimer: RFC 4271 §10's suggested 120s is long for a
+/// node that just booted; 30s reconnects sooner without hammering the router.
+pub const DEFAULT_CONNECT_RETRY: Duration = Duration::from_secs(30);
+/// Largest TCP MD5 key Linux accepts (TCP_MD5SIG_MAXKEYLEN).
+pub const MD5_KEY_MAX_LEN: usize = 80;
+/// Largest hold time: the OPEN field is 16 bits of seconds (RFC 4271 §4.2).
+pub const MAX_HOLD_TIME: Duration = Duration::from_secs(65_535);
+/// Smallest non-zero hold time (RFC 4271 §4.2).
+pub const MIN_HOLD_TIME: Duration = Duration::from_secs(3);
+
+/// `[[peer]]`: one BGP neighbor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peer {
+    /// Unique name, used in logs, metrics, status and `advertisement.peers`.
+    pub name: String,
+    /// Where the router is.
+    pub address: PeerAddress,
+    /// The router's AS number; equal to `speaker.asn` makes the session iBGP.
+    pub asn: u32,
+    /// TCP port of the router.
+    pub port: u16,
+    /// TCP MD5 signature key (RFC 2385), if any.
+    pub password: Option<PeerPassword>,
+    /// Hold time we propose in OPEN (RFC 4271 §4.2): 0 (no keepalives) or
+    /// 3s..=65535s, whole seconds.
+    pub hold_time: Duration,
+    /// Interval between KEEPALIVEs; at most `hold_time`, 0 only with a hold
+    /// time of 0.
+    pub keepalive: Duration,
+    /// ConnectRetryTimer (RFC 4271 §8): wait between connection attempts.
+    pub connect_retry: Duration,
+    /// IP TTL of our packets (1 = directly connected).
+    pub ebgp_multihop: u8,
+    /// GTSM (RFC 5082): send with TTL 255 and accept only packets whose TTL
+    /// is at least 256 - `ebgp_multihop`.
+    pub ttl_security: bool,
+    /// Local address to connect from; none lets the kernel choose.
+    pub source_address: Option<IpAddr>,
+    /// Address families (AFI/SAFI) to negotiate (RFC 4760).
+    pub families: Vec<Family>,
+    /// Only accept the router's connection, never connect out; needs
+    /// `speaker.listen`.
+    pub passive: bool,
+    /// MinRouteAdvertisementIntervalTimer (RFC 4271 §9.2.1.1): least time
+    /// between two UPDATEs for the same prefix; 0 sends at once.
+    pub min_route_advertisement_interval: Duration,
+    /// Graceful restart (RFC 4724) as advertised in our OPEN.
+    pub graceful_restart: GracefulRestart,
+    /// BFD (RFC 5880/5881/5883) liveness detection; none when disabled.
+    pub bfd: Option<Bfd>,
+}
+
+impl Peer {
+    /// True when this is an iBGP session for a speaker in `local_asn`.
+    pub fn is_ibgp(&self, local_asn: u32) -> bool {
+        self.asn == local_asn
+    }
+
+    /// The TCP MD5 key, once read by `load`.
+    pub fn md5_key(&self) -> Option<&[u8]> {
+        self.password
+            .as_ref()
+            .and_then(|p| p.key.as_ref())
+            .map(Md5Key::as_bytes)
+    }
+}
+
+/// Where a peer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAddress {
+    /// A fixed address.
+    Ip(IpAddr),
+    /// The node's default gateway of this family, looked up by the daemon
+    /// (the usual top-of-rack router).
+    DefaultGateway(AddressFamily),
+}
+
+impl PeerAddress {
+    /// The family of the transport address.
+    pub fn family(&self) -> AddressFamily {
+        match self {
+            PeerAddress::Ip(IpAddr::V4(_)) => AddressFamily::Ipv4,
+            PeerAddress::Ip(IpAddr::V6(_)) => AddressFamily::Ipv6,
+            PeerAddress::DefaultGateway(family) => *family,
+        }
+    }
+}
+
+impl fmt::Display for PeerAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerAddress::Ip(ip) => write!(f, "{ip}"),
+            PeerAddress::DefaultGateway(AddressFamily::Ipv4) => write!(f, "default-gateway (IPv4)"),
+            PeerAddress::DefaultGateway(AddressFamily::Ipv6) => write!(f, "default-gateway (IPv6)"),
+        }
+    }
+}
+
+/// IPv4 or IPv6, for transport addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddressFamily {
+    /// IPv4.
+    Ipv4,
+    /// IPv6.
+    Ipv6,
+}
+
+/// A negotiated address family (AFI/SAFI, RFC 4760).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// AFI 1, SAFI 1: "ipv4-unicast".
+    Ipv4Unicast,
+    /// AFI 2, SAFI 1: "ipv6-unicast".
+    Ipv6Unicast,
+}
+
+impl Family {
+    /// The config spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Family::Ipv4Unicast => "ipv4-unicast",
+            Family::Ipv6Unicast => "ipv6-unicast",
+        }
+    }
+}
+
+/// The TCP MD5 password of a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerPassword {
+    /// The file holding the key, relative paths resolved against the
+    /// config file's directory.
+    pub file: PathBuf,
+    /// The key: read by `load`; `None` after `parse`, which never touches
+    /// the file system. Comparing peers compares keys, so a changed key
+    /// restarts the session on reload.
+    pub key: Option<Md5Key>,
+}
+
+/// A TCP MD5 key, 1..=80 bytes. Its Debug output hides the bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Md5Key(Vec<u8>);
+
+impl Md5Key {
+    /// A key from a password file's contents, trailing newlines removed.
+    pub fn from_file_contents(contents: &[u8]) -> Result<Self, String> {
+        let mut end = contents.len();
+        while end > 0 && matches!(contents[end - 1], b'\n' | b'\r') {
+            end -= 1;
+        }
+        let key = &contents[..end];
+        if key.is_empty() {
+            return Err(format!(
+                "is empty; a TCP MD5 key needs 1 to {MD5_KEY_MAX_LEN} bytes"
+            ));
+        }
+        if key.len() > MD5_KEY_MAX_LEN {
+            return Err(format!(
+                "holds a key of {} bytes; TCP MD5 keys are at most {MD5_KEY_MAX_LEN} bytes (TCP_MD5SIG_MAXKEYLEN)",
+                key.len()
+            ));
+        }
+        Ok(Md5Key(key.to_vec()))
+    }
+
+    /// The key bytes, for the TCP_MD5SIG socket option.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Md5Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Md5Key(<{} bytes>)", self.0.len())
+    }
+}
+
+/// Graceful restart (RFC 4724) as we advertise it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GracefulRestart {
+    /// Advertise the Graceful Restart capability.
+    pub enabled: bool,
+    /// Restart Time: how long the router keeps our routes while we restart
+    /// (RFC 4724 §3, 12 bits of seconds: at most 4095s).
+    pub restart_time: Duration,
+    /// N bit (RFC 8538): graceful restart also covers NOTIFICATIONs.
+    pub notification: bool,
+    /// F bit (RFC 4724 §3): forwarding state preserved across a restart.
+    pub forwarding_state: bool,
+}
+
+impl Default for GracefulRestart {
+    fn default() -> Self {
+        GracefulRestart {
+            enabled: true,
+            restart_time: Duration::from_secs(120),
+            notification: true,
+            forwarding_state: true,
+        }
+    }
+}
+
+/// BFD session parameters (RFC 5880 §6.8.1 variables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bfd {
+    /// Required Min RX Interval: fastest rate we accept packets at.
+    pub min_rx: Duration,
+    /// Desired Min TX Interval: fastest rate we send packets at.
+    pub min_tx: Duration,
+    /// Detect Mult: missed packets before the session is declared down.
+    pub multiplier: u8,
+    /// Multihop BFD (RFC 5883) instead of single-hop (RFC 5881).
+    pub multihop: bool,
+}
+
+impl Default for Bfd {
+    fn default() -> Self {
+        Bfd {
+            min_rx: Duration::from_millis(300),
+            min_tx: Duration::from_millis(300),
+            multiplier: 3,
+            multihop: false,
+        }
+    }
+}
+
+pub(crate) const KEYS: &[&str] = &[
+    "name",
+    "address",
+    "family",
+    "asn",
+    "port",
+    "password_file",
+    "hold_time",
+    "keepalive",
+    "connect_retry",
+    "ebgp_multihop",
+    "ttl_security",
+    "source_address",
+    "families",
+    "passive",
+    "min_route_advertisement_interval",
+    "graceful_restart",
+    "bfd",
+];
+
+/// What peer parsing needs to know from outside the `[[peer]]` table.
+pub(crate) struct PeerContext<'a> {
+    /// `[speaker]` sets `listen` (passive peers need it).
+    pub speaker_listens: bool,
+    /// Relative paths are relative to this directory.
+    pub config_dir: &'a Path,
+    /// Read password files (`load`) or leave them (`parse`).
+    pub read_passwords: bool,
+}
+
+/// Names and transport endpoints seen so far, to report duplicates at the
+/// later definition.
+#[derive(Default)]
+pub(crate) struct PeerRegistry {
+    names: Vec<(String, usize)>,
+    endpoints: Vec<((PeerAddress, u16), usize)>,
+}
+
+impl PeerRegistry {
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.names.iter().map(|(name, _)| name.clone()).collect()
+    }
+}
+
+/// Peer and advertisement names go into logs, metrics labels and status
+/// output: keep them to a plain, shell- and label-safe alphabet.
+pub(crate) fn name_problem(name: &str) -> Option<&'static str> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    (!ok).then_some("must be 1 to 64 letters, digits, '-', '_' or '.'")
+}
+
+pub(crate) fn parse_peer(
+    value: &Value<'_>,
+    cx: &PeerContext<'_>,
+    registry: &mut PeerRegistry,
+    d: &mut Diagnostics,
+) -> Option<Peer> {
+    let table = Table::from_value(value, "each [[peer]]", "[[peer]]".to_string(), d)?;
+    table.reject_unknown_keys(KEYS, d);
+
+    let name = table.required("name", d).and_then(|v| {
+        let text = tree::string(v, "name", d)?;
+        let line = d.line_of(v.span().start);
+        if let Some((_, first)) = registry.names.iter().find(|(n, _)| n == text) {
+            d.error(
+                &v.span(),
+                format!("duplicate peer name \"{text}\" (first used on line {first})"),
+            );
+            return None;
+        }
+        // Registered even if malformed, so that advertisements naming it
+        // are not also reported as naming an unknown peer.
+        registry.names.push((text.to_string(), line));
+        if let Some(why) = name_problem(text) {
+            d.error(&v.span(), format!("peer name \"{text}\" {why}"));
+            return None;
+        }
+        Some(text.to_string())
+    });
+
+    let address = table
+        .required("address", d)
+        .and_then(|v| peer_address(&table, v, d));
+
+    let asn = table.required("asn", d).and_then(|v| asn(v, "asn", d));
+
+    let port = match table.get("port") {
+        None => Some(DEFAULT_PORT),
+        Some(v) => tree::integer_in(v, "port", 1, 65_535, d),
+    };
+
+    if let (Some(address), Some(port)) = (address, port) {
+        let at = table.get("address").map_or(table.span(), |v| v.span());
+        let line = d.line_of(at.start);
+        if let Some((_, first)) = registry
+            .endpoints
+            .iter()
+            .find(|(e, _)| *e == (address, port))
+        {
+            d.error(
+                &at,
+                format!(
+                    "another [[peer]] (line {first}) already uses address {address} port {port}"
+                ),
+            );
+        } else {
+            registry.endpoints.push(((address, port), line));
+        }
+    }
+
+    let password = match table.get("password_file") {
+        None => Some(None),
+        Some(v) => password(v, cx, d).map(Some),
+    };
+
+    let (hold_time, keepalive) = timers(&table, d);
+
+    let connect_retry = match table.get("connect_retry") {
+        None => Some(DEFAULT_CONNECT_RETRY),
+        Some(v) => tree::duration(v, "connect_retry", d).and_then(|t| {
+            if t < Duration::from_secs(1) {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "connect_retry must be at least 1s, got {}",
+                        format_duration(t)
+                    ),
+                );
+                return None;
+            }
+            Some(t)
+        }),
+    };
+
+    let ebgp_multihop = match table.get("ebgp_multihop") {
+        None => Some(1),
+        Some(v) => tree::integer_in(v, "ebgp_multihop", 1, 255, d),
+    };
+
+    let ttl_security = match table.get("ttl_security") {
+        None => Some(false),
+        Some(v) => tree::boolean(v, "ttl_security", d),
+    };
+
+    let source_address = match table.get("source_address") {
+        None => Some(None),
+        Some(v) => tree::ip_address(v, "source_address", d).and_then(|ip| {
+            let family = PeerAddress::Ip(ip).family();
+            match address {
+                Some(peer) if peer.family() != family => {
+                    d.error(
+                        &v.span(),
+                        format!(
+                            "source_address {ip} is {} but the peer address {peer} is {}",
+                            family_word(family),
+                            family_word(peer.family())
+                        ),
+                    );
+                    None
+                }
+                _ => Some(Some(ip)),
+            }
+        }),
+    };
+
+    let families = match table.get("families") {
+        None => Some(vec![Family::Ipv4Unicast, Family::Ipv6Unicast]),
+        Some(v) => families(v, d),
+    };
+
+    let passive = match table.get("passive") {
+        None => Some(false),
+        Some(v) => tree::boolean(v, "passive", d).and_then(|passive| {
+            if passive && !cx.speaker_listens {
+                d.error(
+                    &v.span(),
+                    "passive = true needs listen in [speaker] (the address to accept the router's connection on)",
+                );
+                return None;
+            }
+            Some(passive)
+        }),
+    };
+
+    let min_route_advertisement_interval = match table.get("min_route_advertisement_interval") {
+        None => Some(Duration::ZERO),
+        Some(v) => tree::duration(v, "min_route_advertisement_interval", d),
+    };
+
+    let graceful_restart = match table.get("graceful_restart") {
+        None => Some(GracefulRestart::default()),
+        Some(v) => graceful_restart(v, d),
+    };
+
+    let bfd = match table.get("bfd") {
+        None => Some(None),
+        Some(v) => bfd(v, d),
+    };
+
+    Some(Peer {
+        name: name?,
+        address: address?,
+        asn: asn?,
+        port: port?,
+        password: password?,
+        hold_time: hold_time?,
+        keepalive: keepalive?,
+        connect_retry: connect_retry?,
+        ebgp_multihop: ebgp_multihop?,
+        ttl_security: ttl_security?,
+        source_address: source_address?,
+        families: families?,
+        passive: passive?,
+        min_route_advertisement_interval: min_route_advertisement_interval?,
+        graceful_restart: graceful_restart?,
+        bfd: bfd?,
+    })
+}
+
+fn family_word(family: AddressFamily) -> &'static str {
+    match family {
+        AddressFamily::Ipv4 => "IPv4",
+        AddressFamily::Ipv6 => "IPv6",
+    }
+}
+
+/// `address`, with `family` (only meaningful for "default-gateway").
+fn peer_address(table: &Table<'_, '_>, v: &Value<'_>, d: &mut Diagnostics) -> Option<PeerAddress> {
+    let text = tree::string(v, "address", d)?;
+    let family = table.get("family");
+    if text == "default-gateway" {
+        let family = match family {
+            None => Some(AddressFamily::Ipv4),
+            Some(f) => tree::keyword(
+                f,
+                "family",
+                "unknown family",
+                &[("ipv4", AddressFamily::Ipv4), ("ipv6", AddressFamily::Ipv6)],
+                d,
+            ),
+        };
+        return family.map(PeerAddress::DefaultGateway);
+    }
+    if let Some(f) = family {
+        d.error(
+            &f.span(),
+            "family applies only to address = \"default-gateway\"; an IP address already has a family",
+        );
+    }
+    let Ok(ip) = text.parse::<IpAddr>() else {
+        let hint = if text.contains('/') {
+            " (a single address, not a prefix)"
+        } else if text.parse::<std::net::SocketAddr>().is_ok() {
+            " (put the port in port, not in the address)"
+        } else {
+            ""
+        };
+        d.error(
+            &v.span(),
+            format!(
+                "address must be an IPv4 or IPv6 address or \"default-gateway\"{hint}, got \"{text}\""
+            ),
+        );
+        return None;
+    };
+    let unusable = match ip {
+        IpAddr::V4(v4) => {
+            if v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast() {
+                Some("is not a unicast address")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(v6) => {
+            if v6.is_unspecified() || v6.is_multicast() {
+                Some("is not a unicast address")
+            } else if v6.is_unicast_link_local() {
+                Some(
+                    "is link-local and would need an interface; use address = \"default-gateway\" with family = \"ipv6\", or a global address",
+                )
+            } else {
+                None
+            }
+        }
+    };
+    if let Some(why) = unusable {
+        d.error(&v.span(), format!("peer address {ip} {why}"));
+        return None;
+    }
+    Some(PeerAddress::Ip(ip))
+}
+
+fn password(v: &Value<'_>, cx: &PeerContext<'_>, d: &mut Diagnostics) -> Option<PeerPassword> {
+    let text = tree::string(v, "password_file", d)?;
+    if text.is_empty() {
+        d.error(
+            &v.span(),
+            "password_file is empty; give the path of the file holding the key",
+        );
+        return None;
+    }
+    let file = cx.config_dir.join(text);
+    if !cx.read_passwords {
+        return Some(PeerPassword { file, key: None });
+    }
+    match std::fs::read(&file) {
+        Err(err) => {
+            d.error(
+                &v.span(),
+                format!("cannot read password_file {}: {err}", file.display()),
+            );
+            None
+        }
+        Ok(contents) => match Md5Key::from_file_contents(&contents) {
+            Ok(key) => Some(PeerPassword {
+                file,
+                key: Some(key),
+            }),
+            Err(why) => {
+                d.error(&v.span(), format!("password_file {} {why}", file.display()));
+                None
+            }
+        },
+    }
+}
+
+/// `hold_time` and `keepalive`, checked together.
+fn timers(table: &Table<'_, '_>, d: &mut Diagnostics) -> (Option<Duration>, Option<Duration>) {
+    let hold_time = match table.get("hold_time") {
+        None => Some(DEFAULT_HOLD_TIME),
+        Some(v) => tree::duration(v, "hold_time", d).and_then(|t| {
+            let text = format_duration(t);
+            if t.subsec_nanos() != 0 {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "hold_time must be whole seconds (OPEN carries seconds, RFC 4271 §4.2), got {text}"
+                    ),
+                );
+                None
+            } else if !t.is_zero() && t < MIN_HOLD_TIME {
+                // RFC 4271 §4.2: "The Hold Time MUST be either zero or at
+                // least three seconds."
+                d.error(
+                    &v.span(),
+                    format!("hold_time must be 0s or at least 3s (RFC 4271 §4.2), got {text}"),
+                );
+                None
+            } else if t > MAX_HOLD_TIME {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "hold_time must be at most 65535s (16 bits in OPEN, RFC 4271 §4.2), got {text}"
+                    ),
+                );
+                None
+            } else {
+                Some(t)
+            }
+        }),
+    };
+
+    let keepalive = match table.get("keepalive") {
+        // RFC 4271 §10 suggests one third of the hold time.
+        None => hold_time.map(|h| h / 3),
+        Some(v) => {
+            let keepalive = tree::duration(v, "keepalive", d);
+            match (keepalive, hold_time) {
+                (Some(k), Some(h)) => {
+                    let (k_text, h_text) = (format_duration(k), format_duration(h));
+                    if h.is_zero() && !k.is_zero() {
+                        // RFC 4271 §4.4: with a zero hold time, periodic
+                        // KEEPALIVE messages MUST NOT be sent.
+                        d.error(
+                            &v.span(),
+                            format!(
+                                "keepalive ({k_text}) must be 0s when hold_time is 0s (RFC 4271 §4.4: no KEEPALIVEs without a hold time)"
+                            ),
+                        );
+                        None
+                    } else if k > h {
+                        d.error(
+                            &v.span(),
+                            format!("keepalive ({k_text}) must not exceed hold_time ({h_text})"),
+                        );
+                        None
+                    } else if k.is_zero() && !h.is_zero() {
+                        d.error(
+                            &v.span(),
+                            format!(
+                                "keepalive 0s would let the router's hold timer ({h_text}) expire; 0s is only allowed with hold_time 0s"
+                            ),
+                        );
+                        None
+                    } else {
+                        Some(k)
+                    }
+                }
+                (k, _) => k,
+            }
+        }
+    };
+    (hold_time, keepalive)
+}
+
+fn families(v: &Value<'_>, d: &mut Diagnostics) -> Option<Vec<Family>> {
+    let describe = |f: &Family| format!("\"{}\"", f.as_str());
+    let families = tree::unique_list(
+        v,
+        "families",
+        d,
+        |item, d| {
+            let text = tree::string(item, "each of families", d)?;
+            let family = match text {
+                "ipv4-unicast" => Family::Ipv4Unicast,
+                "ipv6-unicast" => Family::Ipv6Unicast,
+                _ => {
+                    let known = ["ipv4-unicast", "ipv6-unicast"];
+                    let hint = match tree::did_you_mean(text, &known) {
+                        Some(s) => format!("; did you mean \"{s}\"?"),
+                        None => format!("; supported: {}", tree::quoted_list(&known)),
+                    };
+                    d.error(&item.span(), format!("unsupported family \"{text}\"{hint}"));
+                    return None;
+                }
+            };
+            Some(family)
+        },
+        describe,
+    )?;
+    if families.is_empty() {
+        d.error(
+            &v.span(),
+            "families is empty; list at least one of \"ipv4-unicast\", \"ipv6-unicast\" (or remove the key for both)",
+        );
+        return None;
+    }
+    Some(families)
+}
+
+fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestart> {
+    let table = Table::from_value(
+        v,
+        "graceful_restart",
+        "[[peer]] graceful_restart".to_string(),
+        d,
+    )?;
+    table.reject_unknown_keys(
+        &[
+            "enabled",
+            "restart_time",
+            "notification",
+            "forwarding_state",
+        ],
+        d,
+    );
+    let defaults = GracefulRestart::default();
+    let flag = |key: &str, default: bool, d: &mut Diagnostics| match table.get(key) {
+        None => Some(default),
+        Some(v) => tree::boolean(v, key, d),
+    };
+    let enabled = flag("enabled", defaults.enabled, d);
+    let notification = flag("notification", defaults.notification, d);
+    let forwarding_state = flag("forwarding_state", defaults.forwarding_state, d);
+    let restart_time = match table.get("restart_time") {
+        None => Some(defaults.restart_time),
+        Some(v) => tree::duration(v, "restart_time", d).and_then(|t| {
+            // RFC 4724 §3: Restart Time is a 12-bit count of seconds.
+            if t.subsec_nanos() != 0 || t > Duration::from_secs(4095) {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "restart_time must be whole seconds in 0s..=4095s (12 bits, RFC 4724 §3), got {}",
+                        format_duration(t)
+                    ),
+                );
+                return None;
+            }
+            Some(t)
+        }),
+    };
+    Some(GracefulRestart {
+        enabled: enabled?,
+        restart_time: restart_time?,
+        notification: notification?,
+        forwarding_state: forwarding_state?,
+    })
+}
+
+fn bfd(v: &Value<'_>, d: &mut Diagnostics) -> Option<Option<Bfd>> {
+    let table = Table::from_value(v, "bfd", "[[peer]] bfd".to_string(), d)?;
+    table.reject_unknown_keys(
+        &["enabled", "min_rx", "min_tx", "multiplier", "multihop"],
+        d,
+    );
+    let defaults = Bfd::default();
+    let enabled = match table.get("enabled") {
+        None => Some(true),
+        Some(v) => tree::boolean(v, "enabled", d),
+    };
+    // RFC 5880 §4.1: intervals are 32-bit microsecond counts; zero
+    // Required Min RX would mean "send me nothing".
+    let interval = |key: &str, default: Duration, d: &mut Diagnostics| {
+        match table.get(key) {
+        None => Some(default),
+        Some(v) => tree::duration(v, key, d).and_then(|t| {
+            let max = Duration::from_micros(u64::from(u32::MAX));
+            if t.is_zero() || t > max {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "{key} must be more than 0s and at most 4294s (32 bits of microseconds, RFC 5880 §4.1), got {}",
+                        format_duration(t)
+                    ),
+                );
+                return None;
+            }
+            Some(t)
+        }),
+    }
+    };
+    let min_rx = interval("min_rx", defaults.min_rx, d);
+    let min_tx = interval("min_tx", defaults.min_tx, d);
+    // RFC 5880 §6.8.1: bfd.DetectMult is non-zero.
+    let multiplier = match table.get("multiplier") {
+        None => Some(defaults.multiplier),
+        Some(v) => tree::integer_in(v, "multiplier", 1, 255, d),
+    };
+    let multihop = match table.get("multihop") {
+        None => Some(defaults.multihop),
+        Some(v) => tree::boolean(v, "multihop", d),
+    };
+    let bfd = Bfd {
+        min_rx: min_rx?,
+        min_tx: min_tx?,
+        multiplier: multiplier?,
+        multihop: multihop?,
+    };
+    Some(enabled?.then_some(bfd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn md5_key_strips_newlines_and_checks_length() {
+        assert_eq!(
+            Md5Key::from_file_contents(b"s3cret\n").map(|k| k.as_bytes().to_vec()),
+            Ok(b"s3cret".to_vec())
+        );
+        assert_eq!(
+            Md5Key::from_file_contents(b"s3cret\r\n").map(|k| k.as_bytes().to_vec()),
+            Ok(b"s3cret".to_vec())
+        );
+        assert!(Md5Key::from_file_contents(b"\n").is_err());
+        assert!(Md5Key::from_file_contents(&[b'k'; 80]).is_ok());
+        assert!(Md5Key::from_file_contents(&[b'k'; 81]).is_err());
+    }
+
+    #[test]
+    fn md5_key_debug_hides_the_key() {
+        let key = Md5Key::from_file_contents(b"hunter2").expect("valid key");
+        assert_eq!(format!("{key:?}"), "Md5Key(<7 bytes>)");
+    }
+}

@@ -1,0 +1,154 @@
+//! `[source]`: where the desired set of VIPs comes from.
+
+use std::path::{Path, PathBuf};
+
+use super::diagnostic::Diagnostics;
+use super::selector::{dns_label_problem, label_key_problem};
+use super::tree::{self, Table};
+
+/// The LoadBalancer class holdfast answers to by default.
+pub const DEFAULT_LOAD_BALANCER_CLASS: &str = "holdfast.dev/bgp";
+
+/// `[source]`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// `kind = "file"`: a VIP file, re-read when it changes.
+    File {
+        /// The VIP file; relative paths resolved against the config file's
+        /// directory.
+        path: PathBuf,
+    },
+    /// `kind = "kubernetes"`: Services from the API server.
+    Kubernetes(KubernetesSource),
+}
+
+/// `[source]` with `kind = "kubernetes"`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubernetesSource {
+    /// Namespaces to watch; empty means all.
+    pub namespaces: Vec<String>,
+    /// Services with `spec.loadBalancerClass` set are handled only if it is
+    /// one of these.
+    pub load_balancer_classes: Vec<String>,
+    /// Also skip Services that have no `loadBalancerClass`.
+    pub require_class: bool,
+}
+
+const KEYS: &[&str] = &[
+    "kind",
+    "path",
+    "namespaces",
+    "load_balancer_classes",
+    "require_class",
+];
+const KUBERNETES_ONLY: &[&str] = &["namespaces", "load_balancer_classes", "require_class"];
+
+#[derive(Clone, Copy)]
+enum Kind {
+    File,
+    Kubernetes,
+}
+
+pub(crate) fn parse_source(
+    table: &Table<'_, '_>,
+    config_dir: &Path,
+    d: &mut Diagnostics,
+) -> Option<Source> {
+    table.reject_unknown_keys(KEYS, d);
+    let kind = table.required("kind", d).and_then(|v| {
+        tree::keyword(
+            v,
+            "kind",
+            "unknown source kind",
+            &[("file", Kind::File), ("kubernetes", Kind::Kubernetes)],
+            d,
+        )
+    })?;
+    match kind {
+        Kind::File => {
+            for key in KUBERNETES_ONLY {
+                if let Some((k, _)) = table.entries().find(|(k, _)| k.get_ref() == key) {
+                    d.error(
+                        &k.span(),
+                        format!("{key} applies only to kind = \"kubernetes\""),
+                    );
+                }
+            }
+            let path = table.required("path", d).and_then(|v| {
+                let text = tree::string(v, "path", d)?;
+                if text.is_empty() {
+                    d.error(&v.span(), "path is empty; give the VIP file's path");
+                    return None;
+                }
+                Some(config_dir.join(text))
+            })?;
+            Some(Source::File { path })
+        }
+        Kind::Kubernetes => {
+            if let Some((k, _)) = table.entries().find(|(k, _)| k.get_ref() == "path") {
+                d.error(
+                    &k.span(),
+                    "path applies only to kind = \"file\"; the kubernetes source reads Services from the API server",
+                );
+            }
+            let namespaces = match table.get("namespaces") {
+                None => Some(Vec::new()),
+                Some(v) => tree::unique_list(
+                    v,
+                    "namespaces",
+                    d,
+                    |item, d| {
+                        let text = tree::string(item, "each of namespaces", d)?;
+                        if let Some(why) = dns_label_problem(text) {
+                            d.error(&item.span(), format!("namespace \"{text}\" {why}"));
+                            return None;
+                        }
+                        Some(text.to_string())
+                    },
+                    |n| format!("\"{n}\""),
+                ),
+            };
+            let classes_value = table.get("load_balancer_classes");
+            let load_balancer_classes = match classes_value {
+                None => Some(vec![DEFAULT_LOAD_BALANCER_CLASS.to_string()]),
+                Some(v) => tree::unique_list(
+                    v,
+                    "load_balancer_classes",
+                    d,
+                    |item, d| {
+                        let text = tree::string(item, "each of load_balancer_classes", d)?;
+                        // Kubernetes requires a label-style name ("example.com/lb").
+                        if let Some(why) = label_key_problem(text) {
+                            d.error(
+                                &item.span(),
+                                format!("load balancer class \"{text}\" is invalid: {why}"),
+                            );
+                            return None;
+                        }
+                        Some(text.to_string())
+                    },
+                    |n| format!("\"{n}\""),
+                ),
+            };
+            let require_class = match table.get("require_class") {
+                None => Some(false),
+                Some(v) => tree::boolean(v, "require_class", d),
+            };
+            if let (Some(classes), Some(true), Some(v)) =
+                (&load_balancer_classes, require_class, classes_value)
+                && classes.is_empty()
+            {
+                d.error(
+                    &v.span(),
+                    "load_balancer_classes is empty while require_class = true, so no Service would ever be selected",
+                );
+                return None;
+            }
+            Some(Source::Kubernetes(KubernetesSource {
+                namespaces: namespaces?,
+                load_balancer_classes: load_balancer_classes?,
+                require_class: require_class?,
+            }))
+        }
+    }
+}

@@ -1,0 +1,1165 @@
+//! One test per validation rule: each feeds a small config to `parse` and
+//! checks the exact diagnostics (line:col: message) or the parsed values.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+
+/// Lines 1–4: a valid [speaker] and [source].
+const HEAD: &str = "[speaker]\nasn = 65001\n[source]\nkind = \"kubernetes\"\n";
+
+/// HEAD plus one valid peer (lines 5–8); `extra` starts on line 9.
+fn with_peer(extra: &str) -> String {
+    format!("{HEAD}[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n{extra}")
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// The diagnostics for `text` as "LINE:COL: message".
+fn problems(text: &str) -> Vec<String> {
+    match parse(Path::new("t.toml"), text) {
+        Ok(config) => panic!("expected problems, got a valid config: {config:#?}"),
+        Err(diags) => diags
+            .iter()
+            .map(|d| {
+                assert_eq!(d.path, Path::new("t.toml"));
+                format!("{}:{}: {}", d.line, d.col, d.message)
+            })
+            .collect(),
+    }
+}
+
+fn valid(text: &str) -> Config {
+    match parse(Path::new("/etc/holdfast/t.toml"), text) {
+        Ok(config) => config,
+        Err(diags) => {
+            let lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
+            panic!("expected a valid config, got:\n{}", lines.join("\n"))
+        }
+    }
+}
+
+#[test]
+fn minimal_config_gets_documented_defaults() {
+    let config = valid(&with_peer(""));
+    assert_eq!(config.path, PathBuf::from("/etc/holdfast/t.toml"));
+    assert_eq!(
+        config.speaker,
+        Speaker {
+            asn: 65001,
+            router_id: RouterId::Auto,
+            api: SocketAddr::from(([127, 0, 0, 1], 9179)),
+            listen: None,
+            hostname: None,
+            node_selector: None,
+            drain_on_cordon: true,
+        }
+    );
+    assert_eq!(
+        config.peers,
+        vec![Peer {
+            name: "tor1".to_string(),
+            address: PeerAddress::Ip(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))),
+            asn: 65000,
+            port: 179,
+            password: None,
+            hold_time: secs(90),
+            keepalive: secs(30),
+            connect_retry: secs(30),
+            ebgp_multihop: 1,
+            ttl_security: false,
+            source_address: None,
+            families: vec![Family::Ipv4Unicast, Family::Ipv6Unicast],
+            passive: false,
+            min_route_advertisement_interval: Duration::ZERO,
+            graceful_restart: GracefulRestart {
+                enabled: true,
+                restart_time: secs(120),
+                notification: true,
+                forwarding_state: true,
+            },
+            bfd: None,
+        }]
+    );
+    assert_eq!(
+        config.source,
+        Source::Kubernetes(KubernetesSource {
+            namespaces: vec![],
+            load_balancer_classes: vec!["holdfast.dev/bgp".to_string()],
+            require_class: false,
+        })
+    );
+    assert_eq!(
+        config.stability,
+        Stability {
+            withdraw_hold_down: secs(30),
+            advertise_delay: Duration::ZERO,
+            delete_delay: Duration::ZERO,
+            damping: None,
+        }
+    );
+    assert_eq!(
+        config.advertisements,
+        vec![Advertisement::implicit_default()]
+    );
+    assert_eq!(config.advertisement_names(), vec!["default".to_string()]);
+    assert!(config.advertisements[0].applies_to_peer("tor1"));
+}
+
+/// Every key of the schema, with non-default values.
+const FULL: &str = r#"
+[speaker]
+asn = 4200000001
+router_id = "192.0.2.11"
+api = "[::1]:9180"
+listen = "0.0.0.0:1179"
+hostname = "node-1"
+node_selector = { match_labels = { rack = "a" }, match_expressions = [{ key = "k", operator = "In", values = ["x"] }] }
+drain_on_cordon = false
+
+[[peer]]
+name = "tor1"
+address = "2001:db8::1"
+asn = 65000
+port = 1179
+password_file = "md5/tor1"
+hold_time = "9s"
+keepalive = "3s"
+connect_retry = "5s"
+ebgp_multihop = 2
+ttl_security = true
+source_address = "2001:db8::11"
+families = ["ipv6-unicast"]
+passive = true
+min_route_advertisement_interval = "1s"
+graceful_restart = { enabled = false, restart_time = "4095s", notification = false, forwarding_state = false }
+bfd = { min_rx = "100ms", min_tx = "200ms", multiplier = 5, multihop = true }
+
+[[peer]]
+name = "tor2"
+address = "default-gateway"
+family = "ipv6"
+asn = 4200000001
+
+[source]
+kind = "file"
+path = "vips.toml"
+
+[stability]
+withdraw_hold_down = "1m30s"
+advertise_delay = "500ms"
+delete_delay = "5s"
+[stability.damping]
+half_life = "10m"
+penalty = 500
+suppress_threshold = 3000
+reuse_threshold = 1000
+max_suppress = "1h"
+
+[[advertisement]]
+name = "public"
+addresses = ["ClusterIP"]
+service_selector = { match_labels = { bgp = "on" } }
+namespace_selector = { match_expressions = [{ key = "team", operator = "Exists" }] }
+peers = ["tor1"]
+communities = ["65001:100", "no-export"]
+large_communities = ["65001:1:100"]
+extended_communities = ["rt:65001:100", "ro:4200000001:7"]
+local_pref = 200
+med = 10
+probe = { port = 443, interval = "5s", timeout = "2s", fail_after = 4, recover_after = 1 }
+
+[[advertisement]]
+name = "private"
+"#;
+
+#[test]
+fn full_schema_parses_to_the_values_written() {
+    let config = valid(FULL);
+    let s = &config.speaker;
+    assert_eq!(s.asn, 4_200_000_001);
+    assert_eq!(s.router_id, RouterId::Fixed(Ipv4Addr::new(192, 0, 2, 11)));
+    assert_eq!(s.api, "[::1]:9180".parse::<SocketAddr>().expect("addr"));
+    assert_eq!(s.listen, Some(SocketAddr::from(([0, 0, 0, 0], 1179))));
+    assert_eq!(s.hostname.as_deref(), Some("node-1"));
+    assert!(!s.drain_on_cordon);
+    let selector = s.node_selector.as_ref().expect("node_selector");
+    let labels: BTreeMap<String, String> = [("rack", "a"), ("k", "x")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert!(selector.matches(&labels));
+    assert_eq!(
+        selector.match_expressions,
+        vec![LabelSelectorRequirement {
+            key: "k".to_string(),
+            operator: SelectorOperator::In,
+            values: vec!["x".to_string()],
+        }]
+    );
+
+    let tor1 = config.peer("tor1").expect("tor1");
+    assert_eq!(
+        tor1.address,
+        PeerAddress::Ip("2001:db8::1".parse().expect("ip"))
+    );
+    assert_eq!(tor1.port, 1179);
+    assert_eq!(
+        tor1.password,
+        Some(PeerPassword {
+            file: PathBuf::from("/etc/holdfast/md5/tor1"),
+            key: None,
+        })
+    );
+    assert_eq!((tor1.hold_time, tor1.keepalive), (secs(9), secs(3)));
+    assert_eq!(tor1.connect_retry, secs(5));
+    assert_eq!(tor1.ebgp_multihop, 2);
+    assert!(tor1.ttl_security);
+    assert_eq!(
+        tor1.source_address,
+        Some("2001:db8::11".parse().expect("ip"))
+    );
+    assert_eq!(tor1.families, vec![Family::Ipv6Unicast]);
+    assert!(tor1.passive);
+    assert_eq!(tor1.min_route_advertisement_interval, secs(1));
+    assert_eq!(
+        tor1.graceful_restart,
+        GracefulRestart {
+            enabled: false,
+            restart_time: secs(4095),
+            notification: false,
+            forwarding_state: false,
+        }
+    );
+    assert_eq!(
+        tor1.bfd,
+        Some(Bfd {
+            min_rx: Duration::from_millis(100),
+            min_tx: Duration::from_millis(200),
+            multiplier: 5,
+            multihop: true,
+        })
+    );
+    let tor2 = config.peer("tor2").expect("tor2");
+    assert_eq!(
+        tor2.address,
+        PeerAddress::DefaultGateway(AddressFamily::Ipv6)
+    );
+    assert!(tor2.is_ibgp(config.speaker.asn));
+    assert!(!tor1.is_ibgp(config.speaker.asn));
+
+    assert_eq!(
+        config.source,
+        Source::File {
+            path: PathBuf::from("/etc/holdfast/vips.toml")
+        }
+    );
+    assert_eq!(
+        config.stability,
+        Stability {
+            withdraw_hold_down: secs(90),
+            advertise_delay: Duration::from_millis(500),
+            delete_delay: secs(5),
+            damping: Some(Damping {
+                half_life: secs(600),
+                penalty: 500,
+                suppress_threshold: 3000,
+                reuse_threshold: 1000,
+                max_suppress: secs(3600),
+            }),
+        }
+    );
+
+    let public = config.advertisement("public").expect("public");
+    assert_eq!(public.addresses, vec![AddressKind::ClusterIp]);
+    assert_eq!(public.peers, Some(vec!["tor1".to_string()]));
+    assert!(public.applies_to_peer("tor1"));
+    assert!(!public.applies_to_peer("tor2"));
+    assert_eq!(public.communities, vec![65001 << 16 | 100, 0xFFFF_FF01]);
+    assert_eq!(public.large_communities, vec![(65001, 1, 100)]);
+    assert_eq!(
+        public.extended_communities,
+        vec![
+            ExtendedCommunity::TwoOctetAs {
+                kind: ExtendedCommunityKind::RouteTarget,
+                global: 65001,
+                local: 100,
+            },
+            ExtendedCommunity::FourOctetAs {
+                kind: ExtendedCommunityKind::RouteOrigin,
+                global: 4_200_000_001,
+                local: 7,
+            },
+        ]
+    );
+    assert_eq!((public.local_pref, public.med), (Some(200), Some(10)));
+    assert_eq!(
+        public.probe,
+        Some(Probe {
+            port: 443,
+            interval: secs(5),
+            timeout: secs(2),
+            fail_after: 4,
+            recover_after: 1,
+        })
+    );
+    assert!(public.namespace_selector.is_some());
+    let private = config.advertisement("private").expect("private");
+    assert_eq!(private.addresses, DEFAULT_ADDRESSES.to_vec());
+    assert_eq!(private.peers, None);
+    assert_eq!(
+        config.advertisement_names(),
+        vec!["public".to_string(), "private".to_string()]
+    );
+}
+
+#[test]
+fn syntax_errors_are_all_reported_with_positions() {
+    let text = "[speaker]\nasn = \nname = \"x\n";
+    assert_eq!(
+        problems(text),
+        vec![
+            "2:7: TOML syntax error: string values must be quoted, expected literal string",
+            "3:10: TOML syntax error: invalid basic string, expected `\"`",
+        ]
+    );
+}
+
+#[test]
+fn duplicate_keys_are_syntax_errors() {
+    let text = with_peer("asn = 65002\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:1: TOML syntax error: duplicate key \"asn\" (a key may appear only once per table)"
+        ]
+    );
+}
+
+#[test]
+fn unknown_keys_are_reported_at_the_key_with_a_suggestion() {
+    let text = with_peer("hold_tme = \"9s\"\ncolour = \"blue\"\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:1: unknown key \"hold_tme\" in [[peer]] (did you mean \"hold_time\"?)",
+            "10:1: unknown key \"colour\" in [[peer]]; expected one of \"name\", \"address\", \
+             \"family\", \"asn\", \"port\", \"password_file\", \"hold_time\", \"keepalive\", \
+             \"connect_retry\", \"ebgp_multihop\", \"ttl_security\", \"source_address\", \
+             \"families\", \"passive\", \"min_route_advertisement_interval\", \
+             \"graceful_restart\" or \"bfd\"",
+        ]
+    );
+}
+
+#[test]
+fn unknown_top_level_table() {
+    let text = format!("{}[peers]\nx = 1\n", with_peer(""));
+    assert_eq!(
+        problems(&text),
+        vec!["9:2: unknown key \"peers\" at the top level (did you mean \"peer\"?)"]
+    );
+}
+
+#[test]
+fn missing_required_keys_are_reported_at_the_table_header() {
+    let text = "[speaker]\nrouter_id = \"auto\"\n[source]\nkind = \"file\"\n[[peer]]\nport = 179\n";
+    assert_eq!(
+        problems(text),
+        vec![
+            "1:1: missing required key \"asn\" in [speaker]",
+            "3:1: missing required key \"path\" in [source]",
+            "5:1: missing required key \"name\" in [[peer]]",
+            "5:1: missing required key \"address\" in [[peer]]",
+            "5:1: missing required key \"asn\" in [[peer]]",
+        ]
+    );
+}
+
+#[test]
+fn missing_sections() {
+    assert_eq!(
+        problems(""),
+        vec![
+            "1:1: missing required table [speaker] (with at least asn)",
+            "1:1: missing [[peer]]: at least one peer is required",
+            "1:1: missing required table [source] (kind = \"kubernetes\" or kind = \"file\")",
+        ]
+    );
+}
+
+#[test]
+fn peer_written_as_a_single_table() {
+    let text = format!("{HEAD}[peer]\nname = \"tor1\"\n");
+    assert_eq!(
+        problems(&text),
+        vec!["5:1: [peer] must be an array of tables: write [[peer]], one per entry"]
+    );
+}
+
+#[test]
+fn type_errors_name_the_expected_type() {
+    let text = with_peer("port = 1.5\npassive = \"yes\"\nfamilies = \"ipv4-unicast\"\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:8: port must be an integer, got a float",
+            "10:11: passive must be true or false, got a string",
+            "11:12: families must be an array, got a string",
+        ]
+    );
+}
+
+#[test]
+fn asn_range() {
+    let text = "[speaker]\nasn = 0\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 4294967296\n";
+    assert_eq!(
+        problems(text),
+        vec![
+            "2:7: asn must be in 1..=4294967295, got 0",
+            "8:7: asn must be in 1..=4294967295, got 4294967296",
+        ]
+    );
+    let text = with_peer("").replace("asn = 65001", "asn = \"65001\"");
+    assert_eq!(
+        problems(&text),
+        vec!["2:7: asn must be an integer, got a string"]
+    );
+}
+
+#[test]
+fn durations_need_units() {
+    let text = with_peer("hold_time = 9\nkeepalive = \"3\"\nconnect_retry = \"5 s\"\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:13: hold_time must be a string with a unit, e.g. \"9s\" or \"9ms\"; a bare number has no unit",
+            "10:13: keepalive: \"3\" has no unit; add one, e.g. \"3s\" or \"3ms\"",
+            "11:17: connect_retry: \"5 s\" has a number without a unit; expected a number with a unit (ms, s, m, h), e.g. \"9s\" or \"1m30s\"",
+        ]
+    );
+}
+
+#[test]
+fn hold_time_is_zero_or_at_least_three_seconds() {
+    let text = with_peer("hold_time = \"2s\"\n");
+    assert_eq!(
+        problems(&text),
+        vec!["9:13: hold_time must be 0s or at least 3s (RFC 4271 §4.2), got 2s"]
+    );
+    let text = with_peer("hold_time = \"3500ms\"\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:13: hold_time must be whole seconds (OPEN carries seconds, RFC 4271 §4.2), got 3s500ms"
+        ]
+    );
+    let text = with_peer("hold_time = \"19h\"\n");
+    assert_eq!(
+        problems(&text),
+        vec!["9:13: hold_time must be at most 65535s (16 bits in OPEN, RFC 4271 §4.2), got 19h"]
+    );
+    let config = valid(&with_peer("hold_time = \"0s\"\n"));
+    assert_eq!(
+        (config.peers[0].hold_time, config.peers[0].keepalive),
+        (Duration::ZERO, Duration::ZERO)
+    );
+    let config = valid(&with_peer("hold_time = \"10s\"\n"));
+    assert_eq!(config.peers[0].keepalive, secs(10) / 3);
+}
+
+#[test]
+fn keepalive_must_not_exceed_hold_time() {
+    let text = with_peer("hold_time = \"9s\"\nkeepalive = \"30s\"\n");
+    assert_eq!(
+        problems(&text),
+        vec!["10:13: keepalive (30s) must not exceed hold_time (9s)"]
+    );
+    // Against the default hold time too.
+    let text = with_peer("keepalive = \"2m\"\n");
+    assert_eq!(
+        problems(&text),
+        vec!["9:13: keepalive (2m) must not exceed hold_time (1m30s)"]
+    );
+}
+
+#[test]
+fn keepalive_zero_only_with_hold_time_zero() {
+    let text = with_peer("hold_time = \"0s\"\nkeepalive = \"3s\"\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "10:13: keepalive (3s) must be 0s when hold_time is 0s (RFC 4271 §4.4: no KEEPALIVEs without a hold time)"
+        ]
+    );
+    let text = with_peer("hold_time = \"9s\"\nkeepalive = \"0s\"\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "10:13: keepalive 0s would let the router's hold timer (9s) expire; 0s is only allowed with hold_time 0s"
+        ]
+    );
+}
+
+#[test]
+fn duplicate_peer_names_and_endpoints() {
+    let text = format!(
+        "{}[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n[[peer]]\nname = \"tor3\"\naddress = \"192.0.2.1\"\nport = 1179\nasn = 65000\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "10:8: duplicate peer name \"tor1\" (first used on line 6)",
+            "11:11: another [[peer]] (line 7) already uses address 192.0.2.1 port 179",
+        ]
+    );
+}
+
+#[test]
+fn family_only_with_default_gateway() {
+    let text = with_peer("family = \"ipv6\"\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:10: family applies only to address = \"default-gateway\"; an IP address already has a family"
+        ]
+    );
+    let text = format!(
+        "{HEAD}[[peer]]\nname = \"gw\"\naddress = \"default-gateway\"\nfamily = \"ipv5\"\nasn = 65000\n"
+    );
+    assert_eq!(
+        problems(&text),
+        vec!["8:10: unknown family \"ipv5\"; did you mean \"ipv4\"?"]
+    );
+    let config = valid(&format!(
+        "{HEAD}[[peer]]\nname = \"gw\"\naddress = \"default-gateway\"\nasn = 65000\n"
+    ));
+    assert_eq!(
+        config.peers[0].address,
+        PeerAddress::DefaultGateway(AddressFamily::Ipv4)
+    );
+}
+
+#[test]
+fn unusable_peer_addresses() {
+    let bad = |address: &str| {
+        problems(&format!(
+            "{HEAD}[[peer]]\nname = \"p\"\naddress = \"{address}\"\nasn = 65000\n"
+        ))
+    };
+    assert_eq!(
+        bad("fe80::1"),
+        vec![
+            "7:11: peer address fe80::1 is link-local and would need an interface; use address = \"default-gateway\" with family = \"ipv6\", or a global address"
+        ]
+    );
+    assert_eq!(
+        bad("224.0.0.5"),
+        vec!["7:11: peer address 224.0.0.5 is not a unicast address"]
+    );
+    assert_eq!(
+        bad("192.0.2.0/24"),
+        vec![
+            "7:11: address must be an IPv4 or IPv6 address or \"default-gateway\" (a single address, not a prefix), got \"192.0.2.0/24\""
+        ]
+    );
+    assert_eq!(
+        bad("192.0.2.1:179"),
+        vec![
+            "7:11: address must be an IPv4 or IPv6 address or \"default-gateway\" (put the port in port, not in the address), got \"192.0.2.1:179\""
+        ]
+    );
+}
+
+#[test]
+fn families_are_checked() {
+    let text = with_peer(
+        "families = [\"ipv4-unicast\", \"l2vpn-evpn\", \"ipv6-unicst\", \"ipv4-unicast\"]\n",
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:29: unsupported family \"l2vpn-evpn\"; supported: \"ipv4-unicast\" or \"ipv6-unicast\"",
+            "9:43: unsupported family \"ipv6-unicst\"; did you mean \"ipv6-unicast\"?",
+            "9:58: \"ipv4-unicast\" is listed twice in families",
+        ]
+    );
+    let text = with_peer("families = [\"ipv4-unicast\", \"ipv4-unicast\"]\n");
+    assert_eq!(
+        problems(&text),
+        vec!["9:29: \"ipv4-unicast\" is listed twice in families"]
+    );
+    let text = with_peer("families = []\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:12: families is empty; list at least one of \"ipv4-unicast\", \"ipv6-unicast\" (or remove the key for both)"
+        ]
+    );
+}
+
+#[test]
+fn passive_needs_listen() {
+    let text = with_peer("passive = true\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:11: passive = true needs listen in [speaker] (the address to accept the router's connection on)"
+        ]
+    );
+    let text = "[speaker]\nasn = 65001\nlisten = \"[::]:179\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\npassive = true\nttl_security = true\n";
+    let config = valid(text);
+    assert!(config.peers[0].passive && config.peers[0].ttl_security);
+}
+
+#[test]
+fn source_address_family_must_match() {
+    let text = with_peer("source_address = \"2001:db8::11\"\n");
+    assert_eq!(
+        problems(&text),
+        vec!["9:18: source_address 2001:db8::11 is IPv6 but the peer address 192.0.2.1 is IPv4"]
+    );
+}
+
+#[test]
+fn ttl_and_ports() {
+    let text = with_peer("ebgp_multihop = 0\nport = 0\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:17: ebgp_multihop must be in 1..=255, got 0",
+            "10:8: port must be in 1..=65535, got 0",
+        ]
+    );
+    let config = valid(&with_peer("ebgp_multihop = 255\nttl_security = true\n"));
+    assert_eq!(config.peers[0].ebgp_multihop, 255);
+}
+
+#[test]
+fn connect_retry_minimum() {
+    let text = with_peer("connect_retry = \"0s\"\n");
+    assert_eq!(
+        problems(&text),
+        vec!["9:17: connect_retry must be at least 1s, got 0s"]
+    );
+}
+
+#[test]
+fn graceful_restart_time_fits_twelve_bits() {
+    let text = with_peer("graceful_restart = { restart_time = \"4096s\", restart_tim = true }\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:37: restart_time must be whole seconds in 0s..=4095s (12 bits, RFC 4724 §3), got 1h8m16s",
+            "9:46: unknown key \"restart_tim\" in [[peer]] graceful_restart (did you mean \"restart_time\"?)",
+        ]
+    );
+}
+
+#[test]
+fn bfd_parameters() {
+    let config = valid(&with_peer("bfd = {}\n"));
+    assert_eq!(config.peers[0].bfd, Some(Bfd::default()));
+    let config = valid(&with_peer("bfd = { enabled = false, multiplier = 9 }\n"));
+    assert_eq!(config.peers[0].bfd, None);
+    let text = with_peer("bfd = { multiplier = 0, min_rx = \"0ms\" }\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:22: multiplier must be in 1..=255, got 0",
+            "9:34: min_rx must be more than 0s and at most 4294s (32 bits of microseconds, RFC 5880 §4.1), got 0s",
+        ]
+    );
+}
+
+#[test]
+fn password_files_resolve_relative_to_the_config() {
+    let text = with_peer("password_file = \"secrets/tor1\"\n");
+    let config = valid(&text);
+    assert_eq!(
+        config.peers[0].password,
+        Some(PeerPassword {
+            file: PathBuf::from("/etc/holdfast/secrets/tor1"),
+            key: None
+        })
+    );
+    let text = with_peer("password_file = \"/run/keys/tor1\"\n");
+    let config = valid(&text);
+    assert_eq!(
+        config.peers[0].password.as_ref().map(|p| p.file.clone()),
+        Some(PathBuf::from("/run/keys/tor1"))
+    );
+}
+
+#[test]
+fn load_reads_password_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_path = dir.path().join("rack.toml");
+    std::fs::write(dir.path().join("good"), "s3cret\n").expect("write key");
+    std::fs::write(dir.path().join("long"), "k".repeat(81)).expect("write key");
+    std::fs::write(dir.path().join("empty"), "\n").expect("write key");
+    let text = format!(
+        "{}password_file = \"good\"\n[[peer]]\nname = \"b\"\naddress = \"192.0.2.2\"\nasn = 65000\npassword_file = \"long\"\n\
+         [[peer]]\nname = \"c\"\naddress = \"192.0.2.3\"\nasn = 65000\npassword_file = \"empty\"\n\
+         [[peer]]\nname = \"d\"\naddress = \"192.0.2.4\"\nasn = 65000\npassword_file = \"missing\"\n",
+        with_peer("")
+    );
+    std::fs::write(&config_path, &text).expect("write config");
+    let problems: Vec<String> = match load(&config_path) {
+        Ok(_) => panic!("bad keys accepted"),
+        Err(diags) => diags
+            .iter()
+            .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
+            .collect(),
+    };
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    assert_eq!(
+        problems,
+        vec![
+            format!(
+                "14:17: password_file {} holds a key of 81 bytes; TCP MD5 keys are at most 80 bytes (TCP_MD5SIG_MAXKEYLEN)",
+                file("long")
+            ),
+            format!(
+                "19:17: password_file {} is empty; a TCP MD5 key needs 1 to 80 bytes",
+                file("empty")
+            ),
+            format!(
+                "24:17: cannot read password_file {}: No such file or directory (os error 2)",
+                file("missing")
+            ),
+        ]
+    );
+
+    // Only the good one: the key is read, and a changed key makes the peer
+    // compare unequal (the daemon restarts just that session on reload).
+    let text = with_peer("password_file = \"good\"\n");
+    std::fs::write(&config_path, &text).expect("write config");
+    let before = load(&config_path).expect("valid config");
+    assert_eq!(before.peers[0].md5_key(), Some(&b"s3cret"[..]));
+    std::fs::write(dir.path().join("good"), "n3w\n").expect("write key");
+    let after = load(&config_path).expect("valid config");
+    assert_eq!(after.peers[0].md5_key(), Some(&b"n3w"[..]));
+    assert_ne!(before.peers[0], after.peers[0]);
+    assert_eq!(before.speaker, after.speaker);
+}
+
+#[test]
+fn load_reports_an_unreadable_config_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("absent.toml");
+    let diags = load(&path).expect_err("missing file");
+    assert_eq!(
+        diags.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        vec![format!(
+            "{}:1:1: cannot read file: No such file or directory (os error 2)",
+            path.display()
+        )]
+    );
+}
+
+#[test]
+fn speaker_values() {
+    let text = "[speaker]\nasn = 65001\nrouter_id = \"0.0.0.0\"\napi = \"localhost\"\nlisten = \"0.0.0.0\"\nhostname = \"Node_1\"\ndrain_on_cordon = 1\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+    assert_eq!(
+        problems(text),
+        vec![
+            "3:13: router_id must not be 0.0.0.0 (RFC 6286 §2.1)",
+            "4:7: api must be an address and port such as \"127.0.0.1:9179\" or \"[::1]:9179\", got \"localhost\"",
+            "5:10: listen must be an address and port such as \"127.0.0.1:9179\" or \"[::1]:9179\", got \"0.0.0.0\"",
+            "6:12: hostname \"Node_1\" is not a DNS name: \"Node_1\" must be lower-case letters, digits and '-', not beginning or ending with '-'",
+            "7:19: drain_on_cordon must be true or false, got an integer",
+        ]
+    );
+    let text = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.300\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+    assert_eq!(
+        problems(text),
+        vec!["3:13: router_id must be \"auto\" or an IPv4 address, got \"192.0.2.300\""]
+    );
+}
+
+#[test]
+fn source_kinds_and_their_keys() {
+    let text = "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"file\"\npath = \"vips.toml\"\nnamespaces = [\"a\"]\n";
+    assert_eq!(
+        problems(text),
+        vec!["10:1: namespaces applies only to kind = \"kubernetes\""]
+    );
+    let text = "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"kubernetes\"\npath = \"vips.toml\"\nnamespaces = [\"Team-A\", \"b\", \"b\"]\nload_balancer_classes = []\nrequire_class = true\n";
+    assert_eq!(
+        problems(text),
+        vec![
+            "9:1: path applies only to kind = \"file\"; the kubernetes source reads Services from the API server",
+            "10:15: namespace \"Team-A\" must be lower-case letters, digits and '-', not beginning or ending with '-'",
+            "10:30: \"b\" is listed twice in namespaces",
+            "11:25: load_balancer_classes is empty while require_class = true, so no Service would ever be selected",
+        ]
+    );
+    let text = "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"kubernetes\"\nnamespaces = [\"b\", \"b\"]\n";
+    assert_eq!(
+        problems(text),
+        vec!["9:20: \"b\" is listed twice in namespaces"]
+    );
+    let text = "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"Kubernetes\"\n";
+    assert_eq!(
+        problems(text),
+        vec!["8:8: unknown source kind \"Kubernetes\"; did you mean \"kubernetes\"?"]
+    );
+    let config = valid(
+        "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"kubernetes\"\nnamespaces = [\"web\"]\nload_balancer_classes = [\"example.com/lb\"]\nrequire_class = true\n",
+    );
+    assert_eq!(
+        config.source,
+        Source::Kubernetes(KubernetesSource {
+            namespaces: vec!["web".to_string()],
+            load_balancer_classes: vec!["example.com/lb".to_string()],
+            require_class: true,
+        })
+    );
+}
+
+#[test]
+fn stability_and_damping() {
+    let config = valid(&format!("{}[stability.damping]\n", with_peer("")));
+    assert_eq!(config.stability.damping, Some(Damping::default()));
+    let config = valid(&format!(
+        "{}[stability.damping]\nenabled = false\n",
+        with_peer("")
+    ));
+    assert_eq!(config.stability.damping, None);
+    let text = format!(
+        "{}[stability]\nwithdraw_hold_down = 30\n[stability.damping]\nreuse_threshold = 2000\nhalf_life = \"0s\"\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "10:22: withdraw_hold_down must be a string with a unit, e.g. \"30s\" or \"30ms\"; a bare number has no unit",
+            "12:19: reuse_threshold (2000) must be less than suppress_threshold (2000)",
+            "13:13: half_life must be more than 0s",
+        ]
+    );
+    let text = format!(
+        "{}[stability.damping]\nhalf_life = \"1h\"\nmax_suppress = \"30m\"\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:16: damping could never engage: the penalty ceiling reuse_threshold × 2^(max_suppress/half_life) = 1061 does not exceed suppress_threshold (2000) (RFC 2439 §4.2); raise max_suppress (30m) or lower half_life (1h)"
+        ]
+    );
+}
+
+#[test]
+fn advertisement_peers_must_exist() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"public\"\npeers = [\"tor1\", \"tor2\", \"spine9\"]\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:18: unknown peer \"tor2\": no [[peer]] has that name (did you mean \"tor1\"?)",
+            "11:26: unknown peer \"spine9\": no [[peer]] has that name; expected \"tor1\"",
+        ]
+    );
+    let text = format!(
+        "{}[[advertisement]]\nname = \"public\"\npeers = []\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:9: peers is empty, so these routes would go nowhere; remove the key to use all peers"
+        ]
+    );
+}
+
+#[test]
+fn duplicate_advertisement_names() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"public\"\n[[advertisement]]\nname = \"public\"\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec!["12:8: duplicate advertisement name \"public\" (first used on line 10)"]
+    );
+    let text = format!("{}[[advertisement]]\nname = \"has space\"\n", with_peer(""));
+    assert_eq!(
+        problems(&text),
+        vec![
+            "10:8: advertisement name \"has space\" must be 1 to 64 letters, digits, '-', '_' or '.'"
+        ]
+    );
+}
+
+#[test]
+fn communities_are_checked() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\ncommunities = [\"65536:1\", \"no-export\", \"no-export\"]\nlarge_communities = [\"1:2\"]\nextended_communities = [\"rt:4200000000:70000\"]\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:16: community \"65536:1\" is not valid; expected \"ASN:N\" with both parts in 0..=65535, or one of \"no-export\", \"no-advertise\", \"no-export-subconfed\", \"blackhole\", \"graceful-shutdown\"",
+            "11:40: community no-export is listed twice in communities",
+            "12:22: large community \"1:2\" is not valid; expected \"GLOBAL:LOCAL1:LOCAL2\" with each part in 0..=4294967295",
+            "13:25: extended community \"rt:4200000000:70000\": with a 4-octet ASN the local part must be in 0..=65535 (RFC 5668), got 70000",
+        ]
+    );
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\ncommunities = [\"no-export\", \"65535:65281\"]\n",
+        with_peer("")
+    );
+    // "65535:65281" is no-export written as numbers: the same community.
+    assert_eq!(
+        problems(&text),
+        vec!["11:29: community no-export is listed twice in communities"]
+    );
+}
+
+#[test]
+fn advertisement_values() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\naddresses = [\"LoadBalancerIp\"]\nlocal_pref = -1\nmed = 4294967296\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:14: unknown address kind \"LoadBalancerIp\"; did you mean \"LoadBalancerIP\"?",
+            "12:14: local_pref must be in 0..=4294967295, got -1",
+            "13:7: med must be in 0..=4294967295, got 4294967296",
+        ]
+    );
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\naddresses = []\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:13: addresses is empty; list at least one of \"LoadBalancerIP\", \"ExternalIP\", \"ClusterIP\""
+        ]
+    );
+}
+
+#[test]
+fn probe_timeout_below_interval() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\nprobe = {{ port = 443, interval = \"1s\", timeout = \"1s\" }}\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec!["11:50: timeout (1s) must be less than interval (1s), so probes do not overlap"]
+    );
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\nprobe = {{ interval = \"5s\", fail_after = 0 }}\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:9: missing required key \"port\" in [[advertisement]] probe",
+            "11:41: fail_after must be in 1..=4294967295, got 0",
+        ]
+    );
+    let config = valid(&format!(
+        "{}[[advertisement]]\nname = \"a\"\nprobe = {{ port = 80 }}\n",
+        with_peer("")
+    ));
+    assert_eq!(
+        config.advertisements[0].probe,
+        Some(Probe {
+            port: 80,
+            interval: secs(2),
+            timeout: secs(1),
+            fail_after: 3,
+            recover_after: 2,
+        })
+    );
+}
+
+#[test]
+fn selectors_are_checked() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\nservice_selector = {{ match_expressions = [{{ key = \"tier\", operator = \"In\" }}, {{ key = \"x\", operator = \"Exists\", values = [\"y\"] }}, {{ key = \"z\", operator = \"Equals\", values = [\"y\"] }}] }}\nnamespace_selector = {{ match_labels = {{ \"-bad\" = \"ok\", team = \"not ok\" }}, labels = {{}} }}\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:43: operator In needs a non-empty values list",
+            "11:121: operator Exists takes no values; remove values",
+            "11:154: unknown operator \"Equals\"; expected \"In\", \"NotIn\", \"Exists\" or \"DoesNotExist\"",
+            "12:41: label key \"-bad\" is invalid: its name \"-bad\" must be letters, digits, '-', '_' or '.', beginning and ending with a letter or digit",
+            "12:63: label value \"not ok\" is invalid: it must be letters, digits, '-', '_' or '.', beginning and ending with a letter or digit",
+            "12:75: unknown key \"labels\" in [[advertisement]] namespace_selector (did you mean \"match_labels\"?)",
+        ]
+    );
+}
+
+#[test]
+fn every_problem_is_reported_in_file_order() {
+    let text = r#"[speaker]
+asn = 0
+router_id = "auto"
+
+[[peer]]
+name = "tor1"
+address = "192.0.2.1"
+asn = 65000
+hold_time = "9s"
+keepalive = "30s"
+
+[[peer]]
+name = "tor1"
+address = "192.0.2.2"
+asn = 65000
+families = ["ipv4-multicast"]
+
+[source]
+kind = "kubernetes"
+
+[stability]
+withdraw_hold_down = "30"
+
+[[advertisement]]
+name = "public"
+peers = ["tor9"]
+"#;
+    assert_eq!(
+        problems(text),
+        vec![
+            "2:7: asn must be in 1..=4294967295, got 0",
+            "10:13: keepalive (30s) must not exceed hold_time (9s)",
+            "13:8: duplicate peer name \"tor1\" (first used on line 6)",
+            "16:13: unsupported family \"ipv4-multicast\"; did you mean \"ipv4-unicast\"?",
+            "22:22: withdraw_hold_down: \"30\" has no unit; add one, e.g. \"30s\" or \"30ms\"",
+            "26:10: unknown peer \"tor9\": no [[peer]] has that name (did you mean \"tor1\"?)",
+        ]
+    );
+}
+
+#[test]
+fn diagnostics_display_as_path_line_col_message() {
+    let text = with_peer("").replace("asn = 65001", "asn = 0");
+    let diags = parse(Path::new("config/rack-a.toml"), &text).expect_err("invalid");
+    assert_eq!(diags.len(), 1);
+    assert_eq!(
+        diags[0].to_string(),
+        "config/rack-a.toml:2:7: asn must be in 1..=4294967295, got 0"
+    );
+}
+
+const VIP_NAMES: [&str; 2] = ["public", "private"];
+
+fn vip_names() -> Vec<String> {
+    VIP_NAMES.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn vip_file_parses_with_default_advertisement() {
+    let text = "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"demo/web\"\n\n[[vip]]\naddress = \"2001:db8:100::10\"\nadvertisement = \"private\"\n";
+    let vips = parse_vip_file(Path::new("vips.toml"), text, &vip_names()).expect("valid");
+    assert_eq!(
+        vips,
+        vec![
+            VipEntry {
+                address: "198.51.100.10".parse().expect("ip"),
+                service: Some("demo/web".to_string()),
+                advertisement: "public".to_string(),
+            },
+            VipEntry {
+                address: "2001:db8:100::10".parse().expect("ip"),
+                service: None,
+                advertisement: "private".to_string(),
+            },
+        ]
+    );
+}
+
+#[test]
+fn empty_vip_file_is_an_empty_set() {
+    for text in ["", "# nothing yet\n", "vip = []\n"] {
+        assert_eq!(
+            parse_vip_file(Path::new("vips.toml"), text, &vip_names()),
+            Ok(vec![])
+        );
+    }
+}
+
+#[test]
+fn vip_file_problems() {
+    let text = "[[vip]]\naddress = \"198.51.100.10\"\nadvertisement = \"publc\"\n[[vip]]\naddress = \"198.51.100.10\"\n[[vip]]\naddress = \"198.51.100.0/24\"\nport = 80\n[[vip]]\nservice = \"x\"\n";
+    let diags = parse_vip_file(Path::new("vips.toml"), text, &vip_names()).expect_err("invalid");
+    let lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "vips.toml:3:17: unknown advertisement \"publc\" (did you mean \"public\"?)",
+            "vips.toml:5:11: duplicate VIP 198.51.100.10 (first listed on line 2)",
+            "vips.toml:7:11: address must be an IPv4 or IPv6 address (a single address, not a prefix), got \"198.51.100.0/24\"",
+            "vips.toml:8:1: unknown key \"port\" in [[vip]]; expected one of \"address\", \"service\" or \"advertisement\"",
+            "vips.toml:9:1: missing required key \"address\" in [[vip]]",
+        ]
+    );
+    let diags = parse_vip_file(
+        Path::new("vips.toml"),
+        "[vip]\naddress = \"198.51.100.1\"\n",
+        &vip_names(),
+    )
+    .expect_err("invalid");
+    assert_eq!(
+        diags[0].to_string(),
+        "vips.toml:1:1: [vip] must be an array of tables: write [[vip]], one per entry"
+    );
+    let diags =
+        parse_vip_file(Path::new("vips.toml"), "[[vip]\n", &vip_names()).expect_err("invalid");
+    assert_eq!(diags.len(), 1);
+    assert!(
+        diags[0].message.starts_with("TOML syntax error: "),
+        "{}",
+        diags[0]
+    );
+}
+
+/// Truncating, deleting or replacing any single character of a full config
+/// must give either a config or diagnostics with sane positions: never a
+/// panic, never an empty error list.
+#[test]
+fn mangled_input_never_panics() {
+    let lines = FULL.lines().count() + 1;
+    let check = |text: &str| match parse(Path::new("t.toml"), text) {
+        Ok(_) => {}
+        Err(diags) => {
+            assert!(!diags.is_empty(), "empty error list for {text:?}");
+            for d in diags {
+                assert!(
+                    d.line >= 1 && d.line <= lines && d.col >= 1,
+                    "{d} for {text:?}"
+                );
+            }
+        }
+    };
+    let boundaries: Vec<usize> = FULL.char_indices().map(|(i, _)| i).collect();
+    for &i in &boundaries {
+        check(&FULL[..i]);
+        let next = FULL[i..].chars().next().map_or(i, |c| i + c.len_utf8());
+        let (before, after) = (&FULL[..i], &FULL[next..]);
+        check(&format!("{before}{after}"));
+        for replacement in ['"', '\n', 'é'] {
+            check(&format!("{before}{replacement}{after}"));
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! Typed, position-aware reading of the TOML tree.
+//!
+//! The toml crate's `DeTable` keeps the byte span of every key and value.
+//! These helpers read values out of it and, instead of stopping at the
+//! first problem, record a diagnostic for each one and return `None`, so a
+//! single `holdfast check` run lists everything that needs fixing.
+
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+use std::time::Duration;
+
+use toml::Spanned;
+use toml::de::{DeString, DeTable, DeValue};
+
+use super::diagnostic::Diagnostics;
+use super::duration::parse_duration;
+
+pub(crate) type Value<'i> = Spanned<DeValue<'i>>;
+
+/// A table (a `[section]`, one `[[array]]` element or an inline table),
+/// with the span to blame when a required key is missing and a human name
+/// for messages ("[[peer]]", "[[peer]] graceful_restart").
+pub(crate) struct Table<'t, 'i> {
+    table: &'t DeTable<'i>,
+    span: Range<usize>,
+    pub(crate) context: String,
+}
+
+impl<'t, 'i> Table<'t, 'i> {
+    pub(crate) fn root(table: &'t DeTable<'i>) -> Self {
+        Table {
+            table,
+            span: 0..0,
+            context: String::new(),
+        }
+    }
+
+    /// Reads `value` as a table; reports a type error for `key` otherwise.
+    pub(crate) fn from_value(
+        value: &'t Value<'i>,
+        key: &str,
+        context: String,
+        d: &mut Diagnostics,
+    ) -> Option<Self> {
+        match value.get_ref() {
+            DeValue::Table(table) => Some(Table {
+                table,
+                span: value.span(),
+                context,
+            }),
+            other => {
+                d.error(
+                    &value.span(),
+                    format!("{key} must be a table, got {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+
+    pub(crate) fn span(&self) -> Range<usize> {
+        self.span.clone()
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<&'t Value<'i>> {
+        self.table.get(key)
+    }
+
+    /// Every key and value, in key order.
+    pub(crate) fn entries(
+        &self,
+    ) -> impl Iterator<Item = (&'t Spanned<DeString<'i>>, &'t Value<'i>)> + use<'t, 'i> {
+        self.table.iter()
+    }
+
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.table.contains_key(key)
+    }
+
+    /// "in [[peer]]", or "at the top level" for the document itself.
+    fn location(&self) -> String {
+        if self.context.is_empty() {
+            "at the top level".to_string()
+        } else {
+            format!("in {}", self.context)
+        }
+    }
+
+    /// Reports every key not in `known`, at the key, with a suggestion when
+    /// one of the known keys is a near miss.
+    pub(crate) fn reject_unknown_keys(&self, known: &[&str], d: &mut Diagnostics) {
+        for key in self.table.keys() {
+            let name: &str = key.get_ref();
+            if known.contains(&name) {
+                continue;
+            }
+            let mut message = format!("unknown key \"{name}\" {}", self.location());
+            match did_you_mean(name, known) {
+                Some(suggestion) => message.push_str(&format!(" (did you mean \"{suggestion}\"?)")),
+                None => message.push_str(&format!("; expected one of {}", quoted_list(known))),
+            }
+            d.error(&key.span(), message);
+        }
+    }
+
+    /// The value of a required key, or a diagnostic at this table's header.
+    pub(crate) fn required(&self, key: &str, d: &mut Diagnostics) -> Option<&'t Value<'i>> {
+        let value = self.get(key);
+        if value.is_none() {
+            d.error(
+                &self.span,
+                format!("missing required key \"{key}\" {}", self.location()),
+            );
+        }
+        value
+    }
+}
+
+/// "a string", "an integer"... for type errors.
+pub(crate) fn type_name(value: &DeValue<'_>) -> &'static str {
+    match value {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+fn type_error(value: &Value<'_>, key: &str, expected: &str, d: &mut Diagnostics) {
+    d.error(
+        &value.span(),
+        format!(
+            "{key} must be {expected}, got {}",
+            type_name(value.get_ref())
+        ),
+    );
+}
+
+pub(crate) fn string<'t>(value: &'t Value<'_>, key: &str, d: &mut Diagnostics) -> Option<&'t str> {
+    match value.get_ref() {
+        DeValue::String(s) => Some(s.as_ref()),
+        _ => {
+            type_error(value, key, "a string", d);
+            None
+        }
+    }
+}
+
+pub(crate) fn boolean(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<bool> {
+    match value.get_ref() {
+        DeValue::Boolean(b) => Some(*b),
+        _ => {
+            type_error(value, key, "true or false", d);
+            None
+        }
+    }
+}
+
+pub(crate) fn array<'t, 'i>(
+    value: &'t Value<'i>,
+    key: &str,
+    d: &mut Diagnostics,
+) -> Option<&'t [Value<'i>]> {
+    match value.get_ref() {
+        DeValue::Array(items) => Some(items),
+        _ => {
+            type_error(value, key, "an array", d);
+            None
+        }
+    }
+}
+
+/// The elements of a `[[key]]` array of tables (or an inline array).
+pub(crate) fn array_of_tables<'t, 'i>(
+    value: &'t Value<'i>,
+    key: &str,
+    d: &mut Diagnostics,
+) -> Option<&'t [Value<'i>]> {
+    if let DeValue::Table(_) = value.get_ref() {
+        d.error(
+            &value.span(),
+            format!("[{key}] must be an array of tables: write [[{key}]], one per entry"),
+        );
+        return None;
+    }
+    array(value, key, d)
+}
+
+/// An integer within `min..=max`, converted to `T`.
+pub(crate) fn integer_in<T: TryFrom<i128>>(
+    value: &Value<'_>,
+    key: &str,
+    min: i128,
+    max: i128,
+    d: &mut Diagnostics,
+) -> Option<T> {
+    let DeValue::Integer(int) = value.get_ref() else {
+        type_error(value, key, "an integer", d);
+        return None;
+    };
+    // The toml parser has already checked the digits; this can only fail for
+    // numbers beyond i128, which are out of range anyway.
+    let parsed = i128::from_str_radix(int.as_str(), int.radix()).ok();
+    match parsed {
+        Some(n) if (min..=max).contains(&n) => match T::try_from(n) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                d.error(
+                    &value.span(),
+                    format!("{key} must be in {min}..={max}, got {n}"),
+                );
+                None
+            }
+        },
+        Some(n) => {
+            d.error(
+                &value.span(),
+                format!("{key} must be in {min}..={max}, got {n}"),
+            );
+            None
+        }
+        None => {
+            d.error(
+                &value.span(),
+                format!("{key} must be in {min}..={max}, got {int}"),
+            );
+            None
+        }
+    }
+}
+
+/// A duration written as a string with units.
+pub(crate) fn duration(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<Duration> {
+    match value.get_ref() {
+        DeValue::String(s) => match parse_duration(s) {
+            Ok(duration) => Some(duration),
+            Err(why) => {
+                d.error(&value.span(), format!("{key}: {why}"));
+                None
+            }
+        },
+        DeValue::Integer(int) => {
+            d.error(
+                &value.span(),
+                format!(
+                    "{key} must be a string with a unit, e.g. \"{int}s\" or \"{int}ms\"; a bare number has no unit"
+                ),
+            );
+            None
+        }
+        _ => {
+            type_error(value, key, "a duration string such as \"9s\"", d);
+            None
+        }
+    }
+}
+
+/// An IPv4 or IPv6 address (no prefix length, no port).
+pub(crate) fn ip_address(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<IpAddr> {
+    let text = string(value, key, d)?;
+    match text.parse::<IpAddr>() {
+        Ok(ip) => Some(ip),
+        Err(_) => {
+            let hint = if text.contains('/') {
+                " (a single address, not a prefix)"
+            } else {
+                ""
+            };
+            d.error(
+                &value.span(),
+                format!("{key} must be an IPv4 or IPv6 address{hint}, got \"{text}\""),
+            );
+            None
+        }
+    }
+}
+
+/// An address and port: "127.0.0.1:9179" or "[::1]:9179".
+pub(crate) fn socket_address(
+    value: &Value<'_>,
+    key: &str,
+    d: &mut Diagnostics,
+) -> Option<SocketAddr> {
+    let text = string(value, key, d)?;
+    match text.parse::<SocketAddr>() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            d.error(
+                &value.span(),
+                format!(
+                    "{key} must be an address and port such as \"127.0.0.1:9179\" or \"[::1]:9179\", got \"{text}\""
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// One string out of a fixed set of words, with a suggestion for near
+/// misses. `what` names the thing in the message ("family", "kind").
+pub(crate) fn keyword<T: Copy>(
+    value: &Value<'_>,
+    key: &str,
+    what: &str,
+    choices: &[(&str, T)],
+    d: &mut Diagnostics,
+) -> Option<T> {
+    let text = string(value, key, d)?;
+    if let Some((_, v)) = choices.iter().find(|(name, _)| *name == text) {
+        return Some(*v);
+    }
+    let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+    let mut message = format!("{what} \"{text}\"");
+    match did_you_mean(text, &names) {
+        Some(suggestion) => message.push_str(&format!("; did you mean \"{suggestion}\"?")),
+        None => message.push_str(&format!("; expected {}", quoted_list(&names))),
+    }
+    d.error(&value.span(), message);
+    None
+}
+
+/// Reads every element of an array with `read`, keeping going past bad
+/// elements; `None` if the array itself or any element was bad.
+pub(crate) fn each<'t, 'i, T>(
+    value: &'t Value<'i>,
+    key: &str,
+    d: &mut Diagnostics,
+    mut read: impl FnMut(&'t Value<'i>, &mut Diagnostics) -> Option<T>,
+) -> Option<Vec<T>> {
+    let items = array(value, key, d)?;
+    let mut out = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for item in items {
+        match read(item, d) {
+            Some(v) => out.push(v),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+/// An array read element by element, continuing past bad elements, with
+/// repeated elements reported at their second occurrence. `None` if the
+/// array, any element, or any repetition was bad.
+pub(crate) fn unique_list<'t, 'i, T: PartialEq>(
+    value: &'t Value<'i>,
+    key: &str,
+    d: &mut Diagnostics,
+    mut read: impl FnMut(&'t Value<'i>, &mut Diagnostics) -> Option<T>,
+    describe: impl Fn(&T) -> String,
+) -> Option<Vec<T>> {
+    let items = array(value, key, d)?;
+    let mut good: Vec<(T, Range<usize>)> = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for item in items {
+        match read(item, d) {
+            Some(v) => good.push((v, item.span())),
+            None => ok = false,
+        }
+    }
+    // Checked even when some elements were bad, so one run shows both.
+    let unique = reject_duplicates(&good, key, describe, d);
+    (ok && unique).then(|| good.into_iter().map(|(v, _)| v).collect())
+}
+
+/// Reports the second and later occurrences of an element in a list.
+fn reject_duplicates<T: PartialEq>(
+    items: &[(T, Range<usize>)],
+    key: &str,
+    describe: impl Fn(&T) -> String,
+    d: &mut Diagnostics,
+) -> bool {
+    let mut ok = true;
+    for (i, (item, span)) in items.iter().enumerate() {
+        if items[..i].iter().any(|(earlier, _)| earlier == item) {
+            d.error(span, format!("{} is listed twice in {key}", describe(item)));
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// `"a", "b" or "c"`.
+pub(crate) fn quoted_list(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+/// The known name closest to `name`, if it is close enough to be a typo:
+/// same letters in another case, or an edit distance of at most 2 (at most
+/// a third of the word for longer words).
+pub(crate) fn did_you_mean<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    if let Some(same) = known.iter().find(|k| k.eq_ignore_ascii_case(name)) {
+        return Some(*same);
+    }
+    let limit = 2.max(name.chars().count() / 3);
+    let close = known
+        .iter()
+        .map(|k| (edit_distance(name, k), *k))
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, k)| k);
+    // A shortened or lengthened name ("labels" for "match_labels",
+    // "hold_time_secs" for "hold_time") is also worth suggesting.
+    close.or_else(|| {
+        known
+            .iter()
+            .copied()
+            .find(|k| (name.len() >= 4 && k.contains(name)) || (k.len() >= 4 && name.contains(k)))
+    })
+}
+
+/// Levenshtein distance, counting an adjacent swap as one edit.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    // rows[i][j]: distance between a[..i] and b[..j].
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (rows[i - 1][j] + 1)
+                .min(rows[i][j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_near_misses_only() {
+        let known = ["hold_time", "keepalive", "name", "peer"];
+        assert_eq!(did_you_mean("hold_tme", &known), Some("hold_time"));
+        assert_eq!(did_you_mean("kepealive", &known), Some("keepalive"));
+        assert_eq!(did_you_mean("peers", &known), Some("peer"));
+        assert_eq!(did_you_mean("Name", &known), Some("name"));
+        assert_eq!(did_you_mean("colour", &known), None);
+        assert_eq!(did_you_mean("hold_time_secs", &known), Some("hold_time"));
+        assert_eq!(
+            did_you_mean("labels", &["match_labels"]),
+            Some("match_labels")
+        );
+    }
+
+    #[test]
+    fn lists_choices_readably() {
+        assert_eq!(quoted_list(&["a"]), "\"a\"");
+        assert_eq!(quoted_list(&["a", "b", "c"]), "\"a\", \"b\" or \"c\"");
+    }
+}
