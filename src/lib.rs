@@ -2,5 +2,6 @@
 //! steady. See DESIGN.md for the flow: source → policy → stability → speaker
 //! → sessions.
 
+pub mod cli;
 #[deny(missing_docs)]
 pub mod config;

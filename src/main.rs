@@ -1,3 +1,86 @@
-fn main() {
-    println!("holdfast");
+//! The `holdfast` command: the daemon and its tools.
+
+use std::io::{self, BufWriter};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use holdfast::cli;
+
+#[derive(Parser)]
+#[command(
+    name = "holdfast",
+    version,
+    about = "A BGP speaker for Kubernetes nodes that keeps Service VIP routes steady"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a configuration file: exit 0, or exit 1 with PATH:LINE:COL: message lines.
+    Check {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Decode BGP messages given as hex, one per line, into JSON lines.
+    Decode {
+        /// AS numbers in AS_PATH and AGGREGATOR are 2 octets (no RFC 6793 capability).
+        #[arg(long)]
+        two_octet_as: bool,
+        /// NLRI carry ADD-PATH path identifiers (RFC 7911), for these families.
+        #[arg(long, value_delimiter = ',', value_parser = ["ipv4-unicast", "ipv6-unicast"])]
+        add_path: Vec<String>,
+        /// Accept messages up to 65535 octets (RFC 8654).
+        #[arg(long)]
+        extended_message: bool,
+        /// Re-encode each message and exit 1 on any byte difference.
+        #[arg(long)]
+        verify: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check { config } => cli::check::run(&config, io::stdout().lock()),
+        Command::Decode {
+            two_octet_as,
+            add_path,
+            extended_message,
+            verify,
+        } => {
+            let mut context = if two_octet_as {
+                bgp_proto::Context::two_octet_as()
+            } else {
+                bgp_proto::Context::default()
+            };
+            for f in add_path {
+                context = context.with_add_path(if f == "ipv6-unicast" {
+                    bgp_proto::Family::IPV6_UNICAST
+                } else {
+                    bgp_proto::Family::IPV4_UNICAST
+                });
+            }
+            if extended_message {
+                context = context.with_extended_messages();
+            }
+            let opts = cli::decode::Options { context, verify };
+            cli::decode::run(
+                io::stdin().lock(),
+                BufWriter::new(io::stdout().lock()),
+                io::stderr().lock(),
+                opts,
+            )
+        }
+    };
+    match result {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("holdfast: {e}");
+            ExitCode::from(2)
+        }
+    }
 }

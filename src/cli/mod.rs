@@ -1,0 +1,4 @@
+//! The command-line front ends of `holdfast`.
+
+pub mod check;
+pub mod decode;
