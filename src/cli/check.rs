@@ -17,13 +17,13 @@ pub fn run(path: &Path, mut out: impl Write) -> std::io::Result<i32> {
             return Ok(1);
         }
     };
-    if let Source::File { path: vips } = &config.source {
-        if let Err(diags) = config::load_vip_file(vips, &config.advertisement_names()) {
-            for d in diags {
-                writeln!(out, "{d}")?;
-            }
-            return Ok(1);
+    if let Source::File { path: vips } = &config.source
+        && let Err(diags) = config::load_vip_file(vips, &config.advertisement_names())
+    {
+        for d in diags {
+            writeln!(out, "{d}")?;
         }
+        return Ok(1);
     }
     Ok(0)
 }
