@@ -29,6 +29,8 @@ pub mod notification;
 pub mod open;
 pub mod pack;
 pub mod route_refresh;
+#[doc(hidden)]
+pub mod selfcheck;
 pub mod update;
 mod wire;
 
