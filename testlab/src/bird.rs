@@ -52,7 +52,7 @@ impl Bird {
         let mut bird = Bird { process, dir };
         wait_for(START_TIMEOUT, "BIRD to open its control socket", || {
             bird.process.assert_running("starting (config error?)");
-            if bird.try_birdc("show status").is_some() { Ok(()) } else { Err("no answer".into()) }
+            bird.try_birdc("show status").map(drop)
         });
         bird
     }
@@ -70,24 +70,36 @@ impl Bird {
         &mut self.process
     }
 
-    fn try_birdc(&self, command: &str) -> Option<String> {
+    fn try_birdc(&self, command: &str) -> Result<String, String> {
         let output = Command::new("birdc")
             .arg("-s")
             .arg(self.dir.join("bird.ctl"))
             .args(command.split_whitespace())
             .stdin(Stdio::null())
             .output()
-            .ok()?;
-        output.status.success().then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+            .map_err(|e| format!("cannot run birdc: {e}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        if output.status.success() {
+            Ok(stdout)
+        } else {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            Err(format!(
+                "birdc {command:?} failed ({}):\n{stdout}{stderr}",
+                output.status
+            ))
+        }
     }
 
     /// Runs a birdc command and returns its output without the
     /// "BIRD x.y ready." banner. Panics (with BIRD's log) if birdc fails.
     pub fn birdc(&self, command: &str) -> String {
-        let out = self.try_birdc(command).unwrap_or_else(|| {
-            panic!("birdc {command:?} failed; BIRD log:\n{}", self.process.log_tail(80))
-        });
-        out.lines().filter(|line| !line.starts_with("BIRD ")).collect::<Vec<_>>().join("\n")
+        let out = self
+            .try_birdc(command)
+            .unwrap_or_else(|e| panic!("{e}\nBIRD log:\n{}", self.process.log_tail(80)));
+        out.lines()
+            .filter(|line| !line.starts_with("BIRD "))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The state of a protocol: for BGP the "BGP state:" of
@@ -95,7 +107,10 @@ impl Bird {
     /// …), for others the State column (`up`, `down`, `start`).
     pub fn protocol_state(&self, name: &str) -> String {
         let out = self.birdc(&format!("show protocols all {name}"));
-        if let Some(state) = out.lines().find_map(|line| line.trim().strip_prefix("BGP state:")) {
+        if let Some(state) = out
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("BGP state:"))
+        {
             return state.trim().to_owned();
         }
         out.lines()
@@ -107,35 +122,58 @@ impl Bird {
 
     /// Waits until BGP protocol `name` is Established.
     pub fn wait_established(&self, name: &str, timeout: Duration) {
-        wait_for(timeout, &format!("BIRD protocol {name} to be Established"), || {
-            let state = self.protocol_state(name);
-            if state == "Established" { Ok(()) } else { Err(state) }
-        });
+        wait_for(
+            timeout,
+            &format!("BIRD protocol {name} to be Established"),
+            || {
+                let state = self.protocol_state(name);
+                if state == "Established" {
+                    Ok(())
+                } else {
+                    Err(state)
+                }
+            },
+        );
     }
 
     /// `show route PREFIX all` for an exact prefix; `None` when BIRD has no
     /// such route. Communities print as `(65001,100)`, large communities as
     /// `(65001, 1, 100)`.
     pub fn route(&self, prefix: &str) -> Option<String> {
-        assert!(prefix.contains('/'), "Bird::route needs PREFIX/LEN, got {prefix:?}");
-        let out = self.birdc(&format!("show route {prefix} all"));
-        out.lines().any(|line| line.starts_with(prefix)).then_some(out)
+        assert!(
+            prefix.contains('/'),
+            "Bird::route needs PREFIX/LEN, got {prefix:?}"
+        );
+        let command = format!("show route {prefix} all");
+        match self.try_birdc(&command) {
+            Ok(out) => out
+                .lines()
+                .any(|line| line.starts_with(prefix))
+                .then_some(out),
+            // birdc exits 1 on any error reply, including this one.
+            Err(e) if e.contains("Network not found") => None,
+            Err(e) => panic!("{e}\nBIRD log:\n{}", self.process.log_tail(80)),
+        }
     }
 
     /// Waits until BIRD has a route for `prefix` and returns it.
     pub fn wait_route(&self, prefix: &str, timeout: Duration) -> String {
-        wait_for(timeout, &format!("BIRD to have a route for {prefix}"), || {
-            self.route(prefix).ok_or_else(|| "no route".to_owned())
-        })
+        wait_for(
+            timeout,
+            &format!("BIRD to have a route for {prefix}"),
+            || self.route(prefix).ok_or_else(|| "no route".to_owned()),
+        )
     }
 
     /// Waits until BIRD has no route for `prefix`.
     pub fn wait_no_route(&self, prefix: &str, timeout: Duration) {
-        wait_for(timeout, &format!("BIRD to drop its route for {prefix}"), || {
-            match self.route(prefix) {
+        wait_for(
+            timeout,
+            &format!("BIRD to drop its route for {prefix}"),
+            || match self.route(prefix) {
                 None => Ok(()),
                 Some(route) => Err(route),
-            }
-        });
+            },
+        );
     }
 }

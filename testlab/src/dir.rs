@@ -69,8 +69,8 @@ fn chown_recursive(path: &Path, uid: u32, gid: u32) {
     std::os::unix::fs::chown(path, Some(uid), Some(gid))
         .unwrap_or_else(|e| panic!("cannot chown {} to {uid}:{gid}: {e}", path.display()));
     if path.is_dir() {
-        let entries = fs::read_dir(path)
-            .unwrap_or_else(|e| panic!("cannot list {}: {e}", path.display()));
+        let entries =
+            fs::read_dir(path).unwrap_or_else(|e| panic!("cannot list {}: {e}", path.display()));
         for entry in entries.flatten() {
             chown_recursive(&entry.path(), uid, gid);
         }
@@ -86,7 +86,9 @@ pub fn user_ids(user: &str) -> (u32, u32) {
         .find(|fields| fields.first() == Some(&user))
         .and_then(|fields| Some((fields.get(2)?.parse().ok()?, fields.get(3)?.parse().ok()?)))
         .unwrap_or_else(|| {
-            panic!("user {user:?} does not exist (it comes with its package, e.g. apt-get install frr)")
+            panic!(
+                "user {user:?} does not exist (it comes with its package, e.g. apt-get install frr)"
+            )
         })
 }
 

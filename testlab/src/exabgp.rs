@@ -30,15 +30,18 @@ const PYTHON: &str = "/usr/bin/python3";
 const API_HELPER: &str = include_str!("exabgp_api.py");
 
 /// Put this inside each `neighbor … { }` block whose messages the test wants
-/// to see: ExaBGP then reports state changes, every received message
-/// (parsed, with its raw bytes as `header`/`body` hex), and the raw bytes
-/// of every message it sends (`direction: "send"`).
+/// to see: ExaBGP then reports state changes, every message it receives and
+/// every message but KEEPALIVE it sends (`direction` `send`), each parsed
+/// and, thanks to `consolidate`, in the same JSON object with its raw bytes
+/// as hex (top-level `header` and `body`; see [`raw_message`]). Without `consolidate` the
+/// raw and the parsed form arrive as two objects. Sent messages are only
+/// reported for the types listed under `send`.
 pub const API_BLOCK: &str = "\
     api {
         processes [ testlab ];
         neighbor-changes;
-        receive { parsed; packets; open; update; notification; keepalive; refresh; operational; }
-        send { packets; }
+        receive { parsed; packets; consolidate; open; update; notification; keepalive; refresh; operational; }
+        send { parsed; packets; consolidate; open; update; notification; refresh; operational; }
     }
 ";
 
@@ -63,12 +66,7 @@ impl ExaBgp {
     /// Like [`ExaBgp::start`] with extra `exabgp.*` environment settings,
     /// which win over the defaults set here (e.g.
     /// `("exabgp.log.level", "DEBUG")`).
-    pub fn start_with_env(
-        ns: &Netns,
-        bind: &[IpAddr],
-        conf: &str,
-        env: &[(&str, &str)],
-    ) -> ExaBgp {
+    pub fn start_with_env(ns: &Netns, bind: &[IpAddr], conf: &str, env: &[(&str, &str)]) -> ExaBgp {
         require_root();
         require_tools(&["exabgp", PYTHON]);
         let dir = LabDir::new("exabgp");
@@ -83,7 +81,11 @@ impl ExaBgp {
             path("commands.offset"),
         );
         let conf_path = dir.write("exabgp.conf", &format!("{process_block}\n{conf}"));
-        let bind_list = bind.iter().map(IpAddr::to_string).collect::<Vec<_>>().join(" ");
+        let bind_list = bind
+            .iter()
+            .map(IpAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(" ");
         let mut vars: Vec<(&str, &str)> = vec![
             // As root, without dropping to user exabgp (which could not
             // write the lab directory).
@@ -97,18 +99,29 @@ impl ExaBgp {
             ("exabgp.api.ack", "true"),
             ("exabgp.log.destination", "stdout"),
             ("exabgp.log.level", "INFO"),
+            // Its log reaches the file as it is written, not when a buffer
+            // fills (a SIGKILL would lose the buffer).
+            ("PYTHONUNBUFFERED", "1"),
         ];
         vars.retain(|(key, _)| !env.iter().any(|(k, _)| k == key));
         vars.extend_from_slice(env);
         let conf_path = conf_path.to_string_lossy().into_owned();
         let argv = ["exabgp", conf_path.as_str()];
         let process = NsProcess::start_logged(ns, "exabgp", &argv, &vars, &dir.join("exabgp.log"));
-        let mut exabgp = ExaBgp { process, dir, commands: Mutex::new(()) };
+        let mut exabgp = ExaBgp {
+            process,
+            dir,
+            commands: Mutex::new(()),
+        };
         // The helper creates received.jsonl when ExaBGP has started it.
         let received = exabgp.dir.join("received.jsonl");
         wait_for(START_TIMEOUT, "ExaBGP to start its API process", || {
             exabgp.process.assert_running("starting (config error?)");
-            if received.exists() { Ok(()) } else { Err("not yet".into()) }
+            if received.exists() {
+                Ok(())
+            } else {
+                Err("not yet".into())
+            }
         });
         exabgp
     }
@@ -139,18 +152,24 @@ impl ExaBgp {
             .append(true)
             .open(&path)
             .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
-        writeln!(file, "{command}").unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        writeln!(file, "{command}")
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
         drop(file);
-        let ack = wait_for(ACK_TIMEOUT, &format!("ExaBGP to acknowledge {command:?}"), || {
-            match self.acks().get(before) {
+        let ack = wait_for(
+            ACK_TIMEOUT,
+            &format!("ExaBGP to acknowledge {command:?}"),
+            || match self.acks().get(before) {
                 Some(ack) => Ok(ack.clone()),
                 None => Err("no acknowledgement".into()),
-            }
-        });
+            },
+        );
         if ack == "done" {
             Ok(())
         } else {
-            Err(format!("ExaBGP answered {ack:?} to {command:?}:\n{}", self.process.log_tail(20)))
+            Err(format!(
+                "ExaBGP answered {ack:?} to {command:?}:\n{}",
+                self.process.log_tail(20)
+            ))
         }
     }
 
@@ -198,25 +217,28 @@ impl ExaBgp {
         value: &[u8],
     ) {
         let hex: String = value.iter().map(|b| format!("{b:02x}")).collect();
-        let hex = if hex.is_empty() { "0x".to_owned() } else { format!("0x{hex}") };
+        let hex = if hex.is_empty() {
+            "0x".to_owned()
+        } else {
+            format!("0x{hex}")
+        };
         self.announce(&format!(
             "{prefix} next-hop {next_hop} attribute [0x{code:02x} 0x{flags:02x} {hex}]"
         ));
     }
 
-    /// Every JSON message from ExaBGP so far, in order: received BGP
-    /// messages (`type` `open`, `update`, `notification`, `keepalive`, …,
-    /// `direction` `receive`), sent ones (`direction` `send`, raw bytes
-    /// only) and state changes (`type` `state`).
+    /// Every JSON message from ExaBGP so far, in order: BGP messages
+    /// (`type` `open`, `update`, `notification`, `keepalive`, …;
+    /// `neighbor.direction` `receive` or `send`; parsed under
+    /// `neighbor.message` or `neighbor.open`/`.notification`; raw bytes in
+    /// `header`/`body`) and session state changes (`type` `state`,
+    /// `neighbor.state`).
     pub fn messages(&self) -> Vec<Value> {
         self.dir
             .read("received.jsonl")
             .lines()
             .filter(|line| !line.trim().is_empty())
-            .map(|line| {
-                serde_json::from_str(line)
-                    .unwrap_or_else(|e| panic!("ExaBGP wrote a line that is not JSON ({e}): {line}"))
-            })
+            .map(parse_line)
             .collect()
     }
 
@@ -230,11 +252,13 @@ impl ExaBgp {
 
     /// The received messages of one `type` (`update`, `notification`, …).
     pub fn received_of_type(&self, kind: &str) -> Vec<Value> {
-        self.received().into_iter().filter(|m| m["type"].as_str() == Some(kind)).collect()
+        self.received()
+            .into_iter()
+            .filter(|m| m["type"].as_str() == Some(kind))
+            .collect()
     }
 
-    /// The BGP messages ExaBGP sent (raw `header` and `body` hex under
-    /// `neighbor.message`).
+    /// The BGP messages ExaBGP sent (all but KEEPALIVEs).
     pub fn sent(&self) -> Vec<Value> {
         self.messages()
             .into_iter()
@@ -290,18 +314,28 @@ impl ExaBgp {
     ) -> Value {
         wait_for(timeout, &format!("ExaBGP to receive {what}"), || {
             let received = self.received();
-            received.iter().find(|m| matches(m)).cloned().ok_or_else(|| {
-                format!("{} messages received, none matching", received.len())
-            })
+            received
+                .iter()
+                .find(|m| matches(m))
+                .cloned()
+                .ok_or_else(|| format!("{} messages received, none matching", received.len()))
         })
     }
 
     /// Waits until `prefix` has been announced to ExaBGP.
     pub fn wait_announced(&self, prefix: &str, timeout: Duration) {
-        wait_for(timeout, &format!("ExaBGP to receive an announcement of {prefix}"), || {
-            let announced = self.announced_prefixes();
-            if announced.iter().any(|p| p == prefix) { Ok(()) } else { Err(format!("{announced:?}")) }
-        });
+        wait_for(
+            timeout,
+            &format!("ExaBGP to receive an announcement of {prefix}"),
+            || {
+                let announced = self.announced_prefixes();
+                if announced.iter().any(|p| p == prefix) {
+                    Ok(())
+                } else {
+                    Err(format!("{announced:?}"))
+                }
+            },
+        );
     }
 
     /// The last state ExaBGP reported for the session with `peer`
@@ -318,11 +352,65 @@ impl ExaBgp {
 
     /// Waits until ExaBGP reports the session with `peer` up.
     pub fn wait_up(&self, peer: IpAddr, timeout: Duration) {
-        wait_for(timeout, &format!("ExaBGP session with {peer} to be up"), || {
-            match self.neighbor_state(peer) {
+        wait_for(
+            timeout,
+            &format!("ExaBGP session with {peer} to be up"),
+            || match self.neighbor_state(peer) {
                 Some(state) if state == "up" => Ok(()),
                 state => Err(format!("{state:?}")),
-            }
-        });
+            },
+        );
+    }
+}
+
+/// Parses one line of ExaBGP's JSON output. ExaBGP 4.2 double-quotes some
+/// strings of OPERATIONAL messages (`"name": ""RPCQ""`); such a line is
+/// parsed again with `""` turned into `"`. A line that is still not JSON
+/// becomes `{"type": "unparsed", "line": LINE}` rather than a panic, so one
+/// bad line does not hide the others.
+fn parse_line(line: &str) -> Value {
+    serde_json::from_str(line)
+        .or_else(|_| serde_json::from_str(&line.replace("\"\"", "\"")))
+        .unwrap_or_else(|_| serde_json::json!({"type": "unparsed", "line": line}))
+}
+
+/// The complete wire bytes (marker included) of a message reported with
+/// `packets; consolidate;`: its `header` and `body` hex strings decoded.
+/// `None` when the message carries no raw bytes or they are not hex.
+pub fn raw_message(message: &Value) -> Option<Vec<u8>> {
+    let header = message["header"].as_str()?;
+    let body = message["body"].as_str()?;
+    let hex = format!("{}{}", header.strip_prefix("0x")?, body.strip_prefix("0x")?);
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn doubled_quotes_of_operational_messages_are_repaired() {
+        let line =
+            r#"{ "type": "operational", "body": "0x00", "operational": { "name": ""RPCQ"" } }"#;
+        assert_eq!(parse_line(line)["operational"]["name"], "RPCQ");
+        assert_eq!(parse_line("not json")["type"], "unparsed");
+    }
+
+    #[test]
+    fn raw_message_joins_header_and_body() {
+        let keepalive = json!({"header": "0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF001304", "body": "0x"});
+        let mut expected = vec![0xff; 16];
+        expected.extend([0x00, 0x13, 0x04]);
+        assert_eq!(raw_message(&keepalive), Some(expected));
+        assert_eq!(raw_message(&json!({"header": "0xFF", "body": "0x0"})), None);
+        assert_eq!(raw_message(&json!({"type": "state"})), None);
     }
 }

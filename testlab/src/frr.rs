@@ -111,7 +111,11 @@ impl Frr {
         // files, and read their configs as frr.
         dir.chown_to("frr");
 
-        let mut frr = Frr { daemons: Vec::new(), dir, netns: ns.name().to_owned() };
+        let mut frr = Frr {
+            daemons: Vec::new(),
+            dir,
+            netns: ns.name().to_owned(),
+        };
         // zebra first: bfdd and bgpd connect to its zserv socket at start.
         if daemons != Daemons::BgpdOnly {
             frr.start_daemon(ns, "zebra", ZEBRA, &[]);
@@ -125,7 +129,11 @@ impl Frr {
             frr.start_daemon(ns, "bfdd", BFDD, &["--bfdctl", &bfdctl]);
         }
         // -n: never install routes into the kernel; -Z: no zebra at all.
-        let bgpd_args: &[&str] = if daemons == Daemons::BgpdOnly { &["-n", "-Z"] } else { &["-n"] };
+        let bgpd_args: &[&str] = if daemons == Daemons::BgpdOnly {
+            &["-n", "-Z"]
+        } else {
+            &["-n"]
+        };
         frr.start_daemon(ns, "bgpd", BGPD, bgpd_args);
 
         let names: Vec<String> = frr.daemons.iter().map(|d| d.label().to_owned()).collect();
@@ -142,14 +150,30 @@ impl Frr {
 
     fn start_daemon(&mut self, ns: &Netns, name: &str, binary: &str, extra: &[&str]) {
         let path = |file: &str| self.dir.join(file).to_string_lossy().into_owned();
-        let (conf, pid, zserv) = (path(&format!("{name}.conf")), path(&format!("{name}.pid")), path("zserv.api"));
+        let (conf, pid, zserv) = (
+            path(&format!("{name}.conf")),
+            path(&format!("{name}.pid")),
+            path("zserv.api"),
+        );
         let vty_dir = self.dir.path().to_string_lossy().into_owned();
         let mut argv = vec![
-            binary, "-f", &conf, "-i", &pid, "-z", &zserv, "--vty_socket", &vty_dir,
+            binary,
+            "-f",
+            &conf,
+            "-i",
+            &pid,
+            "-z",
+            &zserv,
+            "--vty_socket",
+            &vty_dir,
             // No TCP vty: two daemons in one namespace would fight over 2605.
-            "-P", "0", "--log", "stdout",
+            "-P",
+            "0",
+            "--log",
+            "stdout",
             // Shows whatever `debug bgp …` lines a test config turns on.
-            "--log-level", "debug",
+            "--log-level",
+            "debug",
         ];
         argv.extend_from_slice(extra);
         let log = self.dir.join(&format!("{name}.log"));
@@ -164,7 +188,11 @@ impl Frr {
             for process in &mut self.daemons {
                 process.assert_running(&format!("waiting for {}", path.display()));
             }
-            if path.exists() { Ok(()) } else { Err("not there yet".into()) }
+            if path.exists() {
+                Ok(())
+            } else {
+                Err("not there yet".into())
+            }
         });
     }
 
@@ -183,7 +211,10 @@ impl Frr {
             })
             .collect();
         if !errors.is_empty() {
-            panic!("FRR rejected lines of its configuration:\n{}", errors.join("\n"));
+            panic!(
+                "FRR rejected lines of its configuration:\n{}",
+                errors.join("\n")
+            );
         }
     }
 
@@ -271,17 +302,24 @@ impl Frr {
     /// The neighbor's `bgpState`: `Idle`, `Connect`, `Active`, `OpenSent`,
     /// `OpenConfirm`, `Established`, `Clearing`, `Deleted`.
     pub fn state(&self, addr: IpAddr) -> String {
-        self.neighbor(addr)["bgpState"].as_str().unwrap_or("(no bgpState)").to_owned()
+        self.neighbor(addr)["bgpState"]
+            .as_str()
+            .unwrap_or("(no bgpState)")
+            .to_owned()
     }
 
     /// UPDATE messages received from the neighbor (`messageStats.updatesRecv`).
     pub fn updates_received(&self, addr: IpAddr) -> u64 {
-        self.neighbor(addr)["messageStats"]["updatesRecv"].as_u64().unwrap_or(0)
+        self.neighbor(addr)["messageStats"]["updatesRecv"]
+            .as_u64()
+            .unwrap_or(0)
     }
 
     /// UPDATE messages sent to the neighbor (`messageStats.updatesSent`).
     pub fn updates_sent(&self, addr: IpAddr) -> u64 {
-        self.neighbor(addr)["messageStats"]["updatesSent"].as_u64().unwrap_or(0)
+        self.neighbor(addr)["messageStats"]["updatesSent"]
+            .as_u64()
+            .unwrap_or(0)
     }
 
     /// `show bgp ipv4|ipv6 unicast PREFIX json` for an exact prefix
@@ -292,7 +330,10 @@ impl Frr {
     pub fn prefix(&self, prefix: &str) -> Option<Value> {
         // Without a length FRR does a longest-match lookup and may answer
         // with a covering route.
-        assert!(prefix.contains('/'), "Frr::prefix needs PREFIX/LEN, got {prefix:?}");
+        assert!(
+            prefix.contains('/'),
+            "Frr::prefix needs PREFIX/LEN, got {prefix:?}"
+        );
         let afi = Afi::of(prefix).as_str();
         let json = self.json(&format!("show bgp {afi} unicast {prefix} json"));
         json.get("paths").is_some().then_some(json)
@@ -307,15 +348,18 @@ impl Frr {
         }
     }
 
-    /// Number of prefixes in the BGP table of one family (`ribCount` of the
-    /// summary: cheap even for large tables; falls back to counting the
-    /// table when the family has no peers and so no summary).
+    /// Number of prefixes in the BGP table of one family: `totalPrefixes` of
+    /// `show bgp AFI unicast statistics json`, cheap even for large tables.
+    /// (The summary's `ribCount` is not it: it counts radix-tree nodes,
+    /// glue nodes included.)
     pub fn count(&self, afi: Afi) -> usize {
-        let json = self.json(&format!("show bgp {} unicast summary json", afi.as_str()));
-        match json.get("ribCount").and_then(Value::as_u64) {
-            Some(count) => usize::try_from(count).unwrap_or(usize::MAX),
-            None => self.table(afi).len(),
-        }
+        let command = format!("show bgp {} unicast statistics json", afi.as_str());
+        let json = self.json(&command);
+        let key = format!("{}Unicast", afi.as_str());
+        json[key.as_str()][0]["totalPrefixes"]
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or_else(|| panic!("no {key}[0].totalPrefixes in {command}: {json}"))
     }
 
     /// `show bfd peers json` (needs [`Frr::start_with_bfd`]).
@@ -343,55 +387,80 @@ impl Frr {
 
     /// Waits until the neighbor's `bgpState` is `state`.
     pub fn wait_state(&self, addr: IpAddr, state: &str, timeout: Duration) {
-        wait_for(timeout, &format!("FRR neighbor {addr} to be {state}"), || {
-            let now = self.state(addr);
-            if now == state { Ok(()) } else { Err(format!("bgpState {now}")) }
-        });
+        wait_for(
+            timeout,
+            &format!("FRR neighbor {addr} to be {state}"),
+            || {
+                let now = self.state(addr);
+                if now == state {
+                    Ok(())
+                } else {
+                    Err(format!("bgpState {now}"))
+                }
+            },
+        );
     }
 
     /// Waits until the neighbor's `bgpState` is anything but `state` and
     /// returns the new state.
     pub fn wait_state_not(&self, addr: IpAddr, state: &str, timeout: Duration) -> String {
-        wait_for(timeout, &format!("FRR neighbor {addr} to leave {state}"), || {
-            let now = self.state(addr);
-            if now != state { Ok(now) } else { Err(format!("bgpState {now}")) }
-        })
+        wait_for(
+            timeout,
+            &format!("FRR neighbor {addr} to leave {state}"),
+            || {
+                let now = self.state(addr);
+                if now != state {
+                    Ok(now)
+                } else {
+                    Err(format!("bgpState {now}"))
+                }
+            },
+        )
     }
 
     /// Waits until FRR has a route for `prefix` and returns it.
     pub fn wait_prefix(&self, prefix: &str, timeout: Duration) -> Value {
-        wait_for(timeout, &format!("FRR to have a route for {prefix}"), || {
-            self.prefix(prefix).ok_or_else(|| {
-                format!("table: {:?}", self.table(Afi::of(prefix)))
-            })
-        })
+        wait_for(
+            timeout,
+            &format!("FRR to have a route for {prefix}"),
+            || {
+                self.prefix(prefix)
+                    .ok_or_else(|| format!("table: {:?}", self.table(Afi::of(prefix))))
+            },
+        )
     }
 
     /// Waits until FRR has no route for `prefix`.
     pub fn wait_no_prefix(&self, prefix: &str, timeout: Duration) {
-        wait_for(timeout, &format!("FRR to drop its route for {prefix}"), || {
-            match self.prefix(prefix) {
+        wait_for(
+            timeout,
+            &format!("FRR to drop its route for {prefix}"),
+            || match self.prefix(prefix) {
                 None => Ok(()),
                 Some(route) => Err(route.to_string()),
-            }
-        });
+            },
+        );
     }
 
     /// Waits until bfdd reports `status` for the session with `peer`.
     pub fn wait_bfd_status(&self, peer: IpAddr, status: &str, timeout: Duration) {
-        wait_for(timeout, &format!("FRR BFD session with {peer} to be {status}"), || {
-            match self.bfd_status(peer) {
+        wait_for(
+            timeout,
+            &format!("FRR BFD session with {peer} to be {status}"),
+            || match self.bfd_status(peer) {
                 Some(now) if now == status => Ok(()),
                 now => Err(format!("status {now:?}")),
-            }
-        });
+            },
+        );
     }
 }
 
 /// A bgpd.conf for the common case: `frr defaults datacenter` (3 s
 /// keepalive, 9 s hold time, log neighbor changes, no advertisement
-/// delay), no eBGP policy required, one `neighbor ADDR remote-as ASN` per
-/// peer, IPv6 peers activated for IPv6 unicast. More lines for the same
+/// delay), no eBGP policy required, `network` statements announced without
+/// an IGP route (`no bgp network import-check`), one `neighbor ADDR
+/// remote-as ASN` per peer retrying its connection every second, IPv6 peers
+/// activated for IPv6 unicast. More lines for the same
 /// instance can follow in a second `router bgp ASN` block.
 pub fn bgpd_conf(asn: u32, router_id: Ipv4Addr, neighbors: &[(IpAddr, u32)]) -> String {
     let mut conf = format!(
@@ -403,8 +472,12 @@ pub fn bgpd_conf(asn: u32, router_id: Ipv4Addr, neighbors: &[(IpAddr, u32)]) -> 
     );
     for (addr, remote_as) in neighbors {
         conf.push_str(&format!(" neighbor {addr} remote-as {remote_as}\n"));
+        conf.push_str(&format!(" neighbor {addr} timers connect 1\n"));
     }
-    let v6: Vec<_> = neighbors.iter().filter(|(addr, _)| addr.is_ipv6()).collect();
+    let v6: Vec<_> = neighbors
+        .iter()
+        .filter(|(addr, _)| addr.is_ipv6())
+        .collect();
     if !v6.is_empty() {
         conf.push_str(" address-family ipv6 unicast\n");
         for (addr, _) in v6 {

@@ -58,7 +58,12 @@ impl Gobgp {
             "-p",
         ];
         let process = NsProcess::start_logged(ns, "gobgpd", &argv, &[], &dir.join("gobgpd.log"));
-        let mut gobgp = Gobgp { process, dir, netns: ns.name().to_owned(), port };
+        let mut gobgp = Gobgp {
+            process,
+            dir,
+            netns: ns.name().to_owned(),
+            port,
+        };
         wait_for(START_TIMEOUT, "gobgpd to answer on its API port", || {
             gobgp.process.assert_running("starting (config error?)");
             let out = gobgp.try_cli(&["global"]);
@@ -91,7 +96,8 @@ impl Gobgp {
     fn try_cli(&self, args: &[&str]) -> std::process::Output {
         let port = self.port.to_string();
         let mut cmd = std::process::Command::new("ip");
-        cmd.args(["netns", "exec", &self.netns, "gobgp", "-p", &port]).args(args);
+        cmd.args(["netns", "exec", &self.netns, "gobgp", "-p", &port])
+            .args(args);
         cmd.stdin(std::process::Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("cannot run gobgp: {e}"))
@@ -143,10 +149,18 @@ impl Gobgp {
 
     /// Waits until the session with `addr` is established.
     pub fn wait_established(&self, addr: IpAddr, timeout: Duration) {
-        wait_for(timeout, &format!("gobgpd neighbor {addr} to be established"), || {
-            let state = self.neighbor_state(addr);
-            if state == "established" { Ok(()) } else { Err(state) }
-        });
+        wait_for(
+            timeout,
+            &format!("gobgpd neighbor {addr} to be established"),
+            || {
+                let state = self.neighbor_state(addr);
+                if state == "established" {
+                    Ok(())
+                } else {
+                    Err(state)
+                }
+            },
+        );
     }
 
     /// The global RIB of a family (`global rib -a AFI -j`): an object from
@@ -158,7 +172,10 @@ impl Gobgp {
 
     /// The paths of one exact prefix in the global RIB, if any.
     pub fn rib_lookup(&self, prefix: &str) -> Option<Value> {
-        assert!(prefix.contains('/'), "Gobgp::rib_lookup needs PREFIX/LEN, got {prefix:?}");
+        assert!(
+            prefix.contains('/'),
+            "Gobgp::rib_lookup needs PREFIX/LEN, got {prefix:?}"
+        );
         let afi = Afi::of(prefix);
         let json = self.cli_json(&["global", "rib", "-a", afi.as_str(), prefix]);
         json.get(prefix).cloned()
@@ -166,9 +183,11 @@ impl Gobgp {
 
     /// Waits until the global RIB has `prefix` and returns its paths.
     pub fn wait_route(&self, prefix: &str, timeout: Duration) -> Value {
-        wait_for(timeout, &format!("gobgpd to have a route for {prefix}"), || {
-            self.rib_lookup(prefix).ok_or_else(|| "no route".to_owned())
-        })
+        wait_for(
+            timeout,
+            &format!("gobgpd to have a route for {prefix}"),
+            || self.rib_lookup(prefix).ok_or_else(|| "no route".to_owned()),
+        )
     }
 
     /// Routes received from a neighbor before policy (`neighbor ADDR adj-in`).

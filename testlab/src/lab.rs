@@ -79,7 +79,12 @@ impl Lab {
     /// router (192.0.2.1/24, 2001:db8::1/64) — node (192.0.2.2/24,
     /// 2001:db8::2/64) over one veth; see [`pair`].
     pub fn pair() -> Lab {
-        Lab::pair_with(pair::ROUTER_V4, pair::NODE_V4, pair::ROUTER_V6, pair::NODE_V6)
+        Lab::pair_with(
+            pair::ROUTER_V4,
+            pair::NODE_V4,
+            pair::ROUTER_V6,
+            pair::NODE_V6,
+        )
     }
 
     /// Like [`Lab::pair`] with other addresses on the same /24 and /64 sizes.

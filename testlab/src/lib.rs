@@ -48,7 +48,11 @@ pub enum Afi {
 impl Afi {
     /// The family of an address or prefix written as text.
     pub fn of(addr_or_prefix: &str) -> Afi {
-        if addr_or_prefix.contains(':') { Afi::Ipv6 } else { Afi::Ipv4 }
+        if addr_or_prefix.contains(':') {
+            Afi::Ipv6
+        } else {
+            Afi::Ipv4
+        }
     }
 
     /// `ipv4` / `ipv6`, as in `show bgp ipv4 unicast` and `gobgp -a ipv4`.

@@ -28,7 +28,9 @@ impl Endpoint {
 
     fn tc(&self, args: &[&str]) -> String {
         let output = run_checked(
-            Command::new("ip").args(["netns", "exec", &self.netns, "tc"]).args(args),
+            Command::new("ip")
+                .args(["netns", "exec", &self.netns, "tc"])
+                .args(args),
             &format!("tc in netns {}", self.netns),
         );
         String::from_utf8_lossy(&output.stdout).into_owned()
@@ -64,12 +66,30 @@ pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) -> Link {
     }
     // Created inside `a` with the peer placed straight into `b`: the pair
     // never exists in the root namespace, where names could collide.
-    a.ip(&["link", "add", "name", a_if, "type", "veth", "peer", "name", b_if, "netns", b.name()]);
+    a.ip(&[
+        "link",
+        "add",
+        "name",
+        a_if,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        b_if,
+        "netns",
+        b.name(),
+    ]);
     a.set_link_up(a_if);
     b.set_link_up(b_if);
     Link {
-        a: Endpoint { netns: a.name().to_owned(), ifname: a_if.to_owned() },
-        b: Endpoint { netns: b.name().to_owned(), ifname: b_if.to_owned() },
+        a: Endpoint {
+            netns: a.name().to_owned(),
+            ifname: a_if.to_owned(),
+        },
+        b: Endpoint {
+            netns: b.name().to_owned(),
+            ifname: b_if.to_owned(),
+        },
     }
 }
 
@@ -104,13 +124,39 @@ impl Link {
         let end = &self.a;
         let links = end.ip(&["-o", "link", "show"]);
         if !links.contains(&format!(" {SINK_IF}@")) {
-            end.ip(&["link", "add", "name", SINK_IF, "type", "veth", "peer", "name", SINK_PEER_IF]);
+            end.ip(&[
+                "link",
+                "add",
+                "name",
+                SINK_IF,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                SINK_PEER_IF,
+            ]);
         }
         end.tc(&["qdisc", "add", "dev", &end.ifname, "clsact"]);
         for hook in ["ingress", "egress"] {
             end.tc(&[
-                "filter", "add", "dev", &end.ifname, hook, "protocol", "all", "u32", "match",
-                "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", SINK_IF,
+                "filter",
+                "add",
+                "dev",
+                &end.ifname,
+                hook,
+                "protocol",
+                "all",
+                "u32",
+                "match",
+                "u32",
+                "0",
+                "0",
+                "action",
+                "mirred",
+                "egress",
+                "redirect",
+                "dev",
+                SINK_IF,
             ]);
         }
     }

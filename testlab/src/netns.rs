@@ -265,7 +265,10 @@ impl Drop for Netns {
 
 /// Names of all namespaces on the host (`ip netns list`).
 pub fn list_netns() -> Vec<String> {
-    let output = Command::new("ip").args(["netns", "list"]).stdin(Stdio::null()).output();
+    let output = Command::new("ip")
+        .args(["netns", "list"])
+        .stdin(Stdio::null())
+        .output();
     match output {
         Ok(out) => String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -277,7 +280,10 @@ pub fn list_netns() -> Vec<String> {
 }
 
 fn netns_pids(name: &str) -> Vec<u32> {
-    let output = Command::new("ip").args(["netns", "pids", name]).stdin(Stdio::null()).output();
+    let output = Command::new("ip")
+        .args(["netns", "pids", name])
+        .stdin(Stdio::null())
+        .output();
     match output {
         Ok(out) => String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
@@ -302,11 +308,18 @@ fn remove_netns(name: &str) {
         }
         let mut kill = Command::new("kill");
         kill.arg("-KILL").args(pids.iter().map(u32::to_string));
-        let _ = kill.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let _ = kill
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         std::thread::sleep(Duration::from_millis(50));
     }
     for attempt in 0..5 {
-        let output = Command::new("ip").args(["netns", "del", name]).stdin(Stdio::null()).output();
+        let output = Command::new("ip")
+            .args(["netns", "del", name])
+            .stdin(Stdio::null())
+            .output();
         match output {
             Ok(out) if out.status.success() => return,
             Ok(out) if attempt == 4 => eprintln!(

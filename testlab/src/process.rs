@@ -97,7 +97,10 @@ impl NsProcess {
             cmd.env(key, value);
         }
         let child = cmd.spawn().unwrap_or_else(|e| {
-            panic!("cannot start {label} ({argv:?}) in netns {}: {e}", ns.name())
+            panic!(
+                "cannot start {label} ({argv:?}) in netns {}: {e}",
+                ns.name()
+            )
         });
         NsProcess {
             label: label.to_owned(),
@@ -166,7 +169,12 @@ impl NsProcess {
             .stdin(Stdio::null())
             .status()
             .unwrap_or_else(|e| panic!("cannot run kill: {e}"));
-        assert!(status.success(), "kill -s {} {} failed", signal.name(), self.child.id());
+        assert!(
+            status.success(),
+            "kill -s {} {} failed",
+            signal.name(),
+            self.child.id()
+        );
     }
 
     /// Waits for the process to exit; panics with the log after `timeout`.

@@ -32,7 +32,10 @@ pub fn require_tools(tools: &[&str]) {
         .map(|tool| format!("missing {tool}: apt-get install {}", package_of(tool)))
         .collect();
     if !missing.is_empty() {
-        panic!("this test needs tools that are not installed:\n  {}", missing.join("\n  "));
+        panic!(
+            "this test needs tools that are not installed:\n  {}",
+            missing.join("\n  ")
+        );
     }
 }
 

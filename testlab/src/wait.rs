@@ -28,7 +28,10 @@ pub fn wait_for<T>(
         };
         if start.elapsed() >= timeout {
             if last.is_empty() {
-                panic!("timed out after {:.1}s waiting for {what}", timeout.as_secs_f64());
+                panic!(
+                    "timed out after {:.1}s waiting for {what}",
+                    timeout.as_secs_f64()
+                );
             }
             panic!(
                 "timed out after {:.1}s waiting for {what}; last seen: {last}",
