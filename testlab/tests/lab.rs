@@ -53,20 +53,27 @@ fn dropping_a_lab_kills_its_processes_and_deletes_its_namespaces() {
 }
 
 #[test]
-fn a_panicking_test_still_deletes_its_namespaces() {
-    let (names_tx, names_rx) = mpsc::channel();
+fn a_panicking_test_still_deletes_its_namespaces_and_keeps_its_logs() {
+    let (tx, rx) = mpsc::channel();
     let result = std::thread::spawn(move || {
         let lab = Lab::pair();
-        names_tx.send(lab.netns_names()).expect("send names");
-        let _daemon = NsProcess::start(&lab.node, "sleeper", &["sleep", "1000"]);
+        let daemon = NsProcess::start(&lab.node, "sleeper", &["sleep", "1000"]);
+        let log_dir = daemon.log_path().parent().expect("log dir").to_path_buf();
+        tx.send((lab.netns_names(), log_dir)).expect("send names");
         panic!("deliberate failure inside a lab test");
     })
     .join();
     assert!(result.is_err(), "the lab thread should have panicked");
-    let names = names_rx
-        .recv()
-        .expect("the lab thread sent its namespace names");
+    let (names, log_dir) = rx.recv().expect("the lab thread sent its namespace names");
     assert_gone(&names);
+    // Kept for inspection (and swept by a later test process once this one
+    // has exited); removed here to leave nothing behind.
+    assert!(
+        log_dir.join("sleeper.log").exists(),
+        "{} was not kept",
+        log_dir.display()
+    );
+    std::fs::remove_dir_all(&log_dir).expect("remove the kept directory");
 }
 
 #[test]

@@ -430,3 +430,64 @@ fn exabgp_sends_a_message_type_that_was_never_negotiated() {
         .collect();
     assert!(types.contains(&6), "sent message types {types:?}");
 }
+
+#[test]
+fn frr_without_zebra_learns_ipv6_routes_from_gobgp_and_sends_to_exabgp() {
+    // GoBGP and ExaBGP send a global next hop only, so bgpd -Z accepts
+    // their IPv6 routes (unlike BIRD's global + link-local pair).
+    let lab = Lab::pair();
+    let frr = Frr::start(&lab.router, &frr_router(&lab, &[lab.node_v6.into()]));
+    let gobgp = Gobgp::start(
+        &lab.node,
+        &format!(
+            r#"[global.config]
+  as = {NODE_AS}
+  router-id = "{node_id}"
+[[neighbors]]
+  [neighbors.config]
+    neighbor-address = "{router}"
+    peer-as = {ROUTER_AS}
+  [neighbors.timers.config]
+    connect-retry = 2
+  [[neighbors.afi-safis]]
+    [neighbors.afi-safis.config]
+      afi-safi-name = "ipv6-unicast"
+"#,
+            node_id = lab.node_v4,
+            router = lab.router_v6
+        ),
+    );
+    gobgp.wait_established(lab.router_v6.into(), SESSION);
+    gobgp.add_route("2001:db8:100::20/128", &[]);
+    let route = frr.wait_prefix("2001:db8:100::20/128", ROUTE);
+    assert_eq!(
+        route["paths"][0]["nexthops"][0]["ip"],
+        lab.node_v6.to_string(),
+        "{route}"
+    );
+    gobgp.wait_route("2001:db8:203::/48", ROUTE);
+    drop(gobgp);
+
+    let exabgp = ExaBgp::start(
+        &lab.node,
+        &[lab.node_v6.into()],
+        &format!(
+            "neighbor {router} {{
+    router-id {node_id};
+    local-address {node};
+    local-as {NODE_AS};
+    peer-as {ROUTER_AS};
+    family {{ ipv6 unicast; }}
+{API_BLOCK}
+}}
+",
+            router = lab.router_v6,
+            node = lab.node_v6,
+            node_id = lab.node_v4
+        ),
+    );
+    exabgp.wait_up(lab.router_v6.into(), SESSION);
+    exabgp.wait_announced("2001:db8:203::/48", ROUTE);
+    exabgp.announce("2001:db8:100::30/128 next-hop self");
+    frr.wait_prefix("2001:db8:100::30/128", ROUTE);
+}
