@@ -21,6 +21,7 @@ pub mod community;
 pub mod consts;
 pub mod context;
 pub mod error;
+pub mod fsm;
 pub mod hex;
 pub mod message;
 pub mod mp;

@@ -12,7 +12,11 @@ use crate::message::{Message, check_header};
 /// Picks a session context from one octet, so that fuzzers explore 2- and
 /// 4-octet AS, ADD-PATH and extended messages.
 pub fn context_from(byte: u8) -> Context {
-    let mut ctx = if byte & 1 != 0 { Context::two_octet_as() } else { Context::default() };
+    let mut ctx = if byte & 1 != 0 {
+        Context::two_octet_as()
+    } else {
+        Context::default()
+    };
     if byte & 2 != 0 {
         ctx = ctx.with_add_path(Family::IPV4_UNICAST);
     }
@@ -30,7 +34,9 @@ pub fn context_from(byte: u8) -> Context {
 
 fn round_trip(msg: &[u8], ctx: &Context) {
     if let Ok(m) = Message::decode(msg, ctx) {
-        let again = m.encode(ctx).expect("a decoded message fits the size it arrived in");
+        let again = m
+            .encode(ctx)
+            .expect("a decoded message fits the size it arrived in");
         assert_eq!(again, msg, "decode then encode must return the same bytes");
         if let Message::Update(u) = &m {
             let _ = u.validate(ctx);
@@ -42,7 +48,9 @@ fn round_trip(msg: &[u8], ctx: &Context) {
 /// A stream of messages arriving in pieces: frame with `check_header`, the
 /// way the session driver does, and decode each message.
 pub fn framing(data: &[u8]) {
-    let Some((&first, stream)) = data.split_first() else { return };
+    let Some((&first, stream)) = data.split_first() else {
+        return;
+    };
     let ctx = context_from(first);
     let mut buf: &[u8] = stream;
     loop {
@@ -70,19 +78,27 @@ pub fn framing(data: &[u8]) {
 
 /// One whole message.
 pub fn message(data: &[u8]) {
-    let Some((&first, msg)) = data.split_first() else { return };
+    let Some((&first, msg)) = data.split_first() else {
+        return;
+    };
     round_trip(msg, &context_from(first));
 }
 
 /// A path attributes field, wrapped into an UPDATE with a fixed NLRI.
 pub fn attributes(data: &[u8]) {
-    let Some((&first, attrs)) = data.split_first() else { return };
+    let Some((&first, attrs)) = data.split_first() else {
+        return;
+    };
     let ctx = context_from(first);
-    let Ok(alen) = u16::try_from(attrs.len()) else { return };
+    let Ok(alen) = u16::try_from(attrs.len()) else {
+        return;
+    };
     let mut msg = Vec::with_capacity(attrs.len() + 32);
     msg.extend_from_slice(&crate::consts::MARKER);
     let total = 19 + 4 + attrs.len() + 5;
-    let Ok(total16) = u16::try_from(total) else { return };
+    let Ok(total16) = u16::try_from(total) else {
+        return;
+    };
     if total > ctx.max_message_len {
         return;
     }

@@ -8,7 +8,9 @@ fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     for dir in ["seeds", "regressions"] {
         let d = root.join(dir).join(target);
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries {
             let p = e.unwrap().path();
             out.push((p.clone(), std::fs::read(&p).unwrap()));
@@ -19,7 +21,11 @@ fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
 
 fn run(target: &str, check: fn(&[u8]), at_least: usize) {
     let list = inputs(target);
-    assert!(list.len() >= at_least, "{target}: only {} inputs — are fuzz/seeds there?", list.len());
+    assert!(
+        list.len() >= at_least,
+        "{target}: only {} inputs — are fuzz/seeds there?",
+        list.len()
+    );
     for (path, data) in list {
         let r = std::panic::catch_unwind(|| check(&data));
         assert!(r.is_ok(), "{} fails the {target} checks", path.display());

@@ -1,0 +1,1071 @@
+//! The RFC 4271 §8 session FSM, sans IO.
+//!
+//! Time and bytes go in as [`Event`]s with the current instant; what to do
+//! comes out as [`Action`]s (open or close a TCP connection, send these
+//! bytes, the session went up or down). [`Session::next_deadline`] says
+//! when to come back with [`Event::Tick`]. Nothing here reads a clock,
+//! touches a socket or sleeps, so every test runs on simulated time.
+//!
+//! ```text
+//!            ManualStart                 TcpConnected / send OPEN
+//!  Idle ──────────────────▶ Connect ─────────────────────────────▶ OpenSent
+//!   ▲  ◀── IdleHoldTimer ──┐  │ ▲ ConnectRetry                        │ OPEN ok / send KEEPALIVE
+//!   │       (DampPeer-     │  ▼ │                                     ▼
+//!   │       Oscillations)  └ Active ◀── TCP fails ─────────────── OpenConfirm
+//!   │                                                                 │ KEEPALIVE
+//!   └──────────── any error: NOTIFICATION, close ◀── Established ◀────┘
+//! ```
+//!
+//! Two connections to the same peer may exist at once (ours and theirs);
+//! connection collision detection (§6.8) keeps one. With
+//! AllowAutomaticStart (§8.1.1), a session that failed returns to Idle
+//! and starts again by itself after the IdleHoldTimer, which doubles with
+//! each consecutive failure (DampPeerOscillations) up to a ceiling.
+
+mod negotiate;
+mod timer;
+
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+pub use negotiate::{Negotiated, negotiate};
+
+use crate::capability::Capability;
+use crate::consts::{MAX_MESSAGE_LEN, notify};
+use crate::context::{Context, Family};
+use crate::error::Action as Rfc7606;
+use crate::message::{Message, check_header};
+use crate::notification::Notification;
+use crate::open::Open;
+use timer::{Jitter, Timer};
+
+/// RFC 4271 §8.2.2: "the HoldTimer ... is set to a large value ... A
+/// HoldTimer value of 4 minutes is suggested" while waiting for OPEN.
+pub const LARGE_HOLD_TIME: Duration = Duration::from_secs(240);
+
+/// What the session is configured with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub local_asn: u32,
+    /// The AS we expect in the peer's OPEN.
+    pub peer_asn: u32,
+    pub router_id: Ipv4Addr,
+    /// Proposed Hold Time in seconds: 0, or at least 3 (RFC 4271 §4.2).
+    pub hold_time: u16,
+    pub keepalive: Duration,
+    pub connect_retry: Duration,
+    /// Never initiate a connection; wait for the peer's (§8.1.1 PassiveTcpEstablishment).
+    pub passive: bool,
+    /// Sent in our OPEN; the 4-octet AS capability is added if absent.
+    pub capabilities: Vec<Capability>,
+    /// DampPeerOscillations (§8.1.1): the first IdleHoldTime, doubled on
+    /// each consecutive failure up to `max_idle_hold_time`.
+    pub idle_hold_time: Duration,
+    pub max_idle_hold_time: Duration,
+    /// Seed of the RFC 4271 §10 jitter.
+    pub jitter_seed: u64,
+}
+
+impl Config {
+    pub fn open(&self) -> Open {
+        Open::new(
+            self.local_asn,
+            self.hold_time,
+            self.router_id,
+            self.capabilities.clone(),
+        )
+    }
+}
+
+/// The RFC 4271 §8.2.2 states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum State {
+    Idle,
+    Connect,
+    Active,
+    OpenSent,
+    OpenConfirm,
+    Established,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Idle => "Idle",
+            State::Connect => "Connect",
+            State::Active => "Active",
+            State::OpenSent => "OpenSent",
+            State::OpenConfirm => "OpenConfirm",
+            State::Established => "Established",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A TCP connection, numbered by the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// Who opened the connection (RFC 4271 §6.8 keeps the one opened by the
+/// speaker with the higher BGP Identifier).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    Outgoing,
+    Incoming,
+}
+
+/// Inputs (RFC 4271 §8.1). Message events (§8.1.4, Events 19–28) come from
+/// decoding `Data`; timer events (§8.1.3) from `Tick`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Event 1, ManualStart — with AllowAutomaticStart: after a failure the
+    /// session restarts by itself (Event 3, AutomaticStart).
+    ManualStart,
+    /// Event 2, ManualStop. `notification`: what to send on an open
+    /// connection (typically Cease/Administrative Shutdown); `None` closes
+    /// TCP without one, which a graceful-restart helper treats as a restart
+    /// (RFC 4724 §4.2).
+    ManualStop { notification: Option<Notification> },
+    /// Event 16, Tcp_CR_Acked (our connection) / Event 17,
+    /// TcpConnectionConfirmed (theirs).
+    TcpConnected { conn: ConnId, direction: Direction },
+    /// Event 18, TcpConnectionFails — the outgoing attempt failed.
+    TcpConnectFailed,
+    /// Event 18, TcpConnectionFails — an open connection closed.
+    TcpClosed { conn: ConnId },
+    /// Octets read from a connection.
+    Data { conn: ConnId, bytes: Vec<u8> },
+    /// UPDATE messages to send on the established connection, encoded in
+    /// [`Negotiated::tx`].
+    SendUpdates(Vec<Vec<u8>>),
+    /// Time has passed: Event 9 ConnectRetryTimer_Expires, Event 10
+    /// HoldTimer_Expires, Event 11 KeepaliveTimer_Expires, Event 13
+    /// IdleHoldTimer_Expires.
+    Tick,
+}
+
+/// Why the state changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    ManualStart,
+    /// IdleHoldTimer expired: AutomaticStart.
+    AutomaticStart,
+    ManualStop,
+    ConnectRetryTimerExpired,
+    TcpConnected,
+    TcpConnectFailed,
+    TcpClosed,
+    OpenReceived,
+    KeepaliveReceived,
+    HoldTimerExpired,
+    /// We sent this NOTIFICATION because of an error we found.
+    ErrorSent(Notification),
+    NotificationReceived(Notification),
+    /// Connection collision resolution (§6.8) closed a connection.
+    Collision,
+    /// The peer opened a new session while ours was established and it
+    /// had graceful restart: it restarted (RFC 4724 §4.2).
+    PeerRestarted,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::ManualStart => f.write_str("started"),
+            Reason::AutomaticStart => f.write_str("automatic restart"),
+            Reason::ManualStop => f.write_str("stopped"),
+            Reason::ConnectRetryTimerExpired => f.write_str("connect retry timer expired"),
+            Reason::TcpConnected => f.write_str("TCP connection up"),
+            Reason::TcpConnectFailed => f.write_str("TCP connection attempt failed"),
+            Reason::TcpClosed => f.write_str("TCP connection closed"),
+            Reason::OpenReceived => f.write_str("OPEN received"),
+            Reason::KeepaliveReceived => f.write_str("KEEPALIVE received"),
+            Reason::HoldTimerExpired => f.write_str("hold timer expired"),
+            Reason::ErrorSent(n) => write!(f, "sent NOTIFICATION {n}"),
+            Reason::NotificationReceived(n) => write!(f, "received NOTIFICATION {n}"),
+            Reason::Collision => f.write_str("connection collision resolution"),
+            Reason::PeerRestarted => f.write_str("peer restarted (graceful restart)"),
+        }
+    }
+}
+
+/// What a received UPDATE held, and what RFC 7606 says to do with it. The
+/// routes themselves are dropped: holdfast only originates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpdateReceived {
+    pub announced: usize,
+    pub withdrawn: usize,
+    pub end_of_rib: Option<Family>,
+    /// The RFC 7606 approach taken, if the UPDATE was malformed (never a
+    /// session reset: that ends the session instead).
+    pub action: Option<Rfc7606>,
+    pub errors: Vec<String>,
+    pub disabled_families: Vec<Family>,
+}
+
+/// Outputs, in the order to carry them out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Open a TCP connection to the peer, then report `TcpConnected` with
+    /// `Direction::Outgoing` or `TcpConnectFailed`.
+    Connect,
+    /// Give up the pending outgoing attempt.
+    AbortConnect,
+    Send {
+        conn: ConnId,
+        bytes: Vec<u8>,
+    },
+    /// Close after the sends before it.
+    Close {
+        conn: ConnId,
+    },
+    StateChange {
+        from: State,
+        to: State,
+        reason: Reason,
+    },
+    /// The session is established: send the whole table, then End-of-RIB.
+    Up {
+        conn: ConnId,
+        negotiated: Box<Negotiated>,
+    },
+    Down {
+        reason: Reason,
+    },
+    NotificationSent {
+        notification: Notification,
+    },
+    NotificationReceived {
+        notification: Notification,
+    },
+    UpdateReceived(UpdateReceived),
+    /// The peer asked for our routes again (RFC 2918; RFC 7313 when
+    /// `enhanced`): answer with the table, within BoRR/EoRR if enhanced.
+    RouteRefresh {
+        family: Family,
+        enhanced: bool,
+    },
+}
+
+/// Counters per session, for metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub messages_received: u64,
+    pub messages_sent: u64,
+    pub updates_received: u64,
+    pub updates_sent: u64,
+    pub prefixes_received: u64,
+    pub notifications_sent: Vec<(u8, u8, u64)>,
+    pub notifications_received: Vec<(u8, u8, u64)>,
+    pub established_transitions: u64,
+}
+
+impl Stats {
+    fn count(list: &mut Vec<(u8, u8, u64)>, n: &Notification) {
+        match list
+            .iter_mut()
+            .find(|(c, s, _)| *c == n.code && *s == n.subcode)
+        {
+            Some(e) => e.2 += 1,
+            None => list.push((n.code, n.subcode, 1)),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum ConnState {
+    OpenSent,
+    OpenConfirm,
+    Established,
+}
+
+impl ConnState {
+    fn state(self) -> State {
+        match self {
+            ConnState::OpenSent => State::OpenSent,
+            ConnState::OpenConfirm => State::OpenConfirm,
+            ConnState::Established => State::Established,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Conn {
+    id: ConnId,
+    direction: Direction,
+    state: ConnState,
+    rx: Vec<u8>,
+    hold: Timer,
+    keepalive: Timer,
+    negotiated: Option<Negotiated>,
+    since: Instant,
+}
+
+/// When no connection has reached OpenSent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Connect,
+    Active,
+}
+
+/// One BGP session with one peer.
+#[derive(Debug)]
+pub struct Session {
+    config: Config,
+    local_open: Open,
+    phase: Phase,
+    conns: Vec<Conn>,
+    connecting: bool,
+    /// ManualStart given and no ManualStop since: AllowAutomaticStart.
+    enabled: bool,
+    connect_retry: Timer,
+    idle_hold: Timer,
+    idle_hold_time: Duration,
+    /// §8: ConnectRetryCounter.
+    connect_retry_counter: u32,
+    jitter: Jitter,
+    state: State,
+    stats: Stats,
+    established_at: Option<Instant>,
+}
+
+/// A session that stayed established this long resets the
+/// DampPeerOscillations back-off.
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// A second connection's OPEN arriving within this long of the first
+/// becoming Established is part of the same collision (§6.8); later, it is
+/// a restarted peer (RFC 4724 §4.2) or an unwanted duplicate.
+pub const COLLISION_WINDOW: Duration = Duration::from_secs(5);
+
+impl Session {
+    pub fn new(config: Config) -> Self {
+        let local_open = config.open();
+        let jitter = Jitter::new(config.jitter_seed);
+        let idle_hold_time = config.idle_hold_time;
+        Session {
+            config,
+            local_open,
+            phase: Phase::Idle,
+            conns: Vec::new(),
+            connecting: false,
+            enabled: false,
+            connect_retry: Timer::default(),
+            idle_hold: Timer::default(),
+            idle_hold_time,
+            connect_retry_counter: 0,
+            jitter,
+            state: State::Idle,
+            stats: Stats::default(),
+            established_at: None,
+        }
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn connect_retry_counter(&self) -> u32 {
+        self.connect_retry_counter
+    }
+
+    /// The OPEN we send.
+    pub fn local_open(&self) -> &Open {
+        &self.local_open
+    }
+
+    /// Replaces the capabilities of the OPENs sent from now on (the R bit
+    /// of graceful restart clears once the restart is over).
+    pub fn set_capabilities(&mut self, caps: Vec<Capability>) {
+        self.config.capabilities = caps;
+        self.local_open = self.config.open();
+    }
+
+    /// The established connection and what it negotiated.
+    pub fn established(&self) -> Option<(ConnId, &Negotiated)> {
+        self.conns
+            .iter()
+            .find(|c| c.state == ConnState::Established)
+            .and_then(|c| c.negotiated.as_ref().map(|n| (c.id, n)))
+    }
+
+    pub fn established_since(&self) -> Option<Instant> {
+        self.established_at
+    }
+
+    /// The IdleHoldTime the next failure would wait.
+    pub fn idle_hold_time(&self) -> Duration {
+        self.idle_hold_time
+    }
+
+    /// The earliest instant at which `Event::Tick` has work to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let conn_timers = self
+            .conns
+            .iter()
+            .flat_map(|c| [c.hold.deadline(), c.keepalive.deadline()]);
+        [self.connect_retry.deadline(), self.idle_hold.deadline()]
+            .into_iter()
+            .chain(conn_timers)
+            .flatten()
+            .min()
+    }
+
+    pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        let before = self.state;
+        let reason = self.dispatch(now, event, &mut out);
+        self.update_state(before, reason, now, &mut out);
+        out
+    }
+
+    fn update_state(
+        &mut self,
+        before: State,
+        reason: Option<Reason>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let after = self
+            .conns
+            .iter()
+            .map(|c| c.state.state())
+            .max()
+            .unwrap_or(match self.phase {
+                Phase::Idle => State::Idle,
+                Phase::Connect => State::Connect,
+                Phase::Active => State::Active,
+            });
+        self.state = after;
+        if after != before {
+            if before == State::Established {
+                self.established_at = None;
+            }
+            if after == State::Established {
+                self.established_at = Some(now);
+                self.stats.established_transitions += 1;
+            }
+            out.push(Action::StateChange {
+                from: before,
+                to: after,
+                reason: reason.unwrap_or(Reason::TcpClosed),
+            });
+        }
+    }
+
+    fn dispatch(&mut self, now: Instant, event: Event, out: &mut Vec<Action>) -> Option<Reason> {
+        match event {
+            Event::ManualStart => {
+                if self.enabled {
+                    return None;
+                }
+                self.enabled = true;
+                self.connect_retry_counter = 0;
+                self.start(now, out);
+                Some(Reason::ManualStart)
+            }
+            Event::ManualStop { notification } => {
+                self.enabled = false;
+                self.idle_hold.stop();
+                self.connect_retry.stop();
+                // §8.2.2 ManualStop: "sets the ConnectRetryCounter to zero".
+                self.connect_retry_counter = 0;
+                if std::mem::take(&mut self.connecting) {
+                    out.push(Action::AbortConnect);
+                }
+                let was_up = self.state == State::Established;
+                for c in std::mem::take(&mut self.conns) {
+                    if let Some(n) = &notification {
+                        self.send_notification(c.id, n.clone(), out);
+                    }
+                    out.push(Action::Close { conn: c.id });
+                }
+                self.phase = Phase::Idle;
+                if was_up {
+                    out.push(Action::Down {
+                        reason: Reason::ManualStop,
+                    });
+                }
+                Some(Reason::ManualStop)
+            }
+            Event::TcpConnected { conn, direction } => {
+                self.tcp_connected(now, conn, direction, out)
+            }
+            Event::TcpConnectFailed => {
+                if !std::mem::take(&mut self.connecting) {
+                    return None;
+                }
+                // §8.2.2 Connect state, TcpConnectionFails: "restarts the
+                // ConnectRetryTimer ... changes its state to Active".
+                if self.conns.is_empty() && self.phase == Phase::Connect {
+                    self.phase = Phase::Active;
+                }
+                Some(Reason::TcpConnectFailed)
+            }
+            Event::TcpClosed { conn } => {
+                let idx = self.conns.iter().position(|c| c.id == conn)?;
+                let c = self.conns.remove(idx);
+                self.connection_lost(now, c, Reason::TcpClosed, false, out);
+                Some(Reason::TcpClosed)
+            }
+            Event::Data { conn, bytes } => self.data(now, conn, bytes, out),
+            Event::SendUpdates(messages) => {
+                let c = self
+                    .conns
+                    .iter_mut()
+                    .find(|c| c.state == ConnState::Established)?;
+                for bytes in messages {
+                    self.stats.messages_sent += 1;
+                    self.stats.updates_sent += 1;
+                    out.push(Action::Send { conn: c.id, bytes });
+                }
+                // RFC 4271 §4.4: KEEPALIVEs are needed only when nothing
+                // else is sent; restart the timer.
+                if let Some(ka) = c
+                    .negotiated
+                    .as_ref()
+                    .map(|n| n.keepalive)
+                    .filter(|k| !k.is_zero())
+                {
+                    c.keepalive.start(now, ka);
+                }
+                None
+            }
+            Event::Tick => self.tick(now, out),
+        }
+    }
+
+    /// ManualStart or AutomaticStart in Idle (§8.2.2): initiate a
+    /// connection (or, passive, listen: Active).
+    fn start(&mut self, now: Instant, out: &mut Vec<Action>) {
+        let retry = self.jitter.apply(self.config.connect_retry);
+        self.connect_retry.start(now, retry);
+        if self.config.passive {
+            self.phase = Phase::Active;
+        } else {
+            self.phase = Phase::Connect;
+            if !self.connecting {
+                self.connecting = true;
+                out.push(Action::Connect);
+            }
+        }
+    }
+
+    fn tick(&mut self, now: Instant, out: &mut Vec<Action>) -> Option<Reason> {
+        let mut reason = None;
+        if self.idle_hold.expired(now)
+            && self.enabled
+            && self.phase == Phase::Idle
+            && self.conns.is_empty()
+        {
+            // Event 13 IdleHoldTimer_Expires → Event 3 AutomaticStart.
+            self.start(now, out);
+            reason = Some(Reason::AutomaticStart);
+        }
+        if self.connect_retry.expired(now) && self.enabled {
+            // Event 9: in Connect, drop the attempt and try again; in
+            // Active, initiate a connection (§8.2.2).
+            if !self.config.passive {
+                if std::mem::take(&mut self.connecting) {
+                    out.push(Action::AbortConnect);
+                }
+                if self.conns.is_empty() {
+                    self.phase = Phase::Connect;
+                }
+                self.connecting = true;
+                out.push(Action::Connect);
+            }
+            let retry = self.jitter.apply(self.config.connect_retry);
+            self.connect_retry.start(now, retry);
+            reason = reason.or(Some(Reason::ConnectRetryTimerExpired));
+        }
+        let mut i = 0;
+        while i < self.conns.len() {
+            if self.conns[i].hold.expired(now) {
+                // Event 10: "sends a NOTIFICATION message with the error
+                // code Hold Timer Expired" and drops the connection.
+                let c = self.conns.remove(i);
+                let n = Notification::new(notify::HOLD_TIMER_EXPIRED, 0, Vec::new());
+                self.send_notification(c.id, n, out);
+                out.push(Action::Close { conn: c.id });
+                self.connection_lost(now, c, Reason::HoldTimerExpired, true, out);
+                reason = Some(Reason::HoldTimerExpired);
+                continue;
+            }
+            let c = &mut self.conns[i];
+            if c.keepalive.expired(now) {
+                // Event 11: send KEEPALIVE, restart the timer.
+                let ka = c
+                    .negotiated
+                    .as_ref()
+                    .map(|n| n.keepalive)
+                    .unwrap_or_default();
+                if !ka.is_zero() {
+                    let next = self.jitter.apply(ka);
+                    c.keepalive.start(now, next);
+                }
+                out.push(Action::Send {
+                    conn: c.id,
+                    bytes: keepalive_bytes(),
+                });
+                self.stats.messages_sent += 1;
+            }
+            i += 1;
+        }
+        reason
+    }
+
+    fn tcp_connected(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        direction: Direction,
+        out: &mut Vec<Action>,
+    ) -> Option<Reason> {
+        if direction == Direction::Outgoing {
+            let pending = std::mem::take(&mut self.connecting);
+            if !pending || !self.enabled {
+                out.push(Action::Close { conn });
+                return None;
+            }
+        } else if !self.enabled
+            || self
+                .conns
+                .iter()
+                .any(|c| c.direction == Direction::Incoming)
+        {
+            // §8.2.2 Idle: "any other event ... the local system refuses
+            // the connection". A second incoming one is refused too.
+            out.push(Action::Close { conn });
+            return None;
+        }
+        if self.conns.len() >= 2 {
+            out.push(Action::Close { conn });
+            return None;
+        }
+        // §8.2.2 Connect/Active, Tcp_CR_Acked / TcpConnectionConfirmed:
+        // "stops the ConnectRetryTimer ..., completes BGP initialization,
+        // sends an OPEN message to its peer, sets the HoldTimer to a large
+        // value, and changes its state to OpenSent."
+        // An outgoing attempt still pending goes on: if it completes too,
+        // §6.8 decides which connection stays.
+        self.connect_retry.stop();
+        let mut c = Conn {
+            id: conn,
+            direction,
+            state: ConnState::OpenSent,
+            rx: Vec::new(),
+            hold: Timer::default(),
+            keepalive: Timer::default(),
+            negotiated: None,
+            since: now,
+        };
+        c.hold.start(now, LARGE_HOLD_TIME);
+        let open = Message::Open(self.local_open.clone())
+            .encode(&Context::default())
+            .expect("our OPEN fits 4096 octets");
+        out.push(Action::Send { conn, bytes: open });
+        self.stats.messages_sent += 1;
+        self.conns.push(c);
+        Some(Reason::TcpConnected)
+    }
+
+    fn send_notification(&mut self, conn: ConnId, n: Notification, out: &mut Vec<Action>) {
+        if let Ok(bytes) = Message::Notification(n.clone()).encode(&Context::default()) {
+            out.push(Action::Send { conn, bytes });
+        }
+        self.stats.messages_sent += 1;
+        Stats::count(&mut self.stats.notifications_sent, &n);
+        out.push(Action::NotificationSent { notification: n });
+    }
+
+    /// A connection is gone. `error`: it failed (rather than the peer
+    /// closing TCP on an OpenSent connection, which §8.2.2 answers with
+    /// Active).
+    fn connection_lost(
+        &mut self,
+        now: Instant,
+        c: Conn,
+        reason: Reason,
+        error: bool,
+        out: &mut Vec<Action>,
+    ) {
+        if c.state == ConnState::Established {
+            out.push(Action::Down {
+                reason: reason.clone(),
+            });
+            if now.saturating_duration_since(c.since) >= STABLE_AFTER {
+                // The session was stable: this failure starts the
+                // DampPeerOscillations back-off afresh.
+                self.idle_hold_time = self.config.idle_hold_time;
+            }
+        }
+        if !self.conns.is_empty() {
+            // The other connection carries on.
+            return;
+        }
+        if !self.enabled {
+            self.phase = Phase::Idle;
+            return;
+        }
+        if c.state == ConnState::OpenSent && !error && matches!(reason, Reason::TcpClosed) {
+            // §8.2.2 OpenSent, TcpConnectionFails: "closes the BGP
+            // connection, restarts the ConnectRetryTimer, continues to
+            // listen for a connection that may be initiated by the remote
+            // BGP peer, and changes its state to Active."
+            let retry = self.jitter.apply(self.config.connect_retry);
+            self.connect_retry.start(now, retry);
+            self.phase = Phase::Active;
+            return;
+        }
+        self.go_idle(now, out);
+    }
+
+    /// Everything else that ends a session: "releases all BGP resources,
+    /// drops the TCP connection, increments the ConnectRetryCounter by 1,
+    /// (optionally) performs peer oscillation damping, and changes its
+    /// state to Idle" (§8.2.2). AutomaticStart follows after the
+    /// IdleHoldTimer.
+    fn go_idle(&mut self, now: Instant, out: &mut Vec<Action>) {
+        self.connect_retry_counter += 1;
+        self.connect_retry.stop();
+        if std::mem::take(&mut self.connecting) {
+            out.push(Action::AbortConnect);
+        }
+        self.phase = Phase::Idle;
+        self.idle_hold.start(now, self.idle_hold_time);
+        self.idle_hold_time = (self.idle_hold_time * 2).min(self.config.max_idle_hold_time);
+    }
+
+    /// Sends `n` on `c`, closes it and handles the loss.
+    fn fail(&mut self, now: Instant, c: Conn, n: Notification, out: &mut Vec<Action>) -> Reason {
+        self.send_notification(c.id, n.clone(), out);
+        out.push(Action::Close { conn: c.id });
+        let reason = Reason::ErrorSent(n);
+        self.connection_lost(now, c, reason.clone(), true, out);
+        reason
+    }
+
+    fn data(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        bytes: Vec<u8>,
+        out: &mut Vec<Action>,
+    ) -> Option<Reason> {
+        let idx = self.conns.iter().position(|c| c.id == conn)?;
+        self.conns[idx].rx.extend_from_slice(&bytes);
+        let mut reason = None;
+        while let Some(idx) = self.conns.iter().position(|c| c.id == conn) {
+            let c = &mut self.conns[idx];
+            let max = c
+                .negotiated
+                .as_ref()
+                .map_or(MAX_MESSAGE_LEN, |n| n.rx.max_message_len);
+            let len = match check_header(&c.rx, max) {
+                Ok(Some(len)) if c.rx.len() >= len => len,
+                Ok(_) => break,
+                Err(e) => {
+                    let c = self.conns.remove(idx);
+                    reason = Some(self.fail(now, c, e.to_notification(), out));
+                    break;
+                }
+            };
+            let msg: Vec<u8> = c.rx.drain(..len).collect();
+            self.stats.messages_received += 1;
+            if let Some(r) = self.message(now, idx, &msg, out) {
+                reason = Some(r);
+            }
+        }
+        reason
+    }
+
+    /// One whole message on connection `idx`.
+    fn message(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        bytes: &[u8],
+        out: &mut Vec<Action>,
+    ) -> Option<Reason> {
+        let c = &self.conns[idx];
+        let ctx = c
+            .negotiated
+            .as_ref()
+            .map_or_else(Context::default, |n| n.rx);
+        let state = c.state;
+        let msg = match Message::decode(bytes, &ctx) {
+            Ok(m) => m,
+            Err(e) => {
+                // BGPHeaderErr / BGPOpenMsgErr / UpdateMsgErr (Events 21,
+                // 22, 28): NOTIFICATION, then Idle.
+                let c = self.conns.remove(idx);
+                return Some(self.fail(now, c, e.to_notification(), out));
+            }
+        };
+        match (state, msg) {
+            (_, Message::Notification(n)) => {
+                // Event 25 NotifMsg (or 24 NotifMsgVerErr): drop the
+                // connection; no NOTIFICATION is sent back.
+                let c = self.conns.remove(idx);
+                Stats::count(&mut self.stats.notifications_received, &n);
+                out.push(Action::NotificationReceived {
+                    notification: n.clone(),
+                });
+                out.push(Action::Close { conn: c.id });
+                let reason = Reason::NotificationReceived(n);
+                self.connection_lost(now, c, reason.clone(), true, out);
+                Some(reason)
+            }
+            (ConnState::OpenSent, Message::Open(open)) => self.open_received(now, idx, open, out),
+            (ConnState::OpenConfirm, Message::Keepalive) => {
+                // Event 26 in OpenConfirm: "restarts the HoldTimer and
+                // changes its state to Established".
+                if let Some(r) = self.collision_on_established(idx, out) {
+                    return Some(r);
+                }
+                let c = &mut self.conns[idx];
+                c.state = ConnState::Established;
+                c.since = now;
+                let hold = c.negotiated.as_ref().map_or(0, |n| n.hold_time);
+                if hold != 0 {
+                    c.hold.start(now, Duration::from_secs(u64::from(hold)));
+                }
+                let id = c.id;
+                let negotiated = Box::new(c.negotiated.clone().expect("negotiated in OpenConfirm"));
+                out.push(Action::Up {
+                    conn: id,
+                    negotiated,
+                });
+                Some(Reason::KeepaliveReceived)
+            }
+            (ConnState::Established, Message::Keepalive) => {
+                self.restart_hold(now, idx);
+                None
+            }
+            (ConnState::Established, Message::Update(u)) => {
+                self.restart_hold(now, idx);
+                self.update_received(now, idx, u, out)
+            }
+            (ConnState::Established, Message::RouteRefresh(rr)) => {
+                self.restart_hold(now, idx);
+                let n = self.conns[idx]
+                    .negotiated
+                    .as_ref()
+                    .expect("negotiated in Established");
+                // RFC 2918 §4: a ROUTE-REFRESH for a family not negotiated
+                // is ignored; RFC 7313 §4: so are subtypes other than 0
+                // (BoRR/EoRR from the peer concern its own routes).
+                if rr.subtype == 0 && n.families.contains(&rr.family) {
+                    out.push(Action::RouteRefresh {
+                        family: rr.family,
+                        enhanced: n.enhanced_route_refresh,
+                    });
+                }
+                None
+            }
+            (state, _) => {
+                // Any other message: Finite State Machine Error with the
+                // RFC 6608 subcode of the state it arrived in.
+                let sub = match state {
+                    ConnState::OpenSent => notify::fsm::UNEXPECTED_MESSAGE_IN_OPENSENT,
+                    ConnState::OpenConfirm => notify::fsm::UNEXPECTED_MESSAGE_IN_OPENCONFIRM,
+                    ConnState::Established => notify::fsm::UNEXPECTED_MESSAGE_IN_ESTABLISHED,
+                };
+                let c = self.conns.remove(idx);
+                Some(self.fail(
+                    now,
+                    c,
+                    Notification::new(notify::FSM_ERROR, sub, Vec::new()),
+                    out,
+                ))
+            }
+        }
+    }
+
+    fn restart_hold(&mut self, now: Instant, idx: usize) {
+        let c = &mut self.conns[idx];
+        let hold = c.negotiated.as_ref().map_or(0, |n| n.hold_time);
+        if hold != 0 {
+            c.hold.start(now, Duration::from_secs(u64::from(hold)));
+        }
+    }
+
+    fn update_received(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        u: crate::update::Update,
+        out: &mut Vec<Action>,
+    ) -> Option<Reason> {
+        let ctx = self.conns[idx]
+            .negotiated
+            .as_ref()
+            .map(|n| n.rx)
+            .unwrap_or_default();
+        let verdict = u.validate(&ctx);
+        self.stats.updates_received += 1;
+        if let Some(e) = verdict.reset_error() {
+            // RFC 7606 "session reset": the NOTIFICATION of the error.
+            let n = e.to_notification();
+            let c = self.conns.remove(idx);
+            return Some(self.fail(now, c, n, out));
+        }
+        let announced = u.announced().count();
+        self.stats.prefixes_received += announced as u64;
+        out.push(Action::UpdateReceived(UpdateReceived {
+            announced,
+            withdrawn: u.withdrawals().count(),
+            end_of_rib: u.end_of_rib_family(),
+            action: verdict.action,
+            errors: verdict.errors.iter().map(|e| e.to_string()).collect(),
+            disabled_families: verdict.disabled_families,
+        }));
+        None
+    }
+
+    fn open_received(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        open: Open,
+        out: &mut Vec<Action>,
+    ) -> Option<Reason> {
+        let negotiated = match negotiate(&self.config, &self.local_open, &open) {
+            Ok(n) => n,
+            Err(e) => {
+                // Event 22 BGPOpenMsgErr.
+                let c = self.conns.remove(idx);
+                return Some(self.fail(now, c, e.to_notification(), out));
+            }
+        };
+        let id = self.conns[idx].id;
+        // §6.8 collision detection against the other connection.
+        if let Some(other) = self.conns.iter().position(|c| c.id != id) {
+            let o = &self.conns[other];
+            let established_for = now.saturating_duration_since(o.since);
+            let peer_restarted = o.state == ConnState::Established
+                && established_for >= COLLISION_WINDOW
+                && o.negotiated
+                    .as_ref()
+                    .is_some_and(|n| n.peer_graceful_restart.is_some());
+            if peer_restarted {
+                // RFC 4724 §4.2: a new OPEN from a graceful-restart peer
+                // while its session is established means the peer
+                // restarted: the old session ends, the new one goes on.
+                let old = self.conns.remove(other);
+                out.push(Action::Close { conn: old.id });
+                out.push(Action::Down {
+                    reason: Reason::PeerRestarted,
+                });
+            } else if o.state == ConnState::Established && established_for >= COLLISION_WINDOW {
+                // "If a connection collision occurs with an existing BGP
+                // connection that is in the Established state, then the BGP
+                // speaker unconditionally closes off the newly created
+                // connection."
+                let c = self.conns.remove(idx);
+                let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
+                self.send_notification(c.id, n, out);
+                out.push(Action::Close { conn: c.id });
+                return Some(Reason::Collision);
+            } else if o.state >= ConnState::OpenConfirm {
+                // "compare the BGP Identifiers ... If the value of the local
+                // BGP Identifier is less than the remote one, the local
+                // system closes the BGP connection that already exists ...
+                // and accepts the BGP connection initiated by the remote
+                // system. Otherwise, the local system closes the newly
+                // created BGP connection": the connection opened by the
+                // speaker with the higher Identifier survives. A connection
+                // that became Established an instant before the other's OPEN
+                // arrived is still part of the same collision, so the same
+                // rule applies — the peer applies it too.
+                let keep = if u32::from(self.config.router_id) > u32::from(open.bgp_id) {
+                    Direction::Outgoing
+                } else {
+                    Direction::Incoming
+                };
+                let loser = if self.conns[idx].direction == keep {
+                    other
+                } else {
+                    idx
+                };
+                let c = self.conns.remove(loser);
+                let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
+                self.send_notification(c.id, n, out);
+                out.push(Action::Close { conn: c.id });
+                if c.state == ConnState::Established {
+                    out.push(Action::Down {
+                        reason: Reason::Collision,
+                    });
+                }
+                if c.id == id {
+                    return Some(Reason::Collision);
+                }
+            }
+        }
+        let idx = self.conns.iter().position(|c| c.id == id)?;
+        // §8.2.2 OpenSent, BGPOpen: "sends a KEEPALIVE message, sets a
+        // KeepaliveTimer, sets the HoldTimer according to the negotiated
+        // value, and changes its state to OpenConfirm."
+        let c = &mut self.conns[idx];
+        c.state = ConnState::OpenConfirm;
+        if negotiated.hold_time == 0 {
+            c.hold.stop();
+            c.keepalive.stop();
+        } else {
+            c.hold
+                .start(now, Duration::from_secs(u64::from(negotiated.hold_time)));
+            let ka = self.jitter.apply(negotiated.keepalive);
+            c.keepalive.start(now, ka);
+        }
+        c.negotiated = Some(negotiated);
+        out.push(Action::Send {
+            conn: id,
+            bytes: keepalive_bytes(),
+        });
+        self.stats.messages_sent += 1;
+        Some(Reason::OpenReceived)
+    }
+
+    /// Before a connection becomes Established, the other one may have
+    /// become Established first (both OPENs crossed); keep the first.
+    fn collision_on_established(&mut self, idx: usize, out: &mut Vec<Action>) -> Option<Reason> {
+        let id = self.conns[idx].id;
+        if self
+            .conns
+            .iter()
+            .any(|c| c.id != id && c.state == ConnState::Established)
+        {
+            let c = self.conns.remove(idx);
+            let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
+            self.send_notification(c.id, n, out);
+            out.push(Action::Close { conn: c.id });
+            return Some(Reason::Collision);
+        }
+        None
+    }
+}
+
+fn keepalive_bytes() -> Vec<u8> {
+    Message::Keepalive
+        .encode(&Context::default())
+        .expect("KEEPALIVE is 19 octets")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,173 @@
+//! Checking the peer's OPEN (RFC 4271 §6.2, RFC 5492, RFC 6793, RFC 6286)
+//! and what the two OPENs negotiate.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use crate::capability::{Capability, GracefulRestart};
+use crate::consts::{AS_TRANS, MAX_EXTENDED_MESSAGE_LEN, MAX_MESSAGE_LEN, cap};
+use crate::context::{Context, Family, FamilySet};
+use crate::error::Error;
+use crate::open::{Open, OptParam};
+
+use super::Config;
+
+/// What a session agreed on, from our OPEN and the peer's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Negotiated {
+    pub peer_asn: u32,
+    pub peer_id: Ipv4Addr,
+    /// Seconds; 0 means no hold timer and no KEEPALIVEs (RFC 4271 §4.2).
+    pub hold_time: u16,
+    pub keepalive: Duration,
+    /// Families both sides support (RFC 4760 §8); IPv4 unicast is implied
+    /// for a speaker that advertises no multiprotocol capability.
+    pub families: Vec<Family>,
+    pub four_octet_as: bool,
+    pub route_refresh: bool,
+    pub enhanced_route_refresh: bool,
+    pub extended_message: bool,
+    /// The peer's graceful restart capability, if it sent one (RFC 4724).
+    pub peer_graceful_restart: Option<GracefulRestart>,
+    /// Both sides set the N bit (RFC 8538 §2): every NOTIFICATION but
+    /// Cease/Hard Reset keeps the routes as stale at the receiver.
+    pub graceful_notification: bool,
+    /// The peer's hostname from its FQDN capability.
+    pub peer_hostname: Option<String>,
+    /// Decoding what the peer sends.
+    pub rx: Context,
+    /// Encoding what we send.
+    pub tx: Context,
+    pub local_open: Open,
+    pub peer_open: Open,
+}
+
+impl Negotiated {
+    pub fn is_external(&self) -> bool {
+        self.rx.external == Some(true)
+    }
+}
+
+fn mp_families(open: &Open) -> Vec<Family> {
+    let list = open.multiprotocol();
+    // RFC 4760 §8 / RFC 5492: a speaker that advertises no multiprotocol
+    // capability speaks IPv4 unicast only.
+    if list.is_empty() && !open.has(cap::MULTIPROTOCOL) {
+        vec![Family::IPV4_UNICAST]
+    } else {
+        list
+    }
+}
+
+/// Checks the peer's OPEN against our configuration and our own OPEN.
+/// Each failure is the NOTIFICATION RFC 4271 §6.2 prescribes.
+pub fn negotiate(config: &Config, local: &Open, peer: &Open) -> Result<Negotiated, Error> {
+    // Version: checked while decoding (2/1 before anything else is read).
+
+    // RFC 4271 §6.2: "If the Hold Time field of the OPEN message is
+    // unacceptable, then the Error Subcode MUST be set to Unacceptable Hold
+    // Time. An implementation MUST reject Hold Time values of one or two
+    // seconds."
+    if peer.hold_time == 1 || peer.hold_time == 2 {
+        return Err(Error::UnacceptableHoldTime {
+            hold_time: peer.hold_time,
+        });
+    }
+
+    // RFC 6793 §4.1: the 4-octet capability carries the AS; AS_TRANS in
+    // My Autonomous System without it is an error. RFC 4271 §6.2: "If the
+    // Autonomous System field of the OPEN message is unacceptable, then the
+    // Error Subcode MUST be set to Bad Peer AS."
+    let peer_asn = peer.asn();
+    if peer.four_octet_as().is_none() && peer.my_as == AS_TRANS {
+        return Err(Error::BadPeerAs { asn: peer_asn });
+    }
+    if peer_asn != config.peer_asn {
+        return Err(Error::BadPeerAs { asn: peer_asn });
+    }
+    let external = config.peer_asn != config.local_asn;
+
+    // RFC 6286 §2.2: the BGP Identifier is a non-zero 4-octet unsigned
+    // integer, and must differ from ours for an internal peer.
+    let id = u32::from(peer.bgp_id);
+    if id == 0 || (!external && peer.bgp_id == config.router_id) {
+        return Err(Error::BadBgpIdentifier { id });
+    }
+
+    // RFC 4271 §6.2: "If one of the Optional Parameters in the OPEN message
+    // is not recognized, then the Error Subcode MUST be set to Unsupported
+    // Optional Parameters."
+    if let Some(OptParam::Unknown { param_type, .. }) = peer
+        .params
+        .iter()
+        .find(|p| matches!(p, OptParam::Unknown { .. }))
+    {
+        return Err(Error::UnsupportedOptionalParameter {
+            param_type: *param_type,
+        });
+    }
+
+    let ours = mp_families(local);
+    let theirs = mp_families(peer);
+    let families: Vec<Family> = ours
+        .iter()
+        .copied()
+        .filter(|f| theirs.contains(f))
+        .collect();
+    if families.is_empty() {
+        // RFC 5492 §5: a capability we need and the peer lacks → 2/7 with
+        // that capability as data.
+        let mut data = Vec::new();
+        for f in &ours {
+            Capability::Multiprotocol(*f).encode(&mut data);
+        }
+        return Err(Error::UnsupportedCapability { capabilities: data });
+    }
+
+    let both = |code: u8| local.has(code) && peer.has(code);
+    let four_octet_as = local.four_octet_as().is_some() && peer.four_octet_as().is_some();
+    let extended_message = both(cap::EXTENDED_MESSAGE);
+    let hold_time = local.hold_time.min(peer.hold_time);
+    // The keepalive is the configured one, but never more than a third of
+    // the negotiated hold time (RFC 4271 §4.4, §10).
+    let keepalive = if hold_time == 0 {
+        Duration::ZERO
+    } else {
+        config
+            .keepalive
+            .min(Duration::from_secs(u64::from(hold_time)) / 3)
+    };
+    let peer_graceful_restart = peer.graceful_restart().cloned();
+    let graceful_notification = local.graceful_restart().is_some_and(|g| g.notification())
+        && peer_graceful_restart
+            .as_ref()
+            .is_some_and(|g| g.notification());
+    let ctx = Context {
+        four_octet_as,
+        add_path: FamilySet::EMPTY,
+        max_message_len: if extended_message {
+            MAX_EXTENDED_MESSAGE_LEN
+        } else {
+            MAX_MESSAGE_LEN
+        },
+        external: Some(external),
+    };
+    Ok(Negotiated {
+        peer_asn,
+        peer_id: peer.bgp_id,
+        hold_time,
+        keepalive,
+        families,
+        four_octet_as,
+        route_refresh: both(cap::ROUTE_REFRESH),
+        enhanced_route_refresh: both(cap::ENHANCED_ROUTE_REFRESH),
+        extended_message,
+        peer_graceful_restart,
+        graceful_notification,
+        peer_hostname: peer.hostname(),
+        rx: ctx,
+        tx: ctx,
+        local_open: local.clone(),
+        peer_open: peer.clone(),
+    })
+}
