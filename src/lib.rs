@@ -1,0 +1,5 @@
+//! holdfast: a BGP speaker for Kubernetes nodes that keeps Service VIP routes
+//! steady. See DESIGN.md for the flow: source → policy → stability → speaker
+//! → sessions.
+
+pub mod stability;
