@@ -70,7 +70,11 @@ impl FlapHistory {
     pub(crate) fn figure_at(&self, t: Instant, p: &DampingParams) -> f64 {
         let (figure, from) = match self.suppression {
             Some(s) if s.by_ceiling && s.until <= t => {
-                let at_end = decay(self.figure, s.until.saturating_duration_since(self.updated), p);
+                let at_end = decay(
+                    self.figure,
+                    s.until.saturating_duration_since(self.updated),
+                    p,
+                );
                 (at_end.min(f64::from(p.reuse_threshold)), s.until)
             }
             _ => (self.figure, self.updated),

@@ -92,6 +92,8 @@ mod damping;
 mod params;
 mod view;
 
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -259,7 +261,8 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         self.fire_due(now, &mut delta);
         if self.params.damping != params.damping {
             for entry in self.entries.values_mut() {
-                entry.history = match (&self.params.damping, &params.damping, entry.history.take()) {
+                entry.history = match (&self.params.damping, &params.damping, entry.history.take())
+                {
                     (Some(old), Some(new), Some(mut history)) => {
                         history.rebase(now, old, new);
                         Some(history)
@@ -328,7 +331,8 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                             },
                         };
                         if let (Absence::Vanished, Some(damping)) = (reason, damping) {
-                            let history = entry.history.get_or_insert_with(|| FlapHistory::new(now));
+                            let history =
+                                entry.history.get_or_insert_with(|| FlapHistory::new(now));
                             if history.penalize(now, damping) {
                                 self.counters.suppressions += 1;
                             }
@@ -400,7 +404,10 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// in; `None` when damping is off. A prefix without history reads 0.
     pub fn figure_of_merit(&self, key: &K) -> Option<f64> {
         let damping = self.params.damping.as_ref()?;
-        let figure = match (self.entries.get(key).and_then(|e| e.history.as_ref()), self.now) {
+        let figure = match (
+            self.entries.get(key).and_then(|e| e.history.as_ref()),
+            self.now,
+        ) {
             (Some(history), Some(now)) => history.figure_at(now, damping),
             _ => 0.0,
         };
@@ -459,7 +466,10 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                     *sent = attrs.clone();
                 }
             }
-            Phase::Absent { attrs: sent, absence } => {
+            Phase::Absent {
+                attrs: sent,
+                absence,
+            } => {
                 // Back before its withdrawal was due: nothing was sent for
                 // the absence. Count who carried it.
                 let hold_end = absence.clock.checked_add(self.params.withdraw_hold_down);
