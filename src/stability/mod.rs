@@ -93,6 +93,8 @@ mod params;
 mod view;
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
