@@ -279,6 +279,11 @@ fn thousand_flaps_every_100ms_cost_one_advertisement() {
         for (offset, present) in [(ms(i * 100), false), (ms(i * 100 + 50), true)] {
             while let Some(deadline) = lab.deadline().filter(|d| *d <= offset) {
                 sent.extend(lab.poll(deadline));
+                assert_ne!(
+                    lab.deadline(),
+                    Some(deadline),
+                    "no progress at the deadline"
+                );
             }
             sent.extend(if present {
                 lab.show(offset, VIP, "public")
