@@ -56,8 +56,9 @@
 //!   that was held down withdraws it at once.
 //! - Each call that passes `now` first carries out every transition due at
 //!   or before `now` (as if `poll(now)` had been called), then applies its
-//!   own input. The outcome therefore does not depend on whether the driver
-//!   polled in between. The output of one call is the net change per
+//!   own input. The resulting state therefore does not depend on whether
+//!   the driver polled in between; only the grouping of changes into calls
+//!   does. The output of one call is the net change per
 //!   prefix: a withdrawal due at `now` followed by the prefix reappearing in
 //!   the same `update(now)` cancels out (same attributes: nothing sent;
 //!   other attributes: one `Advertise`).
@@ -79,7 +80,10 @@
 //! RFC does). During an episode an absent prefix is not withdrawn, even past
 //! the hold-down; it is withdrawn once the episode is over *and* the
 //! hold-down has passed. Pending prefixes (never sent) earn no penalty, and
-//! neither do definitive absences: they are not noise.
+//! neither do definitive absences: they are not noise. An episode ended by
+//! the ceiling lowers the figure to `reuse_threshold`, so the next episode
+//! needs a fresh crossing; a figure below half of `reuse_threshold` is
+//! forgotten (reads 0), which lets the history of a withdrawn prefix go.
 //!
 //! # Driving it
 //!
