@@ -5,3 +5,4 @@
 pub mod cli;
 #[deny(missing_docs)]
 pub mod config;
+pub mod stability;

@@ -1,0 +1,602 @@
+//! The stability layer: what the routers are told, and when.
+//!
+//! The source (Kubernetes, a file) reports the set of VIPs this node should
+//! advertise; policy turns it into `{prefix → attributes}`. That set is
+//! noisy: an LB-IPAM bug empties a Service's `status.loadBalancer.ingress`
+//! every second or two and refills it, while the datapath never stops
+//! working. Passed straight on, each blink is a withdraw and an advertise at
+//! every router. This layer sits between policy and the speaker and decides
+//! what goes on the wire:
+//!
+//! ```text
+//!                 present                        advertise_delay over
+//!   (unknown) ────────────────▶ PendingAdvertise ─────────────────────▶ Advertised ◀─┐
+//!       ▲                           │ absent: dropped, nothing sent      │ ▲          │ attrs change:
+//!       │                           ▼                                    │ │          │ Advertise(new)
+//!       │                       (unknown)                        absent  │ │ present ─┘
+//!       │                                                                ▼ │ (nothing sent)
+//!       └──────── Withdraw ◀── hold-down over, not damped ◀── HeldDown / Damped / Draining
+//! ```
+//!
+//! - **Appearance** → `Advertise` after `advertise_delay` (0: in the same
+//!   step). A prefix that vanishes before the delay is over was never sent.
+//! - **Vanished** (the address list emptied; also any absence the source
+//!   gives no reason for) → the prefix stays advertised until it has been
+//!   continuously absent for `withdraw_hold_down`. Coming back inside the
+//!   window sends nothing at all. Boundary: absent for *exactly* the
+//!   hold-down is withdrawn at that instant; a call 1 ns earlier keeps it.
+//! - **Deleted** (Service deleted, class or type changed, opt-out
+//!   annotation) → withdrawn after `delete_delay` (default 0: at once).
+//! - **Drained** (node cordoned or excluded) and **ProbeFailed** (the
+//!   datapath is broken) → withdrawn at once; no hold-down, no damping.
+//! - **Attribute change** of an advertised prefix → one `Advertise` with the
+//!   new attributes (BGP's implicit replace, RFC 4271 §3.1), never a
+//!   withdraw first. A prefix held down that comes back with other
+//!   attributes is re-advertised with them.
+//! - **Damping** (optional): RFC 2439's figure of merit, counted over
+//!   absences, keeps a flapping prefix advertised even when an absence
+//!   outlasts the hold-down; see "Damping" below, and the `damping` module
+//!   for why this is classic damping inside out.
+//! - **Unhealthy source**: the last known set stands. While the source is
+//!   unhealthy, a prefix missing from its snapshot is not taken as absent
+//!   (nothing new starts to be held down), no absence timer runs and nothing
+//!   is withdrawn, whatever reason was reported. New prefixes and attribute
+//!   changes in the snapshot are still applied, since they only add. When
+//!   the source is healthy again, every absence is measured afresh from that
+//!   moment: an absence that had run 25 s of a 30 s hold-down before the
+//!   outage gets a full 30 s after it. (Restarting rather than resuming errs
+//!   on the side of keeping routes, which is the point of this layer.)
+//!
+//! Edge cases, as implemented:
+//! - A prefix both present and listed as absent: present wins.
+//! - An absence reason is sticky: a source may report it once, when the
+//!   prefix goes, and then just leave the prefix out. A later, different
+//!   reason replaces it, and its timer (`delete_delay`) runs from the
+//!   moment it was reported; Drained or ProbeFailed arriving for a prefix
+//!   that was held down withdraws it at once.
+//! - Each call that passes `now` first carries out every transition due at
+//!   or before `now` (as if `poll(now)` had been called), then applies its
+//!   own input. The resulting state therefore does not depend on whether
+//!   the driver polled in between; only the grouping of changes into calls
+//!   does. The output of one call is the net change per
+//!   prefix: a withdrawal due at `now` followed by the prefix reappearing in
+//!   the same `update(now)` cancels out (same attributes: nothing sent;
+//!   other attributes: one `Advertise`).
+//! - Time never runs backwards: an instant earlier than one already seen
+//!   is taken as the latest instant seen.
+//! - Config reload (`set_params`) never sends anything for a prefix that is
+//!   present and advertised; it returns only what is due at `now` — under
+//!   the old timers (it was owed already) or the new (a shorter hold-down).
+//!
+//! # Damping
+//!
+//! With `[stability.damping]`, each absence of an advertised prefix (reason
+//! Vanished) adds `penalty` to the prefix's figure of merit, which halves
+//! every `half_life` (RFC 2439 §4.2). When a penalty lifts the figure above
+//! `suppress_threshold`, a damping episode begins; it lasts until the figure
+//! decays to `reuse_threshold`, and never longer than `max_suppress` after it
+//! began (the RFC 2439 §4.4 ceiling, taken from the start of the episode;
+//! the figure is also capped at `reuse * 2^(max_suppress / half_life)` as the
+//! RFC does). During an episode an absent prefix is not withdrawn, even past
+//! the hold-down; it is withdrawn once the episode is over *and* the
+//! hold-down has passed. Pending prefixes (never sent) earn no penalty, and
+//! neither do definitive absences: they are not noise. An episode ended by
+//! the ceiling lowers the figure to `reuse_threshold`, so the next episode
+//! needs a fresh crossing; a figure below half of `reuse_threshold` is
+//! forgotten (reads 0), which lets the history of a withdrawn prefix go.
+//!
+//! # Driving it
+//!
+//! The driver calls [`Stability::update`] with every new snapshot,
+//! [`Stability::poll`] at [`Stability::next_deadline`], and applies each
+//! returned [`Change`] to the speaker's RIB in order. Nothing here reads a
+//! clock, spawns or does IO: tests run on simulated time.
+
+mod damping;
+mod params;
+mod view;
+
+#[cfg(test)]
+mod model_tests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use damping::FlapHistory;
+pub use params::{DampingParams, MAX_TIMER, Params, ParamsError};
+pub use view::{Counters, KeyState};
+
+/// Why a prefix is no longer in the source's set, when the source knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Absence {
+    /// Transient: the Service's address list emptied. Held down, damped.
+    /// Also what an absence without a reported reason is taken to be.
+    Vanished,
+    /// Definitive: Service deleted, class or type changed, opt-out
+    /// annotation. Withdrawn after `delete_delay`.
+    Deleted,
+    /// This node is cordoned or excluded: withdrawn at once.
+    Drained,
+    /// A datapath probe failed: withdrawn at once, no hold-down.
+    ProbeFailed,
+}
+
+/// One change for the speaker's RIB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change<K, V> {
+    /// Advertise the prefix with these attributes; if it is already
+    /// advertised, this replaces its attributes (RFC 4271 §3.1: a new
+    /// route for the same prefix implicitly withdraws the old one).
+    Advertise(K, V),
+    /// Withdraw the prefix.
+    Withdraw(K),
+}
+
+/// The stability state machine over prefixes `K` with attributes `V`.
+#[derive(Debug, Clone)]
+pub struct Stability<K, V> {
+    params: Params,
+    entries: BTreeMap<K, Entry<V>>,
+    source_healthy: bool,
+    /// The latest instant passed in; views are as of this instant.
+    now: Option<Instant>,
+    counters: Counters,
+}
+
+#[derive(Debug, Clone)]
+struct Entry<V> {
+    phase: Phase<V>,
+    /// Damping history; `None` without damping or before the first absence.
+    history: Option<FlapHistory>,
+}
+
+#[derive(Debug, Clone)]
+enum Phase<V> {
+    /// Present at the source since `since`; nothing sent yet.
+    Pending { attrs: V, since: Instant },
+    /// Present and advertised with `attrs`.
+    Advertised { attrs: V },
+    /// Advertised with `attrs`, absent at the source.
+    Absent { attrs: V, absence: AbsenceRecord },
+    /// Neither present nor advertised; kept only for its damping history.
+    Withdrawn,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct AbsenceRecord {
+    reason: Absence,
+    /// When the prefix went missing (for the views).
+    since: Instant,
+    /// Where the hold-down counts from: `since`, or the moment the source
+    /// last became healthy, whichever is later.
+    clock: Instant,
+    /// When the current `reason` was reported (or the source last became
+    /// healthy, whichever is later); `delete_delay` counts from here.
+    reason_since: Instant,
+}
+
+impl<V> Entry<V> {
+    /// What the routers currently hold for this prefix.
+    fn wire(&self) -> Option<&V> {
+        match &self.phase {
+            Phase::Advertised { attrs } | Phase::Absent { attrs, .. } => Some(attrs),
+            Phase::Pending { .. } | Phase::Withdrawn => None,
+        }
+    }
+
+    /// When this prefix's next transition is due; `None` when none is
+    /// scheduled (or it lies beyond what `Instant` can represent, which
+    /// keeps the route: the safe side).
+    fn deadline(&self, params: &Params, source_healthy: bool) -> Option<Instant> {
+        match &self.phase {
+            Phase::Pending { since, .. } => since.checked_add(params.advertise_delay),
+            Phase::Advertised { .. } | Phase::Withdrawn => None,
+            // The last known set stands while the source is unhealthy.
+            Phase::Absent { .. } if !source_healthy => None,
+            Phase::Absent { absence, .. } => match absence.reason {
+                Absence::Vanished => {
+                    let hold_end = absence.clock.checked_add(params.withdraw_hold_down)?;
+                    match self.history.as_ref().and_then(FlapHistory::suppression_end) {
+                        Some(damped_end) => Some(hold_end.max(damped_end)),
+                        None => Some(hold_end),
+                    }
+                }
+                Absence::Deleted => absence.reason_since.checked_add(params.delete_delay),
+                Absence::Drained | Absence::ProbeFailed => Some(absence.reason_since),
+            },
+        }
+    }
+}
+
+/// The wire state of each prefix touched by one call, before the call; the
+/// call's output is the difference to the wire state after it.
+struct Delta<K, V> {
+    before: BTreeMap<K, Option<V>>,
+}
+
+impl<K: Ord + Clone, V: Clone + Eq> Delta<K, V> {
+    fn new() -> Self {
+        Delta {
+            before: BTreeMap::new(),
+        }
+    }
+
+    fn note(&mut self, key: &K, wire: Option<&V>) {
+        if !self.before.contains_key(key) {
+            self.before.insert(key.clone(), wire.cloned());
+        }
+    }
+}
+
+impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
+    /// A state machine with nothing advertised. The source counts as healthy
+    /// until an update says otherwise.
+    pub fn new(params: Params) -> Result<Self, ParamsError> {
+        params.validate()?;
+        Ok(Stability {
+            params,
+            entries: BTreeMap::new(),
+            source_healthy: true,
+            now: None,
+            counters: Counters::default(),
+        })
+    }
+
+    /// The parameters in force.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Config reload. Timers are re-evaluated against the new values (a
+    /// prefix held down since `t` is now withdrawn at `t + new hold-down`);
+    /// damping histories carry over, re-derived under the new thresholds
+    /// (all dropped if damping is turned off). Returns what is due at `now`;
+    /// nothing is sent for a prefix that is present and advertised. On error
+    /// nothing changes.
+    pub fn set_params(
+        &mut self,
+        now: Instant,
+        params: Params,
+    ) -> Result<Vec<Change<K, V>>, ParamsError> {
+        params.validate()?;
+        let now = self.advance(now);
+        let mut delta = Delta::new();
+        // What the old timers owed by now is owed regardless of the reload.
+        self.fire_due(now, &mut delta);
+        if self.params.damping != params.damping {
+            for entry in self.entries.values_mut() {
+                entry.history = match (&self.params.damping, &params.damping, entry.history.take())
+                {
+                    (Some(old), Some(new), Some(mut history)) => {
+                        history.rebase(now, old, new);
+                        Some(history)
+                    }
+                    _ => None,
+                };
+            }
+        }
+        self.params = params;
+        self.fire_due(now, &mut delta);
+        Ok(self.finish(now, delta))
+    }
+
+    /// A new snapshot from the source at `now`: `present` is the full set it
+    /// wants advertised; `absences` gives, when known, why a prefix went
+    /// away (a prefix missing from both is `Vanished`; entries for prefixes
+    /// in `present` or never seen are ignored). Returns the changes to apply
+    /// downstream, in prefix order, at most one per prefix.
+    pub fn update(
+        &mut self,
+        now: Instant,
+        present: &BTreeMap<K, V>,
+        absences: &BTreeMap<K, Absence>,
+        source_healthy: bool,
+    ) -> Vec<Change<K, V>> {
+        let now = self.advance(now);
+        let mut delta = Delta::new();
+        // Transitions due by now happen first, under the health that held
+        // until now: the outcome must not depend on whether the driver
+        // polled at the deadline before bringing this snapshot.
+        self.fire_due(now, &mut delta);
+
+        if source_healthy && !self.source_healthy {
+            // Healthy again: absences are measured from now (see module doc).
+            for entry in self.entries.values_mut() {
+                if let Phase::Absent { absence, .. } = &mut entry.phase {
+                    absence.clock = now;
+                    absence.reason_since = now;
+                }
+            }
+        }
+        self.source_healthy = source_healthy;
+
+        for (key, attrs) in present {
+            self.appear(now, key, attrs, &mut delta);
+        }
+        if source_healthy {
+            let damping = self.params.damping.as_ref();
+            for (key, entry) in self.entries.iter_mut() {
+                if present.contains_key(key) {
+                    continue;
+                }
+                let reported = absences.get(key).copied();
+                match &mut entry.phase {
+                    // Never sent, so nothing to hold: coalesced away.
+                    Phase::Pending { .. } => entry.phase = Phase::Withdrawn,
+                    Phase::Advertised { attrs } => {
+                        let reason = reported.unwrap_or(Absence::Vanished);
+                        entry.phase = Phase::Absent {
+                            attrs: attrs.clone(),
+                            absence: AbsenceRecord {
+                                reason,
+                                since: now,
+                                clock: now,
+                                reason_since: now,
+                            },
+                        };
+                        if let (Absence::Vanished, Some(damping)) = (reason, damping) {
+                            let history =
+                                entry.history.get_or_insert_with(|| FlapHistory::new(now));
+                            if history.penalize(now, damping) {
+                                self.counters.suppressions += 1;
+                            }
+                        }
+                    }
+                    Phase::Absent { absence, .. } => {
+                        if let Some(reason) = reported
+                            && reason != absence.reason
+                        {
+                            absence.reason = reason;
+                            absence.reason_since = now;
+                        }
+                    }
+                    Phase::Withdrawn => {}
+                }
+            }
+        }
+
+        // Immediate transitions of this snapshot: advertise_delay 0,
+        // delete_delay 0, Drained, ProbeFailed, a zero hold-down.
+        self.fire_due(now, &mut delta);
+        self.finish(now, delta)
+    }
+
+    /// Carries out the transitions due at or before `now`. Call it at
+    /// [`Self::next_deadline`].
+    pub fn poll(&mut self, now: Instant) -> Vec<Change<K, V>> {
+        let now = self.advance(now);
+        let mut delta = Delta::new();
+        self.fire_due(now, &mut delta);
+        self.finish(now, delta)
+    }
+
+    /// The earliest instant at which a transition is due, i.e. when `poll`
+    /// next has something to do; `None` when nothing is scheduled. Always
+    /// later than the last instant passed in. Every deadline changes the
+    /// wire (an advertisement or a withdrawal is due then).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.entries
+            .values()
+            .filter_map(|e| e.deadline(&self.params, self.source_healthy))
+            .min()
+    }
+
+    /// What the routers should currently hold: every advertised prefix and
+    /// its attributes, in prefix order. Applying every `Change` returned so
+    /// far to an empty table yields exactly this.
+    pub fn advertised(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.entries
+            .iter()
+            .filter_map(|(k, e)| e.wire().map(|v| (k, v)))
+    }
+
+    /// Where `key` stands, as of the last instant passed in; `None` if it is
+    /// neither present nor advertised.
+    pub fn state(&self, key: &K) -> Option<KeyState> {
+        self.entries.get(key).and_then(|e| self.key_state(e))
+    }
+
+    /// [`Self::state`] for every prefix present or advertised, in prefix
+    /// order.
+    pub fn states(&self) -> impl Iterator<Item = (&K, KeyState)> {
+        self.entries
+            .iter()
+            .filter_map(|(k, e)| self.key_state(e).map(|s| (k, s)))
+    }
+
+    /// The damping figure of merit of `key` as of the last instant passed
+    /// in; `None` when damping is off. A prefix without history reads 0.
+    pub fn figure_of_merit(&self, key: &K) -> Option<f64> {
+        let damping = self.params.damping.as_ref()?;
+        let figure = match (
+            self.entries.get(key).and_then(|e| e.history.as_ref()),
+            self.now,
+        ) {
+            (Some(history), Some(now)) => history.figure_at(now, damping),
+            _ => 0.0,
+        };
+        Some(figure)
+    }
+
+    /// Counters since creation, and the `held_down` gauge.
+    pub fn counters(&self) -> Counters {
+        let held_down = self
+            .entries
+            .values()
+            .filter(|e| matches!(e.phase, Phase::Absent { .. }))
+            .count();
+        Counters {
+            held_down: u64::try_from(held_down).unwrap_or(u64::MAX),
+            ..self.counters
+        }
+    }
+
+    /// Records `now` as the current instant; time never runs backwards.
+    fn advance(&mut self, now: Instant) -> Instant {
+        let now = match self.now {
+            Some(seen) => seen.max(now),
+            None => now,
+        };
+        self.now = Some(now);
+        now
+    }
+
+    /// `key` is present at the source with `attrs`.
+    fn appear(&mut self, now: Instant, key: &K, attrs: &V, delta: &mut Delta<K, V>) {
+        let Some(entry) = self.entries.get_mut(key) else {
+            self.entries.insert(
+                key.clone(),
+                Entry {
+                    phase: Phase::Pending {
+                        attrs: attrs.clone(),
+                        since: now,
+                    },
+                    history: None,
+                },
+            );
+            return;
+        };
+        match &mut entry.phase {
+            // The delay runs from the first appearance; the attributes sent
+            // will be the latest.
+            Phase::Pending { attrs: pending, .. } => {
+                if pending != attrs {
+                    *pending = attrs.clone();
+                }
+            }
+            Phase::Advertised { attrs: sent } => {
+                if sent != attrs {
+                    delta.note(key, Some(sent));
+                    *sent = attrs.clone();
+                }
+            }
+            Phase::Absent {
+                attrs: sent,
+                absence,
+            } => {
+                // Back before its withdrawal was due: nothing was sent for
+                // the absence. Count who carried it.
+                let hold_end = absence.clock.checked_add(self.params.withdraw_hold_down);
+                let past_hold_down = hold_end.is_some_and(|end| now >= end);
+                let damped = entry
+                    .history
+                    .as_ref()
+                    .and_then(|h| h.damped_until(now))
+                    .is_some();
+                if absence.reason == Absence::Vanished
+                    && self.source_healthy
+                    && past_hold_down
+                    && damped
+                {
+                    self.counters.absorbed_by_damping += 1;
+                } else {
+                    self.counters.absorbed_by_hold_down += 1;
+                }
+                delta.note(key, Some(sent));
+                entry.phase = Phase::Advertised {
+                    attrs: attrs.clone(),
+                };
+            }
+            Phase::Withdrawn => {
+                entry.phase = Phase::Pending {
+                    attrs: attrs.clone(),
+                    since: now,
+                };
+            }
+        }
+    }
+
+    /// Carries out every transition due at or before `now`. Each prefix has
+    /// at most one due: Pending → Advertised, or Absent → Withdrawn.
+    fn fire_due(&mut self, now: Instant, delta: &mut Delta<K, V>) {
+        for (key, entry) in self.entries.iter_mut() {
+            let due = entry
+                .deadline(&self.params, self.source_healthy)
+                .is_some_and(|deadline| deadline <= now);
+            if !due {
+                continue;
+            }
+            delta.note(key, entry.wire());
+            entry.phase = match std::mem::replace(&mut entry.phase, Phase::Withdrawn) {
+                Phase::Pending { attrs, .. } => Phase::Advertised { attrs },
+                Phase::Absent { .. } => Phase::Withdrawn,
+                other => other,
+            };
+        }
+    }
+
+    /// Ends a call: forgets what no longer matters and turns the noted wire
+    /// states into the call's changes.
+    fn finish(&mut self, now: Instant, delta: Delta<K, V>) -> Vec<Change<K, V>> {
+        let damping = self.params.damping.as_ref();
+        self.entries.retain(|_, e| match e.phase {
+            Phase::Withdrawn => match (&e.history, damping) {
+                (Some(history), Some(damping)) => !history.is_forgotten(now, damping),
+                _ => false,
+            },
+            _ => true,
+        });
+        let mut changes = Vec::new();
+        for (key, before) in delta.before {
+            let after = self.entries.get(&key).and_then(Entry::wire);
+            match (before, after) {
+                (None, Some(attrs)) => changes.push(Change::Advertise(key, attrs.clone())),
+                (Some(sent), Some(attrs)) if sent != *attrs => {
+                    changes.push(Change::Advertise(key, attrs.clone()));
+                }
+                (Some(_), None) => changes.push(Change::Withdraw(key)),
+                _ => {}
+            }
+        }
+        for change in &changes {
+            match change {
+                Change::Advertise(..) => self.counters.advertisements += 1,
+                Change::Withdraw(_) => self.counters.withdrawals += 1,
+            }
+        }
+        changes
+    }
+
+    fn key_state(&self, entry: &Entry<V>) -> Option<KeyState> {
+        let now = self.now?;
+        let healthy = self.source_healthy;
+        match &entry.phase {
+            Phase::Pending { since, .. } => Some(KeyState::PendingAdvertise {
+                until: since.checked_add(self.params.advertise_delay),
+            }),
+            Phase::Advertised { .. } => Some(KeyState::Advertised),
+            Phase::Withdrawn => None,
+            Phase::Absent { absence, .. } => {
+                let scheduled = |t: Option<Instant>| if healthy { t } else { None };
+                if absence.reason != Absence::Vanished {
+                    return Some(KeyState::Draining {
+                        reason: absence.reason,
+                        since: absence.since,
+                        until: scheduled(entry.deadline(&self.params, true)),
+                    });
+                }
+                let hold_end = absence.clock.checked_add(self.params.withdraw_hold_down);
+                let damped = match (&entry.history, &self.params.damping) {
+                    (Some(history), Some(damping)) => history
+                        .damped_until(now)
+                        .filter(|end| hold_end.is_some_and(|hold_end| *end > hold_end))
+                        .map(|end| (end, history.figure_at(now, damping))),
+                    _ => None,
+                };
+                Some(match damped {
+                    Some((end, figure_of_merit)) => KeyState::Damped {
+                        since: absence.since,
+                        figure_of_merit,
+                        until_estimate: scheduled(Some(end)),
+                    },
+                    None => KeyState::HeldDown {
+                        since: absence.since,
+                        until: scheduled(hold_end),
+                    },
+                })
+            }
+        }
+    }
+}
