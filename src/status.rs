@@ -1,0 +1,138 @@
+//! The daemon's state as the HTTP API serves it (`/v1/status`,
+//! `/v1/explain/{vip}`) and as `holdfast status` / `holdfast explain` read
+//! it back. Plain data, serialisable both ways.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Status {
+    pub node: String,
+    pub asn: u32,
+    pub router_id: String,
+    pub version: String,
+    pub uptime_seconds: u64,
+    pub config_path: String,
+    /// The last config reload that failed, if the running config is older
+    /// than the file (`path:line:col: message` lines).
+    pub config_error: Option<String>,
+    pub source: SourceStatus,
+    pub peers: Vec<PeerStatus>,
+    pub routes: Vec<RouteStatus>,
+    pub counters: StabilityCounters,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SourceStatus {
+    /// "file" or "kubernetes".
+    pub kind: String,
+    pub healthy: bool,
+    pub synced: bool,
+    pub error: Option<String>,
+    /// VIPs the source currently wants advertised.
+    pub vips: usize,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct NotificationCount {
+    pub code: u8,
+    pub subcode: u8,
+    /// "Cease / Administrative Shutdown".
+    pub name: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerStatus {
+    pub name: String,
+    /// The address in use (resolved, for `default-gateway`), if any.
+    pub address: Option<String>,
+    /// As configured: an address or "default-gateway (ipv4)".
+    pub configured_address: String,
+    pub asn: u32,
+    /// RFC 4271 state: Idle, Connect, Active, OpenSent, OpenConfirm,
+    /// Established.
+    pub state: String,
+    /// Seconds in the current state.
+    pub state_seconds: u64,
+    /// Seconds Established, when it is.
+    pub uptime_seconds: Option<u64>,
+    pub established_transitions: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub updates_sent: u64,
+    pub updates_received: u64,
+    pub prefixes_received: u64,
+    pub prefixes_advertised_ipv4: u64,
+    pub prefixes_advertised_ipv6: u64,
+    pub notifications_sent: Vec<NotificationCount>,
+    pub notifications_received: Vec<NotificationCount>,
+    /// Why the session last went down or failed, in words.
+    pub last_error: Option<String>,
+    pub hold_time: Option<u16>,
+    pub keepalive_seconds: Option<f64>,
+    pub families: Vec<String>,
+    pub graceful_restart: bool,
+    pub peer_hostname: Option<String>,
+    pub local_address: Option<String>,
+    pub bfd: Option<BfdStatus>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BfdStatus {
+    /// AdminDown, Down, Init, Up (RFC 5880 §4.1).
+    pub state: String,
+    pub state_seconds: u64,
+    pub detection_time_ms: Option<u64>,
+    pub last_diagnostic: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RouteStatus {
+    /// "198.51.100.10/32".
+    pub prefix: String,
+    /// advertised | pending | held-down | damped | draining
+    pub state: String,
+    /// Seconds until the state ends by itself (a held-down route's
+    /// withdrawal), when a timer runs.
+    pub seconds_left: Option<f64>,
+    /// Why the VIP is absent (vanished, deleted, drained, probe-failed),
+    /// for routes that are not simply advertised.
+    pub absence: Option<String>,
+    pub service: Option<String>,
+    pub advertisements: Vec<String>,
+    /// Peers the route is in the Adj-RIB-Out of.
+    pub peers: Vec<String>,
+    pub figure_of_merit: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StabilityCounters {
+    pub routes_advertised: u64,
+    pub routes_held_down: u64,
+    /// Vanishings that ended in a reappearance inside the hold-down:
+    /// withdrawals the routers never saw.
+    pub withdrawals_absorbed: u64,
+    pub absences_absorbed_by_damping: u64,
+    pub damping_suppressions: u64,
+    pub advertisements: u64,
+    pub withdrawals: u64,
+}
+
+/// `/v1/explain/{vip}`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Explanation {
+    pub vip: String,
+    pub advertised: bool,
+    /// One sentence: "198.51.100.10 is advertised to tor1 and tor2."
+    pub summary: String,
+    /// Every fact behind it, in plain words.
+    pub reasons: Vec<String>,
+    pub peers: Vec<PeerExplanation>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerExplanation {
+    pub peer: String,
+    pub advertised: bool,
+    pub why: String,
+}
