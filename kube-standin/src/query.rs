@@ -77,7 +77,7 @@ pub(crate) fn hex_encode(s: &str) -> String {
 
 pub(crate) fn hex_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     let raw: Option<Vec<u8>> = bytes

@@ -73,10 +73,10 @@ fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
 }
 
 fn set_meta(obj: &mut Value, field: &str, value: Value) {
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        if let Value::Object(map) = obj {
-            map.insert("metadata".into(), Value::Object(Map::new()));
-        }
+    if let Value::Object(map) = obj
+        && !map.get("metadata").is_some_and(Value::is_object)
+    {
+        map.insert("metadata".into(), Value::Object(Map::new()));
     }
     if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
         meta.insert(field.to_string(), value);

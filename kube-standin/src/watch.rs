@@ -183,10 +183,16 @@ impl Drop for OpenWatch {
 pub(crate) fn start(shared: &Arc<Shared>, spec: WatchSpec) -> Body {
     let (tx, rx) = mpsc::unbounded_channel();
     let guard = OpenWatch::new(shared);
+    // The stream belongs to the epochs current when it was opened, not when
+    // its task first runs: a `drop_watches` in between must cut it.
+    let epochs = {
+        let st = shared.lock();
+        (st.drop_epoch, st.close_epoch)
+    };
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
         let _guard = guard;
-        run(&shared, &spec, &tx).await;
+        run(&shared, &spec, epochs, &tx).await;
     });
     Body::Stream(rx)
 }
@@ -205,14 +211,14 @@ enum Step {
     SendLast(Vec<Bytes>),
 }
 
-async fn run(shared: &Shared, spec: &WatchSpec, tx: &Tx) {
+async fn run(shared: &Shared, spec: &WatchSpec, (drop_epoch, close_epoch): (u64, u64), tx: &Tx) {
     let mut signal = shared.subscribe();
     let opened = Instant::now();
     let deadline = opened + spec.timeout;
     let mut last_bookmark = opened;
 
     // The first batch: the initial state or the 410 for a compacted start.
-    let (drop_epoch, close_epoch, mut cursor) = {
+    let mut cursor = {
         let st = shared.lock();
         let mut frames = Vec::new();
         let cursor = match spec.start {
@@ -238,7 +244,7 @@ async fn run(shared: &Shared, spec: &WatchSpec, tx: &Tx) {
         if send_all(tx, frames).is_err() {
             return;
         }
-        (st.drop_epoch, st.close_epoch, cursor)
+        cursor
     };
 
     loop {

@@ -44,6 +44,10 @@ async fn initial_list_is_paginated_and_complete() {
         .await
         .expect("store becomes ready");
     assert_eq!(reader.state().len(), 7);
+    wait_for("the watch after the list", || {
+        !watches(&c.standin.requests()).is_empty()
+    })
+    .await;
 
     let requests = c.standin.requests();
     let pages = lists(&requests, "/api/v1/services");
@@ -248,27 +252,27 @@ async fn bookmarks_carry_the_resource_version_forward() {
     let now = c.standin.resource_version();
     assert!(now > start);
 
-    let stream = api
-        .watch(&WatchParams::default().timeout(30), &start.to_string())
-        .await
-        .expect("watch");
-    let mut stream = std::pin::pin!(stream);
-    let bookmark = tokio::time::timeout(common::DEADLINE, async {
-        loop {
-            match stream.next().await {
-                Some(Ok(WatchEvent::Bookmark(b))) => return b,
-                Some(Ok(other)) => panic!("no object event expected: {other:?}"),
-                Some(Err(e)) => panic!("watch error: {e}"),
-                None => panic!("stream ended"),
-            }
-        }
-    })
-    .await
-    .expect("a bookmark within the deadline");
-    assert_eq!(bookmark.types.kind, "Service");
-    assert_eq!(bookmark.metadata.resource_version, now.to_string());
+    {
+        let stream = api
+            .watch(&WatchParams::default().timeout(30), &start.to_string())
+            .await
+            .expect("watch");
+        let mut stream = std::pin::pin!(stream);
+        // The first event on the stream is a bookmark: nothing of the kind
+        // changed after `start`.
+        let first = tokio::time::timeout(common::DEADLINE, stream.next())
+            .await
+            .expect("an event within the deadline");
+        let Some(Ok(WatchEvent::Bookmark(bookmark))) = first else {
+            panic!("expected a bookmark, got {first:?}");
+        };
+        assert_eq!(bookmark.types.kind, "Service");
+        assert_eq!(bookmark.metadata.resource_version, now.to_string());
+    }
+    wait_for("the raw watch is closed", || c.standin.open_watches() == 0).await;
 
-    // The watcher resumes from a bookmark after its stream is dropped.
+    // The watcher resumes from a bookmark's resourceVersion after its stream
+    // is dropped: no Service changed, yet it resumes past node-2's write.
     let mut events = drain(watcher(api, watcher::Config::default()));
     let _init = events
         .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
@@ -277,19 +281,26 @@ async fn bookmarks_carry_the_resource_version_forward() {
         .create(&fixtures::node("node-2", "192.0.2.12", &[]))
         .expect("node");
     let after_node = c.standin.resource_version();
-    tokio::time::sleep(Duration::from_millis(800)).await; // a few bookmark intervals
-    c.standin.clear_requests();
-    c.standin.drop_watches();
-    common::wait_for("a new watch", || !watches(&c.standin.requests()).is_empty()).await;
-    let rewatch = watches(&c.standin.requests())[0].clone();
-    assert_eq!(
-        rewatch.param("resourceVersion"),
-        Some(after_node.to_string())
-    );
-    assert_eq!(
-        rewatch.param("allowWatchBookmarks").as_deref(),
-        Some("true")
-    );
+    // Drop the stream until the watcher has had a bookmark to resume from.
+    let deadline = tokio::time::Instant::now() + common::DEADLINE;
+    let mut resumed_from = Vec::new();
+    while resumed_from.last() != Some(&Some(after_node.to_string())) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never resumed from {after_node}: {resumed_from:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        wait_for("the watch is open", || c.standin.open_watches() == 1).await;
+        c.standin.clear_requests();
+        c.standin.drop_watches();
+        wait_for("a new watch", || !watches(&c.standin.requests()).is_empty()).await;
+        let rewatch = watches(&c.standin.requests())[0].clone();
+        assert_eq!(
+            rewatch.param("allowWatchBookmarks").as_deref(),
+            Some("true")
+        );
+        resumed_from.push(rewatch.param("resourceVersion"));
+    }
     assert!(
         lists(&c.standin.requests(), "/api/v1/services").is_empty(),
         "no re-list"
