@@ -284,8 +284,10 @@ impl StandIn {
         events
     }
 
-    /// Every HTTP request received so far, in order (including those
-    /// answered with an error, held by `pause` or cut by `refuse`).
+    /// Every HTTP request received so far, in order, including those
+    /// answered with an error, held by [`StandIn::pause`], or cut on a
+    /// connection that was open before [`StandIn::refuse`]. (Connections
+    /// made while refusing are closed before a request is read: not logged.)
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared.lock().requests.clone()
     }
@@ -447,4 +449,51 @@ fn from_value<K: DeserializeOwned>(value: Value) -> Result<K, ApiError> {
             format!("stored object does not deserialize: {e}"),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handle_is_shareable_across_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<StandIn>();
+    }
+
+    #[test]
+    fn test_side_errors_match_the_api() {
+        let s = StandIn::start().expect("start");
+        let svc = fixtures::load_balancer_service("default", "web", &[]);
+        s.create(&svc).expect("create");
+        assert_eq!(
+            s.create(&svc).map_err(|e| e.reason()).err(),
+            Some("AlreadyExists")
+        );
+        let missing = s.delete::<k8s_openapi::api::core::v1::Service>(None, "nope");
+        assert_eq!(missing.map_err(|e| e.code()).err(), Some(404));
+        let unserved =
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}});
+        assert_eq!(s.create(&unserved).map_err(|e| e.code()).err(), Some(404));
+        // Namespaced objects without a namespace go to `default`.
+        let mut bare = fixtures::load_balancer_service("x", "bare", &[]);
+        bare.metadata.namespace = None;
+        let made = s.create(&bare).expect("create");
+        assert_eq!(made.metadata.namespace.as_deref(), Some("default"));
+        // apply: create, then replace.
+        let node = fixtures::node("n1", "192.0.2.1", &[("rack", "r1")]);
+        let first = s.apply(&node).expect("apply creates");
+        let second = s
+            .apply(&fixtures::node("n1", "192.0.2.1", &[("rack", "r2")]))
+            .expect("apply replaces");
+        assert_eq!(first.metadata.uid, second.metadata.uid);
+        let rv = |n: &k8s_openapi::api::core::v1::Node| {
+            n.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        assert!(rv(&second) > rv(&first));
+        assert_eq!(s.list::<k8s_openapi::api::core::v1::Node>(None).len(), 1);
+    }
 }
