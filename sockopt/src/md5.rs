@@ -152,7 +152,11 @@ fn apply(fd: BorrowedFd<'_>, verb: &str, peer: IpAddr, key: &[u8]) -> Result<(),
         let doing = if addr == peer {
             doing()
         } else {
-            format!("{} (as {addr} on an IPv{} socket)", doing(), family_digit(family))
+            format!(
+                "{} (as {addr} on an IPv{} socket)",
+                doing(),
+                family_digit(family)
+            )
         };
         Error::os(doing, e)
     })
@@ -219,6 +223,9 @@ mod tests {
         assert_eq!(sig.keylen, 6);
         assert_eq!(&sig.key[..6], b"secret");
         assert!(sig.key[6..].iter().all(|b| *b == 0));
-        assert_eq!(TcpMd5Sig::new(IpAddr::V4(Ipv4Addr::LOCALHOST), &[]).keylen, 0);
+        assert_eq!(
+            TcpMd5Sig::new(IpAddr::V4(Ipv4Addr::LOCALHOST), &[]).keylen,
+            0
+        );
     }
 }

@@ -42,7 +42,12 @@ fn md5_case(
     if let Some(key) = client_key {
         set_md5_key(&sock, server, key).expect("key on the client");
     }
-    attempt(&listener, sock, SocketAddr::new(server, port_of(&listener)), expect);
+    attempt(
+        &listener,
+        sock,
+        SocketAddr::new(server, port_of(&listener)),
+        expect,
+    );
 }
 
 fn attempt(listener: &Socket, mut client: Socket, to: SocketAddr, expect: Expect) {
@@ -326,7 +331,13 @@ fn unprivileged_process_sets_keys_and_connects() {
             };
             assert_eq!(field("Uid:")[1], "65534", "not running as nobody");
             assert_eq!(field("CapEff:")[0], "0000000000000000", "capabilities left");
-            md5_case(ip(SERVER_V4), ip(CLIENT_V4), Some(KEY_A), Some(KEY_A), Expect::Connects);
+            md5_case(
+                ip(SERVER_V4),
+                ip(CLIENT_V4),
+                Some(KEY_A),
+                Some(KEY_A),
+                Expect::Connects,
+            );
             md5_case(
                 ip(SERVER_V6),
                 ip(CLIENT_V6),

@@ -92,7 +92,10 @@ pub fn in_netns_with(name: &str, wrapper: &[&str], body: impl FnOnce()) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     // Shown by `cargo test` when this test fails.
-    println!("--- child in {}: {argv:?}\n{stdout}\n--- stderr\n{stderr}", ns.name());
+    println!(
+        "--- child in {}: {argv:?}\n{stdout}\n--- stderr\n{stderr}",
+        ns.name()
+    );
     assert!(
         output.status.success(),
         "{name} failed inside netns {} ({})",
@@ -198,12 +201,16 @@ pub fn accept(listener: &Socket) -> (Socket, SocketAddr) {
     loop {
         match listener.accept() {
             Ok((sock, from)) => {
-                sock.set_nonblocking(false).expect("blocking accepted socket");
+                sock.set_nonblocking(false)
+                    .expect("blocking accepted socket");
                 let from = from.as_socket().expect("an inet peer");
                 return (sock, from);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                assert!(Instant::now() < deadline, "nothing to accept within {GENEROUS:?}");
+                assert!(
+                    Instant::now() < deadline,
+                    "nothing to accept within {GENEROUS:?}"
+                );
                 std::thread::sleep(Duration::from_millis(10));
             }
             Err(e) => panic!("accept: {e}"),
