@@ -1,0 +1,35 @@
+//! Socket options a BGP session needs that `socket2` does not offer:
+//!
+//! - TCP MD5 signatures (RFC 2385) through Linux's `TCP_MD5SIG`:
+//!   [`set_md5_key`], [`clear_md5_key`];
+//! - the Generalized TTL Security Mechanism (GTSM, RFC 5082) through
+//!   `IP_MINTTL` / `IPV6_MINHOPCOUNT`: [`set_min_ttl`], with [`set_ttl`] for
+//!   the outgoing TTL and [`set_ttl_security`] for both at once.
+//!
+//! Every function takes anything that lends its file descriptor
+//! ([`AsFd`](std::os::fd::AsFd)): a `socket2::Socket`, a std or tokio
+//! `TcpListener`, `TcpSocket` or `TcpStream`, or a `BorrowedFd`. The socket's
+//! address family is read from the kernel (`SO_DOMAIN`), so an IPv6 socket
+//! that carries IPv4 traffic through IPv4-mapped addresses gets the options
+//! that traffic needs too.
+//!
+//! Everything the rest of socket-level BGP needs (`TCP_NODELAY`,
+//! `SO_REUSEADDR`, `IPV6_V6ONLY`, binding before connect, `IP_TOS` /
+//! `IPV6_TCLASS`, `TCP_USER_TIMEOUT`, `SO_BINDTODEVICE`) is in `socket2`.
+//!
+//! This is the only crate of holdfast with unsafe code, and all of it is in
+//! the private module `sys`: one `setsockopt(2)` call.
+
+mod error;
+mod family;
+mod gtsm;
+mod md5;
+
+// The single exception to the workspace's "no unsafe code": the raw
+// setsockopt(2) call. Everything else in this crate is safe.
+#[allow(unsafe_code)]
+mod sys;
+
+pub use error::Error;
+pub use gtsm::{set_min_ttl, set_ttl, set_ttl_security};
+pub use md5::{MD5_MAX_KEY_LEN, clear_md5_key, set_md5_key};
