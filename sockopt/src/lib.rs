@@ -23,6 +23,7 @@
 mod error;
 mod family;
 mod gtsm;
+mod ifaddr;
 mod md5;
 
 // The single exception to the workspace's "no unsafe code": the raw
@@ -32,4 +33,5 @@ mod sys;
 
 pub use error::Error;
 pub use gtsm::{set_min_ttl, set_ttl, set_ttl_security};
+pub use ifaddr::{InterfaceAddress, interface_addresses};
 pub use md5::{MD5_MAX_KEY_LEN, clear_md5_key, set_md5_key};

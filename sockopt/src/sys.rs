@@ -54,3 +54,82 @@ pub(crate) fn setsockopt<T: OptionValue>(
         Err(io::Error::last_os_error())
     }
 }
+
+/// One entry of `getifaddrs(3)` with an IPv4 or IPv6 address.
+#[derive(Debug)]
+pub(crate) struct RawIfAddr {
+    pub name: String,
+    pub address: std::net::IpAddr,
+    pub netmask: Option<std::net::IpAddr>,
+}
+
+/// Reads a `sockaddr` of family AF_INET or AF_INET6.
+///
+/// # Safety
+/// `sa` is null or points to a `sockaddr` whose storage is at least as
+/// large as its family's `sockaddr_in`/`sockaddr_in6`, as getifaddrs
+/// guarantees for the entries it returns.
+unsafe fn read_sockaddr(sa: *const libc::sockaddr) -> Option<std::net::IpAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and valid per this function's contract.
+    let family = i32::from(unsafe { (*sa).sa_family });
+    match family {
+        libc::AF_INET => {
+            // SAFETY: the family says this is a sockaddr_in.
+            let sin = unsafe { &*sa.cast::<libc::sockaddr_in>() };
+            Some(std::net::IpAddr::V4(std::net::Ipv4Addr::from(
+                u32::from_be(sin.sin_addr.s_addr),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says this is a sockaddr_in6.
+            let sin6 = unsafe { &*sa.cast::<libc::sockaddr_in6>() };
+            Some(std::net::IpAddr::V6(std::net::Ipv6Addr::from(
+                sin6.sin6_addr.s6_addr,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// `getifaddrs(3)`: every IPv4 and IPv6 address of every interface.
+pub(crate) fn getifaddrs() -> io::Result<Vec<RawIfAddr>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: `head` is a valid place for getifaddrs to store the list.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is an entry of the list getifaddrs returned, which
+        // stays allocated until freeifaddrs below.
+        let ifa = unsafe { &*cur };
+        // SAFETY: entries' addresses and masks are null or valid sockaddrs.
+        let addr = unsafe { read_sockaddr(ifa.ifa_addr) };
+        if let Some(address) = addr {
+            // SAFETY: as above.
+            let netmask = unsafe { read_sockaddr(ifa.ifa_netmask) };
+            let name = if ifa.ifa_name.is_null() {
+                String::new()
+            } else {
+                // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+                unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            out.push(RawIfAddr {
+                name,
+                address,
+                netmask,
+            });
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: `head` came from getifaddrs and is freed exactly once; no
+    // reference into the list outlives this point (names were copied).
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
