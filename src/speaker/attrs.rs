@@ -1,0 +1,120 @@
+//! From a route's attributes to the path attributes on the wire, per peer
+//! (RFC 4271 §5.1).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use bgp_proto::{
+    AsPath, AttrValue, Community, Context, ExtCommunity, LargeCommunity, Origin, PathAttribute,
+};
+
+/// What an advertisement adds to a route.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RouteAttrs {
+    pub communities: Vec<u32>,
+    pub large_communities: Vec<(u32, u32, u32)>,
+    pub extended_communities: Vec<[u8; 8]>,
+    /// Sent to iBGP peers only (RFC 4271 §5.1.5).
+    pub local_pref: Option<u32>,
+    pub med: Option<u32>,
+}
+
+impl RouteAttrs {
+    /// Sorted and without duplicates, so that equal sets compare equal.
+    pub fn canonical(mut self) -> Self {
+        self.communities.sort_unstable();
+        self.communities.dedup();
+        self.large_communities.sort_unstable();
+        self.large_communities.dedup();
+        self.extended_communities.sort_unstable();
+        self.extended_communities.dedup();
+        self
+    }
+}
+
+/// The next hops a session offers (RFC 4271 §5.1.3; RFC 2545 §3 for IPv6:
+/// the global address, plus the link-local one when the peer is on-link).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NextHops {
+    pub ipv4: Option<Ipv4Addr>,
+    pub ipv6: Option<Ipv6Addr>,
+    pub ipv6_link_local: Option<Ipv6Addr>,
+}
+
+impl NextHops {
+    pub fn for_ipv6(&self) -> Option<Vec<IpAddr>> {
+        let g = self.ipv6?;
+        let mut v = vec![IpAddr::V6(g)];
+        v.extend(self.ipv6_link_local.map(IpAddr::V6));
+        Some(v)
+    }
+}
+
+/// Per-session facts the encoding depends on.
+#[derive(Clone, Debug)]
+pub struct EncodeParams {
+    pub local_asn: u32,
+    /// iBGP: empty AS_PATH and LOCAL_PREF; eBGP: our AS and no LOCAL_PREF.
+    pub ibgp: bool,
+    pub ctx: Context,
+    pub next_hops: NextHops,
+}
+
+impl EncodeParams {
+    /// ORIGIN, AS_PATH (and AS4_PATH towards a 2-octet speaker when our AS
+    /// needs 4 octets, RFC 6793 §4.2.2), MED, LOCAL_PREF and the
+    /// communities — everything but the next hop and the NLRI.
+    pub fn path_attributes(&self, a: &RouteAttrs) -> Vec<PathAttribute> {
+        // RFC 4271 §5.1.1: we originate: ORIGIN IGP.
+        let mut out = vec![PathAttribute::new(AttrValue::Origin(Origin::Igp))];
+        // RFC 4271 §5.1.2: towards an external peer, our AS prepended to an
+        // empty path; towards an internal one, the path stays empty.
+        let path = if self.ibgp {
+            AsPath::default()
+        } else {
+            AsPath::sequence(vec![self.local_asn])
+        };
+        let needs_as4 = !self.ctx.four_octet_as && path.needs_four_octets();
+        out.push(PathAttribute::new(AttrValue::AsPath(path.clone())));
+        if let Some(med) = a.med {
+            out.push(PathAttribute::new(AttrValue::MultiExitDisc(med)));
+        }
+        if self.ibgp {
+            // RFC 4271 §5.1.5: LOCAL_PREF to internal peers (100 when no
+            // advertisement sets one, the common default).
+            out.push(PathAttribute::new(AttrValue::LocalPref(
+                a.local_pref.unwrap_or(100),
+            )));
+        }
+        if !a.communities.is_empty() {
+            out.push(PathAttribute::new(AttrValue::Communities(
+                a.communities.iter().map(|&c| Community(c)).collect(),
+            )));
+        }
+        if !a.extended_communities.is_empty() {
+            out.push(PathAttribute::new(AttrValue::ExtendedCommunities(
+                a.extended_communities
+                    .iter()
+                    .map(|&c| ExtCommunity(c))
+                    .collect(),
+            )));
+        }
+        if needs_as4 {
+            // The 2-octet AS_PATH carries AS_TRANS in its place (the
+            // encoder maps ASNs above 65535), AS4_PATH the real one.
+            out.push(PathAttribute::new(AttrValue::As4Path(path)));
+        }
+        if !a.large_communities.is_empty() {
+            out.push(PathAttribute::new(AttrValue::LargeCommunities(
+                a.large_communities
+                    .iter()
+                    .map(|&(g, l1, l2)| LargeCommunity {
+                        global: g,
+                        local1: l1,
+                        local2: l2,
+                    })
+                    .collect(),
+            )));
+        }
+        out
+    }
+}

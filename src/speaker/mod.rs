@@ -1,0 +1,100 @@
+//! The speaker: what each peer is told. Per peer, an Adj-RIB-Out (RFC 4271
+//! §3.2) holds the routes last sent; the desired table is compared with it
+//! and the difference goes out as packed UPDATEs — announcements grouped by
+//! identical attributes, withdrawals together — and nothing at all when
+//! nothing changed.
+
+mod attrs;
+mod rib;
+
+pub use attrs::{EncodeParams, NextHops, RouteAttrs};
+pub use rib::{AdjRibOut, Delta, encode};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+use crate::config::{Advertisement, Config};
+
+/// The desired routes of one peer.
+pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
+
+/// A route as the stability layer holds it: which advertisements put it
+/// there and for which Service. Two routes are equal when these are; the
+/// attributes each peer sees follow from the advertisements.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Route {
+    pub advertisements: BTreeSet<String>,
+    pub service: Option<String>,
+}
+
+/// The attributes a peer gets for a route under these advertisements, or
+/// `None` when none of them is for this peer. Several advertisements for
+/// the same peer merge: communities add up, the highest LOCAL_PREF and the
+/// lowest MED win.
+pub fn attrs_for_peer<'a>(
+    peer: &str,
+    ads: impl Iterator<Item = &'a Advertisement>,
+) -> Option<RouteAttrs> {
+    let mut out: Option<RouteAttrs> = None;
+    for ad in ads.filter(|a| a.applies_to_peer(peer)) {
+        let a = out.get_or_insert_with(RouteAttrs::default);
+        a.communities.extend(ad.communities.iter().copied());
+        a.large_communities
+            .extend(ad.large_communities.iter().copied());
+        a.extended_communities
+            .extend(ad.extended_communities.iter().map(|e| e.to_bytes()));
+        a.local_pref = a.local_pref.max(ad.local_pref);
+        a.med = match (a.med, ad.med) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+    }
+    out.map(RouteAttrs::canonical)
+}
+
+/// The desired table of every peer, from the routes the stability layer
+/// currently advertises. Equal attributes share one allocation, so that
+/// grouping them into UPDATEs is cheap.
+pub fn peer_tables<'a>(
+    config: &Config,
+    routes: impl Iterator<Item = (&'a IpNet, &'a Route)>,
+) -> BTreeMap<String, PeerTable> {
+    let mut tables: BTreeMap<String, PeerTable> = config
+        .peers
+        .iter()
+        .map(|p| (p.name.clone(), PeerTable::new()))
+        .collect();
+    let mut by_ads: BTreeMap<(String, BTreeSet<String>), Option<Arc<RouteAttrs>>> = BTreeMap::new();
+    let mut by_value: BTreeMap<RouteAttrs, Arc<RouteAttrs>> = BTreeMap::new();
+    for (prefix, route) in routes {
+        for peer in &config.peers {
+            let attrs = by_ads
+                .entry((peer.name.clone(), route.advertisements.clone()))
+                .or_insert_with(|| {
+                    let ads = config
+                        .advertisements
+                        .iter()
+                        .filter(|a| route.advertisements.contains(&a.name));
+                    attrs_for_peer(&peer.name, ads).map(|a| {
+                        by_value
+                            .entry(a.clone())
+                            .or_insert_with(|| Arc::new(a))
+                            .clone()
+                    })
+                })
+                .clone();
+            if let Some(a) = attrs {
+                tables
+                    .get_mut(&peer.name)
+                    .expect("every peer has a table")
+                    .insert(*prefix, a);
+            }
+        }
+    }
+    tables
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! The Adj-RIB-Out of one peer and the UPDATEs that bring it to a desired
+//! table.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use bgp_proto::{Family, Message, Nlri, Update, pack};
+use ipnet::IpNet;
+
+use super::PeerTable;
+use super::attrs::{EncodeParams, RouteAttrs};
+
+/// What changed: announcements grouped by their attributes, and
+/// withdrawals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Delta {
+    pub announce: BTreeMap<Arc<RouteAttrs>, Vec<IpNet>>,
+    pub withdraw: Vec<IpNet>,
+}
+
+impl Delta {
+    pub fn is_empty(&self) -> bool {
+        self.announce.is_empty() && self.withdraw.is_empty()
+    }
+
+    pub fn announced(&self) -> usize {
+        self.announce.values().map(Vec::len).sum()
+    }
+}
+
+fn family(p: &IpNet) -> Family {
+    match p {
+        IpNet::V4(_) => Family::IPV4_UNICAST,
+        IpNet::V6(_) => Family::IPV6_UNICAST,
+    }
+}
+
+/// RFC 4271 §3.2: "Adj-RIBs-Out contains the routes for advertisement to
+/// specific peers".
+#[derive(Clone, Debug, Default)]
+pub struct AdjRibOut {
+    routes: BTreeMap<IpNet, Arc<RouteAttrs>>,
+}
+
+impl AdjRibOut {
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    pub fn count(&self, f: Family) -> usize {
+        self.routes.keys().filter(|p| family(p) == f).count()
+    }
+
+    pub fn contains(&self, p: &IpNet) -> bool {
+        self.routes.contains_key(p)
+    }
+
+    pub fn prefixes(&self) -> impl Iterator<Item = &IpNet> {
+        self.routes.keys()
+    }
+
+    /// A session went down: nothing has been sent on the next one.
+    pub fn clear(&mut self) {
+        self.routes.clear();
+    }
+
+    /// The changes that bring this Adj-RIB-Out to `desired` (restricted to
+    /// `families`), and applies them. A route whose attributes changed is
+    /// announced again (an implicit replace, RFC 4271 §3.1), never withdrawn
+    /// first.
+    pub fn diff(&mut self, desired: &PeerTable, families: &[Family]) -> Delta {
+        let mut delta = Delta::default();
+        let wanted = |p: &IpNet| families.contains(&family(p));
+        let mut withdraw = Vec::new();
+        for p in self.routes.keys() {
+            if !(desired.contains_key(p) && wanted(p)) {
+                withdraw.push(*p);
+            }
+        }
+        for p in &withdraw {
+            self.routes.remove(p);
+        }
+        delta.withdraw = withdraw;
+        for (p, a) in desired.iter().filter(|(p, _)| wanted(p)) {
+            match self.routes.get(p) {
+                Some(old) if Arc::ptr_eq(old, a) || old == a => {}
+                _ => {
+                    self.routes.insert(*p, a.clone());
+                    delta.announce.entry(a.clone()).or_default().push(*p);
+                }
+            }
+        }
+        delta
+    }
+
+    /// Everything in the Adj-RIB-Out as one delta (ROUTE-REFRESH, RFC 2918).
+    pub fn full(&self) -> Delta {
+        let mut delta = Delta::default();
+        for (p, a) in &self.routes {
+            delta.announce.entry(a.clone()).or_default().push(*p);
+        }
+        delta
+    }
+
+    /// Withdraws everything (shutdown with withdrawal).
+    pub fn withdraw_all(&mut self) -> Delta {
+        let withdraw = self.routes.keys().copied().collect();
+        self.routes.clear();
+        Delta {
+            withdraw,
+            ..Delta::default()
+        }
+    }
+}
+
+/// The UPDATE messages of a delta, encoded for the session. Prefixes that
+/// cannot be sent (no next hop of their family on this session) are
+/// returned apart; the caller logs them and keeps them out of the
+/// Adj-RIB-Out.
+pub fn encode(delta: &Delta, p: &EncodeParams) -> (Vec<Vec<u8>>, Vec<IpNet>) {
+    let mut out = Vec::new();
+    let mut unsendable = Vec::new();
+    let push = |u: Update, out: &mut Vec<Vec<u8>>| match Message::Update(u).encode(&p.ctx) {
+        Ok(bytes) => out.push(bytes),
+        // Packing keeps every message within the negotiated size; this
+        // cannot happen, and is not papered over if it does.
+        Err(e) => tracing::error!("UPDATE not sent: {e}"),
+    };
+    if !delta.withdraw.is_empty() {
+        let list: Vec<(Family, Nlri)> = delta
+            .withdraw
+            .iter()
+            .map(|n| (family(n), Nlri::new(*n)))
+            .collect();
+        for u in pack::withdrawals(&p.ctx, &list) {
+            push(u, &mut out);
+        }
+    }
+    for (attrs, prefixes) in &delta.announce {
+        let base = p.path_attributes(attrs);
+        let (v4, v6): (Vec<Nlri>, Vec<Nlri>) = prefixes
+            .iter()
+            .map(|n| Nlri::new(*n))
+            .partition(|n| matches!(n.prefix, IpNet::V4(_)));
+        if !v4.is_empty() {
+            match p.next_hops.ipv4 {
+                Some(nh) => {
+                    let (ups, skipped) = pack::announcements(
+                        &p.ctx,
+                        Family::IPV4_UNICAST,
+                        &base,
+                        &[IpAddr::V4(nh)],
+                        &v4,
+                    );
+                    ups.into_iter().for_each(|u| push(u, &mut out));
+                    unsendable.extend(skipped.iter().map(|n| n.prefix));
+                }
+                None => unsendable.extend(v4.iter().map(|n| n.prefix)),
+            }
+        }
+        if !v6.is_empty() {
+            match p.next_hops.for_ipv6() {
+                Some(nh) => {
+                    let (ups, skipped) =
+                        pack::announcements(&p.ctx, Family::IPV6_UNICAST, &base, &nh, &v6);
+                    ups.into_iter().for_each(|u| push(u, &mut out));
+                    unsendable.extend(skipped.iter().map(|n| n.prefix));
+                }
+                None => unsendable.extend(v6.iter().map(|n| n.prefix)),
+            }
+        }
+    }
+    (out, unsendable)
+}

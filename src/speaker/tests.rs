@@ -1,0 +1,242 @@
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+
+use bgp_proto::{Context, Family, Message};
+use ipnet::IpNet;
+
+use super::*;
+
+fn config() -> Config {
+    crate::config::parse(
+        Path::new("t.toml"),
+        r#"
+[speaker]
+asn = 65001
+[[peer]]
+name = "tor1"
+address = "192.0.2.1"
+asn = 65000
+[[peer]]
+name = "rr"
+address = "192.0.2.9"
+asn = 65001
+[source]
+kind = "file"
+path = "vips.toml"
+[[advertisement]]
+name = "public"
+communities = ["65001:100"]
+large_communities = ["65001:1:100"]
+local_pref = 200
+[[advertisement]]
+name = "extra"
+peers = ["tor1"]
+communities = ["65001:200", "65001:100"]
+med = 10
+"#,
+    )
+    .unwrap()
+}
+
+fn route(ads: &[&str]) -> Route {
+    Route {
+        advertisements: ads.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(),
+        service: None,
+    }
+}
+
+fn net(s: &str) -> IpNet {
+    s.parse().unwrap()
+}
+
+#[test]
+fn tables_follow_advertisements_and_peers() {
+    let c = config();
+    let routes = [
+        (net("198.51.100.10/32"), route(&["public"])),
+        (net("198.51.100.11/32"), route(&["public", "extra"])),
+        (net("198.51.100.12/32"), route(&["extra"])),
+    ];
+    let t = peer_tables(&c, routes.iter().map(|(p, r)| (p, r)));
+    assert_eq!(t["tor1"].len(), 3);
+    assert_eq!(t["rr"].len(), 2, "'extra' is for tor1 only");
+    let merged = &t["tor1"][&net("198.51.100.11/32")];
+    assert_eq!(merged.communities, vec![0xfde9_0064, 0xfde9_00c8]);
+    assert_eq!((merged.local_pref, merged.med), (Some(200), Some(10)));
+    // Equal attributes are one allocation.
+    let a = &t["rr"][&net("198.51.100.10/32")];
+    let b = &t["rr"][&net("198.51.100.11/32")];
+    assert!(Arc::ptr_eq(a, b));
+}
+
+fn table(entries: &[(&str, RouteAttrs)]) -> PeerTable {
+    entries
+        .iter()
+        .map(|(p, a)| (net(p), Arc::new(a.clone())))
+        .collect()
+}
+
+#[test]
+fn adj_rib_out_diff() {
+    let both = [Family::IPV4_UNICAST, Family::IPV6_UNICAST];
+    let a = RouteAttrs {
+        communities: vec![1],
+        ..RouteAttrs::default()
+    };
+    let b = RouteAttrs {
+        communities: vec![2],
+        ..RouteAttrs::default()
+    };
+    let mut rib = AdjRibOut::default();
+    let d = rib.diff(
+        &table(&[
+            ("198.51.100.10/32", a.clone()),
+            ("2001:db8::10/128", a.clone()),
+        ]),
+        &both,
+    );
+    assert_eq!((d.announced(), d.withdraw.len()), (2, 0));
+    // Nothing changed: nothing to send.
+    assert!(
+        rib.diff(
+            &table(&[
+                ("198.51.100.10/32", a.clone()),
+                ("2001:db8::10/128", a.clone())
+            ]),
+            &both
+        )
+        .is_empty()
+    );
+    // An attribute change is one announcement, no withdrawal.
+    let d = rib.diff(
+        &table(&[
+            ("198.51.100.10/32", b.clone()),
+            ("2001:db8::10/128", a.clone()),
+        ]),
+        &both,
+    );
+    assert_eq!((d.announced(), d.withdraw.len()), (1, 0));
+    // A family the session did not negotiate is withdrawn from the RIB.
+    let d = rib.diff(
+        &table(&[
+            ("198.51.100.10/32", b.clone()),
+            ("2001:db8::10/128", a.clone()),
+        ]),
+        &[Family::IPV4_UNICAST],
+    );
+    assert_eq!(d.withdraw, vec![net("2001:db8::10/128")]);
+    let d = rib.withdraw_all();
+    assert_eq!(d.withdraw, vec![net("198.51.100.10/32")]);
+    assert!(rib.is_empty());
+}
+
+fn params(ibgp: bool, ctx: Context) -> EncodeParams {
+    EncodeParams {
+        local_asn: 4_200_000_001,
+        ibgp,
+        ctx,
+        next_hops: NextHops {
+            ipv4: Some(Ipv4Addr::new(192, 0, 2, 2)),
+            ipv6: Some("2001:db8::2".parse().unwrap()),
+            ipv6_link_local: Some("fe80::2".parse().unwrap()),
+        },
+    }
+}
+
+fn decode_all(bytes: &[Vec<u8>], ctx: &Context) -> Vec<bgp_proto::Update> {
+    bytes
+        .iter()
+        .map(|b| match Message::decode(b, ctx).unwrap() {
+            Message::Update(u) => u,
+            m => panic!("{m:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn ebgp_and_ibgp_attributes() {
+    let a = RouteAttrs {
+        communities: vec![0xfde9_0064],
+        large_communities: vec![(65001, 1, 100)],
+        local_pref: Some(200),
+        ..RouteAttrs::default()
+    };
+    let mut rib = AdjRibOut::default();
+    let d = rib.diff(
+        &table(&[
+            ("198.51.100.10/32", a.clone()),
+            ("2001:db8::10/128", a.clone()),
+        ]),
+        &[Family::IPV4_UNICAST, Family::IPV6_UNICAST],
+    );
+    let ctx = Context::default();
+    let (msgs, skipped) = encode(&d, &params(false, ctx));
+    assert!(skipped.is_empty());
+    let ups = decode_all(&msgs, &ctx);
+    assert_eq!(ups.len(), 2);
+    let v4 = ups.iter().find(|u| !u.nlri.is_empty()).unwrap();
+    assert_eq!(v4.as_path().unwrap().to_string(), "4200000001");
+    assert_eq!(v4.local_pref(), None, "no LOCAL_PREF to eBGP peers");
+    assert_eq!(v4.next_hop(), Some(Ipv4Addr::new(192, 0, 2, 2)));
+    assert_eq!(v4.communities()[0].to_string(), "65001:100");
+    let v6 = ups.iter().find(|u| u.mp_reach().is_some()).unwrap();
+    assert_eq!(
+        v6.mp_reach().unwrap().next_hop.len(),
+        32,
+        "global + link-local"
+    );
+    // iBGP: empty AS_PATH, LOCAL_PREF.
+    let (msgs, _) = encode(&d, &params(true, ctx));
+    let ups = decode_all(&msgs, &ctx);
+    assert!(
+        ups.iter()
+            .all(|u| u.as_path().unwrap().segments.is_empty() && u.local_pref() == Some(200))
+    );
+}
+
+#[test]
+fn two_octet_peer_gets_as_trans_and_as4_path() {
+    let mut rib = AdjRibOut::default();
+    let d = rib.diff(
+        &table(&[("198.51.100.10/32", RouteAttrs::default())]),
+        &[Family::IPV4_UNICAST],
+    );
+    let ctx = Context::two_octet_as();
+    let (msgs, _) = encode(&d, &params(false, ctx));
+    let u = &decode_all(&msgs, &ctx)[0];
+    assert_eq!(u.as_path().unwrap().to_string(), "23456");
+    assert_eq!(u.as4_path().unwrap().to_string(), "4200000001");
+}
+
+#[test]
+fn ten_thousand_routes_pack_into_few_messages() {
+    let mut rib = AdjRibOut::default();
+    let desired: PeerTable = (0..10_000u32)
+        .map(|i| {
+            (
+                net(&format!("198.18.{}.{}/32", i / 256, i % 256)),
+                Arc::new(RouteAttrs::default()),
+            )
+        })
+        .collect();
+    let d = rib.diff(&desired, &[Family::IPV4_UNICAST]);
+    let (msgs, _) = encode(&d, &params(false, Context::default()));
+    assert!(msgs.len() <= 13, "{} messages", msgs.len());
+    assert!(msgs.iter().all(|m| m.len() <= 4096));
+}
+
+#[test]
+fn routes_without_a_next_hop_of_their_family_are_not_sent() {
+    let mut rib = AdjRibOut::default();
+    let d = rib.diff(
+        &table(&[("2001:db8::10/128", RouteAttrs::default())]),
+        &[Family::IPV6_UNICAST],
+    );
+    let mut p = params(false, Context::default());
+    p.next_hops.ipv6 = None;
+    let (msgs, skipped) = encode(&d, &p);
+    assert!(msgs.is_empty());
+    assert_eq!(skipped, vec![net("2001:db8::10/128")]);
+}
