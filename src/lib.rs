@@ -6,6 +6,7 @@ pub mod cli;
 #[deny(missing_docs)]
 pub mod config;
 pub mod model;
+pub mod session;
 pub mod speaker;
 pub mod stability;
 pub mod status;

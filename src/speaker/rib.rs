@@ -64,6 +64,13 @@ impl AdjRibOut {
         self.routes.keys()
     }
 
+    /// Drops prefixes that could not be sent after all.
+    pub fn forget(&mut self, prefixes: &[IpNet]) {
+        for p in prefixes {
+            self.routes.remove(p);
+        }
+    }
+
     /// A session went down: nothing has been sent on the next one.
     pub fn clear(&mut self) {
         self.routes.clear();

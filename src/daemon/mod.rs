@@ -1,0 +1,570 @@
+//! `holdfast run`: the daemon. One task per peer session; this module's
+//! main loop connects the source, the stability layer and the speaker, and
+//! handles signals, config reloads and default-gateway changes.
+//!
+//! ```text
+//!  source ──snapshot──▶ stability ──advertised──▶ peer tables ──watch──▶ sessions
+//!    ▲                     ▲   (hold-down, damping)                          │
+//!    └── config reload ────┴──────────── SIGHUP / file change ───────────────┘
+//! ```
+
+mod gateway;
+mod state;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use crate::config::{self, Config, PeerAddress, RouterId};
+use crate::model::SourceSnapshot;
+use crate::session::{self, PeerHandle, PeerSpec, StopHow};
+use crate::speaker::{self, PeerTable, Route};
+use crate::stability::{self, Stability};
+pub use state::{PeerView, RouteView, Shared, SharedState};
+
+/// Options of `holdfast run`.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub config: PathBuf,
+    /// Withdraw every route and send Cease/Administrative Shutdown on exit,
+    /// even with graceful restart enabled.
+    pub withdraw_on_exit: bool,
+    /// Where the restart marker lives (graceful restart's R bit).
+    pub state_dir: PathBuf,
+}
+
+fn stability_params(c: &Config) -> stability::Params {
+    let s = &c.stability;
+    stability::Params {
+        advertise_delay: s.advertise_delay,
+        withdraw_hold_down: s.withdraw_hold_down,
+        delete_delay: s.delete_delay,
+        damping: s.damping.as_ref().map(|d| stability::DampingParams {
+            half_life: d.half_life,
+            penalty: d.penalty,
+            suppress_threshold: d.suppress_threshold,
+            reuse_threshold: d.reuse_threshold,
+            max_suppress: d.max_suppress,
+        }),
+    }
+}
+
+/// This node's name: `speaker.hostname`, else `$NODE_NAME`, else the
+/// kernel's hostname.
+pub fn node_name(c: &Config) -> String {
+    c.speaker
+        .hostname
+        .clone()
+        .or_else(|| std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()))
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string()))
+        .unwrap_or_else(|| "holdfast".into())
+}
+
+/// `router_id = "auto"`: `$NODE_IP` if it is IPv4, else the first global
+/// IPv4 address of the node.
+pub fn router_id(c: &Config) -> Result<Ipv4Addr, String> {
+    match c.speaker.router_id {
+        RouterId::Fixed(id) => Ok(id),
+        RouterId::Auto => {
+            if let Some(ip) = std::env::var("NODE_IP").ok().and_then(|s| s.parse::<Ipv4Addr>().ok()) {
+                return Ok(ip);
+            }
+            holdfast_sockopt::interface_addresses()
+                .map_err(|e| format!("router_id = \"auto\": cannot list interface addresses: {e}"))?
+                .into_iter()
+                .filter_map(|a| match a.address {
+                    IpAddr::V4(v4) if !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified() => Some(v4),
+                    _ => None,
+                })
+                .next()
+                .ok_or_else(|| "router_id = \"auto\": no $NODE_IP and no global IPv4 address on this node; set speaker.router_id".to_string())
+        }
+    }
+}
+
+struct Peer {
+    config: config::Peer,
+    handle: Option<PeerHandle>,
+    table: watch::Sender<Arc<PeerTable>>,
+    /// Why there is no session (no default gateway yet).
+    waiting: Option<String>,
+}
+
+struct Daemon {
+    opts: Options,
+    config: Arc<Config>,
+    config_error: Option<String>,
+    node: String,
+    router_id: Ipv4Addr,
+    restarting: bool,
+    started: Instant,
+    stability: Stability<IpNet, Route>,
+    snapshot: Arc<SourceSnapshot>,
+    peers: BTreeMap<String, Peer>,
+    shared: SharedState,
+    file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
+}
+
+/// Reads the restart marker and leaves a fresh one: a process that finds
+/// one was restarted (crash, or a graceful-restart exit) and sets the R bit
+/// (RFC 4724 §3). A clean withdraw-on-exit removes it.
+fn restart_marker(dir: &Path) -> bool {
+    let marker = dir.join("running");
+    let existed = marker.exists();
+    if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&marker, std::process::id().to_string())) {
+        warn!("cannot write the restart marker {}: {e} — graceful restart's R bit will not be set after a restart", marker.display());
+    }
+    existed
+}
+
+fn config_identity(c: &Config) -> impl PartialEq + use<> {
+    (c.speaker.asn, c.speaker.router_id, c.speaker.hostname.clone())
+}
+
+impl Daemon {
+    fn peer_spec(&self, p: &config::Peer, address: IpAddr) -> PeerSpec {
+        PeerSpec {
+            peer: p.clone(),
+            address,
+            local_asn: self.config.speaker.asn,
+            router_id: self.router_id,
+            hostname: self.node.clone(),
+            restarting: self.restarting,
+        }
+    }
+
+    fn resolve(p: &config::Peer) -> Result<IpAddr, String> {
+        match p.address {
+            PeerAddress::Ip(ip) => Ok(ip),
+            PeerAddress::DefaultGateway(f) => gateway::default_gateway(f).ok_or_else(|| format!("waiting for a default gateway ({f:?})")),
+        }
+    }
+
+    fn start_peer(&mut self, p: &config::Peer) {
+        let (tx, _) = watch::channel(Arc::new(PeerTable::new()));
+        let mut peer = Peer {
+            config: p.clone(),
+            handle: None,
+            table: tx,
+            waiting: None,
+        };
+        match Self::resolve(p) {
+            Ok(addr) => {
+                let spec = self.peer_spec(p, addr);
+                peer.handle = Some(session::spawn(spec, peer.table.subscribe()));
+            }
+            Err(why) => {
+                warn!(peer = %p.name, "{why}");
+                peer.waiting = Some(why);
+            }
+        }
+        self.peers.insert(p.name.clone(), peer);
+    }
+
+    async fn stop_peer(&mut self, name: &str, how: StopHow) {
+        if let Some(p) = self.peers.remove(name)
+            && let Some(h) = p.handle
+        {
+            h.stop(how, Duration::from_secs(3)).await;
+        }
+    }
+
+    /// Recomputes every peer's table and hands changed ones to the sessions.
+    fn publish_tables(&mut self) {
+        let tables = speaker::peer_tables(&self.config, self.stability.advertised());
+        for (name, table) in tables {
+            if let Some(p) = self.peers.get(&name) {
+                p.table.send_if_modified(|cur| {
+                    if **cur == table {
+                        false
+                    } else {
+                        *cur = Arc::new(table);
+                        true
+                    }
+                });
+            }
+        }
+    }
+
+    fn apply(&mut self, changes: Vec<stability::Change<IpNet, Route>>) {
+        if changes.is_empty() {
+            return;
+        }
+        for c in &changes {
+            match c {
+                stability::Change::Advertise(p, r) => info!(prefix = %p, service = ?r.service, "advertise"),
+                stability::Change::Withdraw(p) => info!(prefix = %p, "withdraw"),
+            }
+        }
+        self.publish_tables();
+    }
+
+    fn on_snapshot(&mut self, snap: SourceSnapshot) {
+        let now = Instant::now();
+        let present: BTreeMap<IpNet, Route> = snap
+            .vips
+            .iter()
+            .map(|(ip, v)| {
+                (
+                    IpNet::from(*ip),
+                    Route {
+                        advertisements: v.advertisements.clone(),
+                        service: v.service.clone(),
+                    },
+                )
+            })
+            .collect();
+        let absences: BTreeMap<IpNet, stability::Absence> = snap.absences.iter().map(|(ip, a)| (IpNet::from(*ip), *a)).collect();
+        if let Some(e) = &snap.error {
+            warn!("source: {e}");
+        }
+        let changes = self.stability.update(now, &present, &absences, snap.healthy);
+        self.snapshot = Arc::new(snap);
+        self.apply(changes);
+    }
+
+    fn refresh_shared(&self) {
+        let mut s = self.shared.lock().expect("shared state lock");
+        s.config = self.config.clone();
+        s.config_error = self.config_error.clone();
+        s.snapshot = self.snapshot.clone();
+        s.routes = state::route_views(&self.stability);
+        s.counters = self.stability.counters();
+        s.peers = self
+            .config
+            .peers
+            .iter()
+            .filter_map(|cp| {
+                let p = self.peers.get(&cp.name)?;
+                Some(PeerView {
+                    spec: p.handle.as_ref().map(|h| h.spec.clone()),
+                    name: cp.name.clone(),
+                    configured: cp.address.to_string(),
+                    runtime: p.handle.as_ref().map(|h| h.runtime.clone()),
+                    waiting: p.waiting.clone(),
+                })
+            })
+            .collect();
+    }
+
+    /// Config reload (SIGHUP or the file changed): peers added, removed or
+    /// changed are started, stopped or reset one by one; unchanged sessions
+    /// stay up and send nothing unless their routes changed.
+    async fn reload(&mut self) {
+        let new = match config::load(&self.opts.config) {
+            Ok(c) => c,
+            Err(diags) => {
+                let text = diags.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n");
+                error!("config reload failed; the running config stays:\n{text}");
+                self.config_error = Some(text);
+                return;
+            }
+        };
+        if new == *self.config {
+            self.config_error = None;
+            return;
+        }
+        info!("config reloaded from {}", self.opts.config.display());
+        self.config_error = None;
+        let identity_changed = config_identity(&new) != config_identity(&self.config);
+        let old = std::mem::replace(&mut self.config, Arc::new(new));
+        if identity_changed {
+            self.node = node_name(&self.config);
+            if let Ok(id) = router_id(&self.config) {
+                self.router_id = id;
+            }
+        }
+        // Peers, one by one.
+        let new_peers: BTreeMap<String, config::Peer> = self.config.peers.iter().map(|p| (p.name.clone(), p.clone())).collect();
+        let names: Vec<String> = self.peers.keys().cloned().collect();
+        for name in names {
+            match new_peers.get(&name) {
+                None => {
+                    info!(peer = %name, "peer removed from the config");
+                    self.stop_peer(&name, StopHow::Deconfigured).await;
+                }
+                Some(p) if identity_changed || self.peers.get(&name).is_some_and(|cur| cur.config != *p) => {
+                    info!(peer = %name, "peer changed: resetting its session");
+                    self.stop_peer(&name, StopHow::Deconfigured).await;
+                    self.start_peer(p);
+                }
+                Some(_) => {}
+            }
+        }
+        for (name, p) in &new_peers {
+            if !self.peers.contains_key(name) {
+                info!(peer = %name, "peer added");
+                self.start_peer(p);
+            }
+        }
+        // Stability parameters.
+        if old.stability != self.config.stability {
+            match self.stability.set_params(Instant::now(), stability_params(&self.config)) {
+                Ok(changes) => self.apply(changes),
+                Err(e) => error!("stability parameters: {e}"),
+            }
+        }
+        // The source follows its settings.
+        if let (Some(tx), Some(s)) = (&self.file_settings, crate::source::file::FileSettings::from_config(&self.config)) {
+            tx.send_if_modified(|cur| {
+                if *cur == s {
+                    false
+                } else {
+                    *cur = s;
+                    true
+                }
+            });
+        }
+        if old.source != self.config.source && std::mem::discriminant(&old.source) != std::mem::discriminant(&self.config.source) {
+            warn!("source.kind changed: restart holdfast for it to take effect");
+        }
+        self.publish_tables();
+    }
+
+    /// `default-gateway` peers follow the gateway.
+    async fn check_gateways(&mut self) {
+        let moved: Vec<(config::Peer, Result<IpAddr, String>)> = self
+            .peers
+            .values()
+            .filter(|p| matches!(p.config.address, PeerAddress::DefaultGateway(_)))
+            .filter_map(|p| {
+                let now = Self::resolve(&p.config);
+                let cur = p.handle.as_ref().map(|h| h.spec.address);
+                match (&now, cur) {
+                    (Ok(a), Some(c)) if *a == c => None,
+                    (Err(_), None) => None,
+                    _ => Some((p.config.clone(), now)),
+                }
+            })
+            .collect();
+        for (p, now) in moved {
+            info!(peer = %p.name, gateway = ?now, "default gateway changed");
+            self.stop_peer(&p.name, StopHow::Deconfigured).await;
+            self.start_peer(&p);
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        let names: Vec<String> = self.peers.keys().cloned().collect();
+        let mut any_graceful = false;
+        for name in names {
+            let gr = self.peers.get(&name).is_some_and(|p| p.config.graceful_restart.enabled);
+            let how = if gr && !self.opts.withdraw_on_exit {
+                any_graceful = true;
+                StopHow::Graceful
+            } else {
+                StopHow::Withdraw(format!("{}: holdfast shutting down", self.node))
+            };
+            self.stop_peer(&name, how).await;
+        }
+        // A graceful exit keeps the marker: the next start is a restart and
+        // sets the R bit. After withdrawing everything, it is a fresh start.
+        if !any_graceful {
+            let _ = std::fs::remove_file(self.opts.state_dir.join("running"));
+        }
+    }
+}
+
+struct View(SharedState);
+
+impl crate::api::StateView for View {
+    fn status(&self) -> crate::status::Status {
+        self.0.lock().expect("shared state lock").status()
+    }
+    fn explain(&self, vip: IpAddr) -> crate::status::Explanation {
+        self.0.lock().expect("shared state lock").explain(vip)
+    }
+    fn ready(&self) -> Result<(), String> {
+        let s = self.0.lock().expect("shared state lock");
+        if s.ready() {
+            Ok(())
+        } else {
+            Err(format!(
+                "waiting for the source's first complete view{}",
+                s.snapshot.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+            ))
+        }
+    }
+}
+
+/// The file's identity for change detection: (length, mtime, inode).
+fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?, m.ino()))
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub async fn run(opts: Options) -> Result<(), String> {
+    let config = config::load(&opts.config).map_err(|d| d.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
+    let node = node_name(&config);
+    let router_id = router_id(&config)?;
+    let restarting = restart_marker(&opts.state_dir);
+    info!(
+        node = %node,
+        asn = config.speaker.asn,
+        router_id = %router_id,
+        restarting,
+        version = env!("CARGO_PKG_VERSION"),
+        "holdfast starting"
+    );
+    let stability = Stability::new(stability_params(&config)).map_err(|e| format!("{}: stability: {e}", opts.config.display()))?;
+    let config = Arc::new(config);
+    let started = Instant::now();
+    let shared = Arc::new(Mutex::new(Shared {
+        config: config.clone(),
+        config_error: None,
+        node: node.clone(),
+        router_id: router_id.to_string(),
+        started,
+        snapshot: Arc::new(SourceSnapshot::default()),
+        routes: Vec::new(),
+        counters: Default::default(),
+        peers: Vec::new(),
+    }));
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let until_shutdown = move || {
+        let mut rx = shutdown_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+
+    // The API first: /healthz answers while everything else starts.
+    let api_listener = crate::api::bind(config.speaker.api).await.map_err(|e| e.to_string())?;
+    info!(api = %config.speaker.api, "HTTP API listening");
+    let api = tokio::spawn(crate::api::serve_listener(api_listener, Arc::new(View(shared.clone())), until_shutdown()));
+
+    // The source.
+    let (snap_tx, mut snap_rx) = watch::channel(SourceSnapshot::default());
+    let mut file_settings = None;
+    match crate::source::file::FileSettings::from_config(&config) {
+        Some(settings) => {
+            let (tx, rx) = watch::channel(settings);
+            file_settings = Some(tx);
+            tokio::spawn(crate::source::file::run(rx, snap_tx, crate::source::file::DEFAULT_POLL_INTERVAL, until_shutdown()));
+        }
+        None => {
+            return Err(format!("{}: source.kind = \"kubernetes\" is not available in this build yet", opts.config.display()));
+        }
+    }
+
+    let mut d = Daemon {
+        opts: opts.clone(),
+        config: config.clone(),
+        config_error: None,
+        node,
+        router_id,
+        restarting,
+        started,
+        stability,
+        snapshot: Arc::new(SourceSnapshot::default()),
+        peers: BTreeMap::new(),
+        shared,
+        file_settings,
+    };
+    for p in config.peers.clone() {
+        d.start_peer(&p);
+    }
+
+    // The passive side.
+    let (accept_tx, mut accept_rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Some(listen) = config.speaker.listen {
+        let keys: Vec<(IpAddr, Vec<u8>)> = config
+            .peers
+            .iter()
+            .filter_map(|p| match (&p.address, p.md5_key()) {
+                (PeerAddress::Ip(ip), Some(k)) => Some((*ip, k.to_vec())),
+                _ => None,
+            })
+            .collect();
+        let listener = session::socket::listen(listen, &keys).map_err(|e| format!("speaker.listen {listen}: {e}"))?;
+        info!(%listen, "accepting BGP connections from configured peers");
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, from)) => {
+                        if accept_tx.send((stream, from)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        warn!("accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        });
+    }
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let mut config_stamp = stamp(&opts.config);
+    let mut every_second = tokio::time::interval(Duration::from_secs(1));
+    every_second.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut gateway_check = Instant::now();
+    d.refresh_shared();
+
+    loop {
+        let deadline = d.stability.next_deadline();
+        let stability_timer = async {
+            match deadline {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = snap_rx.changed() => {
+                if changed.is_err() {
+                    error!("the source stopped");
+                    break;
+                }
+                let snap = snap_rx.borrow_and_update().clone();
+                d.on_snapshot(snap);
+            }
+            () = stability_timer => {
+                let changes = d.stability.poll(Instant::now());
+                d.apply(changes);
+            }
+            Some((stream, from)) = accept_rx.recv() => {
+                let ip = session::socket::unmap(from.ip());
+                match d.peers.values().find(|p| p.handle.as_ref().is_some_and(|h| h.spec.address == ip)) {
+                    Some(p) => p.handle.as_ref().expect("matched on a handle").incoming(stream),
+                    None => warn!(%from, "connection from an address that is not a configured peer: closed"),
+                }
+            }
+            _ = sigterm.recv() => { info!("SIGTERM"); break; }
+            _ = sigint.recv() => { info!("SIGINT"); break; }
+            _ = sighup.recv() => {
+                info!("SIGHUP: reloading the config");
+                d.reload().await;
+                config_stamp = stamp(&opts.config);
+            }
+            _ = every_second.tick() => {
+                let s = stamp(&opts.config);
+                if s != config_stamp {
+                    config_stamp = s;
+                    info!("config file changed: reloading");
+                    d.reload().await;
+                }
+                if gateway_check.elapsed() >= Duration::from_secs(5) {
+                    gateway_check = Instant::now();
+                    d.check_gateways().await;
+                }
+            }
+        }
+        d.refresh_shared();
+    }
+    d.shutdown().await;
+    let _ = shutdown_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(2), api).await;
+    info!("holdfast stopped");
+    Ok(())
+}

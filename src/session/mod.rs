@@ -1,0 +1,813 @@
+//! The session driver: one tokio task per peer around the sans-IO FSM of
+//! `bgp_proto::fsm`. It owns the sockets and the timers, feeds bytes and
+//! instants to the FSM and carries out what it asks; and it keeps the
+//! peer's Adj-RIB-Out in step with the desired table the daemon publishes,
+//! replaying the whole table and End-of-RIB on every new session.
+
+pub mod socket;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bgp_proto::capability::{GrFamily, GracefulRestart as GrCap};
+use bgp_proto::consts::notify::cease;
+use bgp_proto::fsm::{self, Action, ConnId, Direction, Event, Negotiated, Session, State};
+use bgp_proto::{Capability, Family, Message, Notification, RouteRefresh, Update};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use crate::config;
+use crate::speaker::{self, AdjRibOut, EncodeParams, NextHops, PeerTable};
+use socket::SocketOptions;
+
+/// Everything a session needs to know about its peer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerSpec {
+    pub peer: config::Peer,
+    /// The address in use (a `default-gateway` peer's current gateway).
+    pub address: IpAddr,
+    pub local_asn: u32,
+    pub router_id: Ipv4Addr,
+    /// Our name, in the FQDN capability and shutdown messages.
+    pub hostname: String,
+    /// Set the R bit of graceful restart: this process restarted (RFC
+    /// 4724 §3), until its first End-of-RIB has gone out.
+    pub restarting: bool,
+}
+
+impl PeerSpec {
+    pub fn families(&self) -> Vec<Family> {
+        self.peer
+            .families
+            .iter()
+            .map(|f| match f {
+                config::Family::Ipv4Unicast => Family::IPV4_UNICAST,
+                config::Family::Ipv6Unicast => Family::IPV6_UNICAST,
+            })
+            .collect()
+    }
+
+    pub fn is_ibgp(&self) -> bool {
+        self.peer.asn == self.local_asn
+    }
+
+    /// What we put in our OPEN (issue 2/7): multiprotocol for each family,
+    /// route refresh and enhanced route refresh, 4-octet AS (added by the
+    /// FSM), graceful restart, extended message and FQDN.
+    pub fn capabilities(&self) -> Vec<Capability> {
+        let mut caps: Vec<Capability> = self
+            .families()
+            .into_iter()
+            .map(Capability::Multiprotocol)
+            .collect();
+        caps.push(Capability::RouteRefresh);
+        caps.push(Capability::EnhancedRouteRefresh);
+        caps.push(Capability::FourOctetAs(self.local_asn));
+        let gr = &self.peer.graceful_restart;
+        if gr.enabled {
+            let mut flags = 0;
+            if self.restarting {
+                flags |= GrCap::RESTART_STATE;
+            }
+            if gr.notification {
+                flags |= GrCap::NOTIFICATION;
+            }
+            caps.push(Capability::GracefulRestart(GrCap {
+                flags,
+                restart_time: gr
+                    .restart_time
+                    .as_secs()
+                    .min(u64::from(GrCap::MAX_RESTART_TIME)) as u16,
+                families: self
+                    .families()
+                    .into_iter()
+                    .map(|family| GrFamily {
+                        family,
+                        flags: if gr.forwarding_state {
+                            GrFamily::FORWARDING
+                        } else {
+                            0
+                        },
+                    })
+                    .collect(),
+            }));
+        }
+        caps.push(Capability::ExtendedMessage);
+        caps.push(Capability::fqdn(&self.hostname, ""));
+        caps
+    }
+
+    pub fn fsm_config(&self) -> fsm::Config {
+        let p = &self.peer;
+        fsm::Config {
+            local_asn: self.local_asn,
+            peer_asn: p.asn,
+            router_id: self.router_id,
+            hold_time: p.hold_time.as_secs().min(u64::from(u16::MAX)) as u16,
+            keepalive: p.keepalive,
+            connect_retry: p.connect_retry,
+            passive: p.passive,
+            capabilities: self.capabilities(),
+            idle_hold_time: Duration::from_secs(1),
+            max_idle_hold_time: Duration::from_secs(120),
+            jitter_seed: seed(&p.name),
+        }
+    }
+
+    pub fn socket_options(&self) -> SocketOptions {
+        let p = &self.peer;
+        SocketOptions {
+            source_address: p.source_address,
+            // iBGP sessions are rarely one hop: TTL 255 unless configured.
+            ttl: if self.is_ibgp() && p.ebgp_multihop == 1 {
+                255
+            } else {
+                p.ebgp_multihop
+            },
+            ttl_security_hops: if p.ttl_security {
+                std::num::NonZeroU8::new(p.ebgp_multihop.max(1))
+            } else {
+                None
+            },
+            md5_key: p.md5_key().map(<[u8]>::to_vec),
+        }
+    }
+}
+
+fn seed(name: &str) -> u64 {
+    // FNV-1a of the name and the process id: different peers and runs get
+    // different jitter.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ u64::from(std::process::id());
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// How a session ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopHow {
+    /// Graceful restart (RFC 4724): close TCP without a NOTIFICATION, so the
+    /// peer keeps our routes as stale while the datapath keeps forwarding.
+    Graceful,
+    /// Withdraw every route, then Cease/Administrative Shutdown with this
+    /// RFC 9003 message.
+    Withdraw(String),
+    /// The peer was removed from the config: Cease/Peer De-configured.
+    Deconfigured,
+}
+
+enum Command {
+    Incoming(TcpStream),
+    Stop {
+        how: StopHow,
+        done: oneshot::Sender<()>,
+    },
+}
+
+enum Io {
+    Connected(TcpStream),
+    ConnectFailed(String),
+    Read(ConnId, Vec<u8>),
+    Closed(ConnId, String),
+}
+
+/// What the rest of the daemon can see of a session.
+#[derive(Clone, Debug)]
+pub struct PeerRuntime {
+    pub state: State,
+    pub state_since: Instant,
+    pub established_since: Option<Instant>,
+    pub stats: fsm::Stats,
+    pub last_error: Option<String>,
+    pub negotiated: Option<Negotiated>,
+    pub local_address: Option<SocketAddr>,
+    pub advertised_ipv4: usize,
+    pub advertised_ipv6: usize,
+    /// Prefixes in the Adj-RIB-Out.
+    pub advertised: Vec<ipnet::IpNet>,
+    /// End-of-RIB sent on the current session.
+    pub end_of_rib_sent: bool,
+}
+
+/// A running session.
+pub struct PeerHandle {
+    pub spec: PeerSpec,
+    pub runtime: Arc<Mutex<PeerRuntime>>,
+    cmd: mpsc::UnboundedSender<Command>,
+    task: JoinHandle<()>,
+}
+
+impl PeerHandle {
+    /// Hands an accepted connection from this peer to the session.
+    pub fn incoming(&self, stream: TcpStream) {
+        let _ = self.cmd.send(Command::Incoming(stream));
+    }
+
+    /// Ends the session and waits (at most `timeout`) until what had to be
+    /// sent is sent.
+    pub async fn stop(self, how: StopHow, timeout: Duration) {
+        let (tx, rx) = oneshot::channel();
+        if self.cmd.send(Command::Stop { how, done: tx }).is_ok() {
+            let _ = tokio::time::timeout(timeout, rx).await;
+        }
+        self.task.abort();
+    }
+
+    pub fn snapshot(&self) -> PeerRuntime {
+        self.runtime.lock().expect("peer runtime lock").clone()
+    }
+}
+
+/// Starts the session task of one peer, following `table`.
+pub fn spawn(spec: PeerSpec, table: watch::Receiver<Arc<PeerTable>>) -> PeerHandle {
+    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let now = Instant::now();
+    let runtime = Arc::new(Mutex::new(PeerRuntime {
+        state: State::Idle,
+        state_since: now,
+        established_since: None,
+        stats: fsm::Stats::default(),
+        last_error: None,
+        negotiated: None,
+        local_address: None,
+        advertised_ipv4: 0,
+        advertised_ipv6: 0,
+        advertised: Vec::new(),
+        end_of_rib_sent: false,
+    }));
+    let driver = Driver::new(spec.clone(), table, runtime.clone());
+    let task = tokio::spawn(driver.run(cmd_rx));
+    PeerHandle {
+        spec,
+        runtime,
+        cmd: cmd_tx,
+        task,
+    }
+}
+
+struct ConnIo {
+    writer: mpsc::UnboundedSender<Vec<u8>>,
+    reader: JoinHandle<()>,
+    local: SocketAddr,
+    flushed: Option<oneshot::Receiver<()>>,
+}
+
+struct Up {
+    negotiated: Negotiated,
+    params: EncodeParams,
+    families: Vec<Family>,
+}
+
+struct Driver {
+    spec: PeerSpec,
+    fsm: Session,
+    rib: AdjRibOut,
+    table: watch::Receiver<Arc<PeerTable>>,
+    runtime: Arc<Mutex<PeerRuntime>>,
+    io_tx: mpsc::UnboundedSender<Io>,
+    io_rx: mpsc::UnboundedReceiver<Io>,
+    conns: HashMap<ConnId, ConnIo>,
+    next_conn: u64,
+    connecting: Option<JoinHandle<()>>,
+    up: Option<Up>,
+    /// Routes changed since the last sync.
+    dirty: bool,
+    /// MinRouteAdvertisementIntervalTimer (RFC 4271 §9.2.1.1).
+    mrai_until: Option<Instant>,
+}
+
+impl Driver {
+    fn new(
+        spec: PeerSpec,
+        table: watch::Receiver<Arc<PeerTable>>,
+        runtime: Arc<Mutex<PeerRuntime>>,
+    ) -> Self {
+        let (io_tx, io_rx) = mpsc::unbounded_channel();
+        Driver {
+            fsm: Session::new(spec.fsm_config()),
+            spec,
+            rib: AdjRibOut::default(),
+            table,
+            runtime,
+            io_tx,
+            io_rx,
+            conns: HashMap::new(),
+            next_conn: 1,
+            connecting: None,
+            up: None,
+            dirty: false,
+            mrai_until: None,
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.spec.peer.name
+    }
+
+    async fn run(mut self, mut cmds: mpsc::UnboundedReceiver<Command>) {
+        info!(peer = %self.name(), address = %self.spec.address, asn = self.spec.peer.asn, "session starting");
+        self.event(Event::ManualStart);
+        loop {
+            let deadline = [
+                self.fsm.next_deadline(),
+                self.mrai_until.filter(|_| self.dirty),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                cmd = cmds.recv() => match cmd {
+                    Some(Command::Incoming(stream)) => self.incoming(stream),
+                    Some(Command::Stop { how, done }) => {
+                        self.stop(how).await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    None => return,
+                },
+                Some(io) = self.io_rx.recv() => self.io(io),
+                changed = self.table.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    self.dirty = true;
+                }
+                () = sleep => self.event(Event::Tick),
+            }
+            self.sync_routes();
+        }
+    }
+
+    fn event(&mut self, e: Event) {
+        let actions = self.fsm.handle(Instant::now(), e);
+        self.actions(actions);
+    }
+
+    fn incoming(&mut self, stream: TcpStream) {
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        // GTSM and MD5 were checked by the kernel on the listening socket's
+        // SYN (MD5) or apply from here on (minimum TTL).
+        if let Some(hops) = self.spec.socket_options().ttl_security_hops
+            && let Err(e) = holdfast_sockopt::set_ttl_security(&stream, hops)
+        {
+            warn!(peer = %self.name(), "GTSM on the accepted connection from {peer}: {e}");
+        }
+        let id = self.register(stream);
+        debug!(peer = %self.name(), conn = id.0, "connection from {peer}");
+        self.event(Event::TcpConnected {
+            conn: id,
+            direction: Direction::Incoming,
+        });
+    }
+
+    /// Starts the reader and writer tasks of a connection.
+    fn register(&mut self, stream: TcpStream) -> ConnId {
+        let id = ConnId(self.next_conn);
+        self.next_conn += 1;
+        let local = stream
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+        let (mut rd, mut wr) = stream.into_split();
+        let io = self.io_tx.clone();
+        let reader = tokio::spawn(async move {
+            let mut buf = vec![0u8; 65536];
+            loop {
+                match rd.read(&mut buf).await {
+                    Ok(0) => {
+                        let _ = io.send(Io::Closed(id, "closed by the peer".into()));
+                        return;
+                    }
+                    Ok(n) => {
+                        if io.send(Io::Read(id, buf[..n].to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = io.send(Io::Closed(id, e.to_string()));
+                        return;
+                    }
+                }
+            }
+        });
+        let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (flushed_tx, flushed_rx) = oneshot::channel();
+        let io = self.io_tx.clone();
+        tokio::spawn(async move {
+            // Messages queued together go out in one write.
+            let mut batch = Vec::with_capacity(65536);
+            while let Some(first) = wrx.recv().await {
+                batch.clear();
+                batch.extend_from_slice(&first);
+                while batch.len() < 65536 {
+                    match wrx.try_recv() {
+                        Ok(more) => batch.extend_from_slice(&more),
+                        Err(_) => break,
+                    }
+                }
+                if let Err(e) = wr.write_all(&batch).await {
+                    let _ = io.send(Io::Closed(id, e.to_string()));
+                    return;
+                }
+            }
+            // The session dropped its sender: everything queued is out.
+            let _ = wr.shutdown().await;
+            let _ = flushed_tx.send(());
+        });
+        self.conns.insert(
+            id,
+            ConnIo {
+                writer: wtx,
+                reader,
+                local,
+                flushed: Some(flushed_rx),
+            },
+        );
+        id
+    }
+
+    fn io(&mut self, io: Io) {
+        match io {
+            Io::Connected(stream) => {
+                self.connecting = None;
+                let id = self.register(stream);
+                self.event(Event::TcpConnected {
+                    conn: id,
+                    direction: Direction::Outgoing,
+                });
+            }
+            Io::ConnectFailed(why) => {
+                self.connecting = None;
+                debug!(peer = %self.name(), "connection attempt failed: {why}");
+                self.set_error(format!("connect: {why}"));
+                self.event(Event::TcpConnectFailed);
+            }
+            Io::Read(conn, bytes) => {
+                if self.conns.contains_key(&conn) {
+                    self.event(Event::Data { conn, bytes });
+                }
+            }
+            Io::Closed(conn, why) => {
+                if self.conns.contains_key(&conn) {
+                    debug!(peer = %self.name(), conn = conn.0, "connection closed: {why}");
+                    self.close(conn);
+                    if self.fsm.state() >= State::OpenSent {
+                        self.set_error(format!("TCP connection lost: {why}"));
+                    }
+                    self.event(Event::TcpClosed { conn });
+                }
+            }
+        }
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            // Dropping the writer's sender flushes what is queued and shuts
+            // the socket down; the reader is no longer needed.
+            drop(c.writer);
+            c.reader.abort();
+        }
+    }
+
+    fn set_error(&self, e: String) {
+        self.runtime.lock().expect("peer runtime lock").last_error = Some(e);
+    }
+
+    fn actions(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Connect => self.connect(),
+                Action::AbortConnect => {
+                    if let Some(h) = self.connecting.take() {
+                        h.abort();
+                    }
+                }
+                Action::Send { conn, bytes } => {
+                    if let Some(c) = self.conns.get(&conn) {
+                        let _ = c.writer.send(bytes);
+                    }
+                }
+                Action::Close { conn } => self.close(conn),
+                Action::StateChange { from, to, reason } => {
+                    info!(peer = %self.name(), %from, %to, %reason, "state change");
+                    let mut rt = self.runtime.lock().expect("peer runtime lock");
+                    rt.state = to;
+                    rt.state_since = Instant::now();
+                    rt.established_since = self.fsm.established_since();
+                    if to == State::Established {
+                        rt.last_error = None;
+                    }
+                }
+                Action::Up { conn, negotiated } => self.session_up(conn, *negotiated),
+                Action::Down { reason } => {
+                    warn!(peer = %self.name(), %reason, "session down");
+                    self.up = None;
+                    self.rib.clear();
+                    let mut rt = self.runtime.lock().expect("peer runtime lock");
+                    rt.last_error = Some(reason.to_string());
+                    rt.negotiated = None;
+                    rt.advertised_ipv4 = 0;
+                    rt.advertised_ipv6 = 0;
+                    rt.advertised.clear();
+                    rt.end_of_rib_sent = false;
+                }
+                Action::NotificationSent { notification } => {
+                    warn!(peer = %self.name(), "sent NOTIFICATION: {}", notification.describe());
+                }
+                Action::NotificationReceived { notification } => {
+                    warn!(peer = %self.name(), "received NOTIFICATION: {}", notification.describe());
+                    self.set_error(format!("received NOTIFICATION {}", notification.describe()));
+                }
+                Action::UpdateReceived(u) => {
+                    if let Some(action) = u.action {
+                        warn!(peer = %self.name(), %action, errors = ?u.errors, "malformed UPDATE from the peer (RFC 7606)");
+                    }
+                }
+                Action::RouteRefresh { family, enhanced } => self.route_refresh(family, enhanced),
+            }
+        }
+        let mut rt = self.runtime.lock().expect("peer runtime lock");
+        rt.stats = self.fsm.stats().clone();
+    }
+
+    fn connect(&mut self) {
+        let addr = SocketAddr::new(self.spec.address, self.spec.peer.port);
+        let opts = self.spec.socket_options();
+        let timeout = self.spec.peer.connect_retry;
+        let io = self.io_tx.clone();
+        self.connecting = Some(tokio::spawn(async move {
+            match socket::connect(addr, &opts, timeout).await {
+                Ok(s) => {
+                    let _ = io.send(Io::Connected(s));
+                }
+                Err(e) => {
+                    let _ = io.send(Io::ConnectFailed(e.to_string()));
+                }
+            }
+        }));
+    }
+
+    fn session_up(&mut self, conn: ConnId, negotiated: Negotiated) {
+        let local = self.conns.get(&conn).map(|c| c.local);
+        let next_hops = local
+            .map(|l| next_hops(l.ip(), self.spec.address))
+            .unwrap_or_default();
+        let configured = self.spec.families();
+        let families: Vec<Family> = negotiated
+            .families
+            .iter()
+            .copied()
+            .filter(|f| configured.contains(f))
+            .collect();
+        info!(
+            peer = %self.name(),
+            hold_time = negotiated.hold_time,
+            families = ?families.iter().map(|f| f.name()).collect::<Vec<_>>(),
+            peer_hostname = ?negotiated.peer_hostname,
+            "session established"
+        );
+        let params = EncodeParams {
+            local_asn: self.spec.local_asn,
+            ibgp: self.spec.is_ibgp(),
+            ctx: negotiated.tx,
+            next_hops,
+        };
+        {
+            let mut rt = self.runtime.lock().expect("peer runtime lock");
+            rt.negotiated = Some(negotiated.clone());
+            rt.local_address = local;
+            rt.end_of_rib_sent = false;
+        }
+        self.up = Some(Up {
+            negotiated,
+            params,
+            families,
+        });
+        // RFC 4724 §4.1: after (re)establishment, the whole table, then
+        // End-of-RIB for each family.
+        self.rib.clear();
+        self.mrai_until = None;
+        self.dirty = true;
+        self.sync_routes();
+        let Some(up) = &self.up else { return };
+        let eors: Vec<Vec<u8>> = up
+            .families
+            .iter()
+            .filter_map(|f| {
+                Message::Update(Update::end_of_rib(*f))
+                    .encode(&up.negotiated.tx)
+                    .ok()
+            })
+            .collect();
+        self.event(Event::SendUpdates(eors));
+        self.runtime
+            .lock()
+            .expect("peer runtime lock")
+            .end_of_rib_sent = true;
+        if self.spec.restarting {
+            // The restart is over for this peer: later OPENs go without R.
+            self.spec.restarting = false;
+            self.fsm.set_capabilities(self.spec.capabilities());
+        }
+    }
+
+    /// Brings the Adj-RIB-Out to the desired table, unless the
+    /// MinRouteAdvertisementInterval holds it back.
+    fn sync_routes(&mut self) {
+        if !self.dirty || self.up.is_none() {
+            return;
+        }
+        let now = Instant::now();
+        if self.mrai_until.is_some_and(|t| now < t) {
+            return;
+        }
+        self.dirty = false;
+        let table = self.table.borrow_and_update().clone();
+        let Some(up) = &self.up else { return };
+        let mut delta = self.rib.diff(&table, &up.families);
+        if delta.is_empty() {
+            return;
+        }
+        let (messages, unsendable) = speaker::encode(&delta, &up.params);
+        if !unsendable.is_empty() {
+            warn!(peer = %self.name(), count = unsendable.len(), first = %unsendable[0], "routes not sent: no next hop of their family on this session");
+            for p in &unsendable {
+                delta
+                    .announce
+                    .values_mut()
+                    .for_each(|v| v.retain(|q| q != p));
+            }
+            self.rib.forget(&unsendable);
+        }
+        debug!(peer = %self.name(), announced = delta.announced(), withdrawn = delta.withdraw.len(), messages = messages.len(), "UPDATEs");
+        self.event(Event::SendUpdates(messages));
+        let mrai = self.spec.peer.min_route_advertisement_interval;
+        if !mrai.is_zero() {
+            self.mrai_until = Some(now + mrai);
+        }
+        self.publish_rib();
+    }
+
+    fn publish_rib(&self) {
+        let mut rt = self.runtime.lock().expect("peer runtime lock");
+        rt.advertised_ipv4 = self.rib.count(Family::IPV4_UNICAST);
+        rt.advertised_ipv6 = self.rib.count(Family::IPV6_UNICAST);
+        rt.advertised = self.rib.prefixes().copied().collect();
+    }
+
+    /// RFC 2918: the whole table of `family` again; RFC 7313 §4: between
+    /// BoRR and EoRR when enhanced route refresh was negotiated.
+    fn route_refresh(&mut self, family: Family, enhanced: bool) {
+        let Some(up) = &self.up else { return };
+        let mut delta = self.rib.full();
+        for v in delta.announce.values_mut() {
+            v.retain(|p| match p {
+                ipnet::IpNet::V4(_) => family == Family::IPV4_UNICAST,
+                ipnet::IpNet::V6(_) => family == Family::IPV6_UNICAST,
+            });
+        }
+        delta.announce.retain(|_, v| !v.is_empty());
+        let (mut messages, _) = speaker::encode(&delta, &up.params);
+        if enhanced {
+            let rr = |subtype| {
+                Message::RouteRefresh(RouteRefresh::new(family, subtype))
+                    .encode(&up.negotiated.tx)
+                    .ok()
+            };
+            messages.insert(0, rr(RouteRefresh::BORR).unwrap_or_default());
+            messages.extend(rr(RouteRefresh::EORR));
+        } else if let Ok(eor) =
+            Message::Update(Update::end_of_rib(family)).encode(&up.negotiated.tx)
+        {
+            messages.push(eor);
+        }
+        info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH");
+        self.event(Event::SendUpdates(messages));
+    }
+
+    async fn stop(&mut self, how: StopHow) {
+        let notification = match &how {
+            StopHow::Graceful => None,
+            StopHow::Withdraw(message) => {
+                // Withdraw everything first, then say why we leave.
+                if let Some(up) = &self.up {
+                    let delta = self.rib.withdraw_all();
+                    let (messages, _) = speaker::encode(&delta, &up.params);
+                    if !messages.is_empty() {
+                        self.event(Event::SendUpdates(messages));
+                    }
+                    self.publish_rib();
+                }
+                Some(shutdown_notification(
+                    self.up.as_ref().map(|u| &u.negotiated),
+                    cease::ADMINISTRATIVE_SHUTDOWN,
+                    message,
+                ))
+            }
+            StopHow::Deconfigured => Some(Notification::cease(cease::PEER_DECONFIGURED)),
+        };
+        info!(peer = %self.name(), ?how, "stopping session");
+        let flushes: Vec<oneshot::Receiver<()>> = self
+            .conns
+            .values_mut()
+            .filter_map(|c| c.flushed.take())
+            .collect();
+        self.event(Event::ManualStop { notification });
+        if let Some(h) = self.connecting.take() {
+            h.abort();
+        }
+        for f in flushes {
+            let _ = tokio::time::timeout(Duration::from_secs(2), f).await;
+        }
+    }
+}
+
+/// Cease with an RFC 9003 message. With the N bit negotiated (RFC 8538
+/// §3), a plain Cease would keep our routes as stale at the peer: a hard
+/// reset is meant, so it goes as Cease/Hard Reset carrying the original
+/// subcode and message.
+pub fn shutdown_notification(
+    negotiated: Option<&Negotiated>,
+    subcode: u8,
+    message: &str,
+) -> Notification {
+    let inner = Notification::cease_with_message(subcode, message);
+    if negotiated.is_some_and(|n| n.graceful_notification) {
+        let mut data = vec![inner.subcode];
+        data.extend_from_slice(&inner.data);
+        Notification::new(inner.code, cease::HARD_RESET, data)
+    } else {
+        inner
+    }
+}
+
+/// The next hops of a session whose local address is `local`, towards
+/// `peer`: `local` itself for its family; for the other family, the
+/// node's global address on the same interface; and for IPv6, the
+/// interface's link-local address when the peer is on-link (RFC 2545 §3).
+pub fn next_hops(local: IpAddr, peer: IpAddr) -> NextHops {
+    let local = socket::unmap(local);
+    let peer = socket::unmap(peer);
+    let addrs = holdfast_sockopt::interface_addresses().unwrap_or_default();
+    let interface = addrs
+        .iter()
+        .find(|a| a.address == local)
+        .map(|a| a.interface.clone());
+    let on_link = addrs
+        .iter()
+        .any(|a| a.contains(peer) && Some(&a.interface) == interface.as_ref());
+    let same_if = |pred: &dyn Fn(IpAddr) -> bool| {
+        addrs
+            .iter()
+            .filter(|a| Some(&a.interface) == interface.as_ref())
+            .map(|a| a.address)
+            .find(|a| pred(*a))
+    };
+    let global6 =
+        |a: IpAddr| matches!(a, IpAddr::V6(v6) if !is_link_local(v6) && !v6.is_loopback());
+    let mut nh = NextHops::default();
+    match local {
+        IpAddr::V4(v4) => {
+            nh.ipv4 = Some(v4);
+            nh.ipv6 = same_if(&global6).and_then(as_v6);
+        }
+        IpAddr::V6(v6) => {
+            nh.ipv6 = Some(v6);
+            nh.ipv4 = same_if(&|a| a.is_ipv4()).and_then(|a| match a {
+                IpAddr::V4(v4) => Some(v4),
+                IpAddr::V6(_) => None,
+            });
+        }
+    }
+    if on_link && nh.ipv6.is_some() {
+        nh.ipv6_link_local =
+            same_if(&|a| matches!(a, IpAddr::V6(v6) if is_link_local(v6))).and_then(as_v6);
+    }
+    nh
+}
+
+fn as_v6(a: IpAddr) -> Option<Ipv6Addr> {
+    match a {
+        IpAddr::V6(v6) => Some(v6),
+        IpAddr::V4(_) => None,
+    }
+}
+
+fn is_link_local(a: Ipv6Addr) -> bool {
+    (a.segments()[0] & 0xffc0) == 0xfe80
+}

@@ -1,0 +1,98 @@
+//! Opening BGP's TCP connections with the options the peer's config asks
+//! for: source address, TTL (ebgp_multihop), GTSM (RFC 5082) and TCP MD5
+//! (RFC 2385), all set before the SYN leaves.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU8;
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// The socket-level settings of one peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SocketOptions {
+    pub source_address: Option<IpAddr>,
+    /// TTL of what we send (1 for a directly connected eBGP peer).
+    pub ttl: u8,
+    /// GTSM: send with TTL 255 and accept only 256 − hops and above.
+    pub ttl_security_hops: Option<NonZeroU8>,
+    pub md5_key: Option<Vec<u8>>,
+}
+
+impl SocketOptions {
+    /// Applies TTL/GTSM and MD5 for `peer` to a socket (connecting or
+    /// accepted).
+    pub fn apply(&self, sock: &Socket, peer: IpAddr) -> io::Result<()> {
+        match self.ttl_security_hops {
+            Some(hops) => holdfast_sockopt::set_ttl_security(sock, hops)?,
+            None => holdfast_sockopt::set_ttl(sock, self.ttl)?,
+        }
+        if let Some(key) = &self.md5_key {
+            holdfast_sockopt::set_md5_key(sock, peer, key)?;
+        }
+        Ok(())
+    }
+}
+
+/// Connects to `peer`, giving up after `timeout`.
+pub async fn connect(
+    peer: SocketAddr,
+    opts: &SocketOptions,
+    timeout: Duration,
+) -> io::Result<TcpStream> {
+    let domain = if peer.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    };
+    let sock = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_nonblocking(true)?;
+    sock.set_tcp_nodelay(true)?;
+    opts.apply(&sock, peer.ip())?;
+    if let Some(src) = opts.source_address {
+        sock.bind(&SocketAddr::new(src, 0).into())?;
+    }
+    let std: std::net::TcpStream = sock.into();
+    let sock = TcpSocket::from_std_stream(std);
+    match tokio::time::timeout(timeout, sock.connect(peer)).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no answer from {peer} within {timeout:?}"),
+        )),
+    }
+}
+
+/// Binds the passive side (`speaker.listen`), with an MD5 key for every
+/// peer that has one: the kernel then drops unsigned or mis-signed SYNs
+/// from those peers before we ever see them.
+pub fn listen(addr: SocketAddr, keys: &[(IpAddr, Vec<u8>)]) -> io::Result<tokio::net::TcpListener> {
+    let domain = if addr.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    };
+    let sock = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_nonblocking(true)?;
+    sock.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        // [::] accepts IPv4 peers too (as mapped addresses).
+        sock.set_only_v6(false)?;
+    }
+    for (peer, key) in keys {
+        holdfast_sockopt::set_md5_key(&sock, *peer, key)?;
+    }
+    sock.bind(&addr.into())?;
+    sock.listen(64)?;
+    tokio::net::TcpListener::from_std(sock.into())
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+pub fn unmap(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
