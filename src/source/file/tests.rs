@@ -683,6 +683,25 @@ async fn a_directory_is_not_a_vip_file() {
 }
 
 #[tokio::test]
+async fn a_file_that_is_not_utf8_keeps_the_last_good_set() {
+    let mut running = Running::start(Some(ONE), FAST);
+    assert_eq!(running.next().await, healthy(one()));
+    std::fs::write(&running.path, b"[[vip]]\naddress = \"\xff\"\n").expect("edit");
+    let snapshot = running.next().await;
+    assert_eq!(snapshot.vips, one());
+    assert!(!snapshot.healthy && snapshot.synced);
+    assert_eq!(
+        snapshot.error,
+        Some(format!(
+            "{}file is not valid UTF-8 (TOML must be UTF-8): invalid byte at offset 19",
+            running.error_prefix(1, 1)
+        ))
+    );
+    std::fs::write(&running.path, TWO).expect("fix");
+    assert_eq!(running.next().await, healthy(two()));
+}
+
+#[tokio::test]
 async fn a_reload_applies_new_advertisements_and_a_new_path() {
     let mut running = Running::start(Some(TWO), FAST);
     assert_eq!(running.next().await, healthy(two()));
