@@ -8,5 +8,6 @@ pub mod config;
 pub mod model;
 pub mod session;
 pub mod speaker;
+pub mod source;
 pub mod stability;
 pub mod status;

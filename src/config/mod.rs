@@ -113,7 +113,7 @@ pub fn load_vip_file(
     parse_vip_file(path, &text, advertisement_names)
 }
 
-fn read_text(path: &Path) -> Result<String, Vec<Diagnostic>> {
+pub(crate) fn read_text(path: &Path) -> Result<String, Vec<Diagnostic>> {
     let failure = |message: String| {
         vec![Diagnostic {
             path: path.to_path_buf(),

@@ -1,0 +1,522 @@
+//! `[source] kind = "file"`: the VIP file, re-read when it changes.
+//!
+//! The file lists `[[vip]]` entries (`config::parse_vip_file` checks them
+//! against the config's advertisements); the source publishes them as a
+//! [`SourceSnapshot`] and publishes again whenever the parsed set, its
+//! health or its error changes — never the same snapshot twice.
+//!
+//! # Noticing edits
+//!
+//! Polled, not watched. Every poll (250 ms in the daemon) the path is
+//! stat'ed *following symlinks*, and the file is read when what the stat
+//! says (device, inode, size, mtime, ctime) differs from the last read.
+//! That one rule covers every way files get replaced:
+//!
+//! - edited in place: size, mtime and ctime change;
+//! - a new file written and renamed over the old one (vim, `sed -i`,
+//!   configuration management): the path now names another inode;
+//! - a Kubernetes ConfigMap volume (`vips.toml -> ..data/vips.toml`, with
+//!   `..data` a symlink that the kubelet swaps atomically to a new
+//!   timestamped directory): the path resolves to another inode;
+//! - deleted and re-created: the stat fails in between, then finds a file.
+//!
+//! inotify watches inodes, not paths, so it loses track at exactly these
+//! renames and symlink swaps, and would need a new crate; a stat every
+//! 250 ms costs nothing.
+//!
+//! Three rules keep the source from acting on states nobody meant:
+//!
+//! - **Settle.** A change is acted on once the stat has shown it at two
+//!   checks in a row, one poll apart. An editor's intermediate states (a
+//!   file truncated and not yet rewritten, the moment between vim renaming
+//!   the old file away and writing the new one) last microseconds; waiting
+//!   one poll keeps them from being taken for the operator's intent, and a
+//!   missing file from flapping the source's health. An edit is therefore
+//!   picked up within two poll intervals (0.5 s in the daemon). Until the
+//!   first snapshot is published nothing waits: there is no set to protect.
+//! - **Consistent read.** The file is stat'ed again after reading; when it
+//!   changed while being read, the read is discarded and the next check
+//!   starts over.
+//! - **Racy timestamps.** Timestamps have a granularity (a clock tick; up
+//!   to 2 s on some file systems), so a file rewritten with the same size
+//!   within the tick of the last read shows the same stat. While the file's
+//!   last change lies within [`RACY_WINDOW`] of the last read, it is read
+//!   again at every poll (git's "racily clean" index entries, same answer).
+//!   A read whose text is unchanged publishes nothing.
+//!
+//! # Health
+//!
+//! | situation | `vips` | `healthy` | `synced` | `error` |
+//! |---|---|---|---|---|
+//! | before the first check | empty | false | false | none |
+//! | the file parses | its VIPs | true | true | none |
+//! | broken or missing after a good read | the last good set | false | true | `path:line:col: message` lines |
+//! | broken or missing since start | empty | false | false | `path:line:col: message` lines |
+//!
+//! A broken file never empties the set: the stability layer keeps every
+//! route of an unhealthy source, so while the file is broken nothing is
+//! withdrawn, and what the broken file would have dropped is not even
+//! counted as absent. A VIP removed from a *valid* file is simply left out
+//! of the snapshot, and the stability layer holds it down like any
+//! vanished VIP.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio::time::{self, MissedTickBehavior};
+use tracing::{info, warn};
+
+use super::SnapshotSink;
+use crate::config::{self, Config, Diagnostic, Source};
+use crate::model::{SourceSnapshot, Vip};
+
+#[cfg(test)]
+mod tests;
+
+/// How often the daemon checks the VIP file.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// While the file's last change is this close to the last read, the stat
+/// cannot be trusted to show a further change, and the file is read at
+/// every poll. Covers timestamp granularity up to 2 s (FAT; ext3 with small
+/// inodes has 1 s) and a little clock skew on network file systems.
+pub const RACY_WINDOW: Duration = Duration::from_secs(3);
+
+/// A VIP file larger than this is refused rather than read: it is not a
+/// VIP file (the path is wrong), and reading it 4 times a second would hurt.
+pub const MAX_FILE_LEN: u64 = 16 * 1024 * 1024;
+
+/// What the file source needs from the config; a reload that changes it
+/// takes effect without restarting the source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileSettings {
+    /// The VIP file, as configured (diagnostics name it this way).
+    pub path: PathBuf,
+    /// The config's advertisements in order; the first is the default for
+    /// entries that name none (see `Config::advertisement_names`).
+    pub advertisement_names: Vec<String>,
+}
+
+impl FileSettings {
+    /// The settings of a `kind = "file"` config; `None` for other kinds.
+    pub fn from_config(config: &Config) -> Option<Self> {
+        match &config.source {
+            Source::File { path } => Some(FileSettings {
+                path: path.clone(),
+                advertisement_names: config.advertisement_names(),
+            }),
+            Source::Kubernetes(_) => None,
+        }
+    }
+}
+
+/// The VIP file source: what it last saw of the file and last published.
+///
+/// [`run`] drives it; [`FileSource::check`] is one poll, for callers that
+/// want to drive it themselves.
+#[derive(Debug)]
+pub struct FileSource {
+    settings: FileSettings,
+    /// What the previous check's stat found (the settle rule compares).
+    last_stat: Option<Result<Stamp, String>>,
+    /// The last read; `None` before the first, after a stat failure and
+    /// after the path changed.
+    last_read: Option<LastRead>,
+    /// The last set that parsed; `None` until one has.
+    last_good: Option<BTreeMap<IpAddr, Vip>>,
+    /// Why the file is unusable now.
+    error: Option<String>,
+    /// The last snapshot published.
+    published: Option<SourceSnapshot>,
+}
+
+/// Nanoseconds since the Unix epoch (negative before it), as file
+/// timestamps are kept.
+type Nanos = i128;
+
+/// What a stat says about the file, compared to notice changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    device: u64,
+    inode: u64,
+    len: u64,
+    modified: Nanos,
+    /// The inode change time: moves on every write, and unlike mtime
+    /// cannot be set back by `touch` or `cp -p`.
+    changed: Nanos,
+}
+
+impl Stamp {
+    fn latest_change(&self) -> Nanos {
+        self.modified.max(self.changed)
+    }
+}
+
+#[derive(Debug)]
+struct LastRead {
+    stamp: Stamp,
+    /// When the read began.
+    at: Nanos,
+    /// The text, or why it could not be read (not UTF-8, permissions).
+    text: Result<String, String>,
+}
+
+/// Whether a file last changed at `stamp` may have changed again, after a
+/// read that began `read_at`, without its stat showing it.
+fn racy(stamp: &Stamp, read_at: Nanos) -> bool {
+    stamp.latest_change() >= read_at - RACY_WINDOW.as_nanos() as Nanos
+}
+
+/// What a check does after its stat.
+#[derive(Debug, PartialEq)]
+enum AfterStat {
+    /// Nothing more this poll; maybe a snapshot to publish.
+    Done(Option<SourceSnapshot>),
+    /// Read the file, which the stat showed as this.
+    Read(Stamp),
+}
+
+impl FileSource {
+    /// A source that has not looked at the file yet.
+    pub fn new(settings: FileSettings) -> Self {
+        FileSource {
+            settings,
+            last_stat: None,
+            last_read: None,
+            last_good: None,
+            error: None,
+            published: None,
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &FileSettings {
+        &self.settings
+    }
+
+    /// The source's view now: the last snapshot published, or before the
+    /// first, an empty, unhealthy, unsynced one.
+    pub fn snapshot(&self) -> SourceSnapshot {
+        let synced = self.last_good.is_some();
+        SourceSnapshot {
+            vips: self.last_good.clone().unwrap_or_default(),
+            healthy: synced && self.error.is_none(),
+            synced,
+            error: self.error.clone(),
+            ..SourceSnapshot::default()
+        }
+    }
+
+    /// Reads and parses the file once, blocking, with none of the state of
+    /// the source: the set, or the `path:line:col: message` lines.
+    pub fn read(&self) -> Result<BTreeMap<IpAddr, Vip>, String> {
+        let path = &self.settings.path;
+        stat(path)?;
+        let text = read_text(path)?;
+        parse(path, &text, &self.settings.advertisement_names)
+    }
+
+    /// Applies a config reload. New advertisement names take effect at once
+    /// on the text last read (a VIP naming an advertisement that is gone
+    /// makes the file unusable: the last good set stands); a new path is
+    /// read at the next checks, under the settle rule.
+    pub fn reconfigure(&mut self, settings: FileSettings) -> Option<SourceSnapshot> {
+        if settings == self.settings {
+            return None;
+        }
+        let same_path = settings.path == self.settings.path;
+        self.settings = settings;
+        if !same_path {
+            self.last_stat = None;
+            self.last_read = None;
+            return None;
+        }
+        let text = self.last_read.as_ref()?.text.clone();
+        let parsed =
+            text.and_then(|t| parse(&self.settings.path, &t, &self.settings.advertisement_names));
+        self.observe(parsed)
+    }
+
+    /// One poll: stats the file, reads it if needed, and returns the
+    /// snapshot to publish if it differs from the last one published. The
+    /// file system is touched on tokio's blocking pool.
+    pub async fn check(&mut self) -> Option<SourceSnapshot> {
+        let path = self.settings.path.clone();
+        let stat_path = path.clone();
+        let stat_result = match tokio::task::spawn_blocking(move || stat(&stat_path)).await {
+            Ok(result) => result,
+            Err(join) => Err(file_problem(&path, format!("cannot stat file: {join}"))),
+        };
+        let stamp = match self.after_stat(stat_result) {
+            AfterStat::Done(snapshot) => return snapshot,
+            AfterStat::Read(stamp) => stamp,
+        };
+        let read = tokio::task::spawn_blocking(move || {
+            let at = now();
+            let text = read_text(&path);
+            (at, text, stat(&path))
+        })
+        .await;
+        match read {
+            Ok((at, text, after)) => self.after_read(stamp, at, text, after),
+            Err(_) => {
+                // The read was cancelled or panicked: start over next poll.
+                self.last_stat = None;
+                None
+            }
+        }
+    }
+
+    /// The decision after a stat (no IO).
+    fn after_stat(&mut self, stat: Result<Stamp, String>) -> AfterStat {
+        let settled = self.published.is_none() || self.last_stat.as_ref() == Some(&stat);
+        self.last_stat = Some(stat.clone());
+        if !settled {
+            return AfterStat::Done(None);
+        }
+        match stat {
+            Err(problem) => {
+                self.last_read = None;
+                AfterStat::Done(self.observe(Err(problem)))
+            }
+            Ok(stamp) => match &self.last_read {
+                Some(last) if last.stamp == stamp && !racy(&last.stamp, last.at) => {
+                    AfterStat::Done(None)
+                }
+                _ => AfterStat::Read(stamp),
+            },
+        }
+    }
+
+    /// The decision after a read that began at `at`, of a file stat'ed as
+    /// `stamp` before and `after` after it (no IO).
+    fn after_read(
+        &mut self,
+        stamp: Stamp,
+        at: Nanos,
+        text: Result<String, String>,
+        after: Result<Stamp, String>,
+    ) -> Option<SourceSnapshot> {
+        if after.as_ref() != Ok(&stamp) {
+            // Written while read: what was read may be half of it. The next
+            // check sees the new stat settled (or not) and reads again.
+            self.last_stat = Some(after);
+            return None;
+        }
+        let unchanged = self
+            .last_read
+            .as_ref()
+            .is_some_and(|last| last.text == text);
+        let parsed =
+            if unchanged {
+                None
+            } else {
+                Some(text.clone().and_then(|t| {
+                    parse(&self.settings.path, &t, &self.settings.advertisement_names)
+                }))
+            };
+        self.last_read = Some(LastRead { stamp, at, text });
+        self.observe(parsed?)
+    }
+
+    /// Takes in the outcome of a read; returns the snapshot to publish if
+    /// it differs from the last one published (no IO).
+    fn observe(
+        &mut self,
+        outcome: Result<BTreeMap<IpAddr, Vip>, String>,
+    ) -> Option<SourceSnapshot> {
+        match outcome {
+            Ok(vips) => {
+                self.last_good = Some(vips);
+                self.error = None;
+            }
+            // The last good set stands; only the error and health change.
+            Err(problem) => self.error = Some(problem),
+        }
+        let snapshot = self.snapshot();
+        if self.published.as_ref() == Some(&snapshot) {
+            return None;
+        }
+        log_change(&self.settings.path, self.published.as_ref(), &snapshot);
+        self.published = Some(snapshot.clone());
+        Some(snapshot)
+    }
+}
+
+/// Runs the file source until `shutdown` completes or nobody receives
+/// snapshots any more. Polls every `poll` (the daemon uses
+/// [`DEFAULT_POLL_INTERVAL`]); takes config reloads from `settings` (when
+/// its sender is dropped, the settings in force stay).
+pub async fn run(
+    mut settings: watch::Receiver<FileSettings>,
+    mut sink: impl SnapshotSink,
+    poll: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut source = FileSource::new(settings.borrow_and_update().clone());
+    let mut shutdown = pin!(shutdown);
+    // A zero period would make the interval panic.
+    let mut ticks = time::interval(poll.max(Duration::from_millis(1)));
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut reloads = true;
+    loop {
+        let snapshot = tokio::select! {
+            biased;
+            () = &mut shutdown => return,
+            () = sink.closed() => return,
+            changed = settings.changed(), if reloads => {
+                if changed.is_err() {
+                    reloads = false;
+                    continue;
+                }
+                let new = settings.borrow_and_update().clone();
+                source.reconfigure(new)
+            }
+            _ = ticks.tick() => tokio::select! {
+                biased;
+                () = &mut shutdown => return,
+                snapshot = source.check() => snapshot,
+            },
+        };
+        if let Some(snapshot) = snapshot
+            && !sink.publish(snapshot)
+        {
+            return;
+        }
+    }
+}
+
+fn file_problem(path: &Path, message: String) -> String {
+    Diagnostic {
+        path: path.to_path_buf(),
+        line: 1,
+        col: 1,
+        message,
+    }
+    .to_string()
+}
+
+/// Stats the file (following symlinks) and checks it is one worth reading.
+fn stat(path: &Path) -> Result<Stamp, String> {
+    let meta = std::fs::metadata(path)
+        .map_err(|err| file_problem(path, format!("cannot read file: {err}")))?;
+    if !meta.is_file() {
+        return Err(file_problem(
+            path,
+            "not a regular file; source.path must name the VIP file".to_string(),
+        ));
+    }
+    if meta.len() > MAX_FILE_LEN {
+        return Err(file_problem(
+            path,
+            format!(
+                "file is {} bytes; a VIP file may be at most {MAX_FILE_LEN} bytes",
+                meta.len()
+            ),
+        ));
+    }
+    Ok(stamp_of(&meta))
+}
+
+#[cfg(unix)]
+fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let nanos = |secs: i64, nsecs: i64| Nanos::from(secs) * 1_000_000_000 + Nanos::from(nsecs);
+    Stamp {
+        device: meta.dev(),
+        inode: meta.ino(),
+        len: meta.len(),
+        modified: nanos(meta.mtime(), meta.mtime_nsec()),
+        changed: nanos(meta.ctime(), meta.ctime_nsec()),
+    }
+}
+
+#[cfg(not(unix))]
+fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
+    let modified = meta.modified().map_or(0, since_epoch);
+    Stamp {
+        device: 0,
+        inode: 0,
+        len: meta.len(),
+        modified,
+        changed: modified,
+    }
+}
+
+fn since_epoch(t: SystemTime) -> Nanos {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Nanos::try_from(d.as_nanos()).unwrap_or(Nanos::MAX),
+        Err(e) => -Nanos::try_from(e.duration().as_nanos()).unwrap_or(Nanos::MAX),
+    }
+}
+
+fn now() -> Nanos {
+    since_epoch(SystemTime::now())
+}
+
+fn read_text(path: &Path) -> Result<String, String> {
+    config::read_text(path).map_err(|d| join(&d))
+}
+
+fn parse(
+    path: &Path,
+    text: &str,
+    advertisement_names: &[String],
+) -> Result<BTreeMap<IpAddr, Vip>, String> {
+    let entries = config::parse_vip_file(path, text, advertisement_names).map_err(|d| join(&d))?;
+    Ok(entries
+        .into_iter()
+        .map(|entry| {
+            let vip = Vip {
+                address: entry.address,
+                advertisements: BTreeSet::from([entry.advertisement]),
+                service: entry.service,
+            };
+            (entry.address, vip)
+        })
+        .collect())
+}
+
+fn join(diagnostics: &[Diagnostic]) -> String {
+    diagnostics
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn log_change(path: &Path, before: Option<&SourceSnapshot>, after: &SourceSnapshot) {
+    let path = path.display();
+    if let Some(error) = &after.error {
+        if before.and_then(|b| b.error.as_ref()) != Some(error) {
+            warn!(
+                %path,
+                kept = after.vips.len(),
+                "VIP file unusable; the last good set stands until it is fixed:\n{error}"
+            );
+        }
+        return;
+    }
+    let empty = BTreeMap::new();
+    let old = before.map_or(&empty, |b| &b.vips);
+    let added = after.vips.keys().filter(|a| !old.contains_key(a)).count();
+    let removed = old.keys().filter(|a| !after.vips.contains_key(a)).count();
+    let changed = after
+        .vips
+        .iter()
+        .filter(|(a, vip)| old.get(a).is_some_and(|o| o != *vip))
+        .count();
+    info!(
+        %path,
+        vips = after.vips.len(),
+        added,
+        removed,
+        changed,
+        "VIP file read"
+    );
+}
