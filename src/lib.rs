@@ -2,6 +2,7 @@
 //! steady. See DESIGN.md for the flow: source → policy → stability → speaker
 //! → sessions.
 
+pub mod api;
 pub mod cli;
 #[deny(missing_docs)]
 pub mod config;

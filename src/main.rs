@@ -40,6 +40,23 @@ enum Command {
         #[arg(long)]
         verify: bool,
     },
+    /// Peers and routes of a running daemon, from its HTTP API.
+    Status {
+        /// The daemon's API address (`speaker.api`).
+        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
+        api: String,
+        /// Print the API's JSON as it is.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Why this node does or doesn't advertise VIP: exit 0 if it is advertised, 1 if not, 2 on errors.
+    Explain {
+        /// An IPv4 or IPv6 address (a /32 or /128 prefix is taken too).
+        vip: String,
+        /// The daemon's API address (`speaker.api`).
+        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
+        api: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -75,6 +92,8 @@ fn main() -> ExitCode {
                 opts,
             )
         }
+        Command::Status { api, json } => cli::status::run(&api, json, io::stdout().lock()),
+        Command::Explain { vip, api } => cli::explain::run(&api, &vip, io::stdout().lock()),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),
