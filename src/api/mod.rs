@@ -89,6 +89,7 @@ pub async fn serve_listener(
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut saturated = false;
     loop {
         let accepted = tokio::select! {
             () = &mut shutdown => break,
@@ -105,18 +106,32 @@ pub async fn serve_listener(
             }
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!("API: {MAX_CONNECTIONS} connections open, closing one from {remote}");
+            // Once per episode, not once per connection: a flood must not
+            // become a flood of log lines too.
+            if !saturated {
+                tracing::warn!(
+                    "API: {MAX_CONNECTIONS} connections open; closing new ones (first from {remote})"
+                );
+                saturated = true;
+            }
             continue;
         };
+        if saturated {
+            tracing::info!("API: accepting connections again");
+            saturated = false;
+        }
         let view = view.clone();
         let service = service_fn(move |req: Request<Incoming>| {
             let view = view.clone();
             async move { Ok::<_, Infallible>(respond(&*view, &req)) }
         });
         let mut builder = http1::Builder::new();
+        // half_close: a client may shut its sending side once the request
+        // is out (`nc -N`, some probes) and still wants the answer.
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT);
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .half_close(true);
         let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
