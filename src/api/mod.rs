@@ -42,7 +42,10 @@ pub use metrics::render_metrics;
 use crate::status::{Explanation, Status};
 
 /// What the daemon shows the API. Each call returns a snapshot; the API
-/// holds no state of its own.
+/// holds no state of its own. The calls run on the runtime's worker
+/// threads, once per request: they should copy state out from under a lock
+/// and not wait on anything (no `.await`, no I/O). A panic in one costs that
+/// request a 500, nothing more.
 pub trait StateView: Send + Sync + 'static {
     /// The whole state, for `/v1/status` and `/metrics`.
     fn status(&self) -> Status;
