@@ -2,12 +2,14 @@
 //! steady. See DESIGN.md for the flow: source → policy → stability → speaker
 //! → sessions.
 
+pub mod api;
 pub mod cli;
 #[deny(missing_docs)]
 pub mod config;
+pub mod daemon;
 pub mod model;
 pub mod session;
-pub mod speaker;
 pub mod source;
+pub mod speaker;
 pub mod stability;
 pub mod status;

@@ -20,6 +20,21 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The daemon: keeps this node's VIPs advertised to its peers.
+    Run {
+        #[arg(long)]
+        config: PathBuf,
+        /// On exit, withdraw every route and send Cease/Administrative
+        /// Shutdown even when graceful restart is enabled.
+        #[arg(long)]
+        withdraw_on_exit: bool,
+        /// Where the restart marker is kept (graceful restart's R bit).
+        #[arg(long, value_name = "DIR", default_value = "/run/holdfast")]
+        state_dir: PathBuf,
+        /// Log filter (tracing EnvFilter syntax); also $HOLDFAST_LOG.
+        #[arg(long, value_name = "FILTER")]
+        log: Option<String>,
+    },
     /// Validate a configuration file: exit 0, or exit 1 with PATH:LINE:COL: message lines.
     Check {
         #[arg(long)]
@@ -40,11 +55,74 @@ enum Command {
         #[arg(long)]
         verify: bool,
     },
+    /// Peers and routes of a running daemon, from its HTTP API.
+    Status {
+        /// The daemon's API address (`speaker.api`).
+        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
+        api: String,
+        /// Print the API's JSON as it is.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Why this node does or doesn't advertise VIP: exit 0 if it is advertised, 1 if not, 2 on errors.
+    Explain {
+        /// An IPv4 or IPv6 address (a /32 or /128 prefix is taken too).
+        vip: String,
+        /// The daemon's API address (`speaker.api`).
+        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
+        api: String,
+    },
+}
+
+/// Logs go to stderr, one line per event; `--log` or `$HOLDFAST_LOG`
+/// (EnvFilter syntax) choose what, `info` by default.
+fn init_logging(filter: Option<String>) {
+    let filter = filter
+        .or_else(|| std::env::var("HOLDFAST_LOG").ok())
+        .unwrap_or_else(|| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|e| {
+        eprintln!("holdfast: log filter {filter:?}: {e}; using \"info\"");
+        tracing_subscriber::EnvFilter::new("info")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&io::stderr()))
+        .init();
+}
+
+fn run_daemon(opts: holdfast::daemon::Options, log: Option<String>) -> io::Result<i32> {
+    init_logging(log);
+    // One thread: a per-node daemon should cost the node as little as
+    // possible, and nothing here needs more.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    match rt.block_on(holdfast::daemon::run(opts)) {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            eprintln!("holdfast: {e}");
+            Ok(1)
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run {
+            config,
+            withdraw_on_exit,
+            state_dir,
+            log,
+        } => run_daemon(
+            holdfast::daemon::Options {
+                config,
+                withdraw_on_exit,
+                state_dir,
+            },
+            log,
+        ),
         Command::Check { config } => cli::check::run(&config, io::stdout().lock()),
         Command::Decode {
             two_octet_as,
@@ -75,6 +153,8 @@ fn main() -> ExitCode {
                 opts,
             )
         }
+        Command::Status { api, json } => cli::status::run(&api, json, io::stdout().lock()),
+        Command::Explain { vip, api } => cli::explain::run(&api, &vip, io::stdout().lock()),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

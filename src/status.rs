@@ -56,11 +56,20 @@ pub struct PeerStatus {
     pub state_seconds: u64,
     /// Seconds Established, when it is.
     pub uptime_seconds: Option<u64>,
+    /// Seconds since the session last left Established, when it is not
+    /// Established now and once was (FRR's Up/Down column shows this for a
+    /// peer that is down). None: never Established.
+    #[serde(default)]
+    pub down_seconds: Option<u64>,
+    // The counters below count since the daemon started and do not reset
+    // with a session: /metrics exposes them as Prometheus counters, which
+    // must only go up while the process lives.
     pub established_transitions: u64,
     pub messages_sent: u64,
     pub messages_received: u64,
     pub updates_sent: u64,
     pub updates_received: u64,
+    /// NLRI announced to us in received UPDATEs.
     pub prefixes_received: u64,
     pub prefixes_advertised_ipv4: u64,
     pub prefixes_advertised_ipv6: u64,

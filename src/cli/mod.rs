@@ -2,3 +2,7 @@
 
 pub mod check;
 pub mod decode;
+pub mod explain;
+pub mod http;
+pub mod status;
+mod table;

@@ -15,7 +15,11 @@ pub fn parse_ipv4(route: &str) -> Option<Ipv4Addr> {
         if f.len() < 8 || f[1] != "00000000" || f[7] != "00000000" {
             continue;
         }
-        let (Ok(gw), Ok(flags), Ok(metric)) = (u32::from_str_radix(f[2], 16), u32::from_str_radix(f[3], 16), f[6].parse::<u32>()) else {
+        let (Ok(gw), Ok(flags), Ok(metric)) = (
+            u32::from_str_radix(f[2], 16),
+            u32::from_str_radix(f[3], 16),
+            f[6].parse::<u32>(),
+        ) else {
             continue;
         };
         // RTF_UP | RTF_GATEWAY; the fields are in host (little-endian) order.
@@ -39,7 +43,11 @@ pub fn parse_ipv6(route: &str) -> Option<Ipv6Addr> {
         if f.len() < 10 || f[0] != "00000000000000000000000000000000" || f[1] != "00" {
             continue;
         }
-        let (Ok(nh), Ok(metric), Ok(flags)) = (u128::from_str_radix(f[4], 16), u32::from_str_radix(f[5], 16), u32::from_str_radix(f[8], 16)) else {
+        let (Ok(nh), Ok(metric), Ok(flags)) = (
+            u128::from_str_radix(f[4], 16),
+            u32::from_str_radix(f[5], 16),
+            u32::from_str_radix(f[8], 16),
+        ) else {
             continue;
         };
         if flags & 0x3 != 0x3 || nh == 0 {
@@ -58,7 +66,9 @@ pub fn parse_ipv6(route: &str) -> Option<Ipv6Addr> {
 /// global addresses only, so a link-local gateway is not used.
 pub fn default_gateway(family: AddressFamily) -> Option<IpAddr> {
     match family {
-        AddressFamily::Ipv4 => parse_ipv4(&std::fs::read_to_string("/proc/net/route").ok()?).map(IpAddr::V4),
+        AddressFamily::Ipv4 => {
+            parse_ipv4(&std::fs::read_to_string("/proc/net/route").ok()?).map(IpAddr::V4)
+        }
         AddressFamily::Ipv6 => parse_ipv6(&std::fs::read_to_string("/proc/net/ipv6_route").ok()?)
             .filter(|a| (a.segments()[0] & 0xffc0) != 0xfe80)
             .map(IpAddr::V6),

@@ -62,7 +62,11 @@ pub fn node_name(c: &Config) -> String {
         .hostname
         .clone()
         .or_else(|| std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()))
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string()))
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
         .unwrap_or_else(|| "holdfast".into())
 }
 
@@ -72,7 +76,10 @@ pub fn router_id(c: &Config) -> Result<Ipv4Addr, String> {
     match c.speaker.router_id {
         RouterId::Fixed(id) => Ok(id),
         RouterId::Auto => {
-            if let Some(ip) = std::env::var("NODE_IP").ok().and_then(|s| s.parse::<Ipv4Addr>().ok()) {
+            if let Some(ip) = std::env::var("NODE_IP")
+                .ok()
+                .and_then(|s| s.parse::<Ipv4Addr>().ok())
+            {
                 return Ok(ip);
             }
             holdfast_sockopt::interface_addresses()
@@ -103,7 +110,6 @@ struct Daemon {
     node: String,
     router_id: Ipv4Addr,
     restarting: bool,
-    started: Instant,
     stability: Stability<IpNet, Route>,
     snapshot: Arc<SourceSnapshot>,
     peers: BTreeMap<String, Peer>,
@@ -117,14 +123,23 @@ struct Daemon {
 fn restart_marker(dir: &Path) -> bool {
     let marker = dir.join("running");
     let existed = marker.exists();
-    if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&marker, std::process::id().to_string())) {
-        warn!("cannot write the restart marker {}: {e} — graceful restart's R bit will not be set after a restart", marker.display());
+    if let Err(e) = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&marker, std::process::id().to_string()))
+    {
+        warn!(
+            "cannot write the restart marker {}: {e} — graceful restart's R bit will not be set after a restart",
+            marker.display()
+        );
     }
     existed
 }
 
 fn config_identity(c: &Config) -> impl PartialEq + use<> {
-    (c.speaker.asn, c.speaker.router_id, c.speaker.hostname.clone())
+    (
+        c.speaker.asn,
+        c.speaker.router_id,
+        c.speaker.hostname.clone(),
+    )
 }
 
 impl Daemon {
@@ -142,7 +157,8 @@ impl Daemon {
     fn resolve(p: &config::Peer) -> Result<IpAddr, String> {
         match p.address {
             PeerAddress::Ip(ip) => Ok(ip),
-            PeerAddress::DefaultGateway(f) => gateway::default_gateway(f).ok_or_else(|| format!("waiting for a default gateway ({f:?})")),
+            PeerAddress::DefaultGateway(f) => gateway::default_gateway(f)
+                .ok_or_else(|| format!("waiting for a default gateway ({f:?})")),
         }
     }
 
@@ -198,7 +214,9 @@ impl Daemon {
         }
         for c in &changes {
             match c {
-                stability::Change::Advertise(p, r) => info!(prefix = %p, service = ?r.service, "advertise"),
+                stability::Change::Advertise(p, r) => {
+                    info!(prefix = %p, service = ?r.service, "advertise")
+                }
                 stability::Change::Withdraw(p) => info!(prefix = %p, "withdraw"),
             }
         }
@@ -220,11 +238,17 @@ impl Daemon {
                 )
             })
             .collect();
-        let absences: BTreeMap<IpNet, stability::Absence> = snap.absences.iter().map(|(ip, a)| (IpNet::from(*ip), *a)).collect();
+        let absences: BTreeMap<IpNet, stability::Absence> = snap
+            .absences
+            .iter()
+            .map(|(ip, a)| (IpNet::from(*ip), *a))
+            .collect();
         if let Some(e) = &snap.error {
             warn!("source: {e}");
         }
-        let changes = self.stability.update(now, &present, &absences, snap.healthy);
+        let changes = self
+            .stability
+            .update(now, &present, &absences, snap.healthy);
         self.snapshot = Arc::new(snap);
         self.apply(changes);
     }
@@ -260,7 +284,11 @@ impl Daemon {
         let new = match config::load(&self.opts.config) {
             Ok(c) => c,
             Err(diags) => {
-                let text = diags.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n");
+                let text = diags
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 error!("config reload failed; the running config stays:\n{text}");
                 self.config_error = Some(text);
                 return;
@@ -281,7 +309,12 @@ impl Daemon {
             }
         }
         // Peers, one by one.
-        let new_peers: BTreeMap<String, config::Peer> = self.config.peers.iter().map(|p| (p.name.clone(), p.clone())).collect();
+        let new_peers: BTreeMap<String, config::Peer> = self
+            .config
+            .peers
+            .iter()
+            .map(|p| (p.name.clone(), p.clone()))
+            .collect();
         let names: Vec<String> = self.peers.keys().cloned().collect();
         for name in names {
             match new_peers.get(&name) {
@@ -289,7 +322,10 @@ impl Daemon {
                     info!(peer = %name, "peer removed from the config");
                     self.stop_peer(&name, StopHow::Deconfigured).await;
                 }
-                Some(p) if identity_changed || self.peers.get(&name).is_some_and(|cur| cur.config != *p) => {
+                Some(p)
+                    if identity_changed
+                        || self.peers.get(&name).is_some_and(|cur| cur.config != *p) =>
+                {
                     info!(peer = %name, "peer changed: resetting its session");
                     self.stop_peer(&name, StopHow::Deconfigured).await;
                     self.start_peer(p);
@@ -305,13 +341,19 @@ impl Daemon {
         }
         // Stability parameters.
         if old.stability != self.config.stability {
-            match self.stability.set_params(Instant::now(), stability_params(&self.config)) {
+            match self
+                .stability
+                .set_params(Instant::now(), stability_params(&self.config))
+            {
                 Ok(changes) => self.apply(changes),
                 Err(e) => error!("stability parameters: {e}"),
             }
         }
         // The source follows its settings.
-        if let (Some(tx), Some(s)) = (&self.file_settings, crate::source::file::FileSettings::from_config(&self.config)) {
+        if let (Some(tx), Some(s)) = (
+            &self.file_settings,
+            crate::source::file::FileSettings::from_config(&self.config),
+        ) {
             tx.send_if_modified(|cur| {
                 if *cur == s {
                     false
@@ -321,7 +363,9 @@ impl Daemon {
                 }
             });
         }
-        if old.source != self.config.source && std::mem::discriminant(&old.source) != std::mem::discriminant(&self.config.source) {
+        if old.source != self.config.source
+            && std::mem::discriminant(&old.source) != std::mem::discriminant(&self.config.source)
+        {
             warn!("source.kind changed: restart holdfast for it to take effect");
         }
         self.publish_tables();
@@ -354,7 +398,10 @@ impl Daemon {
         let names: Vec<String> = self.peers.keys().cloned().collect();
         let mut any_graceful = false;
         for name in names {
-            let gr = self.peers.get(&name).is_some_and(|p| p.config.graceful_restart.enabled);
+            let gr = self
+                .peers
+                .get(&name)
+                .is_some_and(|p| p.config.graceful_restart.enabled);
             let how = if gr && !self.opts.withdraw_on_exit {
                 any_graceful = true;
                 StopHow::Graceful
@@ -387,7 +434,11 @@ impl crate::api::StateView for View {
         } else {
             Err(format!(
                 "waiting for the source's first complete view{}",
-                s.snapshot.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+                s.snapshot
+                    .error
+                    .as_ref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
             ))
         }
     }
@@ -402,7 +453,12 @@ fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime, u64)> {
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> Result<(), String> {
-    let config = config::load(&opts.config).map_err(|d| d.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
+    let config = config::load(&opts.config).map_err(|d| {
+        d.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
     let node = node_name(&config);
     let router_id = router_id(&config)?;
     let restarting = restart_marker(&opts.state_dir);
@@ -414,7 +470,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         version = env!("CARGO_PKG_VERSION"),
         "holdfast starting"
     );
-    let stability = Stability::new(stability_params(&config)).map_err(|e| format!("{}: stability: {e}", opts.config.display()))?;
+    let stability = Stability::new(stability_params(&config))
+        .map_err(|e| format!("{}: stability: {e}", opts.config.display()))?;
     let config = Arc::new(config);
     let started = Instant::now();
     let shared = Arc::new(Mutex::new(Shared {
@@ -437,23 +494,36 @@ pub async fn run(opts: Options) -> Result<(), String> {
     };
 
     // The API first: /healthz answers while everything else starts.
-    let api_listener = crate::api::bind(config.speaker.api).await.map_err(|e| e.to_string())?;
+    let api_listener = crate::api::bind(config.speaker.api)
+        .await
+        .map_err(|e| e.to_string())?;
     info!(api = %config.speaker.api, "HTTP API listening");
-    let api = tokio::spawn(crate::api::serve_listener(api_listener, Arc::new(View(shared.clone())), until_shutdown()));
+    let api = tokio::spawn(crate::api::serve_listener(
+        api_listener,
+        Arc::new(View(shared.clone())),
+        until_shutdown(),
+    ));
 
     // The source.
     let (snap_tx, mut snap_rx) = watch::channel(SourceSnapshot::default());
-    let mut file_settings = None;
-    match crate::source::file::FileSettings::from_config(&config) {
+    let file_settings = match crate::source::file::FileSettings::from_config(&config) {
         Some(settings) => {
             let (tx, rx) = watch::channel(settings);
-            file_settings = Some(tx);
-            tokio::spawn(crate::source::file::run(rx, snap_tx, crate::source::file::DEFAULT_POLL_INTERVAL, until_shutdown()));
+            tokio::spawn(crate::source::file::run(
+                rx,
+                snap_tx,
+                crate::source::file::DEFAULT_POLL_INTERVAL,
+                until_shutdown(),
+            ));
+            Some(tx)
         }
         None => {
-            return Err(format!("{}: source.kind = \"kubernetes\" is not available in this build yet", opts.config.display()));
+            return Err(format!(
+                "{}: source.kind = \"kubernetes\" is not available in this build yet",
+                opts.config.display()
+            ));
         }
-    }
+    };
 
     let mut d = Daemon {
         opts: opts.clone(),
@@ -462,7 +532,6 @@ pub async fn run(opts: Options) -> Result<(), String> {
         node,
         router_id,
         restarting,
-        started,
         stability,
         snapshot: Arc::new(SourceSnapshot::default()),
         peers: BTreeMap::new(),
@@ -484,7 +553,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 _ => None,
             })
             .collect();
-        let listener = session::socket::listen(listen, &keys).map_err(|e| format!("speaker.listen {listen}: {e}"))?;
+        let listener = session::socket::listen(listen, &keys)
+            .map_err(|e| format!("speaker.listen {listen}: {e}"))?;
         info!(%listen, "accepting BGP connections from configured peers");
         tokio::spawn(async move {
             loop {
@@ -503,9 +573,12 @@ pub async fn run(opts: Options) -> Result<(), String> {
         });
     }
 
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| e.to_string())?;
+    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| e.to_string())?;
     let mut config_stamp = stamp(&opts.config);
     let mut every_second = tokio::time::interval(Duration::from_secs(1));
     every_second.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -15,7 +15,8 @@ use crate::session::{PeerRuntime, PeerSpec};
 use crate::speaker::Route;
 use crate::stability::{Absence, Counters, KeyState};
 use crate::status::{
-    Explanation, NotificationCount, PeerExplanation, PeerStatus, RouteStatus, SourceStatus, StabilityCounters, Status,
+    Explanation, NotificationCount, PeerExplanation, PeerStatus, RouteStatus, SourceStatus,
+    StabilityCounters, Status,
 };
 
 /// One peer as the API sees it.
@@ -96,7 +97,9 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
     let rt = rt.lock().expect("peer runtime lock").clone();
     s.state = rt.state.to_string();
     s.state_seconds = now.saturating_duration_since(rt.state_since).as_secs();
-    s.uptime_seconds = rt.established_since.map(|t| now.saturating_duration_since(t).as_secs());
+    s.uptime_seconds = rt
+        .established_since
+        .map(|t| now.saturating_duration_since(t).as_secs());
     s.established_transitions = rt.stats.established_transitions;
     s.messages_sent = rt.stats.messages_sent;
     s.messages_received = rt.stats.messages_received;
@@ -113,7 +116,10 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
         s.hold_time = Some(n.hold_time);
         s.keepalive_seconds = Some(n.keepalive.as_secs_f64());
         s.families = n.families.iter().map(|f| f.name()).collect();
-        s.graceful_restart = n.peer_graceful_restart.is_some() && p.spec.as_ref().is_some_and(|s| s.peer.graceful_restart.enabled);
+        s.graceful_restart = n.peer_graceful_restart.is_some()
+            && p.spec
+                .as_ref()
+                .is_some_and(|s| s.peer.graceful_restart.enabled);
         s.peer_hostname = n.peer_hostname.clone();
     }
     s
@@ -127,7 +133,14 @@ impl Shared {
     fn advertised_to(&self, prefix: &IpNet) -> Vec<String> {
         self.peers
             .iter()
-            .filter(|p| p.runtime.as_ref().is_some_and(|rt| rt.lock().expect("peer runtime lock").advertised.contains(prefix)))
+            .filter(|p| {
+                p.runtime.as_ref().is_some_and(|rt| {
+                    rt.lock()
+                        .expect("peer runtime lock")
+                        .advertised
+                        .contains(prefix)
+                })
+            })
             .map(|p| p.name.clone())
             .collect()
     }
@@ -146,7 +159,9 @@ impl Shared {
                     KeyState::Advertised => ("advertised", None),
                     KeyState::PendingAdvertise { until } => ("pending", secs_until(*until, now)),
                     KeyState::HeldDown { until, .. } => ("held-down", secs_until(*until, now)),
-                    KeyState::Damped { until_estimate, .. } => ("damped", secs_until(*until_estimate, now)),
+                    KeyState::Damped { until_estimate, .. } => {
+                        ("damped", secs_until(*until_estimate, now))
+                    }
                     KeyState::Draining { until, .. } => ("draining", secs_until(*until, now)),
                 };
                 let ip = r.prefix.addr();
@@ -162,7 +177,9 @@ impl Shared {
                     seconds_left: left,
                     absence: r.state.absence().map(|a| absence_word(a).to_string()),
                     service: route.as_ref().and_then(|r| r.service.clone()),
-                    advertisements: route.map(|r| r.advertisements.into_iter().collect()).unwrap_or_default(),
+                    advertisements: route
+                        .map(|r| r.advertisements.into_iter().collect())
+                        .unwrap_or_default(),
                     peers: self.advertised_to(&r.prefix),
                     figure_of_merit: r.figure_of_merit.filter(|f| *f > 0.0),
                 }
@@ -187,7 +204,11 @@ impl Shared {
             peers: self.peers.iter().map(|p| peer_status(p, now)).collect(),
             routes,
             counters: StabilityCounters {
-                routes_advertised: self.routes.iter().filter(|r| !matches!(r.state, KeyState::PendingAdvertise { .. })).count() as u64,
+                routes_advertised: self
+                    .routes
+                    .iter()
+                    .filter(|r| !matches!(r.state, KeyState::PendingAdvertise { .. }))
+                    .count() as u64,
                 routes_held_down: c.held_down,
                 withdrawals_absorbed: c.absorbed_by_hold_down,
                 absences_absorbed_by_damping: c.absorbed_by_damping,
@@ -212,9 +233,16 @@ impl Shared {
                     Source::File { .. } => "file",
                     Source::Kubernetes(_) => "Kubernetes",
                 },
-                v.service.as_ref().map(|s| format!(" (Service {s})")).unwrap_or_default(),
+                v.service
+                    .as_ref()
+                    .map(|s| format!(" (Service {s})"))
+                    .unwrap_or_default(),
                 if v.advertisements.len() == 1 { "" } else { "s" },
-                v.advertisements.iter().cloned().collect::<Vec<_>>().join(", ")
+                v.advertisements
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
             None => reasons.push("the source does not have it".to_string()),
         }

@@ -1,0 +1,305 @@
+use super::*;
+use crate::api::exposition::{self, Exposition};
+use crate::status::{BfdStatus, PeerStatus};
+
+fn fixture() -> Status {
+    serde_json::from_str(include_str!("../../../tests/fixtures/api/status.json"))
+        .expect("tests/fixtures/api/status.json is a Status")
+}
+
+fn parsed(s: &Status) -> Exposition {
+    let text = render_metrics(s);
+    exposition::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+#[test]
+fn the_exposition_is_valid_and_named_by_convention() {
+    let e = parsed(&fixture());
+    for f in &e.families {
+        assert!(f.name.starts_with("holdfast_"), "{}", f.name);
+        assert!(
+            f.help.as_deref().is_some_and(|h| !h.is_empty()),
+            "{} has no HELP",
+            f.name
+        );
+        match f.kind.as_str() {
+            // Prometheus naming: counters end in _total, gauges do not.
+            "counter" => assert!(f.name.ends_with("_total"), "{}", f.name),
+            "gauge" => assert!(!f.name.ends_with("_total"), "{}", f.name),
+            k => panic!("{}: unexpected type {k}", f.name),
+        }
+        assert!(!f.samples.is_empty(), "{} is empty", f.name);
+    }
+}
+
+#[test]
+fn values_follow_the_status() {
+    let e = parsed(&fixture());
+    let tor1 = [("peer", "tor1"), ("address", "192.0.2.1")];
+    let tor2 = [
+        ("peer", "tor2-rack7-row3-dc1.example.net"),
+        ("address", "default-gateway (ipv4)"),
+    ];
+    let tor3 = [("peer", "tor3"), ("address", "2001:db8::1")];
+    let with = |base: &[(&'static str, &'static str)], extra: &[(&'static str, &'static str)]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    let v = |name: &str, labels: &[(&str, &str)]| {
+        e.value(name, labels)
+            .unwrap_or_else(|| panic!("no series {name}{labels:?}"))
+    };
+
+    // One series per RFC state, 1 on the current one only.
+    for (peer, current) in [(&tor1, "Established"), (&tor2, "Active"), (&tor3, "Idle")] {
+        for state in PEER_STATES {
+            let want = if state == current { 1.0 } else { 0.0 };
+            assert_eq!(
+                v("holdfast_peer_state", &with(peer, &[("state", state)])),
+                want
+            );
+        }
+    }
+    assert_eq!(e.family("holdfast_peer_state").unwrap().samples.len(), 18);
+    assert_eq!(v("holdfast_peer_established", &tor1), 1.0);
+    assert_eq!(v("holdfast_peer_established", &tor2), 0.0);
+    assert_eq!(v("holdfast_peer_uptime_seconds", &tor1), 3723.0);
+    assert_eq!(v("holdfast_peer_uptime_seconds", &tor2), 0.0);
+    assert_eq!(v("holdfast_peer_messages_sent_total", &tor1), 1240.0);
+    assert_eq!(v("holdfast_peer_messages_received_total", &tor1), 1234.0);
+    assert_eq!(v("holdfast_peer_updates_sent_total", &tor2), 3.0);
+    assert_eq!(v("holdfast_peer_updates_received_total", &tor1), 2.0);
+    assert_eq!(
+        v(
+            "holdfast_peer_prefixes_advertised",
+            &with(&tor1, &[("family", "ipv4")])
+        ),
+        4.0
+    );
+    assert_eq!(
+        v(
+            "holdfast_peer_prefixes_advertised",
+            &with(&tor1, &[("family", "ipv6")])
+        ),
+        1.0
+    );
+    assert_eq!(v("holdfast_peer_prefixes_received_total", &tor3), 0.0);
+    assert_eq!(
+        v(
+            "holdfast_peer_notifications_sent_total",
+            &with(
+                &tor2,
+                &[
+                    ("code", "4"),
+                    ("subcode", "0"),
+                    ("name", "Hold Timer Expired")
+                ]
+            )
+        ),
+        3.0
+    );
+    assert_eq!(
+        v(
+            "holdfast_peer_notifications_received_total",
+            &with(
+                &tor1,
+                &[
+                    ("code", "6"),
+                    ("subcode", "2"),
+                    ("name", "Cease / Administrative Shutdown")
+                ]
+            )
+        ),
+        1.0
+    );
+    assert_eq!(v("holdfast_peer_established_transitions_total", &tor1), 2.0);
+    assert_eq!(v("holdfast_peer_bfd_up", &tor1), 1.0);
+    assert_eq!(v("holdfast_peer_bfd_up", &tor2), 0.0);
+    assert_eq!(
+        e.value("holdfast_peer_bfd_up", &tor3),
+        None,
+        "tor3 has no BFD"
+    );
+
+    assert_eq!(v("holdfast_routes_advertised", &[]), 6.0);
+    assert_eq!(v("holdfast_routes_held_down", &[]), 4.0);
+    assert_eq!(v("holdfast_withdrawals_absorbed_total", &[]), 519.0);
+    assert_eq!(v("holdfast_damping_absorbed_total", &[]), 3.0);
+    assert_eq!(v("holdfast_damping_suppressions_total", &[]), 1.0);
+    assert_eq!(v("holdfast_route_advertisements_total", &[]), 30.0);
+    assert_eq!(v("holdfast_route_withdrawals_total", &[]), 2.0);
+    assert_eq!(v("holdfast_source_healthy", &[("kind", "kubernetes")]), 1.0);
+    assert_eq!(v("holdfast_source_synced", &[("kind", "kubernetes")]), 1.0);
+    assert_eq!(v("holdfast_source_vips", &[("kind", "kubernetes")]), 4.0);
+    assert_eq!(v("holdfast_config_reload_error", &[]), 0.0);
+    assert_eq!(v("holdfast_build_info", &[("version", "0.1.0")]), 1.0);
+    assert_eq!(v("holdfast_uptime_seconds", &[]), 273906.0);
+}
+
+#[test]
+fn label_values_are_escaped() {
+    let mut s = fixture();
+    s.peers[0].name = "a\"b\\c\nd".into();
+    s.peers[0].notifications_sent.push(NotificationCount {
+        code: 3,
+        subcode: 1,
+        name: "UPDATE \"Malformed\" \\ Attribute\nList".into(),
+        count: 7,
+    });
+    let text = render_metrics(&s);
+    assert!(
+        text.contains(r#"holdfast_peer_established{peer="a\"b\\c\nd",address="192.0.2.1"} 1"#),
+        "{text}"
+    );
+    let e = parsed(&s);
+    let peer = ("peer", "a\"b\\c\nd");
+    assert_eq!(
+        e.value(
+            "holdfast_peer_established",
+            &[peer, ("address", "192.0.2.1")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        e.value(
+            "holdfast_peer_notifications_sent_total",
+            &[
+                peer,
+                ("address", "192.0.2.1"),
+                ("code", "3"),
+                ("subcode", "1"),
+                ("name", "UPDATE \"Malformed\" \\ Attribute\nList"),
+            ]
+        ),
+        Some(7.0)
+    );
+}
+
+#[test]
+fn no_duplicate_series_whatever_the_status() {
+    let mut s = fixture();
+    // Two peers alike in name and address, and the same NOTIFICATION
+    // counted twice: still one series each (a duplicate would make
+    // Prometheus reject the whole scrape).
+    s.peers.push(s.peers[0].clone());
+    s.peers[0].notifications_received.push(NotificationCount {
+        code: 6,
+        subcode: 2,
+        name: "Cease / Administrative Shutdown".into(),
+        count: 4,
+    });
+    let e = parsed(&s);
+    assert_eq!(
+        e.value(
+            "holdfast_peer_notifications_received_total",
+            &[
+                ("peer", "tor1"),
+                ("address", "192.0.2.1"),
+                ("code", "6"),
+                ("subcode", "2"),
+                ("name", "Cease / Administrative Shutdown"),
+            ]
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        e.family("holdfast_peer_established").unwrap().samples.len(),
+        3
+    );
+}
+
+#[test]
+fn an_unknown_state_still_shows_and_empty_families_are_left_out() {
+    let s = Status {
+        peers: vec![PeerStatus {
+            name: "tor1".into(),
+            configured_address: "192.0.2.1".into(),
+            state: "Deleted".into(),
+            bfd: Some(BfdStatus::default()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let e = parsed(&s);
+    let labels = |state| [("peer", "tor1"), ("address", "192.0.2.1"), ("state", state)];
+    assert_eq!(
+        e.value("holdfast_peer_state", &labels("Deleted")),
+        Some(1.0)
+    );
+    assert_eq!(e.value("holdfast_peer_state", &labels("Idle")), Some(0.0));
+    assert_eq!(
+        e.value("holdfast_peer_bfd_up", &labels("Deleted")[..2]),
+        Some(0.0)
+    );
+    assert!(e.family("holdfast_peer_notifications_sent_total").is_none());
+    // The running binary's version when the daemon left it out.
+    assert_eq!(
+        e.value(
+            "holdfast_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        e.value("holdfast_source_healthy", &[("kind", "")]),
+        Some(0.0)
+    );
+
+    let e = parsed(&Status::default());
+    assert!(e.family("holdfast_peer_state").is_none());
+    assert_eq!(e.value("holdfast_uptime_seconds", &[]), Some(0.0));
+}
+
+#[test]
+fn large_counters_keep_every_digit() {
+    let mut s = fixture();
+    s.peers[0].messages_sent = u64::MAX;
+    let text = render_metrics(&s);
+    assert!(
+        text.contains(r#"holdfast_peer_messages_sent_total{peer="tor1",address="192.0.2.1"} 18446744073709551615"#),
+        "{text}"
+    );
+}
+
+/// docs/metrics.md documents exactly the families /metrics has (the
+/// fixture has every kind of peer, so every family appears).
+#[test]
+fn every_metric_is_documented_and_every_documented_metric_exists() {
+    let doc = include_str!("../../../docs/metrics.md");
+    let documented: Vec<&str> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `holdfast_"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    let e = parsed(&fixture());
+    let emitted: Vec<String> = e
+        .families
+        .iter()
+        .map(|f| f.name.trim_start_matches("holdfast_").to_string())
+        .collect();
+    for name in &emitted {
+        assert!(
+            documented.contains(&name.as_str()),
+            "holdfast_{name} is not in docs/metrics.md"
+        );
+    }
+    for name in &documented {
+        assert!(
+            emitted.iter().any(|n| n == name),
+            "docs/metrics.md lists holdfast_{name}, which /metrics lacks"
+        );
+    }
+    // And the type column agrees.
+    for f in &e.families {
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}`", f.name)))
+            .unwrap();
+        assert!(
+            row.contains(&format!("| {} |", f.kind)),
+            "{row}: type is {}",
+            f.kind
+        );
+    }
+}

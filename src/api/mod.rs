@@ -1,0 +1,298 @@
+//! The HTTP API on `speaker.api` (default 127.0.0.1:9179): metrics, health,
+//! status and explain, read from the daemon through a [`StateView`].
+//!
+//! | endpoint | answer |
+//! |---|---|
+//! | `GET /metrics` | Prometheus text format 0.0.4 (docs/metrics.md) |
+//! | `GET /healthz` | 200 `ok` while the process serves |
+//! | `GET /readyz` | 200 `ready`, or 503 `not ready: REASON` |
+//! | `GET /v1/status` | JSON of [`Status`] |
+//! | `GET /v1/explain/{vip}` | JSON of [`Explanation`]; 400 `{"error": …}` when `{vip}` is not an IP address |
+//!
+//! HEAD is answered like GET (RFC 9110 §9.3.2: a server that supports GET
+//! supports HEAD); any other method on a known path is 405 with `Allow`,
+//! and any other path 404. HTTP/1.1 only, over plain TCP on loopback by
+//! default: the API carries nothing secret, and a node-local scraper or
+//! `holdfast status` needs nothing more.
+
+pub mod exposition;
+pub mod metrics;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+pub use metrics::render_metrics;
+
+use crate::status::{Explanation, Status};
+
+/// What the daemon shows the API. Each call returns a snapshot; the API
+/// holds no state of its own. The calls run on the runtime's worker
+/// threads, once per request: they should copy state out from under a lock
+/// and not wait on anything (no `.await`, no I/O). A panic in one costs that
+/// request a 500, nothing more.
+pub trait StateView: Send + Sync + 'static {
+    /// The whole state, for `/v1/status` and `/metrics`.
+    fn status(&self) -> Status;
+    /// Why this node does or does not advertise `vip`.
+    fn explain(&self, vip: IpAddr) -> Explanation;
+    /// `Ok` once the config is loaded and the source has synced; else why
+    /// not, in words (`/readyz` answers 503 with it).
+    fn ready(&self) -> Result<(), String>;
+}
+
+/// Connections served at once; more are closed at accept. The API is for a
+/// node-local scraper and a few operators, and a bound keeps a runaway
+/// client from exhausting the daemon's file descriptors.
+pub const MAX_CONNECTIONS: usize = 128;
+/// A client has this long to send its request head (slowloris guard).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// On shutdown, requests in flight get this long to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Binds `addr`, with the address in the error.
+pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("API address {addr}: {e}")))
+}
+
+/// Binds `addr` and serves until `shutdown` completes.
+pub async fn serve(
+    addr: SocketAddr,
+    view: Arc<dyn StateView>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    serve_listener(bind(addr).await?, view, shutdown).await
+}
+
+/// Serves on a bound listener until `shutdown` completes, then gives
+/// requests in flight [`SHUTDOWN_GRACE`] to finish. Errors of single
+/// connections are logged and never end the server.
+pub async fn serve_listener(
+    listener: TcpListener,
+    view: Arc<dyn StateView>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut saturated = false;
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            a = listener.accept() => a,
+        };
+        let (stream, remote) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // EMFILE and the like: back off rather than spin; the
+                // listener itself stays good.
+                tracing::warn!("API: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // Once per episode, not once per connection: a flood must not
+            // become a flood of log lines too.
+            if !saturated {
+                tracing::warn!(
+                    "API: {MAX_CONNECTIONS} connections open; closing new ones (first from {remote})"
+                );
+                saturated = true;
+            }
+            continue;
+        };
+        if saturated {
+            tracing::info!("API: accepting connections again");
+            saturated = false;
+        }
+        let view = view.clone();
+        let service = service_fn(move |req: Request<Incoming>| {
+            let view = view.clone();
+            async move { Ok::<_, Infallible>(respond(&*view, &req)) }
+        });
+        let mut builder = http1::Builder::new();
+        // half_close: a client may shut its sending side once the request
+        // is out (`nc -N`, some probes) and still wants the answer.
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .half_close(true);
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("API: connection from {remote}: {e}");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => {
+            tracing::debug!("API: requests still in flight after {SHUTDOWN_GRACE:?}, closing");
+        }
+    }
+    Ok(())
+}
+
+/// The endpoints, by path.
+#[derive(Debug, PartialEq)]
+enum Endpoint<'a> {
+    Metrics,
+    Healthz,
+    Readyz,
+    Status,
+    Explain(&'a str),
+}
+
+fn route(path: &str) -> Option<Endpoint<'_>> {
+    Some(match path {
+        "/metrics" => Endpoint::Metrics,
+        "/healthz" => Endpoint::Healthz,
+        "/readyz" => Endpoint::Readyz,
+        "/v1/status" => Endpoint::Status,
+        p => Endpoint::Explain(p.strip_prefix("/v1/explain/")?),
+    })
+}
+
+/// One request, one response; never panics, whatever the request or the
+/// view does.
+pub fn respond<B>(view: &dyn StateView, req: &Request<B>) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    let Some(endpoint) = route(path) else {
+        return json_error(StatusCode::NOT_FOUND, &format!("no such endpoint: {path}"));
+    };
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = json_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &format!("{} is not allowed on {path}; use GET", req.method()),
+        );
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    // A panic in the daemon's view is a bug there; it costs this request a
+    // 500, not the connection or the server.
+    let guarded = catch_unwind(AssertUnwindSafe(|| match endpoint {
+        Endpoint::Metrics => response(
+            StatusCode::OK,
+            metrics::CONTENT_TYPE,
+            render_metrics(&view.status()),
+        ),
+        Endpoint::Healthz => text(StatusCode::OK, "ok\n".into()),
+        Endpoint::Readyz => match view.ready() {
+            Ok(()) => text(StatusCode::OK, "ready\n".into()),
+            Err(why) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {why}\n"),
+            ),
+        },
+        Endpoint::Status => json(&view.status()),
+        Endpoint::Explain(raw) => match parse_vip(raw) {
+            Ok(vip) => json(&view.explain(vip)),
+            Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
+        },
+    }));
+    guarded.unwrap_or_else(|_| {
+        json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error: the daemon's state view panicked (see its log)",
+        )
+    })
+}
+
+/// The VIP in an explain request or on the command line: an IPv4 or IPv6
+/// address, optionally as its host prefix (`/32`, `/128`) since that is how
+/// `holdfast status` prints routes. Percent-escapes are decoded.
+pub fn parse_vip(raw: &str) -> Result<IpAddr, String> {
+    let text = percent_decode(raw).ok_or_else(|| format!("{raw:?} is not an IP address"))?;
+    let (addr, len) = match text.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (text.as_str(), None),
+    };
+    let ip: IpAddr = addr
+        .parse()
+        .map_err(|_| format!("{text:?} is not an IP address"))?;
+    let host_len = if ip.is_ipv4() { "32" } else { "128" };
+    match len {
+        None => Ok(ip),
+        Some(l) if l == host_len => Ok(ip),
+        Some(_) => Err(format!(
+            "{text:?} is a prefix, not a VIP: give an address (or it as /{host_len})"
+        )),
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn response(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // Every answer is a snapshot of the moment.
+    r.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    response(status, "text/plain; charset=utf-8", body)
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Response<Full<Bytes>> {
+    match serde_json::to_string_pretty(value) {
+        Ok(mut body) => {
+            body.push('\n');
+            response(StatusCode::OK, "application/json", body)
+        }
+        Err(e) => json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("internal error: cannot encode the answer: {e}"),
+        ),
+    }
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    let body = serde_json::json!({ "error": message }).to_string() + "\n";
+    response(status, "application/json", body)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,185 @@
+use std::sync::Mutex;
+
+use http_body_util::BodyExt;
+
+use super::*;
+
+/// A stand-in for the daemon's state: fixed answers, and a switch to make
+/// the view panic.
+struct View {
+    ready: Mutex<Result<(), String>>,
+    panics: bool,
+}
+
+impl StateView for View {
+    fn status(&self) -> Status {
+        if self.panics {
+            panic!("a bug in the daemon");
+        }
+        Status {
+            node: "worker-1".into(),
+            asn: 65001,
+            ..Default::default()
+        }
+    }
+    fn explain(&self, vip: IpAddr) -> Explanation {
+        Explanation {
+            vip: vip.to_string(),
+            advertised: vip.is_ipv4(),
+            ..Default::default()
+        }
+    }
+    fn ready(&self) -> Result<(), String> {
+        self.ready.lock().unwrap().clone()
+    }
+}
+
+fn view() -> View {
+    View {
+        ready: Mutex::new(Ok(())),
+        panics: false,
+    }
+}
+
+fn call(view: &View, method: &str, uri: &str) -> (StatusCode, String, String) {
+    let req = Request::builder().method(method).uri(uri).body(()).unwrap();
+    let resp = respond(view, &req);
+    let status = resp.status();
+    let ctype = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = resp.into_body();
+    let bytes = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(body.collect())
+        .unwrap()
+        .to_bytes();
+    (status, ctype, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+#[test]
+fn each_endpoint_answers() {
+    let v = view();
+    let (s, t, b) = call(&v, "GET", "/metrics");
+    assert_eq!(
+        (s, t.as_str()),
+        (StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert!(b.contains("holdfast_uptime_seconds 0\n"), "{b}");
+
+    assert_eq!(call(&v, "GET", "/healthz").2, "ok\n");
+    assert_eq!(call(&v, "GET", "/readyz").0, StatusCode::OK);
+
+    let (s, t, b) = call(&v, "GET", "/v1/status?verbose=1");
+    assert_eq!((s, t.as_str()), (StatusCode::OK, "application/json"));
+    let status: Status = serde_json::from_str(&b).unwrap();
+    assert_eq!((status.node.as_str(), status.asn), ("worker-1", 65001));
+
+    for (uri, vip) in [
+        ("/v1/explain/198.51.100.10", "198.51.100.10"),
+        ("/v1/explain/198.51.100.10%2F32", "198.51.100.10"),
+        ("/v1/explain/198.51.100.10/32", "198.51.100.10"),
+        ("/v1/explain/2001:db8::10", "2001:db8::10"),
+        ("/v1/explain/2001%3Adb8%3A%3A10/128", "2001:db8::10"),
+    ] {
+        let (s, _, b) = call(&v, "GET", uri);
+        assert_eq!(s, StatusCode::OK, "{uri}: {b}");
+        let e: Explanation = serde_json::from_str(&b).unwrap();
+        assert_eq!(e.vip, vip, "{uri}");
+    }
+}
+
+#[test]
+fn errors_are_statuses_with_reasons() {
+    let v = view();
+    for uri in ["/", "/metric", "/v1/status/x", "/v1/explain", "/v2/status"] {
+        let (s, t, b) = call(&v, "GET", uri);
+        assert_eq!(s, StatusCode::NOT_FOUND, "{uri}");
+        assert_eq!(t, "application/json");
+        assert!(b.contains("no such endpoint"), "{b}");
+    }
+    for uri in [
+        "/v1/explain/",
+        "/v1/explain/not-an-ip",
+        "/v1/explain/198.51.100.0/24",
+        "/v1/explain/2001:db8::/64",
+        "/v1/explain/198.51.100.10/128",
+        "/v1/explain/198.51.100.10%zz",
+        "/v1/explain/%ff%fe",
+        "/v1/explain/1.2.3.4/32/x",
+    ] {
+        let (s, t, b) = call(&v, "GET", uri);
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}");
+        assert_eq!(t, "application/json");
+        let err: serde_json::Value = serde_json::from_str(&b).unwrap();
+        assert!(err["error"].as_str().is_some_and(|e| !e.is_empty()), "{b}");
+    }
+    for (method, uri) in [
+        ("POST", "/metrics"),
+        ("PUT", "/v1/status"),
+        ("DELETE", "/v1/explain/198.51.100.10"),
+        ("OPTIONS", "/healthz"),
+    ] {
+        let req = Request::builder().method(method).uri(uri).body(()).unwrap();
+        let resp = respond(&v, &req);
+        assert_eq!(
+            resp.status(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {uri}"
+        );
+        assert_eq!(resp.headers().get(ALLOW).unwrap(), "GET, HEAD");
+    }
+    // HEAD is GET without the body (hyper leaves the body out on the wire).
+    assert_eq!(call(&v, "HEAD", "/healthz").0, StatusCode::OK);
+
+    *v.ready.lock().unwrap() = Err("the kubernetes source has not synced".into());
+    let (s, _, b) = call(&v, "GET", "/readyz");
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(b, "not ready: the kubernetes source has not synced\n");
+    assert_eq!(
+        call(&v, "GET", "/healthz").0,
+        StatusCode::OK,
+        "alive though not ready"
+    );
+}
+
+#[test]
+fn a_panicking_view_costs_a_500_not_the_server() {
+    let v = View {
+        panics: true,
+        ..view()
+    };
+    for uri in ["/metrics", "/v1/status"] {
+        let (s, _, b) = call(&v, "GET", uri);
+        assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR, "{uri}");
+        assert!(b.contains("panicked"), "{b}");
+    }
+    assert_eq!(call(&v, "GET", "/healthz").0, StatusCode::OK);
+}
+
+#[test]
+fn vips_parse_as_addresses_or_host_prefixes() {
+    assert_eq!(
+        parse_vip("198.51.100.10"),
+        Ok("198.51.100.10".parse().unwrap())
+    );
+    assert_eq!(
+        parse_vip("2001:db8::10/128"),
+        Ok("2001:db8::10".parse().unwrap())
+    );
+    assert_eq!(
+        parse_vip("web").unwrap_err(),
+        "\"web\" is not an IP address"
+    );
+    assert_eq!(
+        parse_vip("198.51.100.0/24").unwrap_err(),
+        "\"198.51.100.0/24\" is a prefix, not a VIP: give an address (or it as /32)"
+    );
+    assert!(parse_vip("").is_err());
+    assert!(parse_vip("%").is_err());
+    assert!(parse_vip("%+1").is_err());
+    assert!(parse_vip("%é1").is_err());
+}

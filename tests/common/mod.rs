@@ -1,0 +1,204 @@
+//! A holdfast daemon in a network namespace, for the interop tests: its
+//! config, its VIP file, its process and its API.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use testlab::{LabDir, Netns, NsProcess, Signal};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_holdfast");
+
+/// A generous bound for anything that crosses real sockets.
+pub const LONG: Duration = Duration::from_secs(60);
+
+pub struct Holdfast<'a> {
+    pub ns: &'a Netns,
+    pub dir: LabDir,
+    pub config: PathBuf,
+    pub vips: PathBuf,
+    pub process: Option<NsProcess>,
+}
+
+impl<'a> Holdfast<'a> {
+    /// Writes `config` (with `VIPS` replaced by the VIP file's path and
+    /// `STATE` by a state directory) and `vips`, and starts the daemon.
+    pub fn start(ns: &'a Netns, config: &str, vips: &str) -> Holdfast<'a> {
+        Self::start_with(ns, config, vips, &[])
+    }
+
+    pub fn start_with(ns: &'a Netns, config: &str, vips: &str, args: &[&str]) -> Holdfast<'a> {
+        let dir = LabDir::new("holdfast");
+        let vips_path = dir.write("vips.toml", vips);
+        let config = config.replace("VIPS", &vips_path.display().to_string());
+        let config_path = dir.write("holdfast.toml", &config);
+        let mut h = Holdfast {
+            ns,
+            dir,
+            config: config_path,
+            vips: vips_path,
+            process: None,
+        };
+        h.run(args);
+        h
+    }
+
+    /// (Re)starts the process with the same files.
+    pub fn run(&mut self, extra: &[&str]) {
+        let state = self.dir.join("state");
+        let config = self.config.display().to_string();
+        let state = state.display().to_string();
+        let mut argv = vec![
+            BIN,
+            "run",
+            "--config",
+            &config,
+            "--state-dir",
+            &state,
+            "--log",
+            "info,holdfast=debug",
+        ];
+        argv.extend_from_slice(extra);
+        let log = self.dir.join(&format!("holdfast-{}.log", self.next_log()));
+        self.process = Some(NsProcess::start_logged(
+            self.ns,
+            "holdfast",
+            &argv,
+            &[],
+            &log,
+        ));
+    }
+
+    fn next_log(&self) -> usize {
+        std::fs::read_dir(self.dir.path())
+            .map(|d| {
+                d.filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("holdfast-"))
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    }
+
+    pub fn log(&self) -> String {
+        self.process.as_ref().map(|p| p.log()).unwrap_or_default()
+    }
+
+    pub fn kill(&mut self, signal: Signal) {
+        if let Some(p) = self.process.as_mut() {
+            p.kill(signal);
+        }
+    }
+
+    /// Waits for the process to exit and forgets it.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let mut p = self.process.take().expect("holdfast is running");
+        p.wait_exit(Duration::from_secs(20))
+    }
+
+    /// Rewrites the VIP file the way editors do: a new file renamed over.
+    pub fn write_vips(&self, text: &str) {
+        let tmp = self.dir.join("vips.toml.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &self.vips).unwrap();
+    }
+
+    pub fn write_config(&self, text: &str) {
+        let text = text.replace("VIPS", &self.vips.display().to_string());
+        let tmp = self.dir.join("holdfast.toml.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &self.config).unwrap();
+    }
+
+    /// `holdfast status --json`, run inside the namespace.
+    pub fn status(&self) -> serde_json::Value {
+        let out = self.ns.exec(&[BIN, "status", "--json"]);
+        assert!(
+            out.status.success(),
+            "holdfast status: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        serde_json::from_slice(&out.stdout).expect("status JSON")
+    }
+
+    /// `holdfast status` as text.
+    pub fn status_text(&self) -> String {
+        String::from_utf8_lossy(&self.ns.exec(&[BIN, "status"]).stdout).into_owned()
+    }
+
+    /// `holdfast explain VIP`: (exit code, text).
+    pub fn explain(&self, vip: &str) -> (i32, String) {
+        let out = self.ns.exec(&[BIN, "explain", vip]);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
+    pub fn metrics(&self) -> String {
+        let out = self.ns.exec(&["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/9179; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn peer_state(&self, name: &str) -> String {
+        let s = self.status();
+        s["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["state"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// A minimal VIP file.
+pub fn vips(list: &[&str]) -> String {
+    list.iter()
+        .map(|a| format!("[[vip]]\naddress = \"{a}\"\nservice = \"demo/web\"\n\n"))
+        .collect()
+}
+
+/// FRR as the ToR: one eBGP neighbor (or more), IPv4 and IPv6 unicast
+/// activated for each, fast timers.
+pub fn frr_conf(asn: u32, router_id: &str, neighbors: &[(&str, u32)], extra: &str) -> String {
+    let mut c = format!(
+        "frr defaults datacenter\nrouter bgp {asn}\n bgp router-id {router_id}\n no bgp ebgp-requires-policy\n no bgp network import-check\n bgp graceful-restart\n"
+    );
+    for (addr, remote) in neighbors {
+        c.push_str(&format!(" neighbor {addr} remote-as {remote}\n neighbor {addr} timers connect 1\n neighbor {addr} timers 3 9\n"));
+    }
+    c.push_str(extra);
+    for fam in ["ipv4", "ipv6"] {
+        c.push_str(&format!(" address-family {fam} unicast\n"));
+        for (addr, _) in neighbors {
+            c.push_str(&format!("  neighbor {addr} activate\n"));
+        }
+        c.push_str(" exit-address-family\n");
+    }
+    c.push_str("exit\n");
+    c
+}
+
+/// A holdfast config for a node peering with one router.
+pub fn node_conf(
+    asn: u32,
+    router_id: &str,
+    peers: &[(&str, &str, u32)],
+    advertisement: &str,
+    stability: &str,
+) -> String {
+    let mut c =
+        format!("[speaker]\nasn = {asn}\nrouter_id = \"{router_id}\"\nhostname = \"node-1\"\n\n");
+    for (name, addr, remote) in peers {
+        c.push_str(&format!(
+            "[[peer]]\nname = \"{name}\"\naddress = \"{addr}\"\nasn = {remote}\nhold_time = \"9s\"\nkeepalive = \"3s\"\nconnect_retry = \"1s\"\n\n"
+        ));
+    }
+    c.push_str("[source]\nkind = \"file\"\npath = \"VIPS\"\n\n");
+    c.push_str(&format!("[stability]\n{stability}\n\n"));
+    c.push_str(advertisement);
+    c
+}
