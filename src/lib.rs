@@ -3,6 +3,7 @@
 //! → sessions.
 
 pub mod api;
+pub mod bfd;
 pub mod cli;
 #[deny(missing_docs)]
 pub mod config;

@@ -1,0 +1,492 @@
+//! One BFD session in asynchronous mode (RFC 5880 §6), sans IO: packets
+//! and instants in, packets and state changes out, the next deadline on
+//! request — in the style of the BGP FSM in `bgp_proto::fsm`.
+//!
+//! ```text
+//!                             +--+
+//!                             |  | UP, ADMIN DOWN, TIMER
+//!                             |  V
+//!                     DOWN  +------+  INIT
+//!              +------------|      |------------+
+//!              |            | DOWN |            |
+//!              |  +-------->|      |<--------+  |
+//!              |  |         +------+         |  |
+//!              |  |                          |  |
+//!              |  |               ADMIN DOWN,|  |
+//!              |  |ADMIN DOWN,          DOWN,|  |
+//!              |  |TIMER                TIMER|  |
+//!              V  |                          |  V
+//!            +------+                      +------+
+//!       +----|      |                      |      |----+
+//!   DOWN|    | INIT |--------------------->|  UP  |    |INIT, UP
+//!       +--->|      | INIT, UP             |      |<---+
+//!            +------+                      +------+
+//! ```
+//! (RFC 5880 §6.2.)
+
+use std::time::{Duration, Instant};
+
+use super::packet::{Diag, Packet, State};
+
+/// RFC 5880 §6.8.3: "When bfd.SessionState is not Up, the system MUST set
+/// bfd.DesiredMinTxInterval to a value of not less than one second".
+pub const SLOW_TX: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub desired_min_tx: Duration,
+    pub required_min_rx: Duration,
+    pub detect_mult: u8,
+    /// bfd.LocalDiscr: unique and non-zero.
+    pub local_discriminator: u32,
+    pub jitter_seed: u64,
+}
+
+/// What the driver must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    Send(Packet),
+    StateChange { from: State, to: State, diag: Diag },
+}
+
+#[derive(Clone, Debug)]
+pub struct Session {
+    config: Config,
+    state: State,
+    remote_state: State,
+    remote_discr: u32,
+    local_diag: Diag,
+    remote_min_rx: Duration,
+    remote_desired_min_tx: Duration,
+    remote_detect_mult: u8,
+    next_tx: Option<Instant>,
+    detect_at: Option<Instant>,
+    /// A Poll Sequence is running (§6.5): P set until F comes back.
+    polling: bool,
+    rng: u64,
+    since: Instant,
+}
+
+fn micros(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+}
+
+impl Session {
+    pub fn new(config: Config, now: Instant) -> Self {
+        let rng = config.jitter_seed | 1;
+        Session {
+            config,
+            state: State::Down,
+            remote_state: State::Down,
+            remote_discr: 0,
+            local_diag: Diag::None,
+            // §6.8.1: bfd.RemoteMinRxInterval "MUST be initialized to 1".
+            remote_min_rx: Duration::from_micros(1),
+            remote_desired_min_tx: Duration::ZERO,
+            remote_detect_mult: 0,
+            next_tx: Some(now),
+            detect_at: None,
+            polling: false,
+            rng,
+            since: now,
+        }
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    pub fn since(&self) -> Instant {
+        self.since
+    }
+
+    pub fn diag(&self) -> Diag {
+        self.local_diag
+    }
+
+    pub fn remote_discriminator(&self) -> u32 {
+        self.remote_discr
+    }
+
+    pub fn local_discriminator(&self) -> u32 {
+        self.config.local_discriminator
+    }
+
+    /// bfd.DesiredMinTxInterval in force: at least 1 s unless Up.
+    fn desired_min_tx(&self) -> Duration {
+        if self.state == State::Up {
+            self.config.desired_min_tx
+        } else {
+            self.config.desired_min_tx.max(SLOW_TX)
+        }
+    }
+
+    /// §6.8.4: "the Detection Time ... is equal to the value of Detect
+    /// Mult received from the remote system, multiplied by the agreed
+    /// transmit interval of the remote system (the greater of
+    /// bfd.RequiredMinRxInterval and the last received Desired Min TX
+    /// Interval)".
+    pub fn detection_time(&self) -> Option<Duration> {
+        (self.remote_detect_mult > 0).then(|| {
+            self.config.required_min_rx.max(self.remote_desired_min_tx)
+                * u32::from(self.remote_detect_mult)
+        })
+    }
+
+    /// §6.8.7: the interval is the greater of bfd.DesiredMinTxInterval and
+    /// bfd.RemoteMinRxInterval, reduced by 0–25% jitter (10–25% with a
+    /// Detect Mult of 1).
+    fn tx_interval(&mut self) -> Option<Duration> {
+        if self.remote_min_rx.is_zero() {
+            // "the system MUST NOT periodically transmit BFD Control
+            // packets" when the remote asked for a zero RequiredMinRx.
+            return None;
+        }
+        let base = self.desired_min_tx().max(self.remote_min_rx);
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+        let factor = if self.config.detect_mult == 1 {
+            0.75 + 0.15 * u
+        } else {
+            0.75 + 0.25 * u
+        };
+        Some(base.mul_f64(factor))
+    }
+
+    fn packet(&self, final_: bool) -> Packet {
+        Packet {
+            diag: self.local_diag,
+            state: self.state,
+            poll: self.polling && !final_,
+            final_,
+            control_plane_independent: false,
+            demand: false,
+            detect_mult: self.config.detect_mult,
+            my_discriminator: self.config.local_discriminator,
+            your_discriminator: self.remote_discr,
+            desired_min_tx: micros(self.desired_min_tx()),
+            required_min_rx: micros(self.config.required_min_rx),
+            required_min_echo_rx: 0,
+        }
+    }
+
+    fn set_state(&mut self, now: Instant, to: State, diag: Diag, out: &mut Vec<Output>) {
+        if to == self.state {
+            return;
+        }
+        let from = self.state;
+        self.state = to;
+        self.local_diag = diag;
+        self.since = now;
+        out.push(Output::StateChange { from, to, diag });
+        // The transmit interval changes with Up (1 s floor on or off):
+        // §6.8.3 — a Poll Sequence announces it.
+        if from == State::Up || to == State::Up {
+            self.polling = true;
+        }
+        // Send the news at once rather than at the next interval.
+        self.next_tx = Some(now);
+    }
+
+    /// A received packet, already through [`Packet::decode`]'s checks and
+    /// demultiplexed to this session.
+    pub fn receive(&mut self, now: Instant, p: &Packet) -> Vec<Output> {
+        let mut out = Vec::new();
+        if self.state == State::AdminDown {
+            return out;
+        }
+        // §6.8.6: "If the Your Discriminator field is zero and the State
+        // field is not Down or AdminDown, the packet MUST be discarded."
+        if p.your_discriminator == 0 && !matches!(p.state, State::Down | State::AdminDown) {
+            return out;
+        }
+        if p.your_discriminator != 0 && p.your_discriminator != self.config.local_discriminator {
+            return out;
+        }
+        self.remote_discr = p.my_discriminator;
+        self.remote_state = p.state;
+        self.remote_desired_min_tx = Duration::from_micros(u64::from(p.desired_min_tx));
+        self.remote_detect_mult = p.detect_mult;
+        let new_min_rx = Duration::from_micros(u64::from(p.required_min_rx));
+        if new_min_rx != self.remote_min_rx {
+            self.remote_min_rx = new_min_rx;
+            // A slower peer: honour it from the next packet on.
+            self.next_tx = Some(now.min(self.next_tx.unwrap_or(now)));
+        }
+        // §6.8.6: "If the Final (F) bit is set ... the Poll Sequence is
+        // terminated."
+        if p.final_ {
+            self.polling = false;
+        }
+        self.detect_at = self.detection_time().map(|d| now + d);
+        if p.state == State::AdminDown {
+            if self.state != State::Down {
+                self.set_state(
+                    now,
+                    State::Down,
+                    Diag::NeighborSignaledSessionDown,
+                    &mut out,
+                );
+            }
+        } else {
+            match (self.state, p.state) {
+                (State::Down, State::Down) => {
+                    self.set_state(now, State::Init, Diag::None, &mut out)
+                }
+                (State::Down, State::Init) => self.set_state(now, State::Up, Diag::None, &mut out),
+                (State::Init, State::Init | State::Up) => {
+                    self.set_state(now, State::Up, Diag::None, &mut out)
+                }
+                (State::Up, State::Down) => self.set_state(
+                    now,
+                    State::Down,
+                    Diag::NeighborSignaledSessionDown,
+                    &mut out,
+                ),
+                _ => {}
+            }
+        }
+        // §6.8.7: "If a BFD Control packet is received with the Poll (P)
+        // bit set to 1, the receiving system MUST transmit a BFD Control
+        // packet with the Poll (P) bit clear and the Final (F) bit set as
+        // soon as practicable, without respect to the transmission timer".
+        if p.poll {
+            out.push(Output::Send(self.packet(true)));
+        }
+        out
+    }
+
+    /// Timers: transmission and detection.
+    pub fn poll(&mut self, now: Instant) -> Vec<Output> {
+        let mut out = Vec::new();
+        if self.detect_at.is_some_and(|t| now >= t) {
+            self.detect_at = None;
+            // §6.8.1: bfd.RemoteDiscr "MUST be set to zero if the Detection
+            // Time expires"; §6.8.4: the session goes Down with diag 1.
+            self.remote_discr = 0;
+            self.remote_detect_mult = 0;
+            self.remote_min_rx = Duration::from_micros(1);
+            if matches!(self.state, State::Init | State::Up) {
+                self.set_state(
+                    now,
+                    State::Down,
+                    Diag::ControlDetectionTimeExpired,
+                    &mut out,
+                );
+            }
+        }
+        if self.state != State::AdminDown && self.next_tx.is_some_and(|t| now >= t) {
+            out.push(Output::Send(self.packet(false)));
+            self.next_tx = self.tx_interval().map(|d| now + d);
+        }
+        out
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        [self.next_tx, self.detect_at].into_iter().flatten().min()
+    }
+
+    /// AdminDown (§6.8.16): tell the peer, stop.
+    pub fn admin_down(&mut self, now: Instant) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.set_state(now, State::AdminDown, Diag::AdministrativelyDown, &mut out);
+        out.push(Output::Send(self.packet(false)));
+        self.next_tx = None;
+        self.detect_at = None;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(discr: u32) -> Config {
+        Config {
+            desired_min_tx: Duration::from_millis(100),
+            required_min_rx: Duration::from_millis(100),
+            detect_mult: 3,
+            local_discriminator: discr,
+            jitter_seed: u64::from(discr),
+        }
+    }
+
+    /// Two sessions wired back to back on simulated time.
+    struct Pair {
+        a: Session,
+        b: Session,
+        now: Instant,
+        link_up: bool,
+        changes: Vec<(char, State, State, Diag)>,
+    }
+
+    impl Pair {
+        fn new() -> Pair {
+            let now = Instant::now();
+            Pair {
+                a: Session::new(cfg(1), now),
+                b: Session::new(cfg(2), now),
+                now,
+                link_up: true,
+                changes: Vec::new(),
+            }
+        }
+
+        fn deliver(&mut self, from: char, outs: Vec<Output>) {
+            for o in outs {
+                match o {
+                    Output::Send(p) if self.link_up => {
+                        let reply = if from == 'a' {
+                            self.b.receive(self.now, &p)
+                        } else {
+                            self.a.receive(self.now, &p)
+                        };
+                        self.deliver(if from == 'a' { 'b' } else { 'a' }, reply);
+                    }
+                    Output::Send(_) => {}
+                    Output::StateChange { from: f, to, diag } => {
+                        self.changes.push((from, f, to, diag))
+                    }
+                }
+            }
+        }
+
+        /// Runs until `until`, stepping to each deadline.
+        fn run(&mut self, until: Instant) {
+            loop {
+                let next = [self.a.next_deadline(), self.b.next_deadline()]
+                    .into_iter()
+                    .flatten()
+                    .min();
+                match next {
+                    Some(t) if t <= until => {
+                        self.now = t.max(self.now);
+                        let oa = self.a.poll(self.now);
+                        self.deliver('a', oa);
+                        let ob = self.b.poll(self.now);
+                        self.deliver('b', ob);
+                    }
+                    _ => {
+                        self.now = until;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn three_way_handshake_to_up() {
+        let mut p = Pair::new();
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(3));
+        assert_eq!((p.a.state(), p.b.state()), (State::Up, State::Up));
+        assert!(
+            p.changes
+                .contains(&('a', State::Down, State::Init, Diag::None))
+                || p.changes
+                    .contains(&('a', State::Down, State::Up, Diag::None))
+        );
+        // Up: the agreed interval is 100 ms, the detection time 300 ms.
+        assert_eq!(p.a.detection_time(), Some(Duration::from_millis(300)));
+    }
+
+    #[test]
+    fn silence_brings_it_down_within_the_detection_time() {
+        let mut p = Pair::new();
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(3));
+        p.link_up = false;
+        let cut = p.now;
+        p.run(cut + Duration::from_secs(1));
+        let down: Vec<_> = p.changes.iter().filter(|c| c.2 == State::Down).collect();
+        assert_eq!(down.len(), 2, "{:?}", p.changes);
+        assert!(
+            down.iter()
+                .all(|c| c.3 == Diag::ControlDetectionTimeExpired)
+        );
+        assert!(
+            p.a.since() - cut <= Duration::from_millis(300),
+            "{:?}",
+            p.a.since() - cut
+        );
+        // And back up when the link returns.
+        p.link_up = true;
+        let back = p.now;
+        p.run(back + Duration::from_secs(4));
+        assert_eq!((p.a.state(), p.b.state()), (State::Up, State::Up));
+    }
+
+    #[test]
+    fn the_peer_signals_down_and_admin_down() {
+        let mut p = Pair::new();
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(3));
+        let outs = p.b.admin_down(p.now);
+        p.deliver('b', outs);
+        assert_eq!(p.a.state(), State::Down);
+        assert_eq!(p.a.diag(), Diag::NeighborSignaledSessionDown);
+        assert_eq!(p.b.state(), State::AdminDown);
+    }
+
+    #[test]
+    fn poll_is_answered_with_final_and_ends_the_sequence() {
+        let now = Instant::now();
+        let mut a = Session::new(cfg(1), now);
+        let probe = Packet {
+            poll: true,
+            ..a.packet(false)
+        };
+        let probe = Packet {
+            my_discriminator: 9,
+            your_discriminator: 1,
+            state: State::Down,
+            ..probe
+        };
+        let out = a.receive(now, &probe);
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Send(p) if p.final_ && !p.poll)),
+            "{out:?}"
+        );
+        a.polling = true;
+        let fin = Packet {
+            poll: false,
+            final_: true,
+            ..probe
+        };
+        a.receive(now, &fin);
+        assert!(!a.polling);
+    }
+
+    #[test]
+    fn slow_until_up_and_jittered() {
+        let now = Instant::now();
+        let mut a = Session::new(cfg(1), now);
+        a.poll(now);
+        let d = a.next_deadline().unwrap() - now;
+        // Down: 1 s floor, 75–100% jitter.
+        assert!(
+            d >= Duration::from_millis(750) && d <= Duration::from_secs(1),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn zero_your_discriminator_is_only_for_down() {
+        let now = Instant::now();
+        let mut a = Session::new(cfg(1), now);
+        let p = Packet {
+            state: State::Up,
+            your_discriminator: 0,
+            my_discriminator: 5,
+            ..a.packet(false)
+        };
+        assert!(a.receive(now, &p).is_empty());
+        assert_eq!(a.remote_discriminator(), 0);
+    }
+}
