@@ -3,5 +3,6 @@
 //! protocol is a pure state machine (`session`); the driver owns sockets
 //! and timers.
 
+pub mod driver;
 pub mod packet;
 pub mod session;
