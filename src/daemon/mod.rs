@@ -23,6 +23,7 @@ use tracing::{error, info, warn};
 
 use crate::config::{self, Config, PeerAddress, RouterId};
 use crate::model::SourceSnapshot;
+use crate::probe;
 use crate::session::{self, PeerHandle, PeerSpec, StopHow};
 use crate::speaker::{self, PeerTable, Route};
 use crate::stability::{self, Stability};
@@ -115,6 +116,16 @@ struct Daemon {
     peers: BTreeMap<String, Peer>,
     shared: SharedState,
     file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
+    /// TCP probes of VIPs whose advertisement has one.
+    probes: BTreeMap<IpAddr, Probing>,
+    probe_tx: tokio::sync::mpsc::UnboundedSender<probe::ProbeResult>,
+}
+
+/// One probed VIP.
+struct Probing {
+    config: config::Probe,
+    tracker: probe::Tracker,
+    _task: probe::ProbeTask,
 }
 
 /// Reads the restart marker and leaves a fresh one: a process that finds
@@ -224,32 +235,103 @@ impl Daemon {
     }
 
     fn on_snapshot(&mut self, snap: SourceSnapshot) {
-        let now = Instant::now();
-        let present: BTreeMap<IpNet, Route> = snap
+        if let Some(e) = &snap.error {
+            warn!("source: {e}");
+        }
+        self.snapshot = Arc::new(snap);
+        self.sync_probes();
+        self.recompute();
+    }
+
+    /// The probe a VIP's advertisements ask for (the first that has one).
+    fn probe_for(
+        &self,
+        advertisements: &std::collections::BTreeSet<String>,
+    ) -> Option<config::Probe> {
+        self.config
+            .advertisements
+            .iter()
+            .filter(|a| advertisements.contains(&a.name))
+            .find_map(|a| a.probe.clone())
+    }
+
+    /// Starts probes for VIPs that need one, stops those no longer needed.
+    fn sync_probes(&mut self) {
+        let wanted: BTreeMap<IpAddr, config::Probe> = self
+            .snapshot
             .vips
             .iter()
-            .map(|(ip, v)| {
-                (
-                    IpNet::from(*ip),
-                    Route {
-                        advertisements: v.advertisements.clone(),
-                        service: v.service.clone(),
-                    },
-                )
-            })
+            .filter_map(|(ip, v)| Some((*ip, self.probe_for(&v.advertisements)?)))
             .collect();
-        let absences: BTreeMap<IpNet, stability::Absence> = snap
+        self.probes
+            .retain(|ip, p| wanted.get(ip) == Some(&p.config));
+        for (ip, cfg) in wanted {
+            if !self.probes.contains_key(&ip) {
+                let task = probe::spawn(ip, cfg.clone(), self.probe_tx.clone());
+                self.probes.insert(
+                    ip,
+                    Probing {
+                        config: cfg,
+                        tracker: probe::Tracker::default(),
+                        _task: task,
+                    },
+                );
+            }
+        }
+    }
+
+    fn on_probe(&mut self, r: probe::ProbeResult) {
+        let Some(p) = self.probes.get_mut(&r.vip) else {
+            return;
+        };
+        if let Some(verdict) = p.tracker.record(&p.config, r.result) {
+            match verdict {
+                probe::Verdict::Failing => warn!(
+                    vip = %r.vip,
+                    port = p.config.port,
+                    error = p.tracker.last_error.as_deref().unwrap_or(""),
+                    "TCP probe failed {} times: withdrawing (the datapath does not serve it)",
+                    p.config.fail_after
+                ),
+                probe::Verdict::Passing => {
+                    info!(vip = %r.vip, port = p.config.port, "TCP probe passes: advertising")
+                }
+                probe::Verdict::Unknown => {}
+            }
+            self.recompute();
+        }
+    }
+
+    /// The source's set, gated by the probes, into the stability layer.
+    fn recompute(&mut self) {
+        let now = Instant::now();
+        let snap = self.snapshot.clone();
+        let mut present: BTreeMap<IpNet, Route> = BTreeMap::new();
+        let mut absences: BTreeMap<IpNet, stability::Absence> = snap
             .absences
             .iter()
             .map(|(ip, a)| (IpNet::from(*ip), *a))
             .collect();
-        if let Some(e) = &snap.error {
-            warn!("source: {e}");
+        for (ip, v) in &snap.vips {
+            match self.probes.get(ip).map(|p| p.tracker.verdict) {
+                None | Some(probe::Verdict::Passing) => {
+                    present.insert(
+                        IpNet::from(*ip),
+                        Route {
+                            advertisements: v.advertisements.clone(),
+                            service: v.service.clone(),
+                        },
+                    );
+                }
+                Some(probe::Verdict::Failing) => {
+                    absences.insert(IpNet::from(*ip), stability::Absence::ProbeFailed);
+                }
+                Some(probe::Verdict::Unknown) => {}
+            }
         }
         let changes = self
             .stability
             .update(now, &present, &absences, snap.healthy);
-        self.snapshot = Arc::new(snap);
         self.apply(changes);
     }
 
@@ -260,6 +342,22 @@ impl Daemon {
         s.snapshot = self.snapshot.clone();
         s.routes = state::route_views(&self.stability);
         s.counters = self.stability.counters();
+        s.probes = self
+            .probes
+            .iter()
+            .map(|(ip, p)| {
+                (
+                    *ip,
+                    state::ProbeView {
+                        port: p.config.port,
+                        verdict: p.tracker.verdict,
+                        failures: p.tracker.consecutive_failures(),
+                        fail_after: p.config.fail_after,
+                        error: p.tracker.last_error.clone(),
+                    },
+                )
+            })
+            .collect();
         s.peers = self
             .config
             .peers
@@ -363,6 +461,8 @@ impl Daemon {
                 }
             });
         }
+        self.sync_probes();
+        self.recompute();
         if old.source != self.config.source
             && std::mem::discriminant(&old.source) != std::mem::discriminant(&self.config.source)
         {
@@ -484,6 +584,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         routes: Vec::new(),
         counters: Default::default(),
         peers: Vec::new(),
+        probes: BTreeMap::new(),
     }));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let until_shutdown = move || {
@@ -525,6 +626,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         }
     };
 
+    let (probe_tx, mut probe_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut d = Daemon {
         opts: opts.clone(),
         config: config.clone(),
@@ -537,6 +639,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         peers: BTreeMap::new(),
         shared,
         file_settings,
+        probes: BTreeMap::new(),
+        probe_tx,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -606,6 +710,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 let changes = d.stability.poll(Instant::now());
                 d.apply(changes);
             }
+            Some(r) = probe_rx.recv() => d.on_probe(r),
             Some((stream, from)) = accept_rx.recv() => {
                 let ip = session::socket::unmap(from.ip());
                 match d.peers.values().find(|p| p.handle.as_ref().is_some_and(|h| h.spec.address == ip)) {

@@ -39,6 +39,16 @@ pub struct RouteView {
     pub figure_of_merit: Option<f64>,
 }
 
+/// A probed VIP (issue 7/7).
+#[derive(Clone, Debug)]
+pub struct ProbeView {
+    pub port: u16,
+    pub verdict: crate::probe::Verdict,
+    pub failures: u32,
+    pub fail_after: u32,
+    pub error: Option<String>,
+}
+
 /// Everything `status()` and `explain()` read, replaced by the daemon's
 /// main loop after each change.
 #[derive(Clone)]
@@ -52,6 +62,7 @@ pub struct Shared {
     pub routes: Vec<RouteView>,
     pub counters: Counters,
     pub peers: Vec<PeerView>,
+    pub probes: BTreeMap<IpAddr, ProbeView>,
 }
 
 pub type SharedState = Arc<Mutex<Shared>>;
@@ -248,6 +259,22 @@ impl Shared {
         }
         for why in self.snapshot.excluded.get(&ip).into_iter().flatten() {
             reasons.push(why.clone());
+        }
+        if let Some(p) = self.probes.get(&ip) {
+            reasons.push(match p.verdict {
+                crate::probe::Verdict::Passing => format!("its TCP probe to port {} passes", p.port),
+                crate::probe::Verdict::Unknown => format!(
+                    "its TCP probe to port {} has not succeeded yet{}: not advertised until it does",
+                    p.port,
+                    p.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+                ),
+                crate::probe::Verdict::Failing => format!(
+                    "its TCP probe to port {} failed {} times in a row ({}): withdrawn at once, without the hold-down — the datapath does not serve it",
+                    p.port,
+                    p.failures.max(p.fail_after),
+                    p.error.as_deref().unwrap_or("no detail")
+                ),
+            });
         }
         if !self.snapshot.healthy {
             reasons.push(format!(

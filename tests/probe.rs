@@ -1,0 +1,72 @@
+//! TCP-probe gating (issue 7/7): a VIP is advertised only while a TCP
+//! connect from the node to VIP:port succeeds.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use testlab::{Frr, Lab, NsProcess, Signal};
+
+const TOR: &str = "192.0.2.1";
+const NODE: &str = "192.0.2.2";
+const AD: &str = "[[advertisement]]\nname = \"web\"\nprobe = { port = 8080, interval = \"500ms\", timeout = \"300ms\", fail_after = 3, recover_after = 2 }\n";
+const LISTENER: &str = "import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('198.51.100.10', 8080))\ns.listen(64)\nwhile True:\n    c,_=s.accept()\n    c.close()\n";
+
+fn listener(ns: &testlab::Netns) -> NsProcess {
+    NsProcess::start(ns, "listener", &["python3", "-c", LISTENER])
+}
+
+#[test]
+fn a_vip_is_advertised_only_while_its_tcp_probe_passes() {
+    testlab::require_root();
+    testlab::require_tools(&["python3"]);
+    let lab = Lab::pair();
+    // The VIP is local to the node, as kube-proxy or Cilium make it.
+    lab.node
+        .ip(&["addr", "add", "198.51.100.10/32", "dev", "lo"]);
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let conf = node_conf(
+        65001,
+        NODE,
+        &[("tor1", TOR, 65000)],
+        AD,
+        "withdraw_hold_down = \"30s\"",
+    );
+    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
+    frr.wait_established(NODE.parse().unwrap(), LONG);
+    // Nothing listens yet: never advertised.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        frr.prefix("198.51.100.10/32").is_none(),
+        "advertised without a passing probe"
+    );
+    let (code, text) = node.explain("198.51.100.10");
+    assert_eq!(code, 1);
+    assert!(text.contains("has not succeeded yet"), "{text}");
+    // A listener: advertised after the first successful probe.
+    let mut l = listener(&lab.node);
+    frr.wait_prefix("198.51.100.10/32", Duration::from_secs(10));
+    // Stop it: withdrawn after fail_after (3) failed probes, without the
+    // 30 s hold-down.
+    l.kill(Signal::Kill);
+    let stopped = Instant::now();
+    frr.wait_no_prefix("198.51.100.10/32", Duration::from_secs(10));
+    let took = stopped.elapsed();
+    assert!(
+        took >= Duration::from_millis(1000) && took <= Duration::from_secs(4),
+        "withdrawn after {took:?}"
+    );
+    let (code, text) = node.explain("198.51.100.10");
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("failed 3 times") && text.contains("without the hold-down"),
+        "{text}"
+    );
+    // Start it again: back after recover_after (2) good probes.
+    let _l = listener(&lab.node);
+    frr.wait_prefix("198.51.100.10/32", Duration::from_secs(10));
+    let (code, text) = node.explain("198.51.100.10");
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("probe to port 8080 passes"), "{text}");
+}
