@@ -252,7 +252,7 @@ impl Daemon {
             .advertisements
             .iter()
             .filter(|a| advertisements.contains(&a.name))
-            .find_map(|a| a.probe.clone())
+            .find_map(|a| a.probe)
     }
 
     /// Starts probes for VIPs that need one, stops those no longer needed.
@@ -267,7 +267,7 @@ impl Daemon {
             .retain(|ip, p| wanted.get(ip) == Some(&p.config));
         for (ip, cfg) in wanted {
             if !self.probes.contains_key(&ip) {
-                let task = probe::spawn(ip, cfg.clone(), self.probe_tx.clone());
+                let task = probe::spawn(ip, cfg, self.probe_tx.clone());
                 self.probes.insert(
                     ip,
                     Probing {
