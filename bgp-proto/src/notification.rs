@@ -70,9 +70,35 @@ impl Notification {
         String::from_utf8(text.to_vec()).ok()
     }
 
+    /// Cease/Hard Reset (RFC 8538 §3) around `inner`: the data is the
+    /// encapsulated NOTIFICATION's error code, subcode and data.
+    pub fn hard_reset(inner: &Notification) -> Self {
+        let mut data = Vec::with_capacity(inner.data.len() + 2);
+        data.push(inner.code);
+        data.push(inner.subcode);
+        data.extend_from_slice(&inner.data);
+        Notification::new(notify::CEASE, cease::HARD_RESET, data)
+    }
+
+    /// The NOTIFICATION a Cease/Hard Reset carries (RFC 8538 §3), if this
+    /// is one with at least a code and subcode inside.
+    pub fn encapsulated(&self) -> Option<Notification> {
+        if !self.is_hard_reset() || self.data.len() < 2 {
+            return None;
+        }
+        Some(Notification::new(
+            self.data[0],
+            self.data[1],
+            self.data[2..].to_vec(),
+        ))
+    }
+
     /// "Cease / Administrative Shutdown: \"maintenance\"", for logs.
     pub fn describe(&self) -> String {
         let words = describe_code(self.code, self.subcode);
+        if let Some(inner) = self.encapsulated() {
+            return format!("{words} ({})", inner.describe());
+        }
         if let Some(msg) = self.shutdown_message() {
             return format!("{words}: \"{}\"", msg.escape_debug());
         }
@@ -221,6 +247,20 @@ mod tests {
         let n = Notification::new(6, 2, vec![9, b'a']);
         assert_eq!(n.shutdown_message(), None);
         assert_eq!(n.describe(), "Cease / Administrative Shutdown (data 0961)");
+    }
+
+    #[test]
+    fn hard_reset_encapsulates_code_subcode_and_data() {
+        let inner = Notification::cease_with_message(cease::ADMINISTRATIVE_SHUTDOWN, "bye");
+        let hr = Notification::hard_reset(&inner);
+        assert_eq!((hr.code, hr.subcode), (6, 9));
+        assert_eq!(hr.data, vec![6, 2, 3, b'b', b'y', b'e']);
+        assert_eq!(hr.encapsulated(), Some(inner));
+        assert_eq!(
+            hr.describe(),
+            "Cease / Hard Reset (Cease / Administrative Shutdown: \"bye\")"
+        );
+        assert_eq!(Notification::new(6, 9, vec![6]).encapsulated(), None);
     }
 
     #[test]

@@ -192,6 +192,8 @@ impl Daemon {
             }
         }
         self.peers.insert(p.name.clone(), peer);
+        // A new session starts from the current routes.
+        self.publish_tables();
     }
 
     async fn stop_peer(&mut self, name: &str, how: StopHow) {
@@ -425,7 +427,19 @@ impl Daemon {
                         || self.peers.get(&name).is_some_and(|cur| cur.config != *p) =>
                 {
                     info!(peer = %name, "peer changed: resetting its session");
-                    self.stop_peer(&name, StopHow::Deconfigured).await;
+                    let moved = self
+                        .peers
+                        .get(&name)
+                        .is_some_and(|cur| cur.config.address != p.address);
+                    self.stop_peer(
+                        &name,
+                        if moved {
+                            StopHow::Deconfigured
+                        } else {
+                            StopHow::Reconfigured
+                        },
+                    )
+                    .await;
                     self.start_peer(p);
                 }
                 Some(_) => {}

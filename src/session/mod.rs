@@ -159,8 +159,12 @@ pub enum StopHow {
     /// Withdraw every route, then Cease/Administrative Shutdown with this
     /// RFC 9003 message.
     Withdraw(String),
-    /// The peer was removed from the config: Cease/Peer De-configured.
+    /// The peer was removed from the config (or its default gateway
+    /// moved): Cease/Peer De-configured, as a hard reset.
     Deconfigured,
+    /// The peer's settings changed: Cease/Other Configuration Change,
+    /// which a graceful-restart peer with the N bit survives.
+    Reconfigured,
 }
 
 enum Command {
@@ -719,7 +723,16 @@ impl Driver {
                     message,
                 ))
             }
-            StopHow::Deconfigured => Some(Notification::cease(cease::PEER_DECONFIGURED)),
+            // The peer is gone from the config (or moved): its routes must
+            // go too — a hard reset under RFC 8538.
+            StopHow::Deconfigured => Some(hard_reset(
+                self.up.as_ref().map(|u| &u.negotiated),
+                Notification::cease(cease::PEER_DECONFIGURED),
+            )),
+            // Its settings changed: reconnect at once; with the N bit the
+            // router keeps our routes as stale meanwhile (RFC 8538 §3), so
+            // the reset costs the datapath nothing.
+            StopHow::Reconfigured => Some(Notification::cease(cease::OTHER_CONFIGURATION_CHANGE)),
         };
         info!(peer = %self.name(), ?how, "stopping session");
         let flushes: Vec<oneshot::Receiver<()>> = self
@@ -746,11 +759,20 @@ pub fn shutdown_notification(
     subcode: u8,
     message: &str,
 ) -> Notification {
-    let inner = Notification::cease_with_message(subcode, message);
+    hard_reset(
+        negotiated,
+        Notification::cease_with_message(subcode, message),
+    )
+}
+
+/// A Cease that must end graceful restart at the peer: with the N bit
+/// negotiated, wrapped as Cease/Hard Reset (RFC 8538 §3) whose data is the
+/// encapsulated NOTIFICATION — its error code, subcode and data; without
+/// it, as it is. (FRR 8.4's bgpd aborts on a Hard Reset whose data is
+/// shorter than the two octets of code and subcode.)
+pub fn hard_reset(negotiated: Option<&Negotiated>, inner: Notification) -> Notification {
     if negotiated.is_some_and(|n| n.graceful_notification) {
-        let mut data = vec![inner.subcode];
-        data.extend_from_slice(&inner.data);
-        Notification::new(inner.code, cease::HARD_RESET, data)
+        Notification::hard_reset(&inner)
     } else {
         inner
     }
