@@ -6,5 +6,6 @@ pub mod cli;
 #[deny(missing_docs)]
 pub mod config;
 pub mod model;
+pub mod source;
 pub mod stability;
 pub mod status;
