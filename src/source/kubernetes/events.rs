@@ -6,18 +6,26 @@
 //! [`EventRecorder::withdrawn`] as the speaker sends a route or its
 //! withdrawal; they never block. The Services are found from the address
 //! (the Services that give it, or last gave it), rate-limited per Service
-//! ([`EventLimits`]), and published by a task through kube-runtime's
-//! `Recorder` (`events.k8s.io/v1`: create, then merge patches of a series).
+//! ([`EventLimits`]), and published by a task as `events.k8s.io/v1` Events.
+//! An Event identical to one published in the last 6 minutes (same Service,
+//! reason and note) is counted in that Event's `series` by a merge patch
+//! instead of created again, as client-go's recorder does. (kube-runtime's
+//! `Recorder` would also fold Events with a different note into a series
+//! and keep the first note, losing the peers and the suppression summary.)
 //! A failure to publish is logged and forgotten: Events are informative.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::Notify;
 
 use super::limit::{EventLimits, Limiter, Notice};
@@ -28,6 +36,10 @@ pub const REPORTING_CONTROLLER: &str = "holdfast";
 
 /// At most this many peers are named in one message (a note is at most 1 kB).
 const MAX_PEERS_NAMED: usize = 16;
+
+/// How long an Event is continued as a series (client-go and the API
+/// server's own aggregation use 6 minutes too).
+const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 
 /// Which way a route changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,17 +176,15 @@ impl EventRecorder {
             }),
             wake: Arc::new(Notify::new()),
         });
-        let recorder = Recorder::new(
+        let writer = Writer {
             client,
-            Reporter {
-                controller: REPORTING_CONTROLLER.to_string(),
-                instance: Some(node),
-            },
-        );
+            node,
+            series: HashMap::new(),
+        };
         tokio::spawn(publish(
             Arc::downgrade(&inner),
             Arc::clone(&inner.wake),
-            recorder,
+            writer,
         ));
         EventRecorder { inner }
     }
@@ -220,9 +230,114 @@ impl EventRecorder {
     }
 }
 
+/// What makes two Events the same: the Service, the reason and the note.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SeriesKey {
+    namespace: String,
+    name: String,
+    reason: &'static str,
+    note: String,
+}
+
+/// An Event written, continued by identical ones.
+#[derive(Debug)]
+struct Series {
+    event_name: String,
+    count: i32,
+    last_written: Instant,
+}
+
+/// Writes Events, continuing series of identical ones.
+struct Writer {
+    client: Client,
+    node: String,
+    series: HashMap<SeriesKey, Series>,
+}
+
+impl Writer {
+    async fn write(&mut self, notice: Notice<Payload>) -> Result<(), kube::Error> {
+        let Notice {
+            address,
+            payload,
+            suppressed,
+        } = notice;
+        let (reason, action) = match payload.change {
+            RouteChange::Advertised => ("Advertised", "Advertise"),
+            RouteChange::Withdrawn => ("Withdrawn", "Withdraw"),
+        };
+        let note = note(
+            &self.node,
+            address,
+            payload.change,
+            &payload.peers,
+            suppressed,
+        );
+        let regarding = payload.regarding;
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        let name = regarding.name.clone().unwrap_or_default();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let now = Instant::now();
+        self.series
+            .retain(|_, s| now.saturating_duration_since(s.last_written) < SERIES_WINDOW);
+        let key = SeriesKey {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            reason,
+            note: note.clone(),
+        };
+        let stamp = Timestamp::now();
+        if let Some(series) = self.series.get_mut(&key) {
+            let count = series.count.saturating_add(1);
+            let patch = serde_json::json!({
+                "series": EventSeries { count, last_observed_time: MicroTime(stamp) },
+            });
+            api.patch(
+                &series.event_name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+            series.count = count;
+            series.last_written = now;
+            return Ok(());
+        }
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{name}.{:x}", stamp.as_nanosecond())),
+                namespace: Some(namespace),
+                ..ObjectMeta::default()
+            },
+            action: Some(action.to_string()),
+            reason: Some(reason.to_string()),
+            note: Some(note),
+            event_time: Some(MicroTime(stamp)),
+            regarding: Some(regarding),
+            reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
+            reporting_instance: Some(self.node.clone()),
+            type_: Some("Normal".to_string()),
+            ..Event::default()
+        };
+        let created = api.create(&PostParams::default(), &event).await?;
+        if let Some(event_name) = created.metadata.name {
+            self.series.insert(
+                key,
+                Series {
+                    event_name,
+                    count: 1,
+                    last_written: now,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
 /// The publishing task: sends what the limiter lets out, sleeps until the
 /// next token otherwise.
-async fn publish(inner: std::sync::Weak<Inner>, wake: Arc<Notify>, recorder: Recorder) {
+async fn publish(inner: std::sync::Weak<Inner>, wake: Arc<Notify>, mut writer: Writer) {
     loop {
         let Some(strong) = inner.upgrade() else {
             return;
@@ -238,40 +353,19 @@ async fn publish(inner: std::sync::Weak<Inner>, wake: Arc<Notify>, recorder: Rec
                 state.limiter.next_deadline(),
             )
         };
+        drop(strong);
         for notice in batch {
-            let Notice {
-                address,
-                payload,
-                suppressed,
-            } = notice;
-            let (reason, action) = match payload.change {
-                RouteChange::Advertised => ("Advertised", "Advertise"),
-                RouteChange::Withdrawn => ("Withdrawn", "Withdraw"),
-            };
-            let event = Event {
-                type_: EventType::Normal,
-                reason: reason.to_string(),
-                note: Some(note(
-                    &strong.node,
-                    address,
-                    payload.change,
-                    &payload.peers,
-                    suppressed,
-                )),
-                action: action.to_string(),
-                secondary: None,
-            };
-            if let Err(error) = recorder.publish(&event, &payload.regarding).await {
+            let address = notice.address;
+            let service = notice.payload.regarding.name.clone().unwrap_or_default();
+            if let Err(error) = writer.write(notice).await {
                 tracing::warn!(
-                    service = ?payload.regarding.name,
-                    namespace = ?payload.regarding.namespace,
+                    %service,
                     %address,
                     %error,
                     "could not record the Event (it needs create and patch on events.k8s.io events)"
                 );
             }
         }
-        drop(strong);
         // A notification sent since the batch was taken is kept as a
         // permit, so this returns at once then.
         let notified = wake.notified();
@@ -285,5 +379,40 @@ async fn publish(inner: std::sync::Weak<Inner>, wake: Arc<Notify>, recorder: Rec
             }
             None => notified.await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peers(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("tor{i}")).collect()
+    }
+
+    #[test]
+    fn notes_name_the_node_the_prefix_and_the_peers() {
+        let v4: IpAddr = "198.51.100.7".parse().expect("v4");
+        let v6: IpAddr = "2001:db8::7".parse().expect("v6");
+        assert_eq!(
+            note("n1", v4, RouteChange::Advertised, &peers(2), 0),
+            "node n1 advertises 198.51.100.7/32 to peers tor1, tor2"
+        );
+        assert_eq!(
+            note("n1", v6, RouteChange::Withdrawn, &peers(1), 0),
+            "node n1 withdrew 2001:db8::7/128 from peer tor1"
+        );
+        assert_eq!(
+            note("n1", v4, RouteChange::Advertised, &[], 0),
+            "node n1 advertises 198.51.100.7/32 (no BGP session is established)"
+        );
+        assert_eq!(
+            note("n1", v4, RouteChange::Withdrawn, &peers(1), 1),
+            "node n1 withdrew 198.51.100.7/32 from peer tor1; … and 1 more change suppressed (Events are rate-limited per Service)"
+        );
+        let many = note("n1", v4, RouteChange::Advertised, &peers(40), 7);
+        assert!(many.contains("tor16 and 24 more;"), "{many}");
+        assert!(!many.contains("tor17"), "{many}");
+        assert!(many.len() < 1024, "a note is at most 1 kB");
     }
 }
