@@ -872,6 +872,18 @@ async fn a_thousand_services_and_slices_make_one_snapshot() {
         rss_after.saturating_sub(rss_before)
     );
     assert!(to_first < Duration::from_secs(20), "{to_first:?}");
+    // One change among a thousand: how long until its snapshot (the 50 ms
+    // debounce included).
+    let changed = Instant::now();
+    h.set_ingress("svc-0001", &[]);
+    let (s, _) = h
+        .until("svc-0001's VIP gone", |s| {
+            !s.vips.contains_key(&ip(&vip(1)))
+        })
+        .await;
+    let to_change = changed.elapsed();
+    assert_eq!(s.vips.len(), 749);
+    eprintln!("scale: one change → snapshot in {to_change:?}");
 }
 
 /// Polls a condition with a deadline.

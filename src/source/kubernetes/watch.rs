@@ -155,7 +155,11 @@ impl Handle {
 
 /// Starts the source on the current tokio runtime: it follows `config`
 /// (the daemon sends reloaded configs there) and sends snapshots on
-/// `snapshots`.
+/// `snapshots`, only when they change.
+///
+/// `client` must have the read timeout of `options` ([`connect`], or a
+/// config passed through [`client_config`]): the link health relies on a
+/// request that gets no answer failing within it.
 pub fn spawn(
     client: Client,
     options: Options,
