@@ -452,6 +452,29 @@ async fn a_cordon_or_a_no_execute_taint_drains_every_vip_and_uncordoning_restore
 }
 
 #[tokio::test]
+async fn a_deleted_node_drains_and_a_missing_one_is_explained() {
+    let mut h = start(cfg("", "", ""), options(), |s| {
+        s.create(&lb("web", &["198.51.100.7"])).expect("web");
+    })
+    .await;
+    h.vips(&["198.51.100.7"]).await;
+    h.standin.delete::<Node>(None, NODE).expect("delete node");
+    let s = h.vips(&[]).await;
+    assert_eq!(absences(&s), [(ip("198.51.100.7"), Absence::Drained)]);
+    assert_eq!(
+        h.source.explain(ip("198.51.100.7")),
+        [
+            "gone from default/web: this node stopped advertising: withdrawn at once",
+            "not advertised: node \"n1\" does not exist in the API server (is NODE_NAME right?)"
+        ]
+    );
+    h.standin
+        .create(&fixtures::node(NODE, "192.0.2.11", &[]))
+        .expect("node back");
+    h.vips(&["198.51.100.7"]).await;
+}
+
+#[tokio::test]
 async fn the_exclude_label_drains_the_node() {
     let mut h = start(cfg("", "", ""), options(), |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");

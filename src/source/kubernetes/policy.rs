@@ -325,7 +325,8 @@ fn selected_by(
     }
     let mut selected = BTreeSet::new();
     let mut misses = Vec::new();
-    let service_labels = service.metadata.labels.clone().unwrap_or_default();
+    let no_labels = BTreeMap::new();
+    let service_labels = service.metadata.labels.as_ref().unwrap_or(&no_labels);
     for adv in config
         .advertisements
         .iter()
@@ -334,7 +335,7 @@ fn selected_by(
         let miss = |selector: &Option<LabelSelector>, labels: &BTreeMap<String, String>| {
             selector.as_ref().and_then(|s| s.first_mismatch(labels))
         };
-        if let Some(m) = miss(&adv.service_selector, &service_labels) {
+        if let Some(m) = miss(&adv.service_selector, service_labels) {
             misses.push(format!(
                 "{key}: advertisement \"{}\": service_selector does not match: {m}",
                 adv.name
