@@ -28,7 +28,8 @@ pub struct Speaker {
     /// Only nodes whose labels match advertise anything; none means every
     /// node.
     pub node_selector: Option<LabelSelector>,
-    /// Withdraw everything (after the hold-down) when the node is cordoned,
+    /// Withdraw everything at once, without hold-down, when the node is
+    /// cordoned or has a NoExecute taint (a drain is deliberate),
     /// so traffic drains before maintenance.
     pub drain_on_cordon: bool,
 }

@@ -1,0 +1,79 @@
+//! Which Services have a ready endpoint on this node, for traffic policy
+//! `Local`.
+//!
+//! An endpoint counts when its EndpointSlice belongs to the Service (label
+//! `kubernetes.io/service-name`, same namespace), its `nodeName` is this
+//! node, `conditions.ready` is true (or unset: the API says consumers should
+//! read an unknown state as ready) and `conditions.terminating` is not true.
+//!
+//! `serving` is not read. `ready` is already false for a terminating
+//! endpoint, so `serving` only adds information about endpoints we exclude
+//! anyway: a pod that is shutting down but still answers. Excluding it is
+//! the point: the route should start to go when the last local pod starts
+//! to terminate, so the routers move new flows elsewhere while that pod
+//! finishes the ones it has. During the hold-down that follows, kube-proxy
+//! (and Cilium) still send traffic arriving here to serving-but-terminating
+//! local endpoints when no ready one is left, so nothing is dropped while
+//! the route winds down.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use super::service::ServiceKey;
+
+/// The label that ties an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Services with at least one ready, non-terminating endpoint on the node.
+#[derive(Debug, Default)]
+pub(crate) struct LocalEndpoints {
+    services: HashSet<ServiceKey>,
+}
+
+impl LocalEndpoints {
+    pub(crate) fn index(slices: &[Arc<EndpointSlice>], node_name: &str) -> LocalEndpoints {
+        let mut services = HashSet::new();
+        for slice in slices {
+            let Some(service) = slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL))
+            else {
+                continue;
+            };
+            let key = ServiceKey {
+                namespace: slice
+                    .metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".to_string()),
+                name: service.clone(),
+            };
+            if services.contains(&key) {
+                continue;
+            }
+            let local_ready = slice
+                .endpoints
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|e| {
+                    let conditions = e.conditions.as_ref();
+                    e.node_name.as_deref() == Some(node_name)
+                        && conditions.and_then(|c| c.ready).unwrap_or(true)
+                        && !conditions.and_then(|c| c.terminating).unwrap_or(false)
+                });
+            if local_ready {
+                services.insert(key);
+            }
+        }
+        LocalEndpoints { services }
+    }
+
+    pub(crate) fn has(&self, service: &ServiceKey) -> bool {
+        self.services.contains(service)
+    }
+}

@@ -1,0 +1,961 @@
+//! The rules of `policy::evaluate`, one test each, on plain objects.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Service, Taint};
+use k8s_openapi::api::discovery::v1::{EndpointConditions, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube_standin::fixtures::{self, SliceEndpoint};
+
+use super::*;
+use crate::config::{self, Config};
+use crate::stability::Absence;
+
+const NODE: &str = "n1";
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().expect("test address")
+}
+
+/// A config with `speaker` lines in [speaker], `source` lines in [source],
+/// and `rest` after the one peer.
+fn cfg(speaker: &str, source: &str, rest: &str) -> Config {
+    let text = format!(
+        "[speaker]\nasn = 65001\n{speaker}\n[source]\nkind = \"kubernetes\"\n{source}\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n{rest}"
+    );
+    match config::parse(Path::new("t.toml"), &text) {
+        Ok(c) => c,
+        Err(diags) => panic!("test config invalid: {diags:?}\n{text}"),
+    }
+}
+
+fn default_cfg() -> Config {
+    cfg("", "", "")
+}
+
+fn lb(name: &str, ips: &[&str]) -> Service {
+    fixtures::load_balancer_service("default", name, ips)
+}
+
+fn with_labels(mut svc: Service, labels: &[(&str, &str)]) -> Service {
+    svc.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect(),
+    );
+    svc
+}
+
+fn with_annotation(mut svc: Service, key: &str, value: &str) -> Service {
+    svc.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(key.to_string(), value.to_string());
+    svc
+}
+
+fn with_class(mut svc: Service, class: &str) -> Service {
+    if let Some(spec) = svc.spec.as_mut() {
+        spec.load_balancer_class = Some(class.to_string());
+    }
+    svc
+}
+
+fn with_spec(
+    mut svc: Service,
+    f: impl FnOnce(&mut k8s_openapi::api::core::v1::ServiceSpec),
+) -> Service {
+    if let Some(spec) = svc.spec.as_mut() {
+        f(spec);
+    }
+    svc
+}
+
+fn local(svc: Service) -> Service {
+    with_spec(svc, |s| s.external_traffic_policy = Some("Local".into()))
+}
+
+fn node(labels: &[(&str, &str)]) -> Node {
+    fixtures::node(NODE, "192.0.2.11", labels)
+}
+
+fn slice(service: &str, name: &str, endpoints: &[SliceEndpoint]) -> EndpointSlice {
+    fixtures::endpoint_slice("default", service, name, endpoints)
+}
+
+/// Objects for one evaluation.
+#[derive(Clone)]
+struct World {
+    node: Option<Node>,
+    services: Vec<Arc<Service>>,
+    slices: Vec<Arc<EndpointSlice>>,
+    namespaces: Option<Vec<Arc<Namespace>>>,
+}
+
+impl World {
+    fn new(services: Vec<Service>) -> World {
+        World {
+            node: Some(node(&[])),
+            services: services.into_iter().map(Arc::new).collect(),
+            slices: Vec::new(),
+            namespaces: None,
+        }
+    }
+
+    fn slices(mut self, slices: Vec<EndpointSlice>) -> World {
+        self.slices = slices.into_iter().map(Arc::new).collect();
+        self
+    }
+
+    fn node(mut self, node: Option<Node>) -> World {
+        self.node = node;
+        self
+    }
+
+    fn eval(&self, prev: &Evaluation, config: &Config, now: Instant) -> Evaluation {
+        let cluster = Cluster {
+            node_name: NODE,
+            node: self.node.as_ref(),
+            services: &self.services,
+            endpoint_slices: &self.slices,
+            namespaces: self.namespaces.as_deref(),
+        };
+        evaluate(prev, config, &cluster, now)
+    }
+}
+
+fn once(config: &Config, world: &World) -> Evaluation {
+    world.eval(&Evaluation::default(), config, Instant::now())
+}
+
+fn vips(e: &Evaluation) -> Vec<IpAddr> {
+    e.vips.keys().copied().collect()
+}
+
+fn reasons(e: &Evaluation, address: &str) -> Vec<String> {
+    e.excluded.get(&ip(address)).cloned().unwrap_or_default()
+}
+
+fn advertisements(e: &Evaluation, address: &str) -> Vec<String> {
+    e.vips[&ip(address)]
+        .advertisements
+        .iter()
+        .cloned()
+        .collect()
+}
+
+// ----- which addresses -----
+
+#[test]
+fn a_load_balancer_ip_is_advertised_under_the_default_advertisement() {
+    let e = once(
+        &default_cfg(),
+        &World::new(vec![lb("web", &["198.51.100.7"])]),
+    );
+    assert_eq!(vips(&e), [ip("198.51.100.7")]);
+    let vip = &e.vips[&ip("198.51.100.7")];
+    assert_eq!(vip.service.as_deref(), Some("default/web"));
+    assert_eq!(advertisements(&e, "198.51.100.7"), ["default"]);
+    assert!(e.absences.is_empty() && e.excluded.is_empty() && e.warnings.is_empty());
+    assert_eq!(e.node_problem, None);
+    let snap = e.snapshot(true, true, None);
+    assert_eq!(snap.vips, e.vips);
+    assert!(snap.healthy && snap.synced);
+}
+
+#[test]
+fn a_dual_stack_service_gives_both_addresses() {
+    let e = once(
+        &default_cfg(),
+        &World::new(vec![lb("web", &["198.51.100.7", "2001:db8::7"])]),
+    );
+    assert_eq!(vips(&e), [ip("198.51.100.7"), ip("2001:db8::7")]);
+}
+
+#[test]
+fn a_hostname_only_ingress_entry_is_skipped_with_a_warning() {
+    let mut svc = lb("web", &["198.51.100.7"]);
+    let ingress = svc
+        .status
+        .as_mut()
+        .and_then(|s| s.load_balancer.as_mut())
+        .and_then(|l| l.ingress.as_mut())
+        .expect("fixture has ingress");
+    ingress.push(k8s_openapi::api::core::v1::LoadBalancerIngress {
+        hostname: Some("lb.example.com".into()),
+        ..Default::default()
+    });
+    let e = once(&default_cfg(), &World::new(vec![svc]));
+    assert_eq!(vips(&e), [ip("198.51.100.7")]);
+    assert_eq!(
+        e.warnings.iter().collect::<Vec<_>>(),
+        [
+            "default/web: status.loadBalancer.ingress[1] has only the hostname \"lb.example.com\"; a hostname cannot be advertised as a route, skipped"
+        ]
+    );
+}
+
+#[test]
+fn a_malformed_address_is_skipped_with_a_warning() {
+    let svc = with_spec(lb("web", &["198.51.100.300"]), |s| {
+        s.external_ips = Some(vec!["203.0.113.9".into()]);
+    });
+    let e = once(&default_cfg(), &World::new(vec![svc]));
+    assert_eq!(vips(&e), [ip("203.0.113.9")]);
+    assert_eq!(
+        e.warnings.iter().collect::<Vec<_>>(),
+        [
+            "default/web: status.loadBalancer.ingress[0].ip is \"198.51.100.300\", not an IP address; skipped"
+        ]
+    );
+}
+
+#[test]
+fn external_ips_are_advertised_whatever_the_type_but_stale_ingress_of_a_non_load_balancer_is_not() {
+    let svc = with_spec(lb("web", &["198.51.100.7"]), |s| {
+        s.type_ = Some("ClusterIP".into());
+        s.external_ips = Some(vec!["203.0.113.9".into(), "2001:db8::9".into()]);
+    });
+    let e = once(&default_cfg(), &World::new(vec![svc]));
+    assert_eq!(vips(&e), [ip("203.0.113.9"), ip("2001:db8::9")]);
+    assert_eq!(
+        reasons(&e, "198.51.100.7"),
+        [
+            "default/web: is type ClusterIP, not LoadBalancer, so its status.loadBalancer.ingress is not advertised"
+        ]
+    );
+}
+
+#[test]
+fn an_advertisement_takes_only_the_kinds_it_lists() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"lb-only\"\naddresses = [\"LoadBalancerIP\"]\n",
+    );
+    let svc = with_spec(lb("web", &["198.51.100.7"]), |s| {
+        s.external_ips = Some(vec!["203.0.113.9".into()]);
+    });
+    let e = once(&config, &World::new(vec![svc]));
+    assert_eq!(vips(&e), [ip("198.51.100.7")]);
+    assert_eq!(
+        reasons(&e, "203.0.113.9"),
+        ["default/web: no [[advertisement]] lists \"ExternalIP\" in its addresses"]
+    );
+}
+
+#[test]
+fn cluster_ips_are_opt_in_and_headless_services_have_none() {
+    let svc = with_spec(lb("web", &[]), |s| {
+        s.cluster_ip = Some("10.96.0.10".into());
+        s.cluster_ips = Some(vec!["10.96.0.10".into(), "fd00::10".into()]);
+    });
+    let headless = with_spec(lb("db", &[]), |s| {
+        s.type_ = Some("ClusterIP".into());
+        s.cluster_ip = Some("None".into());
+        s.cluster_ips = Some(vec!["None".into()]);
+    });
+    let world = World::new(vec![svc, headless]);
+    // Not asked for: neither advertised nor even listed for explain.
+    let e = once(&default_cfg(), &world);
+    assert!(e.vips.is_empty() && e.excluded.is_empty(), "{e:#?}");
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"internal\"\naddresses = [\"ClusterIP\"]\n",
+    );
+    let e = once(&config, &world);
+    assert_eq!(vips(&e), [ip("10.96.0.10"), ip("fd00::10")]);
+    assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+}
+
+// ----- which Services -----
+
+#[test]
+fn the_load_balancer_class_must_be_unset_or_listed() {
+    let world = World::new(vec![
+        lb("plain", &["198.51.100.1"]),
+        with_class(lb("ours", &["198.51.100.2"]), "holdfast.dev/bgp"),
+        with_class(lb("theirs", &["198.51.100.3"]), "io.cilium/bgp"),
+    ]);
+    let e = once(&default_cfg(), &world);
+    assert_eq!(vips(&e), [ip("198.51.100.1"), ip("198.51.100.2")]);
+    assert_eq!(
+        reasons(&e, "198.51.100.3"),
+        [
+            "default/theirs: spec.loadBalancerClass \"io.cilium/bgp\" is not one of source.load_balancer_classes [\"holdfast.dev/bgp\"]"
+        ]
+    );
+
+    let strict = cfg("", "require_class = true", "");
+    let e = once(&strict, &world);
+    assert_eq!(vips(&e), [ip("198.51.100.2")]);
+    assert_eq!(
+        reasons(&e, "198.51.100.1"),
+        ["default/plain: has no spec.loadBalancerClass and source.require_class is true"]
+    );
+
+    let listed = cfg("", "load_balancer_classes = [\"io.cilium/bgp\"]", "");
+    let e = once(&listed, &world);
+    assert_eq!(vips(&e), [ip("198.51.100.1"), ip("198.51.100.3")]);
+}
+
+#[test]
+fn the_service_selector_picks_services_and_a_miss_names_the_label() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"public\"\nservice_selector = { match_labels = { bgp = \"on\" }, match_expressions = [{ key = \"tier\", operator = \"In\", values = [\"web\", \"api\"] }] }\n",
+    );
+    let world = World::new(vec![
+        with_labels(
+            lb("a", &["198.51.100.1"]),
+            &[("bgp", "on"), ("tier", "web")],
+        ),
+        with_labels(lb("b", &["198.51.100.2"]), &[("tier", "web")]),
+        with_labels(
+            lb("c", &["198.51.100.3"]),
+            &[("bgp", "off"), ("tier", "web")],
+        ),
+        with_labels(lb("d", &["198.51.100.4"]), &[("bgp", "on"), ("tier", "db")]),
+    ]);
+    let e = once(&config, &world);
+    assert_eq!(vips(&e), [ip("198.51.100.1")]);
+    assert_eq!(
+        reasons(&e, "198.51.100.2"),
+        [
+            "default/b: advertisement \"public\": service_selector does not match: label \"bgp\" is missing, want \"on\""
+        ]
+    );
+    assert_eq!(
+        reasons(&e, "198.51.100.3"),
+        [
+            "default/c: advertisement \"public\": service_selector does not match: label \"bgp\" is \"off\", want \"on\""
+        ]
+    );
+    assert_eq!(
+        reasons(&e, "198.51.100.4"),
+        [
+            "default/d: advertisement \"public\": service_selector does not match: label \"tier\" is \"db\", want one of [\"web\", \"api\"]"
+        ]
+    );
+}
+
+#[test]
+fn a_vip_is_advertised_under_every_advertisement_that_selects_it() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"all\"\n[[advertisement]]\nname = \"public\"\nservice_selector = { match_labels = { bgp = \"on\" } }\n",
+    );
+    let world = World::new(vec![
+        with_labels(lb("a", &["198.51.100.1"]), &[("bgp", "on")]),
+        lb("b", &["198.51.100.2"]),
+    ]);
+    let e = once(&config, &world);
+    assert_eq!(advertisements(&e, "198.51.100.1"), ["all", "public"]);
+    assert_eq!(advertisements(&e, "198.51.100.2"), ["all"]);
+}
+
+#[test]
+fn the_namespace_selector_reads_the_name_label_without_watching_namespaces() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"prod\"\nnamespace_selector = { match_expressions = [{ key = \"kubernetes.io/metadata.name\", operator = \"In\", values = [\"prod\"] }] }\n",
+    );
+    assert!(!needs_namespace_labels(&config));
+    let world = World::new(vec![
+        fixtures::load_balancer_service("prod", "web", &["198.51.100.1"]),
+        fixtures::load_balancer_service("dev", "web", &["198.51.100.2"]),
+    ]);
+    let e = once(&config, &world);
+    assert_eq!(vips(&e), [ip("198.51.100.1")]);
+    assert_eq!(
+        reasons(&e, "198.51.100.2"),
+        [
+            "dev/web: advertisement \"prod\": namespace_selector does not match namespace \"dev\": label \"kubernetes.io/metadata.name\" is \"dev\", want one of [\"prod\"]"
+        ]
+    );
+}
+
+#[test]
+fn other_namespace_labels_come_from_watched_namespaces() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"team\"\nnamespace_selector = { match_labels = { team = \"a\" } }\n",
+    );
+    assert!(needs_namespace_labels(&config));
+    let namespace = |name: &str, team: &str| {
+        Arc::new(Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(BTreeMap::from([("team".to_string(), team.to_string())])),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        })
+    };
+    let mut world = World::new(vec![
+        fixtures::load_balancer_service("a1", "web", &["198.51.100.1"]),
+        fixtures::load_balancer_service("b1", "web", &["198.51.100.2"]),
+        fixtures::load_balancer_service("unknown", "web", &["198.51.100.3"]),
+    ]);
+    world.namespaces = Some(vec![namespace("a1", "a"), namespace("b1", "b")]);
+    let e = once(&config, &world);
+    assert_eq!(vips(&e), [ip("198.51.100.1")]);
+    assert_eq!(
+        reasons(&e, "198.51.100.3"),
+        [
+            "unknown/web: advertisement \"team\": namespace_selector does not match namespace \"unknown\": label \"team\" is missing, want \"a\""
+        ]
+    );
+}
+
+#[test]
+fn only_the_exact_opt_out_value_false_opts_out() {
+    let world = World::new(vec![
+        with_annotation(lb("out", &["198.51.100.1"]), ADVERTISE_ANNOTATION, "false"),
+        with_annotation(lb("typo", &["198.51.100.2"]), ADVERTISE_ANNOTATION, "no"),
+        with_annotation(lb("in", &["198.51.100.3"]), ADVERTISE_ANNOTATION, "true"),
+    ]);
+    let e = once(&default_cfg(), &world);
+    assert_eq!(vips(&e), [ip("198.51.100.2"), ip("198.51.100.3")]);
+    assert_eq!(
+        reasons(&e, "198.51.100.1"),
+        ["default/out: the annotation holdfast.dev/advertise is \"false\""]
+    );
+}
+
+// ----- traffic policy -----
+
+fn slice_with(
+    service: &str,
+    name: &str,
+    node: Option<&str>,
+    conditions: EndpointConditions,
+) -> EndpointSlice {
+    let mut s = slice(
+        service,
+        name,
+        &[SliceEndpoint {
+            address: "10.0.0.1".into(),
+            node_name: node.map(str::to_string),
+            ready: true,
+        }],
+    );
+    if let Some(endpoints) = s.endpoints.as_mut() {
+        endpoints[0].conditions = Some(conditions);
+    }
+    s
+}
+
+fn conditions(
+    ready: Option<bool>,
+    serving: Option<bool>,
+    terminating: Option<bool>,
+) -> EndpointConditions {
+    EndpointConditions {
+        ready,
+        serving,
+        terminating,
+    }
+}
+
+#[test]
+fn local_traffic_policy_needs_a_ready_non_terminating_endpoint_on_this_node() {
+    let svc = local(lb("web", &["198.51.100.7"]));
+    let case = |slices: Vec<EndpointSlice>| {
+        once(
+            &default_cfg(),
+            &World::new(vec![svc.clone()]).slices(slices),
+        )
+    };
+    let no_endpoint = "default/web: externalTrafficPolicy is Local and node \"n1\" has no ready, non-terminating endpoint of it";
+
+    let e = case(vec![]);
+    assert!(e.vips.is_empty());
+    assert_eq!(reasons(&e, "198.51.100.7"), [no_endpoint]);
+
+    let ready = conditions(Some(true), Some(true), Some(false));
+    assert_eq!(
+        vips(&case(vec![slice_with(
+            "web",
+            "web-1",
+            Some(NODE),
+            ready.clone()
+        )])),
+        [ip("198.51.100.7")]
+    );
+    // Another node's endpoint, or one with no node, does not count.
+    assert!(
+        case(vec![slice_with("web", "web-1", Some("n2"), ready.clone())])
+            .vips
+            .is_empty()
+    );
+    assert!(
+        case(vec![slice_with("web", "web-1", None, ready.clone())])
+            .vips
+            .is_empty()
+    );
+    // Not ready.
+    assert!(
+        case(vec![slice_with(
+            "web",
+            "web-1",
+            Some(NODE),
+            conditions(Some(false), Some(false), Some(false))
+        )])
+        .vips
+        .is_empty()
+    );
+    // Terminating but still serving: excluded (docs: the route starts to go
+    // when the last local pod starts to terminate).
+    assert!(
+        case(vec![slice_with(
+            "web",
+            "web-1",
+            Some(NODE),
+            conditions(Some(false), Some(true), Some(true))
+        )])
+        .vips
+        .is_empty()
+    );
+    // A terminating endpoint wrongly marked ready is still excluded.
+    assert!(
+        case(vec![slice_with(
+            "web",
+            "web-1",
+            Some(NODE),
+            conditions(Some(true), Some(true), Some(true))
+        )])
+        .vips
+        .is_empty()
+    );
+    // Unknown readiness reads as ready, as the API says.
+    assert_eq!(
+        vips(&case(vec![slice_with(
+            "web",
+            "web-1",
+            Some(NODE),
+            conditions(None, None, None)
+        )])),
+        [ip("198.51.100.7")]
+    );
+    // Another Service's slice, or the same name in another namespace, does not count.
+    assert!(
+        case(vec![slice_with("api", "api-1", Some(NODE), ready.clone())])
+            .vips
+            .is_empty()
+    );
+    let mut elsewhere = slice_with("web", "web-1", Some(NODE), ready.clone());
+    elsewhere.metadata.namespace = Some("other".into());
+    assert!(case(vec![elsewhere]).vips.is_empty());
+    // Any slice of the Service will do (one per address family, or many).
+    let e = case(vec![
+        slice_with("web", "web-1", Some("n2"), ready.clone()),
+        slice_with("web", "web-2", Some(NODE), ready),
+    ]);
+    assert_eq!(vips(&e), [ip("198.51.100.7")]);
+}
+
+#[test]
+fn cluster_traffic_policy_ignores_endpoints() {
+    let e = once(
+        &default_cfg(),
+        &World::new(vec![lb("web", &["198.51.100.7"])]),
+    );
+    assert_eq!(vips(&e), [ip("198.51.100.7")]);
+}
+
+#[test]
+fn cluster_ips_follow_the_internal_traffic_policy() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"internal\"\naddresses = [\"ClusterIP\"]\n",
+    );
+    let svc = with_spec(local(lb("web", &[])), |s| {
+        s.cluster_ips = Some(vec!["10.96.0.10".into()]);
+    });
+    // externalTrafficPolicy does not apply to cluster IPs.
+    assert_eq!(
+        vips(&once(&config, &World::new(vec![svc.clone()]))),
+        [ip("10.96.0.10")]
+    );
+    let svc = with_spec(svc, |s| s.internal_traffic_policy = Some("Local".into()));
+    let e = once(&config, &World::new(vec![svc]));
+    assert!(e.vips.is_empty());
+    assert_eq!(
+        reasons(&e, "10.96.0.10"),
+        [
+            "default/web: internalTrafficPolicy is Local and node \"n1\" has no ready, non-terminating endpoint of it"
+        ]
+    );
+}
+
+// ----- which nodes -----
+
+fn cordoned(mut n: Node) -> Node {
+    n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+    n
+}
+
+fn tainted(mut n: Node, effect: &str) -> Node {
+    n.spec.get_or_insert_with(Default::default).taints = Some(vec![Taint {
+        key: "node.kubernetes.io/unreachable".into(),
+        effect: effect.into(),
+        value: None,
+        time_added: None,
+    }]);
+    n
+}
+
+#[test]
+fn a_node_that_is_excluded_deselected_cordoned_tainted_or_missing_advertises_nothing() {
+    let services = vec![lb("web", &["198.51.100.7"])];
+    let selecting = cfg(
+        "node_selector = { match_labels = { bgp = \"yes\" } }",
+        "",
+        "",
+    );
+    let cases: Vec<(Config, Option<Node>, &str)> = vec![
+        (
+            default_cfg(),
+            Some(node(&[(EXCLUDE_LABEL, "")])),
+            "node \"n1\" is excluded: it has the label node.kubernetes.io/exclude-from-external-load-balancers=\"\"",
+        ),
+        (
+            selecting.clone(),
+            Some(node(&[])),
+            "node \"n1\" does not match speaker.node_selector: label \"bgp\" is missing, want \"yes\"",
+        ),
+        (
+            default_cfg(),
+            Some(cordoned(node(&[]))),
+            "node \"n1\" is cordoned (spec.unschedulable) and speaker.drain_on_cordon is true",
+        ),
+        (
+            default_cfg(),
+            Some(tainted(node(&[]), "NoExecute")),
+            "node \"n1\" has the taint node.kubernetes.io/unreachable:NoExecute and speaker.drain_on_cordon is true",
+        ),
+        (
+            default_cfg(),
+            None,
+            "node \"n1\" does not exist in the API server (is NODE_NAME right?)",
+        ),
+    ];
+    for (config, n, why) in cases {
+        let e = once(&config, &World::new(services.clone()).node(n));
+        assert!(e.vips.is_empty(), "{why}");
+        assert_eq!(e.node_problem.as_deref(), Some(why));
+        assert_eq!(reasons(&e, "198.51.100.7"), [why]);
+    }
+    // Selected, or only NoSchedule-tainted: advertises.
+    let ok = World::new(services.clone()).node(Some(node(&[("bgp", "yes")])));
+    assert_eq!(vips(&once(&selecting, &ok)), [ip("198.51.100.7")]);
+    let ok = World::new(services.clone()).node(Some(tainted(node(&[]), "NoSchedule")));
+    assert_eq!(vips(&once(&default_cfg(), &ok)), [ip("198.51.100.7")]);
+}
+
+#[test]
+fn without_drain_on_cordon_a_cordoned_node_keeps_advertising_but_exclusion_still_applies() {
+    let config = cfg("drain_on_cordon = false", "", "");
+    let world = World::new(vec![lb("web", &["198.51.100.7"])]);
+    let w = world
+        .clone()
+        .node(Some(tainted(cordoned(node(&[])), "NoExecute")));
+    assert_eq!(vips(&once(&config, &w)), [ip("198.51.100.7")]);
+    let w = world.node(Some(cordoned(node(&[(EXCLUDE_LABEL, "true")]))));
+    assert!(once(&config, &w).vips.is_empty());
+}
+
+// ----- transient versus definitive -----
+
+/// Evaluates a sequence of worlds, one second apart.
+fn run(config: &Config, worlds: &[World]) -> Vec<Evaluation> {
+    let t = Instant::now();
+    let mut prev = Evaluation::default();
+    let mut out = Vec::new();
+    for (i, world) in worlds.iter().enumerate() {
+        prev = world.eval(&prev, config, t + Duration::from_secs(i as u64));
+        out.push(prev.clone());
+    }
+    out
+}
+
+fn absences(e: &Evaluation) -> Vec<(IpAddr, Absence)> {
+    e.absences.iter().map(|(k, v)| (*k, *v)).collect()
+}
+
+#[test]
+fn an_emptied_address_list_is_a_plain_vanish_with_no_reason() {
+    let up = World::new(vec![lb("web", &["198.51.100.7"])]);
+    let down = World::new(vec![lb("web", &[])]);
+    let es = run(&default_cfg(), &[up.clone(), down.clone(), up, down]);
+    for (i, e) in es.iter().enumerate() {
+        assert_eq!(e.vips.is_empty(), i % 2 == 1, "step {i}");
+        assert!(e.absences.is_empty(), "step {i}: {:?}", e.absences);
+    }
+}
+
+#[test]
+fn a_local_endpoint_going_is_a_plain_vanish() {
+    let svc = local(lb("web", &["198.51.100.7"]));
+    let ready = conditions(Some(true), Some(true), Some(false));
+    let terminating = conditions(Some(false), Some(true), Some(true));
+    let es = run(
+        &default_cfg(),
+        &[
+            World::new(vec![svc.clone()]).slices(vec![slice_with("web", "w", Some(NODE), ready)]),
+            World::new(vec![svc]).slices(vec![slice_with("web", "w", Some(NODE), terminating)]),
+        ],
+    );
+    assert_eq!(vips(&es[0]), [ip("198.51.100.7")]);
+    assert!(es[1].vips.is_empty() && es[1].absences.is_empty());
+}
+
+#[test]
+fn deletion_class_or_type_change_opt_out_and_deselection_are_definitive() {
+    let vip = ip("198.51.100.7");
+    let svc = with_labels(lb("web", &["198.51.100.7"]), &[("bgp", "on")]);
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"public\"\nservice_selector = { match_labels = { bgp = \"on\" } }\n",
+    );
+    let changed: Vec<(&str, Vec<Service>)> = vec![
+        ("deleted", vec![]),
+        (
+            "class changed",
+            vec![with_class(svc.clone(), "io.cilium/bgp")],
+        ),
+        (
+            "type changed",
+            vec![with_spec(svc.clone(), |s| {
+                s.type_ = Some("NodePort".into())
+            })],
+        ),
+        (
+            "opted out",
+            vec![with_annotation(svc.clone(), ADVERTISE_ANNOTATION, "false")],
+        ),
+        (
+            "deselected",
+            vec![with_labels(svc.clone(), &[("bgp", "off")])],
+        ),
+    ];
+    for (what, services) in changed {
+        let es = run(
+            &config,
+            &[World::new(vec![svc.clone()]), World::new(services)],
+        );
+        assert_eq!(vips(&es[0]), [vip], "{what}");
+        assert!(es[1].vips.is_empty(), "{what}");
+        assert_eq!(absences(&es[1]), [(vip, Absence::Deleted)], "{what}");
+    }
+}
+
+#[test]
+fn a_config_change_that_deselects_a_vip_is_definitive() {
+    let world = World::new(vec![lb("web", &["198.51.100.7"])]);
+    let t = Instant::now();
+    let first = world.eval(&Evaluation::default(), &default_cfg(), t);
+    let strict = cfg("", "require_class = true", "");
+    let second = world.eval(&first, &strict, t);
+    assert_eq!(absences(&second), [(ip("198.51.100.7"), Absence::Deleted)]);
+}
+
+#[test]
+fn a_cordon_drains_every_vip_including_one_held_down_after_a_flap() {
+    let world = World::new(vec![
+        lb("web", &["198.51.100.7"]),
+        lb("api", &["198.51.100.8"]),
+    ]);
+    let flapped = World::new(vec![lb("web", &["198.51.100.7"]), lb("api", &[])]);
+    let drained = flapped.clone().node(Some(cordoned(node(&[]))));
+    let back = flapped.clone();
+    let es = run(&default_cfg(), &[world, flapped, drained, back]);
+    assert_eq!(vips(&es[1]), [ip("198.51.100.7")]);
+    assert!(es[1].absences.is_empty(), "the flap gives no reason");
+    assert!(es[2].vips.is_empty());
+    assert_eq!(
+        absences(&es[2]),
+        [
+            (ip("198.51.100.7"), Absence::Drained),
+            (ip("198.51.100.8"), Absence::Drained)
+        ]
+    );
+    // Uncordoned: .7 is back (its reason cleared); .8, still gone, keeps
+    // the reason it was withdrawn for.
+    assert_eq!(vips(&es[3]), [ip("198.51.100.7")]);
+    assert_eq!(absences(&es[3]), [(ip("198.51.100.8"), Absence::Drained)]);
+}
+
+#[test]
+fn a_vanished_vip_whose_service_is_then_deleted_escalates_to_deleted() {
+    let es = run(
+        &default_cfg(),
+        &[
+            World::new(vec![lb("web", &["198.51.100.7"])]),
+            World::new(vec![lb("web", &[])]),
+            World::new(vec![]),
+        ],
+    );
+    assert!(es[1].absences.is_empty());
+    assert_eq!(absences(&es[2]), [(ip("198.51.100.7"), Absence::Deleted)]);
+}
+
+#[test]
+fn reasons_are_repeated_until_the_vip_returns_and_forgotten_once_no_timer_can_need_them() {
+    let config = default_cfg();
+    let retention = config.stability.withdraw_hold_down
+        + config.stability.delete_delay
+        + Duration::from_secs(60);
+    let t = Instant::now();
+    let present = World::new(vec![lb("web", &["198.51.100.7"])]);
+    let deleted = World::new(vec![]);
+    let e0 = present.eval(&Evaluation::default(), &config, t);
+    let e1 = deleted.eval(&e0, &config, t);
+    let e2 = deleted.eval(&e1, &config, t + retention);
+    assert_eq!(absences(&e2), [(ip("198.51.100.7"), Absence::Deleted)]);
+    assert_eq!(e2, e1, "nothing changed: an identical evaluation");
+    let e3 = deleted.eval(&e2, &config, t + retention + Duration::from_nanos(1));
+    assert!(e3.absences.is_empty());
+    assert!(e3.services_of(ip("198.51.100.7")).is_empty());
+    // Coming back clears the reason.
+    let e4 = present.eval(&e2, &config, t + Duration::from_secs(1));
+    assert!(e4.absences.is_empty());
+    assert_eq!(vips(&e4), [ip("198.51.100.7")]);
+}
+
+#[test]
+fn a_vip_shared_by_two_services_goes_only_with_both_and_definitively_only_if_both_went_for_good() {
+    let vip = ip("198.51.100.7");
+    let tcp = lb("web-tcp", &["198.51.100.7"]);
+    let udp = lb("web-udp", &["198.51.100.7"]);
+    let both = World::new(vec![udp.clone(), tcp.clone()]);
+    let es = run(
+        &default_cfg(),
+        &[both.clone(), World::new(vec![udp.clone()])],
+    );
+    assert_eq!(es[0].vips[&vip].service.as_deref(), Some("default/web-tcp"));
+    assert_eq!(vips(&es[1]), [vip], "one Service still gives it");
+    assert_eq!(es[1].vips[&vip].service.as_deref(), Some("default/web-udp"));
+
+    // One deleted, the other's list emptied: a flap is possible, so no reason.
+    let es = run(
+        &default_cfg(),
+        &[both.clone(), World::new(vec![lb("web-udp", &[])])],
+    );
+    assert!(es[1].vips.is_empty() && es[1].absences.is_empty());
+    // Both deleted.
+    let es = run(&default_cfg(), &[both, World::new(vec![])]);
+    assert_eq!(absences(&es[1]), [(vip, Absence::Deleted)]);
+    assert_eq!(
+        es[1].services_of(vip),
+        [
+            ServiceKey::parse("default/web-tcp").expect("key"),
+            ServiceKey::parse("default/web-udp").expect("key")
+        ]
+    );
+}
+
+// ----- determinism and explain -----
+
+#[test]
+fn the_order_of_objects_does_not_matter() {
+    let services: Vec<Service> = (0..50u8)
+        .map(|i| {
+            with_spec(
+                lb(&format!("s{i}"), &[&format!("198.51.100.{}", i % 20)]),
+                |s| {
+                    s.external_ips = Some(vec![format!("203.0.113.{i}")]);
+                },
+            )
+        })
+        .collect();
+    let mut reversed = services.clone();
+    reversed.reverse();
+    let t = Instant::now();
+    let a = World::new(services).eval(&Evaluation::default(), &default_cfg(), t);
+    let b = World::new(reversed).eval(&Evaluation::default(), &default_cfg(), t);
+    assert_eq!(a, b);
+    assert_eq!(a.vips.len(), 70);
+    assert_eq!(
+        a.vips[&ip("198.51.100.0")].service.as_deref(),
+        Some("default/s0")
+    );
+}
+
+#[test]
+fn explain_says_what_gives_a_vip_why_an_address_is_not_advertised_and_why_one_went() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"public\"\nservice_selector = { match_labels = { bgp = \"on\" } }\n",
+    );
+    let on = with_labels(lb("web", &["198.51.100.7"]), &[("bgp", "on")]);
+    let off = with_labels(lb("api", &["198.51.100.8"]), &[("bgp", "off")]);
+    let t = Instant::now();
+    let e = World::new(vec![on, off]).eval(&Evaluation::default(), &config, t);
+    assert_eq!(
+        e.explain(ip("198.51.100.7")),
+        [
+            "wanted: LoadBalancerIP of default/web (status.loadBalancer.ingress), under advertisement \"public\""
+        ]
+    );
+    assert_eq!(
+        e.explain(ip("198.51.100.8")),
+        [
+            "not advertised: default/api: advertisement \"public\": service_selector does not match: label \"bgp\" is \"off\", want \"on\""
+        ]
+    );
+    assert_eq!(
+        e.explain(ip("192.0.2.99")),
+        [
+            "no watched Service has the address 192.0.2.99 (in status.loadBalancer.ingress, spec.externalIPs, or spec.clusterIPs when an advertisement lists ClusterIP)"
+        ]
+    );
+    let gone = World::new(vec![]).eval(&e, &config, t);
+    assert_eq!(
+        gone.explain(ip("198.51.100.7")),
+        [
+            "gone from default/web: deleted, opted out, or no longer selected: withdrawn after stability.delete_delay"
+        ]
+    );
+    let snap = gone.snapshot(false, true, Some("services: read timed out".into()));
+    assert_eq!(
+        snap.absences,
+        BTreeMap::from([(ip("198.51.100.7"), Absence::Deleted)])
+    );
+    assert!(!snap.healthy);
+    assert_eq!(snap.error.as_deref(), Some("services: read timed out"));
+    assert!(gone.warnings.is_empty());
+}
+
+#[test]
+fn uids_are_kept_for_the_events_of_gone_services() {
+    let mut svc = lb("web", &["198.51.100.7"]);
+    svc.metadata.uid = Some("u-1".into());
+    let es = run(&default_cfg(), &[World::new(vec![svc]), World::new(vec![])]);
+    let key = ServiceKey::parse("default/web").expect("key");
+    assert_eq!(es[0].uid_of(&key), Some("u-1"));
+    assert_eq!(es[1].uid_of(&key), Some("u-1"));
+}
+
+#[test]
+fn service_keys_parse_and_print_as_namespace_slash_name() {
+    let key = ServiceKey::parse("prod/web").expect("valid");
+    assert_eq!(key.to_string(), "prod/web");
+    for bad in ["web", "/web", "prod/", "a/b/c"] {
+        assert_eq!(ServiceKey::parse(bad), None, "{bad}");
+    }
+}

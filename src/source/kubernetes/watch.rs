@@ -1,0 +1,634 @@
+//! The watcher layer: kube-runtime watchers and reflectors on Services,
+//! EndpointSlices, this node (and Namespaces when a selector needs their
+//! labels), a link health per watcher, and the loop that evaluates the
+//! stores and sends snapshots.
+//!
+//! - Snapshots are sent only when they differ from the last one
+//!   (`send_if_modified`): a re-list that changes nothing wakes nobody.
+//! - Changes are coalesced: the first change after a quiet spell schedules
+//!   an evaluation `debounce` later, and everything arriving meanwhile goes
+//!   into it. Objects of an initial list only count at `InitDone`, so a
+//!   list of a thousand Services makes one evaluation.
+//! - While any link is not live (listing, or broken: see `link`), the
+//!   source reports `healthy: false` and keeps its last good evaluation:
+//!   it neither evaluates nor lets its VIP set shrink. Reflectors keep
+//!   their old contents through a re-list and swap at `InitDone`, so when
+//!   every link is live again the fresh stores are evaluated once; if
+//!   nothing changed, the snapshot is the one from before the outage.
+//! - A config change is evaluated at once; if it changes what must be
+//!   watched (`source.namespaces`, the need for Namespace labels), the
+//!   watchers are restarted and the source is unhealthy until they have
+//!   listed again.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::utils::WatchStreamExt;
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::backoff::RetryBackoff;
+use super::endpoints::SERVICE_NAME_LABEL;
+use super::events::{EventRecorder, service_reference};
+use super::limit::EventLimits;
+use super::link::{Link, Signal};
+use super::policy::{Cluster, Evaluation, evaluate, needs_namespace_labels, source_settings};
+use super::service::ADVERTISE_ANNOTATION;
+use crate::config::Config;
+use crate::model::SourceSnapshot;
+
+/// How the source talks to the API server. [`Options::new`] gives the
+/// defaults for production; tests shorten the timers.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// This node's name (`NODE_NAME` from the downward API, or
+    /// `speaker.hostname`).
+    pub node_name: String,
+    /// Changes arriving within this long of the first are evaluated
+    /// together. Default 50 ms.
+    pub debounce: Duration,
+    /// The server-side `timeoutSeconds` of each watch: the API server ends
+    /// the stream cleanly after this long and the watcher re-opens it from
+    /// where it was. Shorter than `read_timeout`, so a quiet watch is never
+    /// taken for a dead one. Default 120 s.
+    pub watch_timeout: Duration,
+    /// The client's read timeout (set by [`client_config`]): a request
+    /// that gets no bytes for this long fails. The API server sends
+    /// watch bookmarks about every minute, and ends each watch after
+    /// `watch_timeout`. Default 150 s.
+    pub read_timeout: Duration,
+    /// First retry delay after a watcher error. Default 800 ms.
+    pub backoff_min: Duration,
+    /// Longest retry delay (plus up to a quarter of jitter). Default 30 s.
+    pub backoff_max: Duration,
+    /// Event rate limits per Service.
+    pub event_limits: EventLimits,
+}
+
+impl Options {
+    /// The production defaults for node `node_name`.
+    pub fn new(node_name: impl Into<String>) -> Options {
+        Options {
+            node_name: node_name.into(),
+            debounce: Duration::from_millis(50),
+            watch_timeout: Duration::from_secs(120),
+            read_timeout: Duration::from_secs(150),
+            backoff_min: Duration::from_millis(800),
+            backoff_max: Duration::from_secs(30),
+            event_limits: EventLimits::default(),
+        }
+    }
+
+    /// How long a broken link must stay free of errors to count as live
+    /// again (see the `link` module).
+    pub fn quiet_period(&self) -> Duration {
+        self.read_timeout
+            .saturating_add(RetryBackoff::longest(self.backoff_max))
+            .saturating_add(Duration::from_secs(1))
+    }
+}
+
+/// Sets the timeouts the source relies on in a kube client configuration:
+/// the read timeout (reset by every write, so a pooled connection's idle
+/// time does not count against the next request).
+pub fn client_config(mut config: kube::Config, options: &Options) -> kube::Config {
+    config.read_timeout = Some(options.read_timeout);
+    config.reset_reader_on_write = true;
+    config
+}
+
+/// A client for the cluster this runs in: in-cluster configuration (the
+/// service account), or `KUBECONFIG` / `~/.kube/config`, with
+/// [`client_config`]'s timeouts.
+pub async fn connect(options: &Options) -> Result<Client, String> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| format!("no Kubernetes API configuration (in-cluster or KUBECONFIG): {e}"))?;
+    Client::try_from(client_config(config, options))
+        .map_err(|e| format!("cannot build the Kubernetes client: {e}"))
+}
+
+/// The running source. Dropping it stops the watchers.
+#[derive(Debug)]
+pub struct Handle {
+    latest: Arc<Mutex<Arc<Evaluation>>>,
+    events: EventRecorder,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Handle {
+    /// The last good evaluation (empty until the first one).
+    pub fn evaluation(&self) -> Arc<Evaluation> {
+        self.latest
+            .lock()
+            .map(|e| Arc::clone(&e))
+            .unwrap_or_default()
+    }
+
+    /// Why this node does or does not advertise `address`, as far as the
+    /// Kubernetes source knows (see [`Evaluation::explain`]).
+    pub fn explain(&self, address: std::net::IpAddr) -> Vec<String> {
+        self.evaluation().explain(address)
+    }
+
+    /// The Event recorder for this node's route changes.
+    pub fn events(&self) -> &EventRecorder {
+        &self.events
+    }
+}
+
+/// Starts the source on the current tokio runtime: it follows `config`
+/// (the daemon sends reloaded configs there) and sends snapshots on
+/// `snapshots`, only when they change.
+///
+/// `client` must have the read timeout of `options` ([`connect`], or a
+/// config passed through [`client_config`]): the link health relies on a
+/// request that gets no answer failing within it.
+pub fn spawn(
+    client: Client,
+    options: Options,
+    config: watch::Receiver<Arc<Config>>,
+    snapshots: watch::Sender<SourceSnapshot>,
+) -> Handle {
+    let latest: Arc<Mutex<Arc<Evaluation>>> = Arc::default();
+    let resolver_view = Arc::clone(&latest);
+    let events = EventRecorder::spawn(
+        client.clone(),
+        options.node_name.clone(),
+        options.event_limits,
+        Box::new(move |address| {
+            let Ok(evaluation) = resolver_view.lock().map(|e| Arc::clone(&e)) else {
+                return Vec::new();
+            };
+            evaluation
+                .services_of(address)
+                .iter()
+                .map(|key| service_reference(key, evaluation.uid_of(key).map(str::to_string)))
+                .collect()
+        }),
+    );
+    let runner = Runner::new(client, options, config, snapshots, Arc::clone(&latest));
+    let task = tokio::spawn(runner.run());
+    Handle {
+        latest,
+        events,
+        task,
+    }
+}
+
+/// What must be watched for a config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plan {
+    /// Empty: all namespaces.
+    namespaces: Vec<String>,
+    namespace_labels: bool,
+}
+
+impl Plan {
+    fn of(config: &Config) -> Plan {
+        Plan {
+            namespaces: source_settings(config).namespaces.clone(),
+            namespace_labels: needs_namespace_labels(config),
+        }
+    }
+}
+
+type Tx = mpsc::UnboundedSender<(u64, usize, Signal)>;
+
+/// One generation of watchers and their stores.
+struct Watchers {
+    generation: u64,
+    links: Vec<Link>,
+    services: Vec<Store<Service>>,
+    slices: Vec<Store<EndpointSlice>>,
+    node: Store<Node>,
+    namespaces: Option<Store<Namespace>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Watchers {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Watchers {
+    fn start(
+        client: &Client,
+        plan: &Plan,
+        options: &Options,
+        tx: &Tx,
+        generation: u64,
+    ) -> Watchers {
+        let timeout = u32::try_from(options.watch_timeout.as_secs().max(1)).unwrap_or(u32::MAX);
+        let base = watcher::Config::default().timeout(timeout);
+        let mut w = Watchers {
+            generation,
+            links: Vec::new(),
+            services: Vec::new(),
+            slices: Vec::new(),
+            node: reflector::store::<Node>().0,
+            namespaces: None,
+            tasks: Vec::new(),
+        };
+        let scopes: Vec<Option<&str>> = if plan.namespaces.is_empty() {
+            vec![None]
+        } else {
+            plan.namespaces.iter().map(|n| Some(n.as_str())).collect()
+        };
+        for scope in scopes {
+            let within = scope
+                .map(|ns| format!(" in namespace \"{ns}\""))
+                .unwrap_or_default();
+            let store = w.watch(
+                format!("services{within}"),
+                api(client, scope),
+                base.clone(),
+                strip_service,
+                options,
+                tx,
+            );
+            w.services.push(store);
+            // Slices without the label belong to no Service we could match.
+            let store = w.watch(
+                format!("endpointslices{within}"),
+                api(client, scope),
+                base.clone().labels(SERVICE_NAME_LABEL),
+                strip_slice,
+                options,
+                tx,
+            );
+            w.slices.push(store);
+        }
+        w.node = w.watch(
+            format!("node \"{}\"", options.node_name),
+            Api::all(client.clone()),
+            base.clone()
+                .fields(&format!("metadata.name={}", options.node_name)),
+            strip_node,
+            options,
+            tx,
+        );
+        if plan.namespace_labels {
+            let store = w.watch(
+                "namespaces".to_string(),
+                Api::all(client.clone()),
+                base,
+                strip_namespace,
+                options,
+                tx,
+            );
+            w.namespaces = Some(store);
+        }
+        w
+    }
+
+    /// Starts one watcher feeding a reflector store, reporting to `tx`.
+    fn watch<K>(
+        &mut self,
+        name: String,
+        api: Api<K>,
+        config: watcher::Config,
+        strip: fn(&mut K),
+        options: &Options,
+        tx: &Tx,
+    ) -> Store<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    {
+        let (store, writer) = reflector::store();
+        let id = self.links.len();
+        self.links.push(Link::new(name));
+        let backoff =
+            RetryBackoff::new(options.backoff_min, options.backoff_max, &options.node_name);
+        let generation = self.generation;
+        let tx = tx.clone();
+        let stream = watcher(api, config)
+            .map_ok(move |event| event.modify(strip))
+            .backoff(backoff);
+        self.tasks.push(tokio::spawn(async move {
+            let stream = reflector::reflector(writer, stream);
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                let signal = match item {
+                    Ok(watcher::Event::Init) => Signal::Init,
+                    Ok(watcher::Event::InitApply(_)) => continue,
+                    Ok(watcher::Event::InitDone) => Signal::InitDone,
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Signal::Changed,
+                    Err(error) => Signal::Error(error.to_string()),
+                };
+                if tx.send((generation, id, signal)).is_err() {
+                    return;
+                }
+            }
+        }));
+        store
+    }
+
+    fn all_live(&self) -> bool {
+        self.links.iter().all(Link::live)
+    }
+
+    fn problems(&self) -> Option<String> {
+        let problems: Vec<String> = self.links.iter().filter_map(Link::problem).collect();
+        (!problems.is_empty()).then(|| problems.join("; "))
+    }
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+// What the stores keep: only the fields evaluation reads, so a large cluster
+// costs little memory (managed fields and last-applied annotations are often
+// most of an object).
+
+fn strip_service(service: &mut Service) {
+    service.metadata.managed_fields = None;
+    if let Some(annotations) = &mut service.metadata.annotations {
+        annotations.retain(|k, _| k == ADVERTISE_ANNOTATION);
+    }
+}
+
+fn strip_slice(slice: &mut EndpointSlice) {
+    slice.metadata.managed_fields = None;
+    slice.metadata.annotations = None;
+    slice.ports = None;
+    for endpoint in slice.endpoints.iter_mut().flatten() {
+        endpoint.addresses = Vec::new();
+        endpoint.target_ref = None;
+        endpoint.hints = None;
+        endpoint.zone = None;
+        endpoint.hostname = None;
+        endpoint.deprecated_topology = None;
+    }
+}
+
+fn strip_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    node.metadata.annotations = None;
+    // Images, conditions, addresses: nothing evaluation reads.
+    node.status = None;
+}
+
+fn strip_namespace(namespace: &mut Namespace) {
+    namespace.metadata.managed_fields = None;
+    namespace.metadata.annotations = None;
+    namespace.spec = None;
+    namespace.status = None;
+}
+
+/// The loop behind [`spawn`].
+struct Runner {
+    client: Client,
+    options: Options,
+    config_rx: watch::Receiver<Arc<Config>>,
+    config: Arc<Config>,
+    plan: Plan,
+    snapshots: watch::Sender<SourceSnapshot>,
+    latest: Arc<Mutex<Arc<Evaluation>>>,
+    tx: Tx,
+    rx: mpsc::UnboundedReceiver<(u64, usize, Signal)>,
+    watchers: Watchers,
+    /// The last good evaluation.
+    last: Arc<Evaluation>,
+    /// At least one evaluation was made: the source is synced.
+    evaluated: bool,
+    /// An evaluation was made since every link was last live.
+    fresh: bool,
+    /// When the pending evaluation is due.
+    due: Option<tokio::time::Instant>,
+}
+
+impl Runner {
+    fn new(
+        client: Client,
+        options: Options,
+        mut config_rx: watch::Receiver<Arc<Config>>,
+        snapshots: watch::Sender<SourceSnapshot>,
+        latest: Arc<Mutex<Arc<Evaluation>>>,
+    ) -> Runner {
+        let config = Arc::clone(&config_rx.borrow_and_update());
+        let plan = Plan::of(&config);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let watchers = Watchers::start(&client, &plan, &options, &tx, 0);
+        Runner {
+            client,
+            options,
+            config_rx,
+            config,
+            plan,
+            snapshots,
+            latest,
+            tx,
+            rx,
+            watchers,
+            last: Arc::default(),
+            evaluated: false,
+            fresh: false,
+            due: None,
+        }
+    }
+
+    async fn run(mut self) {
+        let mut config_open = true;
+        self.publish();
+        loop {
+            let quiet = self.options.quiet_period();
+            let link_deadline = self
+                .watchers
+                .links
+                .iter()
+                .filter_map(|l| l.deadline(quiet))
+                .min()
+                .map(tokio::time::Instant::from_std);
+            let wake_at = match (self.due, link_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            tokio::select! {
+                message = self.rx.recv() => {
+                    // The runner holds a sender: the channel never closes.
+                    let Some((generation, id, signal)) = message else { return };
+                    if generation == self.watchers.generation {
+                        self.on_signal(id, signal);
+                    }
+                }
+                changed = self.config_rx.changed(), if config_open => {
+                    match changed {
+                        Ok(()) => {
+                            let config = Arc::clone(&self.config_rx.borrow_and_update());
+                            self.on_config(config);
+                        }
+                        // The daemon dropped its sender: keep the last config.
+                        Err(_) => config_open = false,
+                    }
+                }
+                () = sleep_until(wake_at), if wake_at.is_some() => self.on_tick(),
+            }
+            self.publish();
+        }
+    }
+
+    fn on_signal(&mut self, id: usize, signal: Signal) {
+        let now = Instant::now();
+        let Some(link) = self.watchers.links.get_mut(id) else {
+            return;
+        };
+        if let Signal::Error(error) = &signal {
+            tracing::warn!(watcher = %link.name, %error, "Kubernetes watcher error; the last known VIPs stand");
+        }
+        let changed = link.on(signal, now);
+        if !link.live() {
+            self.fresh = false;
+        }
+        if changed {
+            self.schedule();
+        }
+        self.schedule_if_stale();
+    }
+
+    fn on_config(&mut self, config: Arc<Config>) {
+        let plan = Plan::of(&config);
+        self.config = config;
+        if plan != self.plan {
+            tracing::info!(
+                ?plan,
+                "the config changes what is watched; restarting the watchers"
+            );
+            let generation = self.watchers.generation.wrapping_add(1);
+            self.watchers =
+                Watchers::start(&self.client, &plan, &self.options, &self.tx, generation);
+            self.plan = plan;
+            self.fresh = false;
+        }
+        self.schedule();
+    }
+
+    fn on_tick(&mut self) {
+        let now = Instant::now();
+        let quiet = self.options.quiet_period();
+        for link in &mut self.watchers.links {
+            if link.tick(now, quiet) {
+                tracing::info!(watcher = %link.name, "no watcher error for {quiet:?}: the link is taken as restored");
+            }
+        }
+        self.schedule_if_stale();
+        if self
+            .due
+            .is_some_and(|due| due <= tokio::time::Instant::now())
+        {
+            self.due = None;
+            if self.watchers.all_live() {
+                self.evaluate(now);
+            }
+        }
+    }
+
+    /// An evaluation `debounce` from the first change after a quiet spell.
+    fn schedule(&mut self) {
+        if self.due.is_none() {
+            self.due = Some(tokio::time::Instant::now() + self.options.debounce);
+        }
+    }
+
+    /// Every link is live but the last evaluation predates that.
+    fn schedule_if_stale(&mut self) {
+        if self.watchers.all_live() && !self.fresh {
+            self.schedule();
+        }
+    }
+
+    fn evaluate(&mut self, now: Instant) {
+        let w = &self.watchers;
+        let services: Vec<Arc<Service>> = w.services.iter().flat_map(Store::state).collect();
+        let slices: Vec<Arc<EndpointSlice>> = w.slices.iter().flat_map(Store::state).collect();
+        let nodes = w.node.state();
+        let node = nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(self.options.node_name.as_str()))
+            .map(|n| &**n);
+        let namespaces = w.namespaces.as_ref().map(Store::state);
+        let cluster = Cluster {
+            node_name: &self.options.node_name,
+            node,
+            services: &services,
+            endpoint_slices: &slices,
+            namespaces: namespaces.as_deref(),
+        };
+        let next = evaluate(&self.last, &self.config, &cluster, now);
+        for warning in next.warnings.difference(&self.last.warnings) {
+            tracing::warn!("{warning}");
+        }
+        if next.node_problem != self.last.node_problem {
+            match &next.node_problem {
+                Some(problem) => tracing::warn!("this node advertises nothing: {problem}"),
+                None => tracing::info!("this node advertises its VIPs"),
+            }
+        }
+        let next = Arc::new(next);
+        if let Ok(mut latest) = self.latest.lock() {
+            *latest = Arc::clone(&next);
+        }
+        self.last = next;
+        self.evaluated = true;
+        self.fresh = true;
+    }
+
+    fn publish(&self) {
+        let healthy = self.fresh && self.watchers.all_live();
+        let error = if healthy {
+            None
+        } else {
+            self.watchers.problems()
+        };
+        let snapshot = if self.evaluated {
+            self.last.snapshot(healthy, true, error)
+        } else {
+            SourceSnapshot {
+                error,
+                ..SourceSnapshot::default()
+            }
+        };
+        self.snapshots.send_if_modified(|current| {
+            if *current == snapshot {
+                return false;
+            }
+            *current = snapshot;
+            true
+        });
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
