@@ -116,6 +116,9 @@ struct Daemon {
     peers: BTreeMap<String, Peer>,
     shared: SharedState,
     file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
+    /// The Kubernetes source, when `source.kind = "kubernetes"`.
+    kube: Option<Arc<crate::source::kubernetes::Handle>>,
+    kube_config: Option<watch::Sender<Arc<Config>>>,
     /// TCP probes of VIPs whose advertisement has one.
     probes: BTreeMap<IpAddr, Probing>,
     probe_tx: tokio::sync::mpsc::UnboundedSender<probe::ProbeResult>,
@@ -221,10 +224,28 @@ impl Daemon {
         }
     }
 
+    /// Which peers' tables hold `prefix` now.
+    fn peers_with(&self, prefix: &IpNet) -> Vec<String> {
+        self.peers
+            .iter()
+            .filter(|(_, p)| p.table.borrow().contains_key(prefix))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
     fn apply(&mut self, changes: Vec<stability::Change<IpNet, Route>>) {
         if changes.is_empty() {
             return;
         }
+        // Who had each withdrawn prefix, and whether an advertised one is
+        // new (rather than new attributes), for the Kubernetes Events.
+        let before: Vec<(IpNet, bool, Vec<String>)> = changes
+            .iter()
+            .map(|c| match c {
+                stability::Change::Advertise(p, _) => (*p, true, self.peers_with(p)),
+                stability::Change::Withdraw(p) => (*p, false, self.peers_with(p)),
+            })
+            .collect();
         for c in &changes {
             match c {
                 stability::Change::Advertise(p, r) => {
@@ -234,6 +255,18 @@ impl Daemon {
             }
         }
         self.publish_tables();
+        if let Some(k) = &self.kube {
+            for (prefix, advertise, had) in before {
+                if advertise && had.is_empty() {
+                    let peers = self.peers_with(&prefix);
+                    if !peers.is_empty() {
+                        k.events().advertised(prefix.addr(), &peers);
+                    }
+                } else if !advertise && !had.is_empty() {
+                    k.events().withdrawn(prefix.addr(), &had);
+                }
+            }
+        }
     }
 
     fn on_snapshot(&mut self, snap: SourceSnapshot) {
@@ -461,7 +494,10 @@ impl Daemon {
                 Err(e) => error!("stability parameters: {e}"),
             }
         }
-        // The source follows its settings.
+        // The sources follow the config.
+        if let Some(tx) = &self.kube_config {
+            let _ = tx.send(self.config.clone());
+        }
         if let (Some(tx), Some(s)) = (
             &self.file_settings,
             crate::source::file::FileSettings::from_config(&self.config),
@@ -599,6 +635,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         counters: Default::default(),
         peers: Vec::new(),
         probes: BTreeMap::new(),
+        source_explain: None,
     }));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let until_shutdown = move || {
@@ -621,7 +658,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
 
     // The source.
     let (snap_tx, mut snap_rx) = watch::channel(SourceSnapshot::default());
-    let file_settings = match crate::source::file::FileSettings::from_config(&config) {
+    let mut file_settings = None;
+    let mut kube = None;
+    let mut kube_config = None;
+    match crate::source::file::FileSettings::from_config(&config) {
         Some(settings) => {
             let (tx, rx) = watch::channel(settings);
             tokio::spawn(crate::source::file::run(
@@ -630,15 +670,28 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 crate::source::file::DEFAULT_POLL_INTERVAL,
                 until_shutdown(),
             ));
-            Some(tx)
+            file_settings = Some(tx);
         }
         None => {
-            return Err(format!(
-                "{}: source.kind = \"kubernetes\" is not available in this build yet",
-                opts.config.display()
-            ));
+            use crate::source::kubernetes;
+            // The Node is found by its name: $NODE_NAME (the downward API),
+            // else speaker.hostname, else the kernel's hostname.
+            let node_name = std::env::var("NODE_NAME")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| node.clone());
+            let options = kubernetes::Options::new(node_name);
+            let client = kubernetes::connect(&options).await?;
+            let (tx, rx) = watch::channel(config.clone());
+            kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
+            kube_config = Some(tx);
         }
-    };
+    }
+    if let Some(k) = &kube {
+        let k = k.clone();
+        shared.lock().expect("shared state lock").source_explain =
+            Some(Arc::new(move |ip| k.explain(ip)));
+    }
 
     let (probe_tx, mut probe_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut d = Daemon {
@@ -653,6 +706,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         peers: BTreeMap::new(),
         shared,
         file_settings,
+        kube,
+        kube_config,
         probes: BTreeMap::new(),
         probe_tx,
     };

@@ -63,6 +63,8 @@ pub struct Shared {
     pub counters: Counters,
     pub peers: Vec<PeerView>,
     pub probes: BTreeMap<IpAddr, ProbeView>,
+    /// The source's own account of a VIP (the Kubernetes source's rules).
+    pub source_explain: Option<Arc<dyn Fn(IpAddr) -> Vec<String> + Send + Sync>>,
 }
 
 pub type SharedState = Arc<Mutex<Shared>>;
@@ -237,7 +239,13 @@ impl Shared {
         let mut reasons = Vec::new();
         let route = self.routes.iter().find(|r| r.prefix == prefix);
         let at_source = self.snapshot.vips.get(&ip);
+        let from_source = self
+            .source_explain
+            .as_ref()
+            .map(|f| f(ip))
+            .filter(|l| !l.is_empty());
         match at_source {
+            _ if from_source.is_some() => reasons.extend(from_source.into_iter().flatten()),
             Some(v) => reasons.push(format!(
                 "the {} source has it{}, under advertisement{} {}",
                 match self.config.source {
@@ -257,8 +265,10 @@ impl Shared {
             )),
             None => reasons.push("the source does not have it".to_string()),
         }
-        for why in self.snapshot.excluded.get(&ip).into_iter().flatten() {
-            reasons.push(why.clone());
+        if self.source_explain.is_none() {
+            for why in self.snapshot.excluded.get(&ip).into_iter().flatten() {
+                reasons.push(why.clone());
+            }
         }
         if let Some(p) = self.probes.get(&ip) {
             reasons.push(match p.verdict {
