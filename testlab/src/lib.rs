@@ -15,6 +15,7 @@
 //! See `testlab/README.md` for the recipes and the quirks behind them.
 
 pub mod bird;
+pub mod bridge;
 pub mod dir;
 pub mod exabgp;
 pub mod frr;
@@ -27,6 +28,7 @@ pub mod require;
 pub mod wait;
 
 pub use bird::Bird;
+pub use bridge::{Bridge, tcp_into_netns};
 pub use dir::LabDir;
 pub use exabgp::ExaBgp;
 pub use frr::Frr;

@@ -18,6 +18,7 @@ pub struct Holdfast<'a> {
     pub config: PathBuf,
     pub vips: PathBuf,
     pub process: Option<NsProcess>,
+    pub env: Vec<(String, String)>,
 }
 
 impl<'a> Holdfast<'a> {
@@ -28,6 +29,17 @@ impl<'a> Holdfast<'a> {
     }
 
     pub fn start_with(ns: &'a Netns, config: &str, vips: &str, args: &[&str]) -> Holdfast<'a> {
+        Self::start_env(ns, config, vips, args, &[])
+    }
+
+    /// Also with environment variables (KUBECONFIG, NODE_NAME).
+    pub fn start_env(
+        ns: &'a Netns,
+        config: &str,
+        vips: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Holdfast<'a> {
         let dir = LabDir::new("holdfast");
         let vips_path = dir.write("vips.toml", vips);
         let config = config.replace("VIPS", &vips_path.display().to_string());
@@ -38,6 +50,10 @@ impl<'a> Holdfast<'a> {
             config: config_path,
             vips: vips_path,
             process: None,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         h.run(args);
         h
@@ -60,12 +76,13 @@ impl<'a> Holdfast<'a> {
         ];
         argv.extend_from_slice(extra);
         let log = self.dir.join(&format!("holdfast-{}.log", self.next_log()));
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         self.process = Some(NsProcess::start_logged(
-            self.ns,
-            "holdfast",
-            &argv,
-            &[],
-            &log,
+            self.ns, "holdfast", &argv, &env, &log,
         ));
     }
 
