@@ -276,6 +276,10 @@ struct Driver {
     conns: HashMap<ConnId, ConnIo>,
     next_conn: u64,
     connecting: Option<JoinHandle<()>>,
+    /// The last connection failure logged, so that the same failure
+    /// repeated every ConnectRetryTime is logged once (at warn), not every
+    /// time.
+    last_connect_error: Option<String>,
     up: Option<Up>,
     /// Routes changed since the last sync.
     dirty: bool,
@@ -301,6 +305,7 @@ impl Driver {
             conns: HashMap::new(),
             next_conn: 1,
             connecting: None,
+            last_connect_error: None,
             up: None,
             dirty: false,
             mrai_until: None,
@@ -453,8 +458,7 @@ impl Driver {
             }
             Io::ConnectFailed(why) => {
                 self.connecting = None;
-                debug!(peer = %self.name(), "connection attempt failed: {why}");
-                self.set_error(format!("connect: {why}"));
+                self.connect_failed(why);
                 self.event(Event::TcpConnectFailed);
             }
             Io::Read(conn, bytes) => {
@@ -484,6 +488,20 @@ impl Driver {
         }
     }
 
+    /// An outgoing connection attempt failed: say why in the status, and
+    /// in the log when the reason is new (a router that stays unreachable
+    /// would otherwise fill the log every ConnectRetryTime).
+    fn connect_failed(&mut self, why: String) {
+        let why = format!("connect: {why}");
+        if self.last_connect_error.as_ref() == Some(&why) {
+            debug!(peer = %self.name(), "{why}");
+        } else {
+            warn!(peer = %self.name(), "{why}");
+            self.last_connect_error = Some(why.clone());
+        }
+        self.set_error(why);
+    }
+
     fn set_error(&self, e: String) {
         self.runtime.lock().expect("peer runtime lock").last_error = Some(e);
     }
@@ -495,6 +513,20 @@ impl Driver {
                 Action::AbortConnect => {
                     if let Some(h) = self.connecting.take() {
                         h.abort();
+                        // Still trying (Connect or Active, not stopping or
+                        // gone Idle): the ConnectRetryTimer expired with the
+                        // attempt unanswered (RFC 4271 §8.2.2, Connect state,
+                        // Event 9). No error ever reaches us then — a
+                        // mis-signed (MD5) or low-TTL (GTSM) SYN is dropped
+                        // silently — so this is the only place to say so.
+                        if matches!(self.fsm.state(), State::Connect | State::Active) {
+                            let why = socket::no_answer(
+                                SocketAddr::new(self.spec.address, self.spec.peer.port),
+                                self.spec.peer.connect_retry,
+                                &self.spec.socket_options(),
+                            );
+                            self.connect_failed(why);
+                        }
                     }
                 }
                 Action::Send { conn, bytes } => {
@@ -511,6 +543,7 @@ impl Driver {
                     rt.established_since = self.fsm.established_since();
                     if to == State::Established {
                         rt.last_error = None;
+                        self.last_connect_error = None;
                     }
                 }
                 Action::Up { conn, negotiated } => self.session_up(conn, *negotiated),
