@@ -57,12 +57,29 @@ pub async fn connect(
     let std: std::net::TcpStream = sock.into();
     let sock = TcpSocket::from_std_stream(std);
     match tokio::time::timeout(timeout, sock.connect(peer)).await {
+        Ok(Err(e)) if e.kind() == io::ErrorKind::HostUnreachable => Err(host_unreachable(e, opts)),
         Ok(r) => r,
         Err(_) => Err(io::Error::new(
             io::ErrorKind::TimedOut,
             no_answer(peer, timeout, opts),
         )),
     }
+}
+
+/// EHOSTUNREACH is also how Linux reports an ICMP Time Exceeded answering
+/// our SYN: with a small TTL (ebgp_multihop), a router further away than
+/// that many hops looks exactly like this.
+fn host_unreachable(e: io::Error, opts: &SocketOptions) -> io::Error {
+    if opts.ttl_security_hops.is_some() || opts.ttl == u8::MAX {
+        return e;
+    }
+    let hops = opts.ttl;
+    io::Error::new(
+        e.kind(),
+        format!(
+            "{e} (we send with TTL {hops}: a router more than {hops} hop(s) away looks like this, as the TTL runs out on the way; see ebgp_multihop)"
+        ),
+    )
 }
 
 /// Why a connection attempt to `peer` went unanswered for `waited`, with
@@ -155,5 +172,23 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("MD5"), "{text}");
+    }
+
+    #[test]
+    fn host_unreachable_suggests_ebgp_multihop_when_the_ttl_is_small() {
+        let e = || io::Error::from(io::ErrorKind::HostUnreachable);
+        let text = host_unreachable(e(), &opts()).to_string();
+        assert!(
+            text.contains("TTL 1") && text.contains("ebgp_multihop"),
+            "{text}"
+        );
+        // TTL 255 (iBGP) or GTSM: the TTL is not the problem.
+        let ibgp = SocketOptions { ttl: 255, ..opts() };
+        assert_eq!(host_unreachable(e(), &ibgp).to_string(), e().to_string());
+        let gtsm = SocketOptions {
+            ttl_security_hops: NonZeroU8::new(1),
+            ..opts()
+        };
+        assert_eq!(host_unreachable(e(), &gtsm).to_string(), e().to_string());
     }
 }
