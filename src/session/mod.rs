@@ -225,8 +225,14 @@ impl PeerHandle {
     }
 }
 
-/// Starts the session task of one peer, following `table`.
-pub fn spawn(spec: PeerSpec, table: watch::Receiver<Arc<PeerTable>>) -> PeerHandle {
+/// Starts the session task of one peer, following `table`. `routes_ready`
+/// turns true once the table is complete (the source's first complete view
+/// is in): End-of-RIB waits for it.
+pub fn spawn(
+    spec: PeerSpec,
+    table: watch::Receiver<Arc<PeerTable>>,
+    routes_ready: watch::Receiver<bool>,
+) -> PeerHandle {
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let now = Instant::now();
     let runtime = Arc::new(Mutex::new(PeerRuntime {
@@ -242,7 +248,7 @@ pub fn spawn(spec: PeerSpec, table: watch::Receiver<Arc<PeerTable>>) -> PeerHand
         advertised: Vec::new(),
         end_of_rib_sent: false,
     }));
-    let driver = Driver::new(spec.clone(), table, runtime.clone());
+    let driver = Driver::new(spec.clone(), table, routes_ready, runtime.clone());
     let task = tokio::spawn(driver.run(cmd_rx));
     PeerHandle {
         spec,
@@ -270,6 +276,10 @@ struct Driver {
     fsm: Session,
     rib: AdjRibOut,
     table: watch::Receiver<Arc<PeerTable>>,
+    /// The daemon's table is complete: End-of-RIB may go out.
+    routes_ready: watch::Receiver<bool>,
+    /// The session is up but End-of-RIB waits for `routes_ready`.
+    end_of_rib_pending: bool,
     runtime: Arc<Mutex<PeerRuntime>>,
     io_tx: mpsc::UnboundedSender<Io>,
     io_rx: mpsc::UnboundedReceiver<Io>,
@@ -291,6 +301,7 @@ impl Driver {
     fn new(
         spec: PeerSpec,
         table: watch::Receiver<Arc<PeerTable>>,
+        routes_ready: watch::Receiver<bool>,
         runtime: Arc<Mutex<PeerRuntime>>,
     ) -> Self {
         let (io_tx, io_rx) = mpsc::unbounded_channel();
@@ -299,6 +310,8 @@ impl Driver {
             spec,
             rib: AdjRibOut::default(),
             table,
+            routes_ready,
+            end_of_rib_pending: false,
             runtime,
             io_tx,
             io_rx,
@@ -349,6 +362,9 @@ impl Driver {
                         return;
                     }
                     self.dirty = true;
+                }
+                Ok(()) = self.routes_ready.changed(), if self.end_of_rib_pending => {
+                    self.send_end_of_rib();
                 }
                 () = sleep => self.event(Event::Tick),
             }
@@ -550,6 +566,7 @@ impl Driver {
                 Action::Down { reason } => {
                     warn!(peer = %self.name(), %reason, "session down");
                     self.up = None;
+                    self.end_of_rib_pending = false;
                     self.rib.clear();
                     let mut rt = self.runtime.lock().expect("peer runtime lock");
                     rt.last_error = Some(reason.to_string());
@@ -637,6 +654,28 @@ impl Driver {
         self.mrai_until = None;
         self.dirty = true;
         self.sync_routes();
+        self.end_of_rib_pending = true;
+        if *self.routes_ready.borrow() {
+            self.send_end_of_rib();
+        } else {
+            // End-of-RIB says "this is all of it": after a restart the peer
+            // then drops every stale route we did not send again (RFC 4724
+            // §4.2). Until the source has given its first complete view,
+            // our table is not all of it.
+            info!(peer = %self.name(), "End-of-RIB waits for the source's first complete view");
+        }
+    }
+
+    /// The whole table, then End-of-RIB for each family (RFC 4724 §4.1),
+    /// once the table is complete.
+    fn send_end_of_rib(&mut self) {
+        if !self.end_of_rib_pending || !*self.routes_ready.borrow() || self.up.is_none() {
+            return;
+        }
+        self.end_of_rib_pending = false;
+        self.mrai_until = None;
+        self.dirty = true;
+        self.sync_routes();
         let Some(up) = &self.up else { return };
         let eors: Vec<Vec<u8>> = up
             .families
@@ -647,6 +686,7 @@ impl Driver {
                     .ok()
             })
             .collect();
+        debug!(peer = %self.name(), "End-of-RIB");
         self.event(Event::SendUpdates(eors));
         self.runtime
             .lock()
@@ -844,3 +884,6 @@ fn as_v6(a: IpAddr) -> Option<Ipv6Addr> {
 fn is_link_local(a: Ipv6Addr) -> bool {
     (a.segments()[0] & 0xffc0) == 0xfe80
 }
+
+#[cfg(test)]
+mod tests;
