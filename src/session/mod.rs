@@ -813,7 +813,7 @@ impl Driver {
 /// Cease with an RFC 9003 message. With the N bit negotiated (RFC 8538
 /// §3), a plain Cease would keep our routes as stale at the peer: a hard
 /// reset is meant, so it goes as Cease/Hard Reset carrying the original
-/// subcode and message.
+/// NOTIFICATION.
 pub fn shutdown_notification(
     negotiated: Option<&Negotiated>,
     subcode: u8,
@@ -821,12 +821,22 @@ pub fn shutdown_notification(
 ) -> Notification {
     let inner = Notification::cease_with_message(subcode, message);
     if negotiated.is_some_and(|n| n.graceful_notification) {
-        let mut data = vec![inner.subcode];
-        data.extend_from_slice(&inner.data);
-        Notification::new(inner.code, cease::HARD_RESET, data)
+        hard_reset(&inner)
     } else {
         inner
     }
+}
+
+/// Cease/Hard Reset wrapping `inner`. RFC 8538 §3.1: its data is the
+/// inner NOTIFICATION's error code, subcode and data, in that order — the
+/// code too, even when it is Cease (without it FRR 8.4 read our subcode 2
+/// as "OPEN Message Error" and the message length as its subcode).
+pub fn hard_reset(inner: &Notification) -> Notification {
+    let mut data = Vec::with_capacity(2 + inner.data.len());
+    data.push(inner.code);
+    data.push(inner.subcode);
+    data.extend_from_slice(&inner.data);
+    Notification::new(bgp_proto::consts::notify::CEASE, cease::HARD_RESET, data)
 }
 
 /// The next hops of a session whose local address is `local`, towards

@@ -132,3 +132,21 @@ async fn end_of_rib_waits_until_the_table_is_complete() {
     assert!(handle.snapshot().end_of_rib_sent);
     handle.stop(StopHow::Graceful, DEADLINE).await;
 }
+
+/// RFC 8538 §3.1: the Hard Reset's data carries the whole inner
+/// NOTIFICATION — error code, subcode, data — so the peer can decode and
+/// show the RFC 9003 message inside.
+#[test]
+fn hard_reset_carries_the_inner_code_subcode_and_data() {
+    let inner = Notification::cease_with_message(cease::ADMINISTRATIVE_SHUTDOWN, "node-1: bye");
+    let n = hard_reset(&inner);
+    assert_eq!((n.code, n.subcode), (6, 9));
+    let mut expected = vec![6, 2, 11];
+    expected.extend_from_slice(b"node-1: bye");
+    assert_eq!(n.data, expected);
+    // Without the N bit, a plain Cease/Administrative Shutdown.
+    assert_eq!(
+        shutdown_notification(None, cease::ADMINISTRATIVE_SHUTDOWN, "node-1: bye"),
+        inner
+    );
+}
