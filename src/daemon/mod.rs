@@ -122,6 +122,11 @@ struct Daemon {
     /// TCP probes of VIPs whose advertisement has one.
     probes: BTreeMap<IpAddr, Probing>,
     probe_tx: tokio::sync::mpsc::UnboundedSender<probe::ProbeResult>,
+    /// True once the tables hold the source's first complete view: the
+    /// sessions send End-of-RIB only then (RFC 4724 §4.1).
+    routes_ready: watch::Sender<bool>,
+    /// When the source first reported a complete view.
+    first_synced: Option<Instant>,
 }
 
 /// One probed VIP.
@@ -187,7 +192,11 @@ impl Daemon {
         match Self::resolve(p) {
             Ok(addr) => {
                 let spec = self.peer_spec(p, addr);
-                peer.handle = Some(session::spawn(spec, peer.table.subscribe()));
+                peer.handle = Some(session::spawn(
+                    spec,
+                    peer.table.subscribe(),
+                    self.routes_ready.subscribe(),
+                ));
             }
             Err(why) => {
                 warn!(peer = %p.name, "{why}");
@@ -367,7 +376,30 @@ impl Daemon {
         let changes = self
             .stability
             .update(now, &present, &absences, snap.healthy);
+        if snap.synced && self.first_synced.is_none() {
+            // The instant the stability layer saw the complete view: its
+            // VIPs are due for advertisement by `now + advertise_delay`.
+            self.first_synced = Some(now);
+        }
         self.apply(changes);
+    }
+
+    /// End-of-RIB tells a peer that it has all our routes; after a restart
+    /// it then drops the stale ones we did not send again (RFC 4724 §4.2).
+    /// So the tables count as complete only once the source has reported a
+    /// complete view and the VIPs in it have had their advertise_delay.
+    fn check_routes_ready(&mut self) {
+        if *self.routes_ready.borrow() {
+            return;
+        }
+        let Some(since) = self.first_synced else {
+            return;
+        };
+        if Instant::now().saturating_duration_since(since) >= self.config.stability.advertise_delay
+        {
+            info!("the source's first complete view is advertised: End-of-RIB can go out");
+            self.routes_ready.send_replace(true);
+        }
     }
 
     fn refresh_shared(&self) {
@@ -710,6 +742,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube_config,
         probes: BTreeMap::new(),
         probe_tx,
+        routes_ready: watch::channel(false).0,
+        first_synced: None,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -807,6 +841,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 }
             }
         }
+        d.check_routes_ready();
         d.refresh_shared();
     }
     d.shutdown().await;

@@ -229,8 +229,14 @@ impl PeerHandle {
     }
 }
 
-/// Starts the session task of one peer, following `table`.
-pub fn spawn(spec: PeerSpec, table: watch::Receiver<Arc<PeerTable>>) -> PeerHandle {
+/// Starts the session task of one peer, following `table`. `routes_ready`
+/// turns true once the table is complete (the source's first complete view
+/// is in): End-of-RIB waits for it.
+pub fn spawn(
+    spec: PeerSpec,
+    table: watch::Receiver<Arc<PeerTable>>,
+    routes_ready: watch::Receiver<bool>,
+) -> PeerHandle {
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let now = Instant::now();
     let runtime = Arc::new(Mutex::new(PeerRuntime {
@@ -246,7 +252,7 @@ pub fn spawn(spec: PeerSpec, table: watch::Receiver<Arc<PeerTable>>) -> PeerHand
         advertised: Vec::new(),
         end_of_rib_sent: false,
     }));
-    let driver = Driver::new(spec.clone(), table, runtime.clone());
+    let driver = Driver::new(spec.clone(), table, routes_ready, runtime.clone());
     let task = tokio::spawn(driver.run(cmd_rx));
     PeerHandle {
         spec,
@@ -274,12 +280,20 @@ struct Driver {
     fsm: Session,
     rib: AdjRibOut,
     table: watch::Receiver<Arc<PeerTable>>,
+    /// The daemon's table is complete: End-of-RIB may go out.
+    routes_ready: watch::Receiver<bool>,
+    /// The session is up but End-of-RIB waits for `routes_ready`.
+    end_of_rib_pending: bool,
     runtime: Arc<Mutex<PeerRuntime>>,
     io_tx: mpsc::UnboundedSender<Io>,
     io_rx: mpsc::UnboundedReceiver<Io>,
     conns: HashMap<ConnId, ConnIo>,
     next_conn: u64,
     connecting: Option<JoinHandle<()>>,
+    /// The last connection failure logged, so that the same failure
+    /// repeated every ConnectRetryTime is logged once (at warn), not every
+    /// time.
+    last_connect_error: Option<String>,
     up: Option<Up>,
     /// Routes changed since the last sync.
     dirty: bool,
@@ -291,6 +305,7 @@ impl Driver {
     fn new(
         spec: PeerSpec,
         table: watch::Receiver<Arc<PeerTable>>,
+        routes_ready: watch::Receiver<bool>,
         runtime: Arc<Mutex<PeerRuntime>>,
     ) -> Self {
         let (io_tx, io_rx) = mpsc::unbounded_channel();
@@ -299,12 +314,15 @@ impl Driver {
             spec,
             rib: AdjRibOut::default(),
             table,
+            routes_ready,
+            end_of_rib_pending: false,
             runtime,
             io_tx,
             io_rx,
             conns: HashMap::new(),
             next_conn: 1,
             connecting: None,
+            last_connect_error: None,
             up: None,
             dirty: false,
             mrai_until: None,
@@ -348,6 +366,9 @@ impl Driver {
                         return;
                     }
                     self.dirty = true;
+                }
+                Ok(()) = self.routes_ready.changed(), if self.end_of_rib_pending => {
+                    self.send_end_of_rib();
                 }
                 () = sleep => self.event(Event::Tick),
             }
@@ -457,8 +478,7 @@ impl Driver {
             }
             Io::ConnectFailed(why) => {
                 self.connecting = None;
-                debug!(peer = %self.name(), "connection attempt failed: {why}");
-                self.set_error(format!("connect: {why}"));
+                self.connect_failed(why);
                 self.event(Event::TcpConnectFailed);
             }
             Io::Read(conn, bytes) => {
@@ -488,6 +508,20 @@ impl Driver {
         }
     }
 
+    /// An outgoing connection attempt failed: say why in the status, and
+    /// in the log when the reason is new (a router that stays unreachable
+    /// would otherwise fill the log every ConnectRetryTime).
+    fn connect_failed(&mut self, why: String) {
+        let why = format!("connect: {why}");
+        if self.last_connect_error.as_ref() == Some(&why) {
+            debug!(peer = %self.name(), "{why}");
+        } else {
+            warn!(peer = %self.name(), "{why}");
+            self.last_connect_error = Some(why.clone());
+        }
+        self.set_error(why);
+    }
+
     fn set_error(&self, e: String) {
         self.runtime.lock().expect("peer runtime lock").last_error = Some(e);
     }
@@ -499,6 +533,20 @@ impl Driver {
                 Action::AbortConnect => {
                     if let Some(h) = self.connecting.take() {
                         h.abort();
+                        // Still trying (Connect or Active, not stopping or
+                        // gone Idle): the ConnectRetryTimer expired with the
+                        // attempt unanswered (RFC 4271 §8.2.2, Connect state,
+                        // Event 9). No error ever reaches us then — a
+                        // mis-signed (MD5) or low-TTL (GTSM) SYN is dropped
+                        // silently — so this is the only place to say so.
+                        if matches!(self.fsm.state(), State::Connect | State::Active) {
+                            let why = socket::no_answer(
+                                SocketAddr::new(self.spec.address, self.spec.peer.port),
+                                self.spec.peer.connect_retry,
+                                &self.spec.socket_options(),
+                            );
+                            self.connect_failed(why);
+                        }
                     }
                 }
                 Action::Send { conn, bytes } => {
@@ -515,12 +563,14 @@ impl Driver {
                     rt.established_since = self.fsm.established_since();
                     if to == State::Established {
                         rt.last_error = None;
+                        self.last_connect_error = None;
                     }
                 }
                 Action::Up { conn, negotiated } => self.session_up(conn, *negotiated),
                 Action::Down { reason } => {
                     warn!(peer = %self.name(), %reason, "session down");
                     self.up = None;
+                    self.end_of_rib_pending = false;
                     self.rib.clear();
                     let mut rt = self.runtime.lock().expect("peer runtime lock");
                     rt.last_error = Some(reason.to_string());
@@ -608,6 +658,28 @@ impl Driver {
         self.mrai_until = None;
         self.dirty = true;
         self.sync_routes();
+        self.end_of_rib_pending = true;
+        if *self.routes_ready.borrow() {
+            self.send_end_of_rib();
+        } else {
+            // End-of-RIB says "this is all of it": after a restart the peer
+            // then drops every stale route we did not send again (RFC 4724
+            // §4.2). Until the source has given its first complete view,
+            // our table is not all of it.
+            info!(peer = %self.name(), "End-of-RIB waits for the source's first complete view");
+        }
+    }
+
+    /// The whole table, then End-of-RIB for each family (RFC 4724 §4.1),
+    /// once the table is complete.
+    fn send_end_of_rib(&mut self) {
+        if !self.end_of_rib_pending || !*self.routes_ready.borrow() || self.up.is_none() {
+            return;
+        }
+        self.end_of_rib_pending = false;
+        self.mrai_until = None;
+        self.dirty = true;
+        self.sync_routes();
         let Some(up) = &self.up else { return };
         let eors: Vec<Vec<u8>> = up
             .families
@@ -618,6 +690,7 @@ impl Driver {
                     .ok()
             })
             .collect();
+        debug!(peer = %self.name(), "End-of-RIB");
         self.event(Event::SendUpdates(eors));
         self.runtime
             .lock()
@@ -753,7 +826,7 @@ impl Driver {
 /// Cease with an RFC 9003 message. With the N bit negotiated (RFC 8538
 /// §3), a plain Cease would keep our routes as stale at the peer: a hard
 /// reset is meant, so it goes as Cease/Hard Reset carrying the original
-/// subcode and message.
+/// NOTIFICATION.
 pub fn shutdown_notification(
     negotiated: Option<&Negotiated>,
     subcode: u8,
@@ -833,3 +906,6 @@ fn as_v6(a: IpAddr) -> Option<Ipv6Addr> {
 fn is_link_local(a: Ipv6Addr) -> bool {
     (a.segments()[0] & 0xffc0) == 0xfe80
 }
+
+#[cfg(test)]
+mod tests;

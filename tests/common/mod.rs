@@ -84,6 +84,21 @@ impl<'a> Holdfast<'a> {
         self.process = Some(NsProcess::start_logged(
             self.ns, "holdfast", &argv, &env, &log,
         ));
+        // `holdfast status` right after the start must not race the API's
+        // bind.
+        testlab::wait_for(LONG, "holdfast's API on 127.0.0.1:9179", || {
+            if let Some(p) = self.process.as_mut() {
+                p.assert_running("waiting for its API");
+            }
+            match self.ns.tcp_probe(
+                "127.0.0.1".parse().expect("an address"),
+                9179,
+                Duration::from_secs(1),
+            ) {
+                testlab::TcpProbe::Connected => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        });
     }
 
     fn next_log(&self) -> usize {
@@ -98,8 +113,15 @@ impl<'a> Holdfast<'a> {
             .unwrap_or(0)
     }
 
+    /// The log of every run so far (also after the process exited), in
+    /// order.
     pub fn log(&self) -> String {
-        self.process.as_ref().map(|p| p.log()).unwrap_or_default()
+        (0..self.next_log())
+            .map(|n| {
+                std::fs::read_to_string(self.dir.join(&format!("holdfast-{n}.log")))
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 
     pub fn kill(&mut self, signal: Signal) {

@@ -1,0 +1,152 @@
+//! The session driver against a scripted BGP peer on loopback: real
+//! sockets, the real driver, generous deadlines.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use bgp_proto::Context;
+use bgp_proto::capability::GracefulRestart as GrCap;
+use bgp_proto::message::check_header;
+use bgp_proto::open::Open;
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::speaker::Route;
+
+/// Generous: these are real sockets on a machine that may be busy.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+async fn read_message(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Message {
+    loop {
+        if let Some(len) = check_header(buf, 65535).expect("a valid header")
+            && buf.len() >= len
+        {
+            let msg: Vec<u8> = buf.drain(..len).collect();
+            return Message::decode(&msg, &Context::default()).expect("a valid message");
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(DEADLINE, stream.read(&mut chunk))
+            .await
+            .expect("a message before the deadline")
+            .expect("read");
+        assert!(n > 0, "the driver closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The next message that is not a KEEPALIVE.
+async fn next_non_keepalive(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Message {
+    loop {
+        match read_message(stream, buf).await {
+            Message::Keepalive => continue,
+            m => return m,
+        }
+    }
+}
+
+/// RFC 4724 §4.1/§4.2: after a restart, End-of-RIB tells the helper that
+/// our routes are all there, and it then drops every stale route we did not
+/// send again. So a session that comes up before the source's first
+/// complete view sends the routes it has, but End-of-RIB only once the
+/// daemon says the table is complete — and its OPEN carries the R bit.
+#[tokio::test]
+async fn end_of_rib_waits_until_the_table_is_complete() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let text = format!(
+        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\n\
+         [[peer]]\nname = \"tor\"\naddress = \"127.0.0.1\"\nport = {port}\nasn = 65000\n\
+         hold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\n\
+         [source]\nkind = \"file\"\npath = \"vips.toml\"\n\n\
+         [[advertisement]]\nname = \"public\"\n"
+    );
+    let config = config::parse(Path::new("test.toml"), &text).expect("a valid config");
+    let spec = PeerSpec {
+        peer: config.peers[0].clone(),
+        address: "127.0.0.1".parse().unwrap(),
+        local_asn: 65001,
+        router_id: Ipv4Addr::new(192, 0, 2, 2),
+        hostname: "node-1".into(),
+        restarting: true,
+    };
+    let (table_tx, table_rx) = watch::channel(Arc::new(PeerTable::new()));
+    let (ready_tx, ready_rx) = watch::channel(false);
+    let handle = spawn(spec, table_rx, ready_rx);
+
+    let (mut peer, _) = tokio::time::timeout(DEADLINE, listener.accept())
+        .await
+        .expect("the driver connects")
+        .unwrap();
+    let mut buf = Vec::new();
+    let Message::Open(open) = read_message(&mut peer, &mut buf).await else {
+        panic!("OPEN first");
+    };
+    let gr = open.graceful_restart().expect("the GR capability");
+    assert_ne!(gr.flags & GrCap::RESTART_STATE, 0, "R bit after a restart");
+    let ours = Open::new(
+        65000,
+        9,
+        Ipv4Addr::new(192, 0, 2, 1),
+        vec![
+            Capability::Multiprotocol(Family::IPV4_UNICAST),
+            Capability::FourOctetAs(65000),
+        ],
+    );
+    for m in [Message::Open(ours), Message::Keepalive] {
+        peer.write_all(&m.encode(&Context::default()).unwrap())
+            .await
+            .unwrap();
+    }
+
+    // The source's view arrives after the session is up: the route goes
+    // out, End-of-RIB does not.
+    let start = Instant::now();
+    while handle.snapshot().state != State::Established {
+        assert!(start.elapsed() < DEADLINE, "the session never came up");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let route = Route {
+        advertisements: BTreeSet::from(["public".to_string()]),
+        service: None,
+    };
+    let prefix: ipnet::IpNet = "198.51.100.10/32".parse().unwrap();
+    let tables = speaker::peer_tables(&config, [(&prefix, &route)].into_iter());
+    table_tx.send_replace(Arc::new(tables["tor"].clone()));
+    let Message::Update(u) = next_non_keepalive(&mut peer, &mut buf).await else {
+        panic!("an UPDATE");
+    };
+    assert_eq!(
+        u.end_of_rib_family(),
+        None,
+        "End-of-RIB before the table is complete"
+    );
+    let announced: Vec<_> = u.announced().map(|n| n.prefix).collect();
+    assert_eq!(announced, vec![prefix]);
+
+    ready_tx.send_replace(true);
+    let Message::Update(u) = next_non_keepalive(&mut peer, &mut buf).await else {
+        panic!("an UPDATE");
+    };
+    assert_eq!(u.end_of_rib_family(), Some(Family::IPV4_UNICAST));
+    assert!(handle.snapshot().end_of_rib_sent);
+    handle.stop(StopHow::Graceful, DEADLINE).await;
+}
+
+/// RFC 8538 §3.1: the Hard Reset's data carries the whole inner
+/// NOTIFICATION — error code, subcode, data — so the peer can decode and
+/// show the RFC 9003 message inside.
+#[test]
+fn hard_reset_carries_the_inner_code_subcode_and_data() {
+    let inner = Notification::cease_with_message(cease::ADMINISTRATIVE_SHUTDOWN, "node-1: bye");
+    let n = Notification::hard_reset(&inner);
+    assert_eq!((n.code, n.subcode), (6, 9));
+    let mut expected = vec![6, 2, 11];
+    expected.extend_from_slice(b"node-1: bye");
+    assert_eq!(n.data, expected);
+    // Without the N bit, a plain Cease/Administrative Shutdown.
+    assert_eq!(
+        shutdown_notification(None, cease::ADMINISTRATIVE_SHUTDOWN, "node-1: bye"),
+        inner
+    );
+}
