@@ -13,12 +13,7 @@ use testlab::{Bird, Lab};
 /// `protocols`: (name, neighbor address, holdfast's AS). Both channels
 /// import everything and export nothing: holdfast only originates.
 /// `extra` goes into every protocol (e.g. `direct;` for iBGP).
-fn bird_conf(
-    lab: &Lab,
-    local_asn: u32,
-    protocols: &[(&str, String, u32)],
-    extra: &str,
-) -> String {
+fn bird_conf(lab: &Lab, local_asn: u32, protocols: &[(&str, String, u32)], extra: &str) -> String {
     let mut c = format!("router id {};\nprotocol device {{}}\n", lab.router_v4);
     for (name, neighbor, asn) in protocols {
         c.push_str(&format!(
@@ -43,7 +38,9 @@ fn bird_conf(
 /// The lines of one path in `show route PREFIX all` output: from the line
 /// naming protocol `proto` up to the next path.
 fn path_of<'a>(route: &'a str, proto: &str) -> Vec<&'a str> {
-    let mut lines = route.lines().skip_while(|l| !l.contains(&format!("[{proto} ")));
+    let mut lines = route
+        .lines()
+        .skip_while(|l| !l.contains(&format!("[{proto} ")));
     let Some(first) = lines.next() else {
         return Vec::new();
     };
@@ -56,14 +53,18 @@ fn path_of<'a>(route: &'a str, proto: &str) -> Vec<&'a str> {
 
 /// Waits until BIRD has a path for `prefix` from each of `protocols`.
 fn wait_paths(bird: &Bird, prefix: &str, protocols: &[&str]) -> String {
-    testlab::wait_for(LONG, &format!("BIRD to have {prefix} from {protocols:?}"), || {
-        let route = bird.route(prefix).unwrap_or_default();
-        if protocols.iter().all(|p| !path_of(&route, p).is_empty()) {
-            Ok(route)
-        } else {
-            Err(route)
-        }
-    })
+    testlab::wait_for(
+        LONG,
+        &format!("BIRD to have {prefix} from {protocols:?}"),
+        || {
+            let route = bird.route(prefix).unwrap_or_default();
+            if protocols.iter().all(|p| !path_of(&route, p).is_empty()) {
+                Ok(route)
+            } else {
+                Err(route)
+            }
+        },
+    )
 }
 
 fn attr<'a>(path: &[&'a str], name: &str) -> Option<&'a str> {
@@ -99,8 +100,16 @@ fn ebgp_over_ipv4_and_ipv6_transport_with_4_octet_asns() {
         let route = wait_paths(&bird, prefix, &["node_v4", "node_v6"]);
         for proto in ["node_v4", "node_v6"] {
             let path = path_of(&route, proto);
-            assert_eq!(attr(&path, "BGP.as_path"), Some("4200000002"), "{proto}: {route}");
-            assert_eq!(attr(&path, "BGP.community"), Some("(65001,100)"), "{proto}: {route}");
+            assert_eq!(
+                attr(&path, "BGP.as_path"),
+                Some("4200000002"),
+                "{proto}: {route}"
+            );
+            assert_eq!(
+                attr(&path, "BGP.community"),
+                Some("(65001,100)"),
+                "{proto}: {route}"
+            );
             assert_eq!(
                 attr(&path, "BGP.large_community"),
                 Some("(4200000002, 1, 100)"),
@@ -154,11 +163,18 @@ fn ibgp_carries_local_pref_and_route_refresh_gets_the_full_table() {
     for prefix in [VIP4_PREFIX, VIP6_PREFIX] {
         let route = wait_paths(&bird, prefix, &["node_v4"]);
         let path = path_of(&route, "node_v4");
-        assert!(route.contains("Type: BGP univ") && path[0].contains("[i]"), "{route}");
+        assert!(
+            route.contains("Type: BGP univ") && path[0].contains("[i]"),
+            "{route}"
+        );
         assert_eq!(attr(&path, "BGP.local_pref"), Some("200"), "{route}");
         assert_eq!(attr(&path, "BGP.as_path"), Some(""), "{route}");
         assert_eq!(attr(&path, "BGP.community"), Some("(65001,100)"), "{route}");
-        assert_eq!(attr(&path, "BGP.large_community"), Some("(4200000002, 1, 100)"), "{route}");
+        assert_eq!(
+            attr(&path, "BGP.large_community"),
+            Some("(4200000002, 1, 100)"),
+            "{route}"
+        );
     }
     node.wait_peer_established("tor", LONG);
 
@@ -204,7 +220,11 @@ fn ibgp_carries_local_pref_and_route_refresh_gets_the_full_table() {
     }
     for family in ["ipv4-unicast", "ipv6-unicast"] {
         node.wait_log_line(
-            &["answering ROUTE-REFRESH", &format!("family={family}"), "enhanced=true"],
+            &[
+                "answering ROUTE-REFRESH",
+                &format!("family={family}"),
+                "enhanced=true",
+            ],
             LONG,
         );
     }

@@ -82,7 +82,13 @@ impl Holdfast<'_> {
     }
 
     /// Waits until peer `name`'s status satisfies `check`; returns it.
-    pub fn wait_peer_status(&self, name: &str, timeout: Duration, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    pub fn wait_peer_status(
+        &self,
+        name: &str,
+        timeout: Duration,
+        what: &str,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
         wait_for(timeout, what, || {
             let peer = self.peer_status(name);
             if check(&peer) {
