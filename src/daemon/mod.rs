@@ -95,6 +95,9 @@ pub fn router_id(c: &Config) -> Result<Ipv4Addr, String> {
     }
 }
 
+/// Why a peer has no session before the source's first complete view.
+const WAITING_FOR_SOURCE: &str = "waiting for the source's first complete view";
+
 struct Peer {
     config: config::Peer,
     handle: Option<PeerHandle>,
@@ -163,13 +166,30 @@ impl Daemon {
     }
 
     fn start_peer(&mut self, p: &config::Peer) {
-        let (tx, _) = watch::channel(Arc::new(PeerTable::new()));
+        // The session starts with the peer's current table, never with an
+        // empty placeholder: whatever it finds at establishment goes out
+        // as the whole table, followed by End-of-RIB.
+        let table = speaker::peer_tables(&self.config, self.stability.advertised())
+            .remove(&p.name)
+            .unwrap_or_default();
+        let (tx, _) = watch::channel(Arc::new(table));
         let mut peer = Peer {
             config: p.clone(),
             handle: None,
             table: tx,
             waiting: None,
         };
+        if !self.snapshot.synced {
+            // RFC 4724 §4.1: End-of-RIB tells the peer our initial table is
+            // complete, and a graceful-restart helper then deletes every
+            // stale route of ours that was not sent again. Before the
+            // source's first complete view that table would be empty: a
+            // restarted holdfast would have the routes it is restarting to
+            // keep withdrawn. So no session before that view.
+            peer.waiting = Some(WAITING_FOR_SOURCE.into());
+            self.peers.insert(p.name.clone(), peer);
+            return;
+        }
         match Self::resolve(p) {
             Ok(addr) => {
                 let spec = self.peer_spec(p, addr);
@@ -249,8 +269,21 @@ impl Daemon {
         let changes = self
             .stability
             .update(now, &present, &absences, snap.healthy);
+        let first_view = snap.synced && !self.snapshot.synced;
         self.snapshot = Arc::new(snap);
         self.apply(changes);
+        if first_view {
+            // The table is complete: the sessions held back can start.
+            let waiting: Vec<config::Peer> = self
+                .peers
+                .values()
+                .filter(|p| p.handle.is_none())
+                .map(|p| p.config.clone())
+                .collect();
+            for p in waiting {
+                self.start_peer(&p);
+            }
+        }
     }
 
     fn refresh_shared(&self) {
@@ -373,6 +406,10 @@ impl Daemon {
 
     /// `default-gateway` peers follow the gateway.
     async fn check_gateways(&mut self) {
+        if !self.snapshot.synced {
+            // No session starts before the source's first view anyway.
+            return;
+        }
         let moved: Vec<(config::Peer, Result<IpAddr, String>)> = self
             .peers
             .values()
