@@ -235,10 +235,101 @@ fn ibgp_carries_local_pref_and_route_refresh_gets_the_full_table() {
 /// The "received" column of "Import updates" of one channel in
 /// `show protocols all` output.
 fn import_updates_received(info: &str, channel: &str) -> u64 {
+    channel_stat(info, channel, "Import updates", 0)
+}
+
+/// Graceful restart (RFC 4724) with BIRD as the helper: holdfast is
+/// killed outright; BIRD keeps its routes as stale; holdfast starts again
+/// with the R bit, sends its whole table, then End-of-RIB, and BIRD never
+/// withdraws the routes: End-of-RIB after the table only clears the
+/// stale marks.
+#[test]
+fn graceful_restart_keeps_the_routes_through_a_kill_and_restart() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    // BIRD's default `graceful restart aware` makes it a helper.
+    let bird = Bird::start(
+        &lab.router,
+        &bird_conf(
+            &lab,
+            ROUTER_ASN,
+            &[("node_v4", lab.node_v4.to_string(), NODE_ASN)],
+            "",
+        ),
+    );
+    let mut node = Holdfast::start(
+        &lab.node,
+        &single_peer_conf(&lab, &lab.router_v4.to_string(), NODE_ASN, ROUTER_ASN),
+        &vips(&[VIP4, VIP6]),
+    );
+    bird.wait_established("node_v4", LONG);
+    for prefix in [VIP4_PREFIX, VIP6_PREFIX] {
+        wait_paths(&bird, prefix, &["node_v4"]);
+    }
+
+    node.kill(testlab::Signal::Kill);
+    node.wait_exit();
+    testlab::wait_for(LONG, "BIRD to keep the routes as stale", || {
+        let info = bird.birdc("show protocols all node_v4");
+        if info.contains("Neighbor graceful restart active") {
+            Ok(())
+        } else {
+            Err(info)
+        }
+    });
+    for prefix in [VIP4_PREFIX, VIP6_PREFIX] {
+        assert!(
+            bird.route(prefix).is_some(),
+            "{prefix} kept while holdfast is down"
+        );
+    }
+
+    node.run(&[]);
+    bird.wait_established("node_v4", LONG);
+    testlab::wait_for(LONG, "BIRD to finish the graceful restart", || {
+        let log = bird.log();
+        if log.contains("node_v4: Neighbor graceful restart done") {
+            Ok(())
+        } else {
+            Err(log)
+        }
+    });
+    let info = bird.birdc("show protocols all node_v4");
+    // The restarted holdfast set the R bit (RFC 4724 §3).
+    assert!(info.contains("Restart recovery"), "{info}");
+    testlab::wait_for(LONG, "both routes sent again", || {
+        let info = bird.birdc("show protocols all node_v4");
+        let received = ["ipv4", "ipv6"].map(|c| channel_stat(&info, c, "Import updates", 0));
+        if received == [2, 2] {
+            Ok(())
+        } else {
+            Err(info)
+        }
+    });
+    let info = bird.birdc("show protocols all node_v4");
+    for channel in ["ipv4", "ipv6"] {
+        // BIRD flushes at End-of-RIB the stale routes that were not sent
+        // again, and counts each as an accepted import withdraw.
+        assert_eq!(
+            channel_stat(&info, channel, "Import withdraws", 4),
+            0,
+            "{channel}: a route was withdrawn during the restart:\n{info}\n{}",
+            bird.log()
+        );
+    }
+    for prefix in [VIP4_PREFIX, VIP6_PREFIX] {
+        wait_paths(&bird, prefix, &["node_v4"]);
+    }
+}
+
+/// Column `column` (0 received, 1 rejected, 2 filtered, 3 ignored, 4
+/// accepted) of row `row` ("Import updates", "Import withdraws", …) of
+/// one channel's "Route change stats" in `show protocols all` output.
+fn channel_stat(info: &str, channel: &str, row: &str, column: usize) -> u64 {
     info.lines()
         .skip_while(|l| l.trim() != format!("Channel {channel}"))
-        .find_map(|l| l.trim().strip_prefix("Import updates:"))
-        .and_then(|rest| rest.split_whitespace().next())
+        .find_map(|l| l.trim().strip_prefix(&format!("{row}:")))
+        .and_then(|rest| rest.split_whitespace().nth(column))
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no Import updates for channel {channel} in:\n{info}"))
+        .unwrap_or_else(|| panic!("no {row} column {column} for channel {channel} in:\n{info}"))
 }
