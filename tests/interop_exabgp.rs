@@ -619,3 +619,134 @@ fn mp_reach_with_bad_flags_and_no_family_resets_the_session_with_3_4() {
     );
     r.assert_session_recovers(prefix);
 }
+
+/// SIGTERM with graceful restart (the default): the session closes
+/// without a NOTIFICATION and without withdrawing anything, so the peer
+/// can keep the routes as stale (RFC 4724 §4.2); the next start sets the
+/// R bit. SIGTERM with `--withdraw-on-exit`: every route is withdrawn,
+/// then Cease/Administrative Shutdown with an RFC 9003 message naming the
+/// node.
+#[test]
+fn sigterm_closes_gracefully_and_withdraw_on_exit_withdraws_then_ceases() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let peer = IpAddr::from(lab.node_v4);
+    // ExaBGP 4.2.21 cannot decode a Cease with a shutdown communication on
+    // Python 3 (a TypeError in notification.py; it answers NOTIFICATION
+    // 1/0): its packet log is where the bytes can be seen.
+    let exabgp = ExaBgp::start_with_env(
+        &lab.router,
+        &[lab.router_v4.into()],
+        &exabgp_conf(&lab, ROUTER_ASN, &[(peer, lab.router_v4.into())], NODE_ASN),
+        &[
+            ("exabgp.log.level", "DEBUG"),
+            ("exabgp.log.packets", "true"),
+        ],
+    );
+    let mut node = Holdfast::start(
+        &lab.node,
+        &single_peer_conf(&lab, &lab.router_v4.to_string(), NODE_ASN, ROUTER_ASN),
+        &vips(&[VIP4, VIP6]),
+    );
+    wait_end_of_rib(&exabgp, peer, &["ipv4", "ipv6"]);
+    let first_open = received_from(&exabgp, peer)
+        .into_iter()
+        .find(|m| m["type"] == "open")
+        .expect("holdfast's OPEN");
+    assert_eq!(gr_restart_state(&first_open), Some(false), "{first_open}");
+
+    node.kill(testlab::Signal::Term);
+    assert!(node.wait_exit().success());
+    testlab::wait_for(LONG, "ExaBGP to see the session closed", || {
+        match exabgp.neighbor_state(peer).as_deref() {
+            Some("down") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert_eq!(exabgp.withdrawn_prefixes(), Vec::<String>::new());
+    assert!(exabgp.received_of_type("notification").is_empty());
+    assert!(!exabgp.log().contains("<< message of type NOTIFICATION"));
+
+    let before = received_from(&exabgp, peer).len();
+    node.run(&["--withdraw-on-exit"]);
+    let from = testlab::wait_for(LONG, "the second session's End-of-RIB", || {
+        let after = received_from(&exabgp, peer).split_off(before);
+        let eors = after
+            .iter()
+            .filter(|m| !m["neighbor"]["message"]["eor"].is_null())
+            .count();
+        if eors == 2 {
+            Ok(after)
+        } else {
+            Err(format!("{after:?}"))
+        }
+    });
+    let open = from
+        .iter()
+        .find(|m| m["type"] == "open")
+        .expect("the second OPEN");
+    // RFC 4724 §3: "Restart State (R)" — this process restarted.
+    assert_eq!(gr_restart_state(open), Some(true), "{open}");
+
+    node.kill(testlab::Signal::Term);
+    assert!(node.wait_exit().success());
+    let mut withdrawn = exabgp.withdrawn_prefixes();
+    withdrawn.sort();
+    assert_eq!(withdrawn, [VIP4_PREFIX, VIP6_PREFIX]);
+    // NOTIFICATION 6/2, data: length 30, "node-1: holdfast shutting down".
+    let message = "node-1: holdfast shutting down";
+    let mut body = vec![6, 2, message.len() as u8];
+    body.extend_from_slice(message.as_bytes());
+    let payload = exabgp_payload(&body);
+    let log = testlab::wait_for(LONG, "ExaBGP to receive the Cease", || {
+        let log = exabgp.log();
+        if log.contains(&payload) {
+            Ok(log)
+        } else {
+            Err(payload.clone())
+        }
+    });
+    let cease = log.find(&payload).unwrap_or(0);
+    let withdraw = log.find("0005 20C6 3364 0A").unwrap_or(usize::MAX);
+    assert!(
+        withdraw < cease,
+        "withdrawals before the NOTIFICATION:\n{log}"
+    );
+    node.wait_log_line(
+        &["sent NOTIFICATION: Cease / Administrative Shutdown: \"node-1: holdfast shutting down\""],
+        LONG,
+    );
+}
+
+/// The R bit of the graceful restart capability in an OPEN ExaBGP
+/// received, read from the raw bytes (ExaBGP 4.2 names the R bit
+/// "forwarding" in its JSON). `None` without the capability.
+fn gr_restart_state(open: &Value) -> Option<bool> {
+    let raw = raw_message(open)?;
+    // Header 19, version 1, AS 2, hold time 2, BGP Identifier 4, Opt Parm
+    // Len 1; then parameters: type 2 (capabilities), length, capabilities.
+    let mut params = raw.get(29..)?;
+    while let [kind, len, rest @ ..] = params {
+        let (value, next) = rest.split_at_checked(usize::from(*len))?;
+        let mut caps = if *kind == 2 { value } else { &[][..] };
+        while let [code, cap_len, cap_rest @ ..] = caps {
+            let (cap, more) = cap_rest.split_at_checked(usize::from(*cap_len))?;
+            if *code == 64 {
+                return cap.first().map(|flags| flags & 0x80 != 0);
+            }
+            caps = more;
+        }
+        params = next;
+    }
+    None
+}
+
+/// How ExaBGP's packet log (`exabgp.log.packets`) prints received bytes:
+/// upper-case hex in groups of two octets.
+fn exabgp_payload(bytes: &[u8]) -> String {
+    bytes
+        .chunks(2)
+        .map(|c| c.iter().map(|b| format!("{b:02X}")).collect::<String>())
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -99,14 +99,38 @@ impl Holdfast<'_> {
         })
     }
 
-    /// Waits until a line of holdfast's log contains every one of
-    /// `needles`; returns that line.
+    /// The logs of every run of this holdfast so far, oldest first (also
+    /// after the process has exited).
+    pub fn all_logs(&self) -> String {
+        let mut runs: Vec<(usize, std::path::PathBuf)> = std::fs::read_dir(self.dir.path())
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        let n = name
+                            .strip_prefix("holdfast-")?
+                            .strip_suffix(".log")?
+                            .parse()
+                            .ok()?;
+                        Some((n, e.path()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        runs.sort();
+        runs.iter()
+            .map(|(_, path)| std::fs::read_to_string(path).unwrap_or_default())
+            .collect()
+    }
+
+    /// Waits until a line of holdfast's logs (every run) contains every
+    /// one of `needles`; returns that line.
     pub fn wait_log_line(&self, needles: &[&str], timeout: Duration) -> String {
         wait_for(
             timeout,
             &format!("holdfast to log a line with {needles:?}"),
             || {
-                self.log()
+                self.all_logs()
                     .lines()
                     .find(|line| needles.iter().all(|n| line.contains(n)))
                     .map(str::to_owned)
