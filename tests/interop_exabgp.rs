@@ -128,6 +128,18 @@ fn ebgp_over_ipv4_and_ipv6_transport_with_4_octet_asns() {
 
         let peer_status = node.wait_peer_established(name, LONG);
         assert_eq!(peer_status["established_transitions"], 1, "{peer_status}");
+        // ExaBGP sends OPEN and KEEPALIVE back to back; each state change
+        // is still logged.
+        for (from, to) in [("OpenSent", "OpenConfirm"), ("OpenConfirm", "Established")] {
+            node.wait_log_line(
+                &[
+                    "state change",
+                    &format!("peer={name}"),
+                    &format!("from={from} to={to}"),
+                ],
+                LONG,
+            );
+        }
     }
 }
 
@@ -749,4 +761,57 @@ fn exabgp_payload(bytes: &[u8]) -> String {
         .map(|c| c.iter().map(|b| format!("{b:02X}")).collect::<String>())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A router without 4-octet AS support (RFC 6793 §4.2): holdfast in AS
+/// 4200000002 is AS_TRANS (23456) to it — in the OPEN's My Autonomous
+/// System and in AS_PATH — and the real path travels in AS4_PATH, which
+/// ExaBGP merges back into the 4-octet path.
+#[test]
+fn a_2_octet_peer_gets_as_trans_and_as4_path() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let peer = IpAddr::from(lab.node_v4);
+    // ExaBGP in AS 65000 expects AS_TRANS from us.
+    let conf = exabgp_conf(&lab, 65000, &[(peer, lab.router_v4.into())], 23456)
+        .replace("capability {", "capability { asn4 disable;");
+    let exabgp = ExaBgp::start(&lab.router, &[lab.router_v4.into()], &conf);
+    let node = Holdfast::start(
+        &lab.node,
+        &single_peer_conf(&lab, &lab.router_v4.to_string(), NODE_ASN, 65000),
+        &vips(&[VIP4, VIP6]),
+    );
+    let from = wait_end_of_rib(&exabgp, peer, &["ipv4", "ipv6"]);
+    let sent_open = exabgp
+        .sent()
+        .into_iter()
+        .find(|m| m["type"] == "open")
+        .expect("ExaBGP's OPEN");
+    assert!(
+        sent_open["neighbor"]["open"]["capabilities"]
+            .get("asn4")
+            .is_none(),
+        "{sent_open}"
+    );
+    for prefix in [VIP4_PREFIX, VIP6_PREFIX] {
+        let update = from
+            .iter()
+            .rev()
+            .find(|m| announcement_of(m, prefix))
+            .unwrap_or_else(|| panic!("no UPDATE for {prefix}"));
+        let raw = raw_message(update).expect("raw bytes");
+        // AS_PATH: AS_SEQUENCE of one 2-octet AS, 23456.
+        assert!(
+            contains(&raw, &[0x40, 0x02, 0x04, 0x02, 0x01, 0x5b, 0xa0]),
+            "{raw:02x?}"
+        );
+        // AS4_PATH (17, optional transitive): AS_SEQUENCE [4200000002].
+        let mut as4_path = vec![0xc0, 0x11, 0x06, 0x02, 0x01];
+        as4_path.extend_from_slice(&NODE_ASN.to_be_bytes());
+        assert!(contains(&raw, &as4_path), "{raw:02x?}");
+        check_attributes(&update["neighbor"], &[NODE_ASN], None);
+    }
+    let status = node.wait_peer_established("tor", LONG);
+    assert_eq!(status["asn"], 65000, "{status}");
+    assert_eq!(status["established_transitions"], 1, "{status}");
 }
