@@ -348,14 +348,21 @@ fn the_smaller_hold_time_wins_and_keepalives_follow_it() {
             Err(format!("{times:?}"))
         }
     });
-    for gap in times.windows(2).map(|w| w[1] - w[0]) {
-        assert!(
-            gap <= 1.5,
-            "KEEPALIVEs {gap:.2}s apart with a 3s hold time: {times:?}"
-        );
-    }
+    // The times are when ExaBGP read each message, so a busy machine
+    // adds noise; a 3 s keepalive would space them 2.25–3 s apart.
+    let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    assert!(
+        mean <= 1.2,
+        "KEEPALIVEs {mean:.2}s apart on average: {times:?}"
+    );
+    assert!(
+        gaps.iter().all(|g| *g < 2.0),
+        "a KEEPALIVE gap of 2 s or more: {gaps:?}"
+    );
     let status = node.peer_status("tor");
     assert_eq!(status["established_transitions"], 1, "{status}");
+    assert_eq!(status["notifications_received"], json!([]), "{status}");
     assert_eq!(exabgp.neighbor_state(peer).as_deref(), Some("up"));
     assert!(exabgp.received_of_type("notification").is_empty());
 }
