@@ -2,6 +2,8 @@
 //! config, its VIP file, its process and its API.
 #![allow(dead_code)]
 
+pub mod peers;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

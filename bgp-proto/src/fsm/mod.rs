@@ -428,9 +428,10 @@ impl Session {
 
     pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
-        let before = self.state;
         let reason = self.dispatch(now, event, &mut out);
-        self.update_state(before, reason, now, &mut out);
+        // `data` records the state change of each message as it goes, so
+        // `self.state` may already be past where this event began.
+        self.update_state(self.state, reason, now, &mut out);
         out
     }
 
@@ -788,8 +789,14 @@ impl Session {
             };
             let msg: Vec<u8> = c.rx.drain(..len).collect();
             self.stats.messages_received += 1;
-            if let Some(r) = self.message(now, idx, &msg, out) {
-                reason = Some(r);
+            // Each message is an event of its own (§8.1.4): one read that
+            // holds OPEN and KEEPALIVE goes OpenSent → OpenConfirm →
+            // Established, and both changes are reported with their reason.
+            let before = self.state;
+            let r = self.message(now, idx, &msg, out);
+            self.update_state(before, r.clone(), now, out);
+            if r.is_some() {
+                reason = r;
             }
         }
         reason

@@ -274,6 +274,38 @@ fn active_accepts_incoming_and_stops() {
     assert_eq!(t.s.state(), State::Idle);
 }
 
+/// Peers often send OPEN and KEEPALIVE back to back, so one read holds
+/// both. Each message is its own event (RFC 4271 §8.1.4): two state
+/// changes, OpenSent → OpenConfirm and OpenConfirm → Established, each
+/// with its reason — the logs must show every one.
+#[test]
+fn open_and_keepalive_in_one_read_are_two_state_changes() {
+    let mut t = open_sent();
+    let mut both = open_bytes(peer_open(65000, 9, [192, 0, 2, 1]));
+    both.extend(keepalive());
+    let a = t.data(OUT, both);
+    let changes: Vec<(State, State, Reason)> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::StateChange { from, to, reason } => Some((*from, *to, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            (State::OpenSent, State::OpenConfirm, Reason::OpenReceived),
+            (
+                State::OpenConfirm,
+                State::Established,
+                Reason::KeepaliveReceived
+            ),
+        ]
+    );
+    assert_eq!(t.s.state(), State::Established);
+    assert_eq!(t.s.stats().established_transitions, 1);
+}
+
 // ---- OpenSent ----
 
 fn open_sent() -> T {
