@@ -144,3 +144,56 @@ fn check_prints_every_problem_of_each_bad_config() {
     }
     assert!(n >= 10);
 }
+
+#[test]
+fn check_skip_password_files_checks_the_rest_without_reading_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("holdfast.toml");
+    std::fs::write(
+        &config,
+        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\n\
+         [[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n\
+         password_file = \"/nonexistent/holdfast/md5/tor1\"\n\n\
+         [source]\nkind = \"kubernetes\"\n",
+    )
+    .unwrap();
+    let check = |extra: &[&str]| {
+        holdfast()
+            .arg("check")
+            .arg("--config")
+            .arg(&config)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // Without the flag the missing key file is a problem at its line...
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(":9:17: cannot read password_file /nonexistent/holdfast/md5/tor1"),
+        "{text}"
+    );
+    // ...with it the config checks clean,
+    let out = check(&["--skip-password-files"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(out.stdout.is_empty());
+    // and everything else is still checked.
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("asn = 65000", "asn = 0"),
+    )
+    .unwrap();
+    let out = check(&["--skip-password-files"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8(out.stdout).unwrap().contains(":8:7: "),
+        "the invalid peer asn is reported"
+    );
+}
