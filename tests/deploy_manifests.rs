@@ -498,6 +498,33 @@ fn net_bind_service_appears_in_the_listen_overlay_only() {
 }
 
 #[test]
+fn namespace_selectors_need_no_permission_on_namespaces() {
+    // The Kubernetes source watches Namespaces only for a namespace_selector
+    // on labels other than kubernetes.io/metadata.name, and the ClusterRole
+    // grants nothing on namespaces: such a selector would leave the source
+    // unhealthy forever.
+    for name in OVERLAYS {
+        let dir = format!("overlays/{name}");
+        let (_, config) = embedded_config(&overlay(name), &dir);
+        for a in &config.advertisements {
+            if let Some(sel) = &a.namespace_selector {
+                let keys = sel
+                    .match_labels
+                    .keys()
+                    .chain(sel.match_expressions.iter().map(|e| &e.key));
+                for key in keys {
+                    assert_eq!(
+                        key, "kubernetes.io/metadata.name",
+                        "{dir}: advertisement {} selects namespaces by {key}",
+                        a.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn the_dual_stack_example_peers_over_both_families() {
     let r = overlay("rack-b");
     let (_, config) = embedded_config(&r, "overlays/rack-b");
