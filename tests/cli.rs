@@ -197,3 +197,42 @@ fn check_skip_password_files_checks_the_rest_without_reading_keys() {
         "the invalid peer asn is reported"
     );
 }
+
+#[test]
+fn check_accepts_the_lab_configs_and_compose_matches_them() {
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR")).join("frr-lab");
+    let compose = std::fs::read_to_string(lab.join("docker-compose.yml")).unwrap();
+    for node in ["node1", "node2"] {
+        let config = lab.join("holdfast").join(node).join("holdfast.toml");
+        let out = holdfast()
+            .arg("check")
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "{}: {}",
+            config.display(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        // lab.sh and docker-compose.yml build one topology: every router
+        // the node peers with, and the node itself, have their addresses
+        // in the compose file too.
+        let text = std::fs::read_to_string(&config).unwrap();
+        for line in text.lines() {
+            if let Some(v) = line
+                .strip_prefix("address = \"")
+                .or_else(|| line.strip_prefix("router_id = \""))
+            {
+                let addr = v.split('"').next().unwrap();
+                assert!(
+                    compose.contains(&format!("ipv4_address: {addr},"))
+                        || compose.contains(&format!("ipv6_address: \"{addr}\"")),
+                    "{addr} of {} is not in docker-compose.yml",
+                    config.display()
+                );
+            }
+        }
+    }
+}
