@@ -11,6 +11,13 @@
 # (ring, pulled in by kube's rustls) are compiled with musl-gcc, named per
 # target through CC_<triple>. This is the build scripts/test.sh checks for
 # x86_64 (`cargo build --release --target x86_64-unknown-linux-musl`).
+#
+# Cross-compiling aarch64 on an x86_64 host instead (no QEMU) needs a C
+# compiler for aarch64 musl, because ring has C and assembly parts: set
+# CC_aarch64_unknown_linux_musl to one (e.g. aarch64-linux-musl-gcc from a
+# musl cross toolchain) and CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER
+# likewise, or use cargo-zigbuild. Debian's musl-gcc only targets its own
+# architecture, which is why it is set per target here and not globally.
 
 ARG RUST_VERSION=1.95
 
