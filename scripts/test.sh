@@ -45,5 +45,20 @@ cargo build --release --target x86_64-unknown-linux-musl --bin holdfast
 bin=target/x86_64-unknown-linux-musl/release/holdfast
 file "$bin" | grep -Eq 'static(-pie)? linked|statically linked' || { file "$bin"; echo "holdfast is not statically linked" >&2; exit 1; }
 "$bin" --version
+size=$(stat -c %s "$bin")
+echo "static binary: $size bytes (the whole image: FROM scratch)"
+[ "$size" -le $((15 * 1024 * 1024)) ] || { echo "holdfast is over the 15 MB image budget" >&2; exit 1; }
+
+step "the lab demo (the README's quick start), then lab.sh down"
+# The static binary stands in for target/release/holdfast, which lab.sh
+# would otherwise build. down must leave nothing behind.
+trap 'frr-lab/lab.sh down >/dev/null 2>&1 || true' EXIT
+HOLDFAST_BIN="$bin" frr-lab/lab.sh demo
+frr-lab/lab.sh down
+trap - EXIT
+if ip netns list | grep -q '^hflab-' || [ -e /run/holdfast-lab ]; then
+  echo "lab.sh down left namespaces or /run/holdfast-lab behind" >&2
+  exit 1
+fi
 
 step "all tests passed"

@@ -39,6 +39,10 @@ enum Command {
     Check {
         #[arg(long)]
         config: PathBuf,
+        /// Do not read the files named by password_file (check them only for
+        /// form): for checking a config where its MD5 keys are not present.
+        #[arg(long)]
+        skip_password_files: bool,
     },
     /// Decode BGP messages given as hex, one per line, into JSON lines.
     Decode {
@@ -123,7 +127,10 @@ fn main() -> ExitCode {
             },
             log,
         ),
-        Command::Check { config } => cli::check::run(&config, io::stdout().lock()),
+        Command::Check {
+            config,
+            skip_password_files,
+        } => cli::check::run(&config, skip_password_files, io::stdout().lock()),
         Command::Decode {
             two_octet_as,
             add_path,

@@ -144,3 +144,95 @@ fn check_prints_every_problem_of_each_bad_config() {
     }
     assert!(n >= 10);
 }
+
+#[test]
+fn check_skip_password_files_checks_the_rest_without_reading_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("holdfast.toml");
+    std::fs::write(
+        &config,
+        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\n\
+         [[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n\
+         password_file = \"/nonexistent/holdfast/md5/tor1\"\n\n\
+         [source]\nkind = \"kubernetes\"\n",
+    )
+    .unwrap();
+    let check = |extra: &[&str]| {
+        holdfast()
+            .arg("check")
+            .arg("--config")
+            .arg(&config)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // Without the flag the missing key file is a problem at its line...
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(":9:17: cannot read password_file /nonexistent/holdfast/md5/tor1"),
+        "{text}"
+    );
+    // ...with it the config checks clean,
+    let out = check(&["--skip-password-files"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(out.stdout.is_empty());
+    // and everything else is still checked.
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("asn = 65000", "asn = 0"),
+    )
+    .unwrap();
+    let out = check(&["--skip-password-files"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8(out.stdout).unwrap().contains(":8:7: "),
+        "the invalid peer asn is reported"
+    );
+}
+
+#[test]
+fn check_accepts_the_lab_configs_and_compose_matches_them() {
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR")).join("frr-lab");
+    let compose = std::fs::read_to_string(lab.join("docker-compose.yml")).unwrap();
+    for node in ["node1", "node2"] {
+        let config = lab.join("holdfast").join(node).join("holdfast.toml");
+        let out = holdfast()
+            .arg("check")
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "{}: {}",
+            config.display(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        // lab.sh and docker-compose.yml build one topology: every router
+        // the node peers with, and the node itself, have their addresses
+        // in the compose file too.
+        let text = std::fs::read_to_string(&config).unwrap();
+        for line in text.lines() {
+            if let Some(v) = line
+                .strip_prefix("address = \"")
+                .or_else(|| line.strip_prefix("router_id = \""))
+            {
+                let addr = v.split('"').next().unwrap();
+                assert!(
+                    compose.contains(&format!("ipv4_address: {addr},"))
+                        || compose.contains(&format!("ipv6_address: \"{addr}\"")),
+                    "{addr} of {} is not in docker-compose.yml",
+                    config.display()
+                );
+            }
+        }
+    }
+}

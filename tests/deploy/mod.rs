@@ -1,0 +1,102 @@
+//! Support for tests/deploy_manifests.rs: a strict YAML-subset reader, the
+//! subset of kustomize `deploy/` uses, and loading the rendered objects
+//! into k8s-openapi's types.
+
+pub mod kustomize;
+pub mod yaml;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The objects of one rendered overlay, typed.
+#[derive(Default)]
+pub struct Rendered {
+    pub namespaces: Vec<Namespace>,
+    pub service_accounts: Vec<ServiceAccount>,
+    pub cluster_roles: Vec<ClusterRole>,
+    pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+    pub daemon_sets: Vec<DaemonSet>,
+    pub config_maps: Vec<ConfigMap>,
+}
+
+/// Deserializes `value` as `T` and serializes it back: k8s-openapi ignores
+/// fields it does not know, so a misspelt field (`readOnlyRootFilesytem`)
+/// would vanish silently; here it is an error naming where it was.
+pub fn typed<T: DeserializeOwned + Serialize>(value: &Value, origin: &str) -> Result<T, String> {
+    let t: T = serde_json::from_value(value.clone())
+        .map_err(|e| format!("{origin}: not a valid {}: {e}", value["kind"]))?;
+    let back = serde_json::to_value(&t).map_err(|e| format!("{origin}: {e}"))?;
+    if let Some(difference) = first_difference(value, &back, "") {
+        return Err(format!(
+            "{origin}: {} {}: {difference}",
+            value["kind"], value["metadata"]["name"]
+        ));
+    }
+    Ok(t)
+}
+
+fn first_difference(written: &Value, typed: &Value, path: &str) -> Option<String> {
+    match (written, typed) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let p = format!("{path}/{k}");
+                match b.get(k) {
+                    None => {
+                        return Some(format!(
+                            "{p} is not a field of this object (misspelt or misplaced?)"
+                        ));
+                    }
+                    Some(w) => {
+                        if let Some(d) = first_difference(v, w, &p) {
+                            return Some(d);
+                        }
+                    }
+                }
+            }
+            b.keys()
+                .find(|k| !a.contains_key(*k))
+                .map(|k| format!("{path}/{k} appeared in the typed object"))
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (x, y))| first_difference(x, y, &format!("{path}/{i}"))),
+        (a, b) if a == b => None,
+        (a, b) => Some(format!("{path}: written {a}, read as {b}")),
+    }
+}
+
+/// Renders `dir` and loads every object into its k8s-openapi type; a kind
+/// the deployment has no business creating is an error.
+pub fn render(dir: &std::path::Path) -> Result<Rendered, String> {
+    let mut r = Rendered::default();
+    for o in kustomize::build(dir)? {
+        let origin = &o.origin;
+        match o.kind() {
+            "Namespace" => r.namespaces.push(typed(&o.value, origin)?),
+            "ServiceAccount" => r.service_accounts.push(typed(&o.value, origin)?),
+            "ClusterRole" => r.cluster_roles.push(typed(&o.value, origin)?),
+            "ClusterRoleBinding" => r.cluster_role_bindings.push(typed(&o.value, origin)?),
+            "DaemonSet" => r.daemon_sets.push(typed(&o.value, origin)?),
+            "ConfigMap" => r.config_maps.push(typed(&o.value, origin)?),
+            other => return Err(format!("{origin}: unexpected kind {other:?}")),
+        }
+    }
+    Ok(r)
+}
+
+/// A Secret manifest file (the MD5 example of an overlay).
+pub fn secret_file(path: &std::path::Path) -> Result<Secret, String> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{origin}: {e}"))?;
+    let docs = yaml::parse_documents(&origin, &text)?;
+    let [doc] = docs.as_slice() else {
+        return Err(format!("{origin}: expected one document"));
+    };
+    typed(doc, &origin)
+}
