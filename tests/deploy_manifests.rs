@@ -107,7 +107,8 @@ fn rbac_grants_exactly_what_the_kubernetes_source_needs() {
             expected.insert((group.to_string(), resource.to_string(), verb.to_string()));
         }
     }
-    for group in ["", "events.k8s.io"] {
+    // The recorder writes events.k8s.io/v1 Events only.
+    for group in ["events.k8s.io"] {
         for verb in ["create", "patch"] {
             expected.insert((group.to_string(), "events".to_string(), verb.to_string()));
         }
