@@ -102,6 +102,8 @@ struct Peer {
     table: watch::Sender<Arc<PeerTable>>,
     /// Why there is no session (no default gateway yet).
     waiting: Option<String>,
+    /// Its BFD session (RFC 5880), when configured.
+    bfd: Option<crate::bfd::driver::BfdSession>,
 }
 
 struct Daemon {
@@ -116,6 +118,8 @@ struct Daemon {
     peers: BTreeMap<String, Peer>,
     shared: SharedState,
     file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
+    /// BFD (RFC 5880), started when a peer first needs it.
+    bfd: Option<crate::bfd::driver::Bfd>,
     /// The Kubernetes source, when `source.kind = "kubernetes"`.
     kube: Option<Arc<crate::source::kubernetes::Handle>>,
     kube_config: Option<watch::Sender<Arc<Config>>>,
@@ -188,14 +192,29 @@ impl Daemon {
             handle: None,
             table: tx,
             waiting: None,
+            bfd: None,
         };
         match Self::resolve(p) {
             Ok(addr) => {
                 let spec = self.peer_spec(p, addr);
+                if let Some(b) = &p.bfd {
+                    match self.bfd_session(p, b, addr) {
+                        Ok(s) => peer.bfd = Some(s),
+                        Err(e) => {
+                            // Without BFD the session must not come up (it
+                            // would wait for BFD for ever): say why.
+                            error!(peer = %p.name, "BFD: {e}");
+                            peer.waiting = Some(format!("BFD unavailable: {e}"));
+                            self.peers.insert(p.name.clone(), peer);
+                            return;
+                        }
+                    }
+                }
                 peer.handle = Some(session::spawn(
                     spec,
                     peer.table.subscribe(),
                     self.routes_ready.subscribe(),
+                    peer.bfd.as_ref().map(|b| b.status.clone()),
                 ));
             }
             Err(why) => {
@@ -206,6 +225,36 @@ impl Daemon {
         self.peers.insert(p.name.clone(), peer);
         // A new session starts from the current routes.
         self.publish_tables();
+    }
+
+    /// Starts the BFD session of a peer (binding the BFD ports on first use).
+    fn bfd_session(
+        &mut self,
+        p: &config::Peer,
+        b: &config::Bfd,
+        addr: IpAddr,
+    ) -> std::io::Result<crate::bfd::driver::BfdSession> {
+        if self.bfd.is_none() {
+            self.bfd = Some(crate::bfd::driver::Bfd::start().map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot bind UDP {}/{} (root or CAP_NET_BIND_SERVICE needed): {e}",
+                        crate::bfd::driver::SINGLE_HOP_PORT,
+                        crate::bfd::driver::MULTIHOP_PORT
+                    ),
+                )
+            })?);
+        }
+        let spec = crate::bfd::driver::BfdSpec {
+            peer: addr,
+            local: p.source_address,
+            multihop: b.multihop,
+            desired_min_tx: b.min_tx,
+            required_min_rx: b.min_rx,
+            detect_mult: b.multiplier,
+        };
+        self.bfd.as_mut().expect("started above").add(&p.name, spec)
     }
 
     async fn stop_peer(&mut self, name: &str, how: StopHow) {
@@ -437,6 +486,7 @@ impl Daemon {
                     configured: cp.address.to_string(),
                     runtime: p.handle.as_ref().map(|h| h.runtime.clone()),
                     waiting: p.waiting.clone(),
+                    bfd: p.bfd.as_ref().map(|b| b.status.clone()),
                 })
             })
             .collect();
@@ -738,6 +788,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         peers: BTreeMap::new(),
         shared,
         file_settings,
+        bfd: None,
         kube,
         kube_config,
         probes: BTreeMap::new(),

@@ -28,6 +28,8 @@ pub struct PeerView {
     pub runtime: Option<Arc<Mutex<PeerRuntime>>>,
     /// Why there is no session (a default gateway not found).
     pub waiting: Option<String>,
+    /// Its BFD session's state, when it has one.
+    pub bfd: Option<tokio::sync::watch::Receiver<crate::bfd::driver::BfdStatus>>,
 }
 
 /// A route as the stability layer holds it.
@@ -105,6 +107,16 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
     };
     if let Some(spec) = &p.spec {
         s.asn = spec.peer.asn;
+    }
+    if let Some(b) = &p.bfd {
+        let b = b.borrow().clone();
+        s.bfd = Some(crate::status::BfdStatus {
+            state: b.state.to_string(),
+            state_seconds: now.saturating_duration_since(b.since).as_secs(),
+            detection_time_ms: b.detection_time.map(|d| d.as_millis() as u64),
+            last_diagnostic: (b.diag != crate::bfd::packet::Diag::None)
+                .then(|| b.diag.as_str().to_string()),
+        });
     }
     let Some(rt) = &p.runtime else { return s };
     let rt = rt.lock().expect("peer runtime lock").clone();
@@ -334,6 +346,14 @@ impl Shared {
                     format!("not advertised: advertisement{} {} not for this peer", if ads.len() == 1 { "" } else { "s" }, ads.join(", "))
                 } else {
                     let state = p.runtime.as_ref().map(|rt| rt.lock().expect("peer runtime lock").state.to_string());
+                    let bfd_down = p.bfd.as_ref().map(|b| b.borrow().clone()).filter(|b| b.state != crate::bfd::packet::State::Up);
+                    if let Some(b) = bfd_down {
+                        return PeerExplanation {
+                            peer: p.name.clone(),
+                            advertised: false,
+                            why: format!("not advertised: BFD is {} ({}), and the BGP session waits for it", b.state, b.diag.as_str()),
+                        };
+                    }
                     match state.as_deref() {
                         Some("Established") => "not advertised: the session has not negotiated this address family, or has no next hop of it".into(),
                         Some(s) => format!("not advertised: the session is {s}, not Established"),

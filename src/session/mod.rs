@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use crate::bfd::driver::BfdStatus;
 use crate::config;
 use crate::speaker::{self, AdjRibOut, EncodeParams, NextHops, PeerTable};
 use socket::SocketOptions;
@@ -236,6 +237,7 @@ pub fn spawn(
     spec: PeerSpec,
     table: watch::Receiver<Arc<PeerTable>>,
     routes_ready: watch::Receiver<bool>,
+    bfd: Option<watch::Receiver<BfdStatus>>,
 ) -> PeerHandle {
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let now = Instant::now();
@@ -252,7 +254,8 @@ pub fn spawn(
         advertised: Vec::new(),
         end_of_rib_sent: false,
     }));
-    let driver = Driver::new(spec.clone(), table, routes_ready, runtime.clone());
+    let mut driver = Driver::new(spec.clone(), table, routes_ready, runtime.clone());
+    driver.bfd = bfd;
     let task = tokio::spawn(driver.run(cmd_rx));
     PeerHandle {
         spec,
@@ -277,6 +280,10 @@ struct Up {
 
 struct Driver {
     spec: PeerSpec,
+    /// The peer's BFD session, when it has one.
+    bfd: Option<watch::Receiver<BfdStatus>>,
+    /// ManualStart given (and not stopped by BFD since).
+    started: bool,
     fsm: Session,
     rib: AdjRibOut,
     table: watch::Receiver<Arc<PeerTable>>,
@@ -312,6 +319,8 @@ impl Driver {
         Driver {
             fsm: Session::new(spec.fsm_config()),
             spec,
+            bfd: None,
+            started: false,
             rib: AdjRibOut::default(),
             table,
             routes_ready,
@@ -335,7 +344,12 @@ impl Driver {
 
     async fn run(mut self, mut cmds: mpsc::UnboundedReceiver<Command>) {
         info!(peer = %self.name(), address = %self.spec.address, asn = self.spec.peer.asn, "session starting");
-        self.event(Event::ManualStart);
+        if self.bfd_up() {
+            self.event(Event::ManualStart);
+            self.started = true;
+        } else {
+            self.set_error("waiting for BFD to come up".into());
+        }
         loop {
             let deadline = [
                 self.fsm.next_deadline(),
@@ -370,9 +384,47 @@ impl Driver {
                 Ok(()) = self.routes_ready.changed(), if self.end_of_rib_pending => {
                     self.send_end_of_rib();
                 }
+                Some(changed) = async { match self.bfd.as_mut() { Some(b) => Some(b.changed().await), None => None } }, if self.bfd.is_some() => {
+                    if changed.is_err() {
+                        self.bfd = None;
+                    }
+                    self.follow_bfd();
+                }
                 () = sleep => self.event(Event::Tick),
             }
             self.sync_routes();
+        }
+    }
+
+    /// No BFD, or BFD Up.
+    fn bfd_up(&self) -> bool {
+        self.bfd
+            .as_ref()
+            .is_none_or(|b| b.borrow().state == crate::bfd::packet::State::Up)
+    }
+
+    /// BFD down tears the session down at once with Cease/BFD Down (RFC
+    /// 9384), and BGP does not come back until BFD is up again (RFC 5882
+    /// §4.3: the client waits for BFD).
+    fn follow_bfd(&mut self) {
+        let up = self.bfd_up();
+        if up && !self.started {
+            info!(peer = %self.name(), "BFD is up: starting the BGP session");
+            self.started = true;
+            self.event(Event::ManualStart);
+        } else if !up && self.started {
+            let diag = self
+                .bfd
+                .as_ref()
+                .map(|b| b.borrow().diag.as_str())
+                .unwrap_or("gone");
+            warn!(peer = %self.name(), diag, "BFD went down: tearing the BGP session down");
+            self.started = false;
+            let n = Notification::cease(cease::BFD_DOWN);
+            self.event(Event::ManualStop {
+                notification: Some(n),
+            });
+            self.set_error(format!("BFD down ({diag}): waiting for BFD to come back"));
         }
     }
 
