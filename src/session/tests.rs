@@ -72,7 +72,7 @@ async fn end_of_rib_waits_until_the_table_is_complete() {
     };
     let (table_tx, table_rx) = watch::channel(Arc::new(PeerTable::new()));
     let (ready_tx, ready_rx) = watch::channel(false);
-    let handle = spawn(spec, table_rx, ready_rx);
+    let handle = spawn(spec, table_rx, ready_rx, None);
 
     let (mut peer, _) = tokio::time::timeout(DEADLINE, listener.accept())
         .await
