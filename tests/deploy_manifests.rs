@@ -6,7 +6,7 @@
 //! needs it, the pod's network, identity, probes, resources and lockdown,
 //! NET_BIND_SERVICE only where holdfast listens below 1024, placement per
 //! rack, and every embedded holdfast.toml passing the real `holdfast check`.
-//! The Grafana dashboard is checked against docs/metrics.md.
+//! The Grafana dashboard is checked against README.md's metrics table.
 
 mod deploy;
 
@@ -617,9 +617,9 @@ fn every_embedded_config_passes_holdfast_check() {
     }
 }
 
-/// Metric names in docs/metrics.md's table.
+/// Metric names in README.md's metrics table.
 fn documented_metrics() -> BTreeSet<String> {
-    let text = std::fs::read_to_string(root().join("docs/metrics.md")).unwrap();
+    let text = std::fs::read_to_string(root().join("README.md")).unwrap();
     text.lines()
         .filter_map(|l| l.strip_prefix("| `holdfast_"))
         .filter_map(|l| l.split('`').next())
@@ -673,7 +673,7 @@ fn the_grafana_dashboard_uses_documented_metrics() {
                 let base = m.strip_suffix("_bucket").unwrap_or(&m).to_string();
                 assert!(
                     documented.contains(&base),
-                    "panel {}: {m} is not in docs/metrics.md",
+                    "panel {}: {m} is not in README.md's metrics table",
                     p["title"]
                 );
                 used.insert(base);

@@ -6,7 +6,7 @@
 //! and line feed as `\\`, `\"` and `\n`; help text escapes `\` and line feed;
 //! a series (name plus label set) appears once. Families without a sample
 //! are left out, as the client libraries do for a labelled metric with no
-//! children yet. docs/metrics.md lists every family.
+//! children yet. README.md ("Metrics and the HTTP API") lists every family.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;

@@ -3,7 +3,7 @@
 //!
 //! | endpoint | answer |
 //! |---|---|
-//! | `GET /metrics` | Prometheus text format 0.0.4 (docs/metrics.md) |
+//! | `GET /metrics` | Prometheus text format 0.0.4 (README.md, "Metrics and the HTTP API") |
 //! | `GET /healthz` | 200 `ok` while the process serves |
 //! | `GET /readyz` | 200 `ready`, or 503 `not ready: REASON` |
 //! | `GET /v1/status` | JSON of [`Status`] |

@@ -231,6 +231,19 @@ pub fn message_json(msg: &Message, ctx: &Context) -> Value {
             if let Some(m) = n.shutdown_message() {
                 v["shutdown_message"] = json!(m);
             }
+            // RFC 8538 §3: the NOTIFICATION a Hard Reset carries.
+            if let Some(inner) = n.encapsulated() {
+                let mut i = json!({
+                    "code": inner.code,
+                    "subcode": inner.subcode,
+                    "name": bgp_proto::notification::describe_code(inner.code, inner.subcode),
+                    "data": hex::encode(&inner.data),
+                });
+                if let Some(m) = inner.shutdown_message() {
+                    i["shutdown_message"] = json!(m);
+                }
+                v["encapsulated"] = i;
+            }
             v
         }
         Message::Keepalive => json!({ "type": "KEEPALIVE" }),

@@ -40,8 +40,8 @@ pub struct Advertisement {
     pub local_pref: Option<u32>,
     /// MULTI_EXIT_DISC (RFC 4271 §5.1.4).
     pub med: Option<u32>,
-    /// Advertise a VIP only while TCP connects to it succeed; a failing VIP
-    /// counts as absent, so the hold-down still applies.
+    /// Advertise a VIP only while TCP connects to it succeed; a failing
+    /// probe withdraws it at once, without the hold-down (src/probe.rs).
     pub probe: Option<Probe>,
 }
 
@@ -103,7 +103,7 @@ pub struct Probe {
     pub recover_after: u32,
 }
 
-const KEYS: &[&str] = &[
+pub(crate) const KEYS: &[&str] = &[
     "name",
     "addresses",
     "service_selector",
@@ -122,6 +122,10 @@ const KEYS: &[&str] = &[
 pub(crate) struct AdvertisementRegistry {
     names: Vec<(String, usize)>,
 }
+
+/// Keys of `probe`.
+pub(crate) const PROBE_KEYS: &[&str] =
+    &["port", "interval", "timeout", "fail_after", "recover_after"];
 
 pub(crate) fn parse_advertisement(
     value: &Value<'_>,
@@ -292,10 +296,7 @@ pub(crate) fn parse_advertisement(
 
 fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
     let table = Table::from_value(value, "probe", "[[advertisement]] probe".to_string(), d)?;
-    table.reject_unknown_keys(
-        &["port", "interval", "timeout", "fail_after", "recover_after"],
-        d,
-    );
+    table.reject_unknown_keys(PROBE_KEYS, d);
     let port = table
         .required("port", d)
         .and_then(|v| tree::integer_in(v, "port", 1, 65_535, d));

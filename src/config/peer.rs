@@ -683,6 +683,17 @@ fn families(v: &Value<'_>, d: &mut Diagnostics) -> Option<Vec<Family>> {
     Some(families)
 }
 
+/// Keys of `graceful_restart`.
+pub(crate) const GRACEFUL_RESTART_KEYS: &[&str] = &[
+    "enabled",
+    "restart_time",
+    "notification",
+    "forwarding_state",
+];
+
+/// Keys of `bfd`.
+pub(crate) const BFD_KEYS: &[&str] = &["enabled", "min_rx", "min_tx", "multiplier", "multihop"];
+
 fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestart> {
     let table = Table::from_value(
         v,
@@ -690,15 +701,7 @@ fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestar
         "[[peer]] graceful_restart".to_string(),
         d,
     )?;
-    table.reject_unknown_keys(
-        &[
-            "enabled",
-            "restart_time",
-            "notification",
-            "forwarding_state",
-        ],
-        d,
-    );
+    table.reject_unknown_keys(GRACEFUL_RESTART_KEYS, d);
     let defaults = GracefulRestart::default();
     let flag = |key: &str, default: bool, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
@@ -734,10 +737,7 @@ fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestar
 
 fn bfd(v: &Value<'_>, d: &mut Diagnostics) -> Option<Option<Bfd>> {
     let table = Table::from_value(v, "bfd", "[[peer]] bfd".to_string(), d)?;
-    table.reject_unknown_keys(
-        &["enabled", "min_rx", "min_tx", "multiplier", "multihop"],
-        d,
-    );
+    table.reject_unknown_keys(BFD_KEYS, d);
     let defaults = Bfd::default();
     let enabled = match table.get("enabled") {
         None => Some(true),

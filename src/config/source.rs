@@ -34,7 +34,7 @@ pub struct KubernetesSource {
     pub require_class: bool,
 }
 
-const KEYS: &[&str] = &[
+pub(crate) const KEYS: &[&str] = &[
     "kind",
     "path",
     "namespaces",

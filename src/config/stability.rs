@@ -66,16 +66,26 @@ impl Default for Damping {
     }
 }
 
+/// Keys of `[stability]`.
+pub(crate) const STABILITY_KEYS: &[&str] = &[
+    "withdraw_hold_down",
+    "advertise_delay",
+    "delete_delay",
+    "damping",
+];
+
+/// Keys of `[stability.damping]`.
+pub(crate) const DAMPING_KEYS: &[&str] = &[
+    "enabled",
+    "half_life",
+    "penalty",
+    "suppress_threshold",
+    "reuse_threshold",
+    "max_suppress",
+];
+
 pub(crate) fn parse_stability(table: &Table<'_, '_>, d: &mut Diagnostics) -> Option<Stability> {
-    table.reject_unknown_keys(
-        &[
-            "withdraw_hold_down",
-            "advertise_delay",
-            "delete_delay",
-            "damping",
-        ],
-        d,
-    );
+    table.reject_unknown_keys(STABILITY_KEYS, d);
     let defaults = Stability::default();
     let duration = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
@@ -98,17 +108,7 @@ pub(crate) fn parse_stability(table: &Table<'_, '_>, d: &mut Diagnostics) -> Opt
 
 fn parse_damping(value: &tree::Value<'_>, d: &mut Diagnostics) -> Option<Option<Damping>> {
     let table = Table::from_value(value, "damping", "[stability.damping]".to_string(), d)?;
-    table.reject_unknown_keys(
-        &[
-            "enabled",
-            "half_life",
-            "penalty",
-            "suppress_threshold",
-            "reuse_threshold",
-            "max_suppress",
-        ],
-        d,
-    );
+    table.reject_unknown_keys(DAMPING_KEYS, d);
     let defaults = Damping::default();
     let enabled = match table.get("enabled") {
         None => Some(true),

@@ -1163,3 +1163,36 @@ fn mangled_input_never_panics() {
         }
     }
 }
+
+/// README.md's configuration reference names every key the parser knows,
+/// so the reference cannot fall behind the code.
+#[test]
+fn readme_documents_every_config_key() {
+    let readme = include_str!("../../README.md");
+    let reference = &readme[readme
+        .find("## Configuration reference")
+        .expect("a configuration reference in README.md")..];
+    let sections: &[(&str, &[&str])] = &[
+        ("", super::speaker::KEYS),
+        ("", super::peer::KEYS),
+        ("graceful_restart.", super::peer::GRACEFUL_RESTART_KEYS),
+        ("bfd.", super::peer::BFD_KEYS),
+        ("", super::source::KEYS),
+        ("", super::stability::STABILITY_KEYS),
+        ("", super::stability::DAMPING_KEYS),
+        ("", super::advertisement::KEYS),
+        ("probe.", super::advertisement::PROBE_KEYS),
+    ];
+    for (prefix, keys) in sections {
+        for key in *keys {
+            let plain = format!("`{key}`");
+            let dotted = format!("`{prefix}{key}`");
+            assert!(
+                reference.contains(&dotted)
+                    || (prefix.is_empty() && reference.contains(&plain))
+                    || reference.contains(&format!(".{key}]`")),
+                "README.md's configuration reference does not mention `{prefix}{key}`"
+            );
+        }
+    }
+}
