@@ -5,16 +5,19 @@
 use super::tree::did_you_mean;
 
 /// Well-known standard communities, by the names operators use.
-pub const WELL_KNOWN_COMMUNITIES: [(&str, u32); 5] = [
-    // RFC 1997 §"Well-known Communities".
-    ("no-export", 0xFFFF_FF01),
-    ("no-advertise", 0xFFFF_FF02),
-    ("no-export-subconfed", 0xFFFF_FF03),
-    // RFC 7999 §5.
-    ("blackhole", 0xFFFF_029A),
-    // RFC 8326 §5.
-    ("graceful-shutdown", 0xFFFF_0000),
-];
+pub const WELL_KNOWN_COMMUNITIES: [(&str, u32); 5] = {
+    use bgp_proto::community::well_known::*;
+    [
+        // RFC 1997 §"Well-known Communities".
+        ("no-export", NO_EXPORT),
+        ("no-advertise", NO_ADVERTISE),
+        ("no-export-subconfed", NO_EXPORT_SUBCONFED),
+        // RFC 7999 §5.
+        ("blackhole", BLACKHOLE),
+        // RFC 8326 §5.
+        ("graceful-shutdown", GRACEFUL_SHUTDOWN),
+    ]
+};
 
 /// Parses "ASN:N" (each 0..=65535) or a well-known name into the 32-bit
 /// community value (ASN in the high 16 bits, RFC 1997).
@@ -108,36 +111,29 @@ pub enum ExtendedCommunity {
 }
 
 impl ExtendedCommunity {
-    /// The 8 octets carried in the EXTENDED_COMMUNITIES attribute.
+    /// The 8 octets carried in the EXTENDED_COMMUNITIES attribute (built
+    /// by the codec's constructors, which pick the same AS-specific form).
     pub fn to_bytes(&self) -> [u8; 8] {
-        let sub_type = |kind: ExtendedCommunityKind| match kind {
-            ExtendedCommunityKind::RouteTarget => 0x02,
-            ExtendedCommunityKind::RouteOrigin => 0x03,
-        };
-        let mut out = [0u8; 8];
-        match *self {
+        let (kind, asn, local) = match *self {
             ExtendedCommunity::TwoOctetAs {
                 kind,
                 global,
                 local,
-            } => {
-                out[0] = 0x00;
-                out[1] = sub_type(kind);
-                out[2..4].copy_from_slice(&global.to_be_bytes());
-                out[4..8].copy_from_slice(&local.to_be_bytes());
-            }
+            } => (kind, u32::from(global), local),
             ExtendedCommunity::FourOctetAs {
                 kind,
                 global,
                 local,
-            } => {
-                out[0] = 0x02;
-                out[1] = sub_type(kind);
-                out[2..6].copy_from_slice(&global.to_be_bytes());
-                out[6..8].copy_from_slice(&local.to_be_bytes());
+            } => (kind, global, u32::from(local)),
+        };
+        match kind {
+            ExtendedCommunityKind::RouteTarget => {
+                bgp_proto::ExtCommunity::route_target(asn, local).0
+            }
+            ExtendedCommunityKind::RouteOrigin => {
+                bgp_proto::ExtCommunity::route_origin(asn, local).0
             }
         }
-        out
     }
 }
 
