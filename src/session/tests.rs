@@ -150,3 +150,92 @@ fn hard_reset_carries_the_inner_code_subcode_and_data() {
         inner
     );
 }
+
+/// RFC 4271 §9.2.1.1: with a MinRouteAdvertisementInterval, a burst of
+/// changes after an UPDATE waits out the interval and goes out together.
+#[tokio::test]
+async fn min_route_advertisement_interval_batches_a_burst() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let text = format!(
+        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\n\
+         [[peer]]\nname = \"tor\"\naddress = \"127.0.0.1\"\nport = {port}\nasn = 65000\n\
+         hold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\
+         min_route_advertisement_interval = \"1s\"\n\n\
+         [source]\nkind = \"file\"\npath = \"vips.toml\"\n\n\
+         [[advertisement]]\nname = \"public\"\n"
+    );
+    let config = config::parse(Path::new("test.toml"), &text).expect("a valid config");
+    let spec = PeerSpec {
+        peer: config.peers[0].clone(),
+        address: "127.0.0.1".parse().unwrap(),
+        local_asn: 65001,
+        router_id: Ipv4Addr::new(192, 0, 2, 2),
+        hostname: "node-1".into(),
+        restarting: false,
+    };
+    let (table_tx, table_rx) = watch::channel(Arc::new(PeerTable::new()));
+    let (_ready_tx, ready_rx) = watch::channel(true);
+    let handle = spawn(spec, table_rx, ready_rx, None);
+    let (mut peer, _) = tokio::time::timeout(DEADLINE, listener.accept())
+        .await
+        .expect("the driver connects")
+        .unwrap();
+    let mut buf = Vec::new();
+    let Message::Open(_) = read_message(&mut peer, &mut buf).await else {
+        panic!("OPEN first")
+    };
+    let ours = Open::new(
+        65000,
+        9,
+        Ipv4Addr::new(192, 0, 2, 1),
+        vec![Capability::Multiprotocol(Family::IPV4_UNICAST)],
+    );
+    for m in [Message::Open(ours), Message::Keepalive] {
+        peer.write_all(&m.encode(&Context::default()).unwrap())
+            .await
+            .unwrap();
+    }
+    // The (empty) table's End-of-RIB.
+    let Message::Update(u) = next_non_keepalive(&mut peer, &mut buf).await else {
+        panic!("an UPDATE")
+    };
+    assert_eq!(u.end_of_rib_family(), Some(Family::IPV4_UNICAST));
+
+    let route = Route {
+        advertisements: BTreeSet::from(["public".to_string()]),
+        service: None,
+    };
+    let mut prefixes: Vec<ipnet::IpNet> = Vec::new();
+    let mut send = |n: usize| {
+        prefixes.push(format!("198.51.100.{n}/32").parse().unwrap());
+        let tables = speaker::peer_tables(&config, prefixes.iter().map(|p| (p, &route)));
+        table_tx.send_replace(Arc::new(tables["tor"].clone()));
+    };
+    // The first change goes out at once and starts the interval...
+    send(1);
+    let Message::Update(first) = next_non_keepalive(&mut peer, &mut buf).await else {
+        panic!("an UPDATE")
+    };
+    assert_eq!(first.announced().count(), 1);
+    let sent_at = Instant::now();
+    // ...the burst that follows within it waits, and goes out as one.
+    for n in 2..=5 {
+        send(n);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let Message::Update(batch) = next_non_keepalive(&mut peer, &mut buf).await else {
+        panic!("an UPDATE")
+    };
+    let waited = sent_at.elapsed();
+    assert_eq!(
+        batch.announced().count(),
+        4,
+        "the four changes in one UPDATE"
+    );
+    assert!(
+        waited >= Duration::from_millis(900),
+        "sent after {waited:?}, within the interval"
+    );
+    handle.stop(StopHow::Graceful, DEADLINE).await;
+}
