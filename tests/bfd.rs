@@ -92,3 +92,40 @@ fn bfd_down_takes_bgp_down_fast_and_bgp_waits_for_bfd() {
     frr.wait_established(NODE.parse().unwrap(), LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
 }
+
+#[test]
+fn multihop_bfd_two_hops_away() {
+    testlab::require_root();
+    let lab = Lab::routed_pair();
+    let router = lab.router_v4.to_string();
+    let node_ip = lab.node_v4.to_string();
+    let frr = Frr::start_with_bfd(
+        &lab.router,
+        &frr_conf(
+            65000,
+            &router,
+            &[(&node_ip, 65001)],
+            &format!(
+                " neighbor {node_ip} ebgp-multihop 2\n neighbor {node_ip} bfd\n neighbor {node_ip} bfd profile fast\n"
+            ),
+        ),
+        testlab::frr::BFD_FAST_PROFILE,
+    );
+    let conf = format!(
+        "[speaker]\nasn = 65001\nrouter_id = \"{node_ip}\"\nhostname = \"node-1\"\n\n\
+         [[peer]]\nname = \"tor1\"\naddress = \"{router}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\nebgp_multihop = 2\n\
+         bfd = {{ min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3, multihop = true }}\n\n\
+         [source]\nkind = \"file\"\npath = \"VIPS\"\n"
+    );
+    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    wait_until(LONG, "multihop BFD Up at holdfast", || {
+        (node.status()["peers"][0]["bfd"]["state"] == "Up").then_some(())
+    });
+    wait_until(LONG, "multihop BFD up at FRR", || {
+        frr.bfd_peers()
+            .iter()
+            .any(|p| p["peer"] == node_ip.as_str() && p["status"] == "up" && p["multihop"] == true)
+            .then_some(())
+    });
+}

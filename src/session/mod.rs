@@ -284,6 +284,8 @@ struct Driver {
     bfd: Option<watch::Receiver<BfdStatus>>,
     /// ManualStart given (and not stopped by BFD since).
     started: bool,
+    /// BFD was Up at its last change.
+    bfd_was_up: bool,
     fsm: Session,
     rib: AdjRibOut,
     table: watch::Receiver<Arc<PeerTable>>,
@@ -321,6 +323,7 @@ impl Driver {
             spec,
             bfd: None,
             started: false,
+            bfd_was_up: false,
             rib: AdjRibOut::default(),
             table,
             routes_ready,
@@ -344,12 +347,17 @@ impl Driver {
 
     async fn run(mut self, mut cmds: mpsc::UnboundedReceiver<Command>) {
         info!(peer = %self.name(), address = %self.spec.address, asn = self.spec.peer.asn, "session starting");
-        if self.bfd_up() {
-            self.event(Event::ManualStart);
-            self.started = true;
-        } else {
-            self.set_error("waiting for BFD to come up".into());
-        }
+        // BGP starts at once; BFD, once it has been up, decides from then
+        // on (RFC 5882 §4.3). Waiting for BFD before the first session
+        // would deadlock with routers that start BFD only for established
+        // BGP sessions — FRR does for multihop peers, whose local address
+        // it learns from the TCP connection.
+        self.bfd_was_up = self
+            .bfd
+            .as_ref()
+            .is_some_and(|b| b.borrow().state == crate::bfd::packet::State::Up);
+        self.event(Event::ManualStart);
+        self.started = true;
         loop {
             let deadline = [
                 self.fsm.next_deadline(),
@@ -403,16 +411,17 @@ impl Driver {
             .is_none_or(|b| b.borrow().state == crate::bfd::packet::State::Up)
     }
 
-    /// BFD down tears the session down at once with Cease/BFD Down (RFC
-    /// 9384), and BGP does not come back until BFD is up again (RFC 5882
-    /// §4.3: the client waits for BFD).
+    /// BFD going down (from Up) tears the session down at once with
+    /// Cease/BFD Down (RFC 9384), and BGP does not come back until BFD is up
+    /// again (RFC 5882 §4.3).
     fn follow_bfd(&mut self) {
         let up = self.bfd_up();
+        let was_up = std::mem::replace(&mut self.bfd_was_up, up);
         if up && !self.started {
-            info!(peer = %self.name(), "BFD is up: starting the BGP session");
+            info!(peer = %self.name(), "BFD is up again: starting the BGP session");
             self.started = true;
             self.event(Event::ManualStart);
-        } else if !up && self.started {
+        } else if !up && was_up && self.started {
             let diag = self
                 .bfd
                 .as_ref()
