@@ -105,7 +105,9 @@ fn run_daemon(opts: holdfast::daemon::Options, log: Option<String>) -> io::Resul
     match rt.block_on(holdfast::daemon::run(opts)) {
         Ok(()) => Ok(0),
         Err(e) => {
-            eprintln!("holdfast: {e}");
+            // Config problems are `PATH:LINE:COL: message` lines already,
+            // as `holdfast check` prints them.
+            eprintln!("{e}");
             Ok(1)
         }
     }
