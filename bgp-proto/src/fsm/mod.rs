@@ -511,8 +511,14 @@ impl Session {
                 if !std::mem::take(&mut self.connecting) {
                     return None;
                 }
-                // §8.2.2 Connect state, TcpConnectionFails: "restarts the
-                // ConnectRetryTimer ... changes its state to Active".
+                // §8.2.2 Connect state, TcpConnectionFails: with the
+                // DelayOpenTimer running the RFC "restarts the
+                // ConnectRetryTimer ... and changes its state to Active";
+                // without it, it goes to Idle. We take the Active path in
+                // both cases, as FRR and BIRD do: the ConnectRetryTimer
+                // (jittered, as configured) paces the next attempt, and
+                // Idle's growing IdleHoldTimer is kept for sessions that
+                // failed after the connection was up.
                 if self.conns.is_empty() && self.phase == Phase::Connect {
                     self.phase = Phase::Active;
                 }
