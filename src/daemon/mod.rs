@@ -131,6 +131,14 @@ struct Daemon {
     routes_ready: watch::Sender<bool>,
     /// When the source first reported a complete view.
     first_synced: Option<Instant>,
+    /// The stability layer was touched since the route views and its next
+    /// deadline were last computed. Both walk every route, so the main
+    /// loop recomputes them only then, not on every wake-up (a 1 s tick, a
+    /// session event): with 100k routes that walk is what idle time was
+    /// spent on.
+    stability_dirty: bool,
+    /// `stability.next_deadline()` as of the last change.
+    next_deadline: Option<Instant>,
 }
 
 /// One probed VIP.
@@ -425,6 +433,7 @@ impl Daemon {
         let changes = self
             .stability
             .update(now, &present, &absences, snap.healthy);
+        self.stability_dirty = true;
         if snap.synced && self.first_synced.is_none() {
             // The instant the stability layer saw the complete view: its
             // VIPs are due for advertisement by `now + advertise_delay`.
@@ -451,13 +460,19 @@ impl Daemon {
         }
     }
 
-    fn refresh_shared(&self) {
+    fn refresh_shared(&mut self) {
+        let stability_changed = std::mem::take(&mut self.stability_dirty);
+        if stability_changed {
+            self.next_deadline = self.stability.next_deadline();
+        }
         let mut s = self.shared.lock().expect("shared state lock");
         s.config = self.config.clone();
         s.config_error = self.config_error.clone();
         s.snapshot = self.snapshot.clone();
-        s.routes = state::route_views(&self.stability);
-        s.counters = self.stability.counters();
+        if stability_changed {
+            s.routes = state::route_views(&self.stability);
+            s.counters = self.stability.counters();
+        }
         s.probes = self
             .probes
             .iter()
@@ -572,7 +587,10 @@ impl Daemon {
                 .stability
                 .set_params(Instant::now(), stability_params(&self.config))
             {
-                Ok(changes) => self.apply(changes),
+                Ok(changes) => {
+                    self.stability_dirty = true;
+                    self.apply(changes);
+                }
                 Err(e) => error!("stability parameters: {e}"),
             }
         }
@@ -795,6 +813,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         probe_tx,
         routes_ready: watch::channel(false).0,
         first_synced: None,
+        stability_dirty: true,
+        next_deadline: None,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -844,7 +864,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     d.refresh_shared();
 
     loop {
-        let deadline = d.stability.next_deadline();
+        let deadline = d.next_deadline;
         let stability_timer = async {
             match deadline {
                 Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -862,6 +882,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             }
             () = stability_timer => {
                 let changes = d.stability.poll(Instant::now());
+                d.stability_dirty = true;
                 d.apply(changes);
             }
             Some(r) = probe_rx.recv() => d.on_probe(r),

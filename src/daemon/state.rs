@@ -387,13 +387,19 @@ impl Shared {
 
 /// Routes as the stability layer holds them, for the shared state.
 pub fn route_views(st: &crate::stability::Stability<IpNet, Route>) -> Vec<RouteView> {
-    let values: BTreeMap<IpNet, Route> = st.advertised().map(|(k, v)| (*k, v.clone())).collect();
+    // Both walk the prefixes in order: merge them instead of building a
+    // map of every advertised route.
+    let mut advertised = st.advertised().peekable();
     st.states()
-        .map(|(k, state)| RouteView {
-            prefix: *k,
-            route: values.get(k).cloned(),
-            figure_of_merit: st.figure_of_merit(k),
-            state,
+        .map(|(k, state)| {
+            while advertised.next_if(|(a, _)| *a < k).is_some() {}
+            let route = advertised.next_if(|(a, _)| *a == k).map(|(_, v)| v.clone());
+            RouteView {
+                prefix: *k,
+                route,
+                figure_of_merit: st.figure_of_merit(k),
+                state,
+            }
         })
         .collect()
 }
