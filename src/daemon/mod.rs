@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::config::{self, Config, PeerAddress, RouterId};
 use crate::model::SourceSnapshot;
@@ -39,6 +39,10 @@ pub struct Options {
     /// Where the restart marker lives (graceful restart's R bit).
     pub state_dir: PathBuf,
 }
+
+/// Up to this many route changes at once are logged one by one at info
+/// level; more are summed up in one line.
+const LOG_EACH_CHANGE_UP_TO: usize = 20;
 
 fn stability_params(c: &Config) -> stability::Params {
     let s = &c.stability;
@@ -312,13 +316,31 @@ impl Daemon {
                 stability::Change::Withdraw(p) => (*p, false, self.peers_with(p)),
             })
             .collect();
+        // One line per route for the everyday few; a bulk load (a VIP file
+        // of 100k) gets one summary line at info, and the routes at debug.
+        let bulk = changes.len() > LOG_EACH_CHANGE_UP_TO;
         for c in &changes {
             match c {
+                stability::Change::Advertise(p, r) if bulk => {
+                    debug!(prefix = %p, service = ?r.service, "advertise")
+                }
                 stability::Change::Advertise(p, r) => {
                     info!(prefix = %p, service = ?r.service, "advertise")
                 }
+                stability::Change::Withdraw(p) if bulk => debug!(prefix = %p, "withdraw"),
                 stability::Change::Withdraw(p) => info!(prefix = %p, "withdraw"),
             }
+        }
+        if bulk {
+            let advertised = changes
+                .iter()
+                .filter(|c| matches!(c, stability::Change::Advertise(..)))
+                .count();
+            info!(
+                advertised,
+                withdrawn = changes.len() - advertised,
+                "routes changed (each one logged at debug level)"
+            );
         }
         self.publish_tables();
         if let Some(k) = &self.kube {
