@@ -203,7 +203,7 @@ impl Shared {
                     absence: r.state.absence().map(|a| absence_word(a).to_string()),
                     service: route.as_ref().and_then(|r| r.service.clone()),
                     advertisements: route
-                        .map(|r| r.advertisements.into_iter().collect())
+                        .map(|r| r.advertisements.iter().cloned().collect())
                         .unwrap_or_default(),
                     peers: self.advertised_to(&r.prefix),
                     figure_of_merit: r.figure_of_merit.filter(|f| *f > 0.0),

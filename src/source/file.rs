@@ -68,7 +68,7 @@
 //! of the snapshot, and the stability layer holds it down like any
 //! vanished VIP.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -81,7 +81,7 @@ use tracing::{info, warn};
 
 use super::SnapshotSink;
 use crate::config::{self, Config, Diagnostic, Source};
-use crate::model::{SourceSnapshot, Vip};
+use crate::model::{Interner, SourceSnapshot, Vip};
 
 #[cfg(test)]
 mod tests;
@@ -594,12 +594,13 @@ fn parse(
     advertisement_names: &[String],
 ) -> Result<BTreeMap<IpAddr, Vip>, String> {
     let entries = config::parse_vip_file(path, text, advertisement_names).map_err(|d| join(&d))?;
+    let mut interner = Interner::default();
     Ok(entries
         .into_iter()
         .map(|entry| {
             let vip = Vip {
                 address: entry.address,
-                advertisements: BTreeSet::from([entry.advertisement]),
+                advertisements: interner.one(&entry.advertisement),
                 service: entry.service,
             };
             (entry.address, vip)

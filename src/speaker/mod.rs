@@ -10,7 +10,7 @@ mod rib;
 pub use attrs::{EncodeParams, NextHops, RouteAttrs};
 pub use rib::{AdjRibOut, Delta, encode};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ipnet::IpNet;
@@ -25,7 +25,7 @@ pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
 /// attributes each peer sees follow from the advertisements.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Route {
-    pub advertisements: BTreeSet<String>,
+    pub advertisements: crate::model::Advertisements,
     pub service: Option<String>,
 }
 
@@ -70,7 +70,7 @@ pub fn peer_tables<'a>(
     // once. Routes share a handful of such sets, so a short list searched
     // by value beats a map keyed by clones of the set (a String and a
     // BTreeSet allocated per route and peer, 100k times for 100k routes).
-    let mut by_ads: Vec<Vec<(&BTreeSet<String>, Option<Arc<RouteAttrs>>)>> =
+    let mut by_ads: Vec<Vec<(&crate::model::Advertisements, Option<Arc<RouteAttrs>>)>> =
         vec![Vec::new(); config.peers.len()];
     let mut by_value: BTreeMap<RouteAttrs, Arc<RouteAttrs>> = BTreeMap::new();
     let mut peer_tables: Vec<PeerTable> = vec![PeerTable::new(); config.peers.len()];
@@ -78,7 +78,7 @@ pub fn peer_tables<'a>(
         for (i, peer) in config.peers.iter().enumerate() {
             let known = by_ads[i]
                 .iter()
-                .find(|(ads, _)| **ads == route.advertisements)
+                .find(|(ads, _)| Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements)
                 .map(|(_, attrs)| attrs.clone());
             let attrs = match known {
                 Some(attrs) => attrs,

@@ -34,7 +34,7 @@ fn set(entries: &[(&str, &str, Option<&str>)]) -> BTreeMap<IpAddr, Vip> {
             let address: IpAddr = address.parse().expect("test address");
             let vip = Vip {
                 address,
-                advertisements: BTreeSet::from([advertisement.to_string()]),
+                advertisements: BTreeSet::from([advertisement.to_string()]).into(),
                 service: service.map(str::to_string),
             };
             (address, vip)
