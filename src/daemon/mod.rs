@@ -435,7 +435,7 @@ impl Daemon {
             .iter()
             .map(|(ip, a)| (IpNet::from(*ip), *a))
             .collect();
-        for (ip, v) in &snap.vips {
+        for (ip, v) in snap.vips.iter() {
             match self.probes.get(ip).map(|p| p.tracker.verdict) {
                 None | Some(probe::Verdict::Passing) => {
                     present.insert(

@@ -73,6 +73,7 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
@@ -142,7 +143,7 @@ pub struct FileSource {
     /// after the path changed.
     last_read: Option<LastRead>,
     /// The last set that parsed; `None` until one has.
-    last_good: Option<BTreeMap<IpAddr, Vip>>,
+    last_good: Option<Arc<BTreeMap<IpAddr, Vip>>>,
     /// Why the file is unusable now.
     error: Option<String>,
     /// The last snapshot published.
@@ -359,7 +360,7 @@ impl FileSource {
     ) -> Option<SourceSnapshot> {
         match outcome {
             Ok(vips) => {
-                self.last_good = Some(vips);
+                self.last_good = Some(Arc::new(vips));
                 self.error = None;
             }
             // The last good set stands; only the error and health change.
@@ -629,7 +630,7 @@ fn log_change(path: &Path, before: Option<&SourceSnapshot>, after: &SourceSnapsh
         return;
     }
     let empty = BTreeMap::new();
-    let old = before.map_or(&empty, |b| &b.vips);
+    let old = before.map_or(&empty, |b| &*b.vips);
     let added = after.vips.keys().filter(|a| !old.contains_key(a)).count();
     let removed = old.keys().filter(|a| !after.vips.contains_key(a)).count();
     let changed = after

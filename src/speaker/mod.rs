@@ -78,7 +78,9 @@ pub fn peer_tables<'a>(
         for (i, peer) in config.peers.iter().enumerate() {
             let known = by_ads[i]
                 .iter()
-                .find(|(ads, _)| Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements)
+                .find(|(ads, _)| {
+                    Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements
+                })
                 .map(|(_, attrs)| attrs.clone());
             let attrs = match known {
                 Some(attrs) => attrs,

@@ -137,7 +137,7 @@ impl Evaluation {
     /// The snapshot the source sends for this evaluation.
     pub fn snapshot(&self, healthy: bool, synced: bool, error: Option<String>) -> SourceSnapshot {
         SourceSnapshot {
-            vips: self.vips.clone(),
+            vips: std::sync::Arc::new(self.vips.clone()),
             absences: self.absences.clone(),
             healthy,
             synced,
