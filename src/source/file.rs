@@ -15,7 +15,8 @@
 //! entries, not paths through symlinks, so it cannot see everything (an
 //! in-place edit of a symlink's target in another directory, a directory
 //! replaced as a whole, a kernel without inotify); polling stays as the
-//! safety net that sees those, within two polls.
+//! safety net that sees those, within two polls (every second while
+//! inotify watches, four times a second when it cannot).
 //!
 //! Every check, woken or polled (250 ms in the daemon), stats the path
 //! *following symlinks*, and the file is read when what the stat says
@@ -40,8 +41,9 @@
 //!   the directory, so what it sees has stood still that long. A polled
 //!   check acts on a change once the stat has shown it at two checks in a
 //!   row, one poll apart (an edit inotify missed is picked up within two
-//!   poll intervals, 0.5 s in the daemon). Until the first snapshot is
-//!   published nothing waits: there is no set to protect.
+//!   poll intervals: 2 s in the daemon while inotify watches, 0.5 s
+//!   without it). Until the first snapshot is published nothing waits:
+//!   there is no set to protect.
 //! - **Consistent read.** The file is stat'ed again after reading; when it
 //!   changed while being read, the read is discarded and the next check
 //!   starts over.
@@ -89,6 +91,10 @@ mod tests;
 
 /// How often the daemon checks the VIP file without being woken.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// While inotify watches the directory, polls are this many times further
+/// apart (1 s in the daemon).
+pub const WATCHED_POLL_FACTOR: u32 = 4;
 
 /// How long the VIP file's directory must be quiet after an inotify event
 /// before the file is checked: an editor's save (write a temporary file,
@@ -430,9 +436,12 @@ impl DirectoryWatch {
 
 /// Runs the file source until `shutdown` completes or nobody receives
 /// snapshots any more. Checks the file [`SETTLE`] after inotify reports a
-/// change in its directory, and every `poll` regardless (the daemon uses
-/// [`DEFAULT_POLL_INTERVAL`]); takes config reloads from `settings` (when
-/// its sender is dropped, the settings in force stay).
+/// change in its directory, and polls it regardless: every `poll` (the
+/// daemon uses [`DEFAULT_POLL_INTERVAL`]) while nothing watches the
+/// directory, every [`WATCHED_POLL_FACTOR`] × `poll` while inotify does
+/// (then polling only finds what inotify cannot see, and each poll is a
+/// wake-up of an otherwise idle daemon). Takes config reloads from
+/// `settings` (when its sender is dropped, the settings in force stay).
 pub async fn run(
     mut settings: watch::Receiver<FileSettings>,
     mut sink: impl SnapshotSink,
@@ -445,10 +454,25 @@ pub async fn run(
     let mut settled_at: Option<time::Instant> = None;
     let mut shutdown = pin!(shutdown);
     // A zero period would make the interval panic.
-    let mut ticks = time::interval(poll.max(Duration::from_millis(1)));
+    let poll = poll.max(Duration::from_millis(1));
+    let period_now = |directory: &Option<DirectoryWatch>| {
+        if directory.as_ref().is_some_and(|d| d.watching.is_some()) {
+            poll * WATCHED_POLL_FACTOR
+        } else {
+            poll
+        }
+    };
+    let mut period = period_now(&directory);
+    // The first tick is at once: the file is read at start.
+    let mut ticks = time::interval(period);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut reloads = true;
     loop {
+        if period_now(&directory) != period {
+            period = period_now(&directory);
+            ticks = time::interval_at(time::Instant::now() + period, period);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        }
         let snapshot = tokio::select! {
             biased;
             () = &mut shutdown => return,
