@@ -78,6 +78,7 @@ pub fn run(rx: &mut Receiver, args: &Args) -> (Option<Latency>, Option<KubeFootp
         services: SERVICES,
         slices: SERVICES,
         rss_kib: procstat::rss_kib(pid),
+        rss_anon_kib: procstat::rss_anon_kib(pid),
         peak_rss_kib: procstat::peak_rss_kib(pid),
         load_secs: loaded.as_secs_f64(),
     };

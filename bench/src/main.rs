@@ -240,6 +240,7 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
         updates,
         bytes,
         rss_kib: rss,
+        rss_anon_kib: procstat::rss_anon_kib(pid),
         peak_rss_kib: procstat::peak_rss_kib(pid),
         cpu_to_load: procstat::cpu_seconds(pid),
         idle: None,

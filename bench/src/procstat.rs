@@ -12,6 +12,12 @@ pub fn rss_kib(pid: u32) -> u64 {
     status_field(&format!("/proc/{pid}/status"), "VmRSS:").unwrap_or(0)
 }
 
+/// RssAnon (heap, stacks) of `pid` in KiB; the rest of VmRSS is file
+/// pages (the binary and libraries) and shared memory.
+pub fn rss_anon_kib(pid: u32) -> u64 {
+    status_field(&format!("/proc/{pid}/status"), "RssAnon:").unwrap_or(0)
+}
+
 /// VmHWM (peak RSS) of `pid` in KiB.
 pub fn peak_rss_kib(pid: u32) -> u64 {
     status_field(&format!("/proc/{pid}/status"), "VmHWM:").unwrap_or(0)
