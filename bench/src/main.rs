@@ -252,7 +252,6 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
         std::thread::sleep(Duration::from_secs(args.idle_secs));
         let dt = s0.elapsed().as_secs_f64();
         let idle = Idle {
-            secs: dt,
             cpu_percent: (procstat::cpu_seconds(pid) - c0) / dt * 100.0,
             wakeups_per_sec: (procstat::context_switches(pid) - x0) as f64 / dt,
             rss_kib: procstat::rss_kib(pid),
@@ -369,7 +368,7 @@ fn run(cmd: &str, args: &[&str]) -> String {
         .unwrap_or_else(|e| format!("({cmd}: {e})"))
 }
 
-fn machine() -> BTreeMap<&'static str, String> {
+fn machine(holdfast: &std::path::Path) -> BTreeMap<&'static str, String> {
     let mut m = BTreeMap::new();
     m.insert("nproc", run("nproc", &[]));
     m.insert("kernel", run("uname", &["-sr"]));
@@ -391,7 +390,7 @@ fn machine() -> BTreeMap<&'static str, String> {
     m.insert("bird", run("bird", &["--version"]));
     m.insert("gobgpd", run("gobgpd", &["--version"]));
     m.insert("exabgp", run("exabgp", &["--version"]));
-    m.insert("holdfast", run(&std::fs::canonicalize("target/release/holdfast").map(|p| p.display().to_string()).unwrap_or_default(), &["--version"]));
+    m.insert("holdfast", run(&holdfast.display().to_string(), &["--version"]));
     m.insert("rustc", run("rustc", &["--version"]));
     m.insert("date", run("date", &["-u", "+%Y-%m-%d %H:%M UTC"]));
     m.insert("load before", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned());
@@ -401,7 +400,7 @@ fn machine() -> BTreeMap<&'static str, String> {
 fn main() {
     let args = parse_args();
     let mut results = Results {
-        machine: machine(),
+        machine: machine(&args.holdfast),
         command: args.command.clone(),
         ..Results::default()
     };

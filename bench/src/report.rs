@@ -38,7 +38,6 @@ pub struct Bulk {
 
 #[derive(Debug)]
 pub struct Idle {
-    pub secs: f64,
     pub cpu_percent: f64,
     pub wakeups_per_sec: f64,
     pub rss_kib: u64,

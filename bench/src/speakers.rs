@@ -70,7 +70,6 @@ pub enum Daemon {
 }
 
 pub struct Speaker {
-    pub kind: Kind,
     pub daemon: Daemon,
 }
 
@@ -175,7 +174,7 @@ impl Speaker {
                 Daemon::ExaBgp(ExaBgp::start(ns, &[NODE.parse().unwrap()], &conf))
             }
         };
-        Speaker { kind, daemon }
+        Speaker { daemon }
     }
 
     pub fn pid(&mut self) -> u32 {
