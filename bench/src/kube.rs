@@ -37,7 +37,8 @@ pub fn run(rx: &mut Receiver, args: &Args) -> (Option<Latency>, Option<KubeFootp
         let a = bulk_addr(i);
         let ip = format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3]);
         let name = format!("svc-{i}");
-        api.create(&load_balancer_service("bench", &name, &[&ip])).unwrap();
+        api.create(&load_balancer_service("bench", &name, &[&ip]))
+            .unwrap();
         let endpoint = format!("192.0.2.{}", 10 + i % 200);
         api.create(&endpoint_slice(
             "bench",
@@ -65,10 +66,23 @@ pub fn run(rx: &mut Receiver, args: &Args) -> (Option<Latency>, Option<KubeFootp
         state.display().to_string(),
         kubeconfig.display().to_string(),
     );
-    let argv = [bin.as_str(), "run", "--config", &config, "--state-dir", &state];
+    let argv = [
+        bin.as_str(),
+        "run",
+        "--config",
+        &config,
+        "--state-dir",
+        &state,
+    ];
     let env = [("KUBECONFIG", kc.as_str()), ("NODE_NAME", "node-1")];
     let t0 = Instant::now();
-    let mut process = NsProcess::start_logged(&rx.lab.node, "holdfast", &argv, &env, &dir.join("holdfast.log"));
+    let mut process = NsProcess::start_logged(
+        &rx.lab.node,
+        "holdfast",
+        &argv,
+        &env,
+        &dir.join("holdfast.log"),
+    );
     wait_count(rx, SERVICES as u64);
     let loaded = t0.elapsed();
     rx.settled_updates(Duration::from_secs(2));
@@ -87,7 +101,8 @@ pub fn run(rx: &mut Receiver, args: &Args) -> (Option<Latency>, Option<KubeFootp
     let latency = args.wants("latency").then(|| {
         // Services for the trials, without an address yet.
         for i in 0..args.trials {
-            api.create(&load_balancer_service("bench", &format!("lat-{i}"), &[])).unwrap();
+            api.create(&load_balancer_service("bench", &format!("lat-{i}"), &[]))
+                .unwrap();
         }
         std::thread::sleep(Duration::from_secs(2));
         let mut rng = Lcg(11);

@@ -58,9 +58,14 @@ fn parse_args() -> Args {
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut it = argv.iter();
-    let list = |s: &str| -> Vec<usize> { s.split(',').map(|x| x.parse().expect("a number")).collect() };
+    let list =
+        |s: &str| -> Vec<usize> { s.split(',').map(|x| x.parse().expect("a number")).collect() };
     while let Some(flag) = it.next() {
-        let mut val = || it.next().unwrap_or_else(|| panic!("{flag} needs a value")).clone();
+        let mut val = || {
+            it.next()
+                .unwrap_or_else(|| panic!("{flag} needs a value"))
+                .clone()
+        };
         match flag.as_str() {
             "--holdfast" => a.holdfast = val().into(),
             "--out" => a.out = val().into(),
@@ -82,8 +87,12 @@ fn parse_args() -> Args {
             other => panic!("unknown argument {other}"),
         }
     }
-    a.holdfast = std::fs::canonicalize(&a.holdfast)
-        .unwrap_or_else(|e| panic!("{}: {e} (build it: cargo build --release)", a.holdfast.display()));
+    a.holdfast = std::fs::canonicalize(&a.holdfast).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (build it: cargo build --release)",
+            a.holdfast.display()
+        )
+    });
     a
 }
 
@@ -182,7 +191,10 @@ impl Receiver {
             if !up && self.total_prefixes() == 0 {
                 return;
             }
-            assert!(Instant::now() < deadline, "FRR kept routes or the session after the speaker stopped");
+            assert!(
+                Instant::now() < deadline,
+                "FRR kept routes or the session after the speaker stopped"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -211,14 +223,22 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
             last_count = count;
             last_growth = Instant::now();
         }
-        if kind == Kind::Gobgp && !completed_injection && up && last_growth.elapsed() > Duration::from_secs(3) {
+        if kind == Kind::Gobgp
+            && !completed_injection
+            && up
+            && last_growth.elapsed() > Duration::from_secs(3)
+        {
             // gobgp mrt inject may leave its last batch behind.
             speaker.complete_injection(n + 1);
             completed_injection = true;
         }
         speaker.assert_running();
         if t0.elapsed() > deadline {
-            eprintln!("{} N={n}: only {count} of {expected} after {deadline:?}\n{}", kind.name(), speaker.log_tail());
+            eprintln!(
+                "{} N={n}: only {count} of {expected} after {deadline:?}\n{}",
+                kind.name(),
+                speaker.log_tail()
+            );
             break None;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -248,7 +268,11 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
     };
     if args.wants("idle") && args.idle_sizes.contains(&n) {
         std::thread::sleep(Duration::from_secs(3));
-        let (c0, x0, s0) = (procstat::cpu_seconds(pid), procstat::context_switches(pid), Instant::now());
+        let (c0, x0, s0) = (
+            procstat::cpu_seconds(pid),
+            procstat::context_switches(pid),
+            Instant::now(),
+        );
         std::thread::sleep(Duration::from_secs(args.idle_secs));
         let dt = s0.elapsed().as_secs_f64();
         let idle = Idle {
@@ -273,7 +297,10 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
         std::thread::sleep(Duration::from_secs(3));
         let churn = rx.settled_updates(Duration::from_secs(2)) - u0;
         let present = rx.vty.has_prefix(&format!("{}/32", speakers::CHURN_VIP));
-        eprintln!("churn {}: {churn} UPDATEs, VIP present at the end: {present}", kind.name());
+        eprintln!(
+            "churn {}: {churn} UPDATEs, VIP present at the end: {present}",
+            kind.name()
+        );
         bulk.churn_updates = Some(churn);
     }
     results.bulk.insert((kind.name().to_owned(), n), bulk);
@@ -305,7 +332,10 @@ pub fn percentiles(mut ms: Vec<f64>) -> Latency {
 pub struct Lcg(u64);
 impl Lcg {
     pub fn next_ms(&mut self, lo: u64, hi: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         lo + (self.0 >> 33) % (hi - lo)
     }
 }
@@ -318,7 +348,10 @@ fn latency_file(rx: &mut Receiver, args: &Args) -> Latency {
     let speakers::Daemon::Holdfast { vips, bulk, .. } = &mut speaker.daemon else {
         unreachable!()
     };
-    let base = format!("{bulk}{}", speakers::vip_entries(&[speakers::CHURN_VIP.into()]));
+    let base = format!(
+        "{bulk}{}",
+        speakers::vip_entries(&[speakers::CHURN_VIP.into()])
+    );
     let mut text = base;
     let mut rng = Lcg(7);
     let mut samples = Vec::new();
@@ -340,7 +373,10 @@ fn latency_file(rx: &mut Receiver, args: &Args) -> Latency {
 
 pub fn wait_prefix(rx: &mut Receiver, prefix: &str, t0: Instant) {
     while !rx.vty.has_prefix(prefix) {
-        assert!(t0.elapsed() < Duration::from_secs(30), "{prefix} never reached FRR");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{prefix} never reached FRR"
+        );
         std::thread::sleep(Duration::from_micros(200));
     }
 }
@@ -352,7 +388,10 @@ pub fn wait_count(rx: &mut Receiver, n: u64) {
         if count >= n {
             return;
         }
-        assert!(t0.elapsed() < Duration::from_secs(300), "only {count} of {n} routes at FRR");
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "only {count} of {n} routes at FRR"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -362,7 +401,8 @@ fn run(cmd: &str, args: &[&str]) -> String {
         .args(args)
         .output()
         .map(|o| {
-            let s = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+            let s = String::from_utf8_lossy(&o.stdout).into_owned()
+                + &String::from_utf8_lossy(&o.stderr);
             s.lines().next().unwrap_or("").trim().to_owned()
         })
         .unwrap_or_else(|e| format!("({cmd}: {e})"))
@@ -390,10 +430,19 @@ fn machine(holdfast: &std::path::Path) -> BTreeMap<&'static str, String> {
     m.insert("bird", run("bird", &["--version"]));
     m.insert("gobgpd", run("gobgpd", &["--version"]));
     m.insert("exabgp", run("exabgp", &["--version"]));
-    m.insert("holdfast", run(&holdfast.display().to_string(), &["--version"]));
+    m.insert(
+        "holdfast",
+        run(&holdfast.display().to_string(), &["--version"]),
+    );
     m.insert("rustc", run("rustc", &["--version"]));
     m.insert("date", run("date", &["-u", "+%Y-%m-%d %H:%M UTC"]));
-    m.insert("load before", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned());
+    m.insert(
+        "load before",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+    );
     m
 }
 
@@ -422,7 +471,10 @@ fn main() {
     }
     results.machine.insert(
         "load after",
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned(),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
     );
     if let Some(dir) = &args.criterion {
         results.codec = report::read_codec(dir);

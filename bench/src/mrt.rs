@@ -28,10 +28,10 @@ pub fn table_dump(prefixes: &[[u8; 4]], next_hop: [u8; 4], peer_id: [u8; 4]) -> 
     record(&mut out, PEER_INDEX_TABLE, &peers);
 
     let attrs: Vec<u8> = [
-        &[0x40, 1, 1, 0][..],           // ORIGIN IGP
-        &[0x40, 2, 0][..],              // AS_PATH, empty
-        &[0x40, 3, 4][..],              // NEXT_HOP …
-        &next_hop[..],                  // … its address
+        &[0x40, 1, 1, 0][..], // ORIGIN IGP
+        &[0x40, 2, 0][..],    // AS_PATH, empty
+        &[0x40, 3, 4][..],    // NEXT_HOP …
+        &next_hop[..],        // … its address
     ]
     .concat();
     let mut body = Vec::with_capacity(64);

@@ -111,12 +111,22 @@ impl Speaker {
             Kind::Holdfast => {
                 let dir = LabDir::new("holdfast");
                 let bulk = vip_entries(&prefixes);
-                let vips = dir.write("vips.toml", &format!("{bulk}{}", vip_entries(&[CHURN_VIP.into()])));
+                let vips = dir.write(
+                    "vips.toml",
+                    &format!("{bulk}{}", vip_entries(&[CHURN_VIP.into()])),
+                );
                 let config = dir.write("holdfast.toml", &holdfast_config(&vips));
                 let state = dir.join("state");
                 let bin = holdfast_bin.display().to_string();
                 let (config, state) = (config.display().to_string(), state.display().to_string());
-                let argv = [bin.as_str(), "run", "--config", &config, "--state-dir", &state];
+                let argv = [
+                    bin.as_str(),
+                    "run",
+                    "--config",
+                    &config,
+                    "--state-dir",
+                    &state,
+                ];
                 let process =
                     NsProcess::start_logged(ns, "holdfast", &argv, &[], &dir.join("holdfast.log"));
                 Daemon::Holdfast {
@@ -161,7 +171,10 @@ impl Speaker {
             }
             Kind::ExaBgp => {
                 let mut routes = String::with_capacity(n * 50);
-                for p in prefixes.iter().chain(std::iter::once(&CHURN_VIP.to_string())) {
+                for p in prefixes
+                    .iter()
+                    .chain(std::iter::once(&CHURN_VIP.to_string()))
+                {
                     routes.push_str("        route ");
                     routes.push_str(p);
                     routes.push_str("/32 next-hop self;\n");
@@ -240,7 +253,11 @@ impl Speaker {
                 write_atomically(vips, &text);
             }
             Daemon::Bird(b) => {
-                b.birdc(if present { "enable churn" } else { "disable churn" });
+                b.birdc(if present {
+                    "enable churn"
+                } else {
+                    "disable churn"
+                });
             }
             Daemon::Gobgp(g) => {
                 let verb = if present { "add" } else { "del" };

@@ -70,8 +70,8 @@ pub fn peer_tables<'a>(
     // once. Routes share a handful of such sets, so a short list searched
     // by value beats a map keyed by clones of the set (a String and a
     // BTreeSet allocated per route and peer, 100k times for 100k routes).
-    let mut by_ads: Vec<Vec<(&crate::model::Advertisements, Option<Arc<RouteAttrs>>)>> =
-        vec![Vec::new(); config.peers.len()];
+    type Known<'r> = Vec<(&'r crate::model::Advertisements, Option<Arc<RouteAttrs>>)>;
+    let mut by_ads: Vec<Known> = vec![Vec::new(); config.peers.len()];
     let mut by_value: BTreeMap<RouteAttrs, Arc<RouteAttrs>> = BTreeMap::new();
     let mut peer_tables: Vec<PeerTable> = vec![PeerTable::new(); config.peers.len()];
     for (prefix, route) in routes {
