@@ -117,7 +117,13 @@ pub fn read_codec(dir: &Path) -> Option<Codec> {
 }
 
 fn secs(d: Option<Duration>) -> String {
-    d.map_or("—".into(), |d| format!("{:.2} s", d.as_secs_f64()))
+    d.map_or("—".into(), |d| {
+        if d < Duration::from_secs(1) {
+            format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+        } else {
+            format!("{:.2} s", d.as_secs_f64())
+        }
+    })
 }
 
 fn mib(kib: u64) -> String {
@@ -178,6 +184,7 @@ pub fn render(r: &Results, args: &Args) -> String {
     .unwrap();
 
     let get = |k: Kind, n: usize| r.bulk.get(&(k.name().to_owned(), n));
+    targets(&mut s, r, args);
     if !r.bulk.is_empty() {
         writeln!(
             s,
@@ -404,6 +411,88 @@ pub fn render(r: &Results, args: &Args) -> String {
         }
     }
     s
+}
+
+/// The targets of issue 6/7, each against what this run measured.
+fn targets(s: &mut String, r: &Results, args: &Args) {
+    let get = |k: Kind, n: usize| r.bulk.get(&(k.name().to_owned(), n));
+    let mut rows: Vec<(String, String, Option<bool>)> = Vec::new();
+    for &n in &args.sizes {
+        if let (Some(h), Some(b)) = (get(Kind::Holdfast, n), get(Kind::Bird, n)) {
+            let (ht, bt) = (
+                h.all.map(|d| d.as_secs_f64()),
+                b.all.map(|d| d.as_secs_f64()),
+            );
+            rows.push((
+                format!("{}: no slower than BIRD (start → all routes)", n_label(n)),
+                format!("{} vs {}", secs(h.all), secs(b.all)),
+                ht.zip(bt).map(|(h, b)| h <= b),
+            ));
+            rows.push((
+                format!("{}: no larger than BIRD (RSS loaded)", n_label(n)),
+                format!("{} vs {}", mib(h.rss_kib), mib(b.rss_kib)),
+                Some(h.rss_kib <= b.rss_kib),
+            ));
+        }
+    }
+    if let Some(f) = &r.kube_footprint {
+        rows.push((
+            "Kubernetes source, 1k Services + 1k EndpointSlices: RSS ≤ 20 MiB".into(),
+            mib(f.rss_kib),
+            Some(f.rss_kib <= 20 * 1024),
+        ));
+    }
+    for (name, l) in [
+        ("VIP file", &r.latency_file),
+        ("Kubernetes", &r.latency_kube),
+    ] {
+        if let Some(l) = l {
+            rows.push((
+                format!("latency p50 ≤ 20 ms ({name})"),
+                format!("{:.1} ms", l.p50_ms),
+                Some(l.p50_ms <= 20.0),
+            ));
+        }
+    }
+    if let Some(c) = get(Kind::Holdfast, args.churn_size).and_then(|b| b.churn_updates) {
+        rows.push((
+            "churn: at most one UPDATE".into(),
+            c.to_string(),
+            Some(c <= 1),
+        ));
+    }
+    if let Some(c) = &r.codec {
+        for op in ["decode", "encode"] {
+            let t = |k: &str| c.ns_per_pass.get(&(op.to_owned(), k.to_owned())).copied();
+            if let (Some(ours), Some(a), Some(b)) =
+                (t("bgp-proto"), t("bgpkit-parser"), t("zettabgp"))
+            {
+                let best = a.min(b);
+                rows.push((
+                    format!("codec {op}: at least as fast as the faster crate"),
+                    format!(
+                        "{:.1} µs vs {:.1} µs per pass",
+                        ours / 1000.0,
+                        best / 1000.0
+                    ),
+                    Some(ours <= best),
+                ));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    writeln!(s, "## Targets (issue 6/7)\n\n| target | measured (holdfast vs reference) | met |\n|---|---|---|").unwrap();
+    for (what, measured, met) in rows {
+        let met = match met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "—",
+        };
+        writeln!(s, "| {what} | {measured} | {met} |").unwrap();
+    }
+    writeln!(s).unwrap();
 }
 
 pub fn to_json(r: &Results) -> String {
