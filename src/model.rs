@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::stability::Absence;
 
@@ -12,16 +13,61 @@ use crate::stability::Absence;
 pub struct Vip {
     pub address: IpAddr,
     /// The `[[advertisement]]`s it is advertised under (at least one).
-    pub advertisements: BTreeSet<String>,
+    pub advertisements: Advertisements,
     /// The Service ("namespace/name"), when known.
     pub service: Option<String>,
+}
+
+/// The names of the `[[advertisement]]`s a VIP is advertised under,
+/// shared: VIPs by the thousand name the same one or two advertisements,
+/// and a set of its own per VIP (a B-tree node of about 300 octets, plus
+/// the names), copied into the snapshot, the stability layer and the status
+/// view, was most of holdfast's memory with 100k VIPs. Sources hand out
+/// one `Arc` per distinct set ([`Interner`]); a clone is a reference count.
+pub type Advertisements = Arc<BTreeSet<String>>;
+
+/// Hands out one shared [`Advertisements`] per distinct set.
+#[derive(Debug, Default)]
+pub struct Interner {
+    sets: Vec<Advertisements>,
+}
+
+impl Interner {
+    /// The shared set equal to `set`.
+    pub fn intern(&mut self, set: Advertisements) -> Advertisements {
+        if let Some(known) = self
+            .sets
+            .iter()
+            .find(|s| Arc::ptr_eq(s, &set) || **s == set)
+        {
+            return known.clone();
+        }
+        self.sets.push(set.clone());
+        set
+    }
+
+    /// The shared set holding just `name`.
+    pub fn one(&mut self, name: &str) -> Advertisements {
+        if let Some(known) = self
+            .sets
+            .iter()
+            .find(|s| s.len() == 1 && s.iter().next().is_some_and(|n| n == name))
+        {
+            return known.clone();
+        }
+        let set: Advertisements = Arc::new(BTreeSet::from([name.to_string()]));
+        self.sets.push(set.clone());
+        set
+    }
 }
 
 /// The full desired set of a source at one moment. Sources send whole
 /// snapshots; the stability layer works out what changed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SourceSnapshot {
-    pub vips: BTreeMap<IpAddr, Vip>,
+    /// Shared: the source, the channel to the daemon and the daemon each
+    /// hold the snapshot; with 100k VIPs each copy of the map was 10 MB.
+    pub vips: Arc<BTreeMap<IpAddr, Vip>>,
     /// VIPs that went away, when the source knows why (DESIGN.md:
     /// transient versus definitive). A VIP missing without a reason is
     /// taken as `Vanished` (held down).

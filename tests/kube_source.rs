@@ -204,29 +204,39 @@ async fn the_initial_list_gives_one_synced_snapshot_with_every_vip_dual_stack_in
         Some("default/web")
     );
     assert!(first.absences.is_empty());
-    // The watches asked for what the source needs, and no more.
-    let watches: Vec<(String, String)> = h
-        .standin
-        .requests()
-        .into_iter()
-        .filter(|r| r.is_watch())
-        .map(|r| {
-            (
-                r.path.clone(),
-                r.param("labelSelector")
-                    .or(r.param("fieldSelector"))
-                    .unwrap_or_default(),
-            )
-        })
-        .collect();
-    for want in [
+    // The watches asked for what the source needs, and no more. The
+    // snapshot goes out as soon as every list is in; the watches that
+    // follow the lists may open a moment later.
+    let watched = |h: &Harness| -> Vec<(String, String)> {
+        h.standin
+            .requests()
+            .into_iter()
+            .filter(|r| r.is_watch())
+            .map(|r| {
+                (
+                    r.path.clone(),
+                    r.param("labelSelector")
+                        .or(r.param("fieldSelector"))
+                        .unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    let wanted = [
         ("/api/v1/services".to_string(), String::new()),
         (
             "/apis/discovery.k8s.io/v1/endpointslices".to_string(),
             kubernetes::SERVICE_NAME_LABEL.to_string(),
         ),
         ("/api/v1/nodes".to_string(), format!("metadata.name={NODE}")),
-    ] {
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !wanted.iter().all(|w| watched(&h).contains(w)) && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let watches = watched(&h);
+    for want in wanted {
         assert!(watches.contains(&want), "no watch {want:?} in {watches:?}");
     }
     assert!(
@@ -570,13 +580,27 @@ async fn source_namespaces_limit_the_watches_to_those_namespaces() {
     )
     .await;
     h.vips(&["198.51.100.8", "198.51.100.9"]).await;
-    let paths: Vec<String> = h
-        .standin
-        .requests()
-        .into_iter()
-        .filter(|r| r.is_watch())
-        .map(|r| r.path)
-        .collect();
+    // The snapshot goes out as soon as every list is in; the watches that
+    // follow the lists may open a moment later.
+    let watched = |h: &Harness| -> Vec<String> {
+        h.standin
+            .requests()
+            .into_iter()
+            .filter(|r| r.is_watch())
+            .map(|r| r.path)
+            .collect()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let expected = [
+        "/api/v1/namespaces/prod/services",
+        "/apis/discovery.k8s.io/v1/namespaces/edge/endpointslices",
+    ];
+    while !expected.iter().all(|e| watched(&h).iter().any(|p| p == e))
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let paths = watched(&h);
     assert!(
         paths.contains(&"/api/v1/namespaces/prod/services".to_string()),
         "{paths:?}"

@@ -130,6 +130,11 @@ fn one(input: &[u8], afi: Afi, add_path: bool) -> Result<(&[u8], Nlri), NlriErro
 
 /// Decodes a whole NLRI (or Withdrawn Routes) field of one address family.
 pub fn decode_list(mut input: &[u8], afi: Afi, add_path: bool) -> Result<Vec<Nlri>, NlriError> {
+    // Most UPDATEs have no Withdrawn Routes, and an End-of-RIB no NLRI:
+    // no allocation for an empty field.
+    if input.is_empty() {
+        return Ok(Vec::new());
+    }
     // A /24 takes 4 octets: a cheap, never-too-small-for-long estimate.
     let mut out = Vec::with_capacity(input.len() / 4 + 1);
     while !input.is_empty() {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::config::{self, Config, PeerAddress, RouterId};
 use crate::model::SourceSnapshot;
@@ -39,6 +39,10 @@ pub struct Options {
     /// Where the restart marker lives (graceful restart's R bit).
     pub state_dir: PathBuf,
 }
+
+/// Up to this many route changes at once are logged one by one at info
+/// level; more are summed up in one line.
+const LOG_EACH_CHANGE_UP_TO: usize = 20;
 
 fn stability_params(c: &Config) -> stability::Params {
     let s = &c.stability;
@@ -131,6 +135,14 @@ struct Daemon {
     routes_ready: watch::Sender<bool>,
     /// When the source first reported a complete view.
     first_synced: Option<Instant>,
+    /// The stability layer was touched since the route views and its next
+    /// deadline were last computed. Both walk every route, so the main
+    /// loop recomputes them only then, not on every wake-up (a 1 s tick, a
+    /// session event): with 100k routes that walk is what idle time was
+    /// spent on.
+    stability_dirty: bool,
+    /// `stability.next_deadline()` as of the last change.
+    next_deadline: Option<Instant>,
 }
 
 /// One probed VIP.
@@ -304,13 +316,31 @@ impl Daemon {
                 stability::Change::Withdraw(p) => (*p, false, self.peers_with(p)),
             })
             .collect();
+        // One line per route for the everyday few; a bulk load (a VIP file
+        // of 100k) gets one summary line at info, and the routes at debug.
+        let bulk = changes.len() > LOG_EACH_CHANGE_UP_TO;
         for c in &changes {
             match c {
+                stability::Change::Advertise(p, r) if bulk => {
+                    debug!(prefix = %p, service = ?r.service, "advertise")
+                }
                 stability::Change::Advertise(p, r) => {
                     info!(prefix = %p, service = ?r.service, "advertise")
                 }
+                stability::Change::Withdraw(p) if bulk => debug!(prefix = %p, "withdraw"),
                 stability::Change::Withdraw(p) => info!(prefix = %p, "withdraw"),
             }
+        }
+        if bulk {
+            let advertised = changes
+                .iter()
+                .filter(|c| matches!(c, stability::Change::Advertise(..)))
+                .count();
+            info!(
+                advertised,
+                withdrawn = changes.len() - advertised,
+                "routes changed (each one logged at debug level)"
+            );
         }
         self.publish_tables();
         if let Some(k) = &self.kube {
@@ -405,7 +435,7 @@ impl Daemon {
             .iter()
             .map(|(ip, a)| (IpNet::from(*ip), *a))
             .collect();
-        for (ip, v) in &snap.vips {
+        for (ip, v) in snap.vips.iter() {
             match self.probes.get(ip).map(|p| p.tracker.verdict) {
                 None | Some(probe::Verdict::Passing) => {
                     present.insert(
@@ -425,6 +455,7 @@ impl Daemon {
         let changes = self
             .stability
             .update(now, &present, &absences, snap.healthy);
+        self.stability_dirty = true;
         if snap.synced && self.first_synced.is_none() {
             // The instant the stability layer saw the complete view: its
             // VIPs are due for advertisement by `now + advertise_delay`.
@@ -451,13 +482,19 @@ impl Daemon {
         }
     }
 
-    fn refresh_shared(&self) {
+    fn refresh_shared(&mut self) {
+        let stability_changed = std::mem::take(&mut self.stability_dirty);
+        if stability_changed {
+            self.next_deadline = self.stability.next_deadline();
+        }
         let mut s = self.shared.lock().expect("shared state lock");
         s.config = self.config.clone();
         s.config_error = self.config_error.clone();
         s.snapshot = self.snapshot.clone();
-        s.routes = state::route_views(&self.stability);
-        s.counters = self.stability.counters();
+        if stability_changed {
+            s.routes = state::route_views(&self.stability);
+            s.counters = self.stability.counters();
+        }
         s.probes = self
             .probes
             .iter()
@@ -572,7 +609,10 @@ impl Daemon {
                 .stability
                 .set_params(Instant::now(), stability_params(&self.config))
             {
-                Ok(changes) => self.apply(changes),
+                Ok(changes) => {
+                    self.stability_dirty = true;
+                    self.apply(changes);
+                }
                 Err(e) => error!("stability parameters: {e}"),
             }
         }
@@ -795,6 +835,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         probe_tx,
         routes_ready: watch::channel(false).0,
         first_synced: None,
+        stability_dirty: true,
+        next_deadline: None,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -844,7 +886,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     d.refresh_shared();
 
     loop {
-        let deadline = d.stability.next_deadline();
+        let deadline = d.next_deadline;
         let stability_timer = async {
             match deadline {
                 Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -862,6 +904,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             }
             () = stability_timer => {
                 let changes = d.stability.poll(Instant::now());
+                d.stability_dirty = true;
                 d.apply(changes);
             }
             Some(r) = probe_rx.recv() => d.on_probe(r),

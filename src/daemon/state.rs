@@ -203,7 +203,7 @@ impl Shared {
                     absence: r.state.absence().map(|a| absence_word(a).to_string()),
                     service: route.as_ref().and_then(|r| r.service.clone()),
                     advertisements: route
-                        .map(|r| r.advertisements.into_iter().collect())
+                        .map(|r| r.advertisements.iter().cloned().collect())
                         .unwrap_or_default(),
                     peers: self.advertised_to(&r.prefix),
                     figure_of_merit: r.figure_of_merit.filter(|f| *f > 0.0),
@@ -387,13 +387,19 @@ impl Shared {
 
 /// Routes as the stability layer holds them, for the shared state.
 pub fn route_views(st: &crate::stability::Stability<IpNet, Route>) -> Vec<RouteView> {
-    let values: BTreeMap<IpNet, Route> = st.advertised().map(|(k, v)| (*k, v.clone())).collect();
+    // Both walk the prefixes in order: merge them instead of building a
+    // map of every advertised route.
+    let mut advertised = st.advertised().peekable();
     st.states()
-        .map(|(k, state)| RouteView {
-            prefix: *k,
-            route: values.get(k).cloned(),
-            figure_of_merit: st.figure_of_merit(k),
-            state,
+        .map(|(k, state)| {
+            while advertised.next_if(|(a, _)| *a < k).is_some() {}
+            let route = advertised.next_if(|(a, _)| *a == k).map(|(_, v)| v.clone());
+            RouteView {
+                prefix: *k,
+                route,
+                figure_of_merit: st.figure_of_merit(k),
+                state,
+            }
         })
         .collect()
 }

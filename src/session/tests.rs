@@ -107,7 +107,7 @@ async fn end_of_rib_waits_until_the_table_is_complete() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let route = Route {
-        advertisements: BTreeSet::from(["public".to_string()]),
+        advertisements: BTreeSet::from(["public".to_string()]).into(),
         service: None,
     };
     let prefix: ipnet::IpNet = "198.51.100.10/32".parse().unwrap();

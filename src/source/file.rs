@@ -7,10 +7,21 @@
 //!
 //! # Noticing edits
 //!
-//! Polled, not watched. Every poll (250 ms in the daemon) the path is
-//! stat'ed *following symlinks*, and the file is read when what the stat
-//! says (device, inode, size, mtime, ctime) differs from the last read.
-//! That one rule covers every way files get replaced:
+//! Watched, and polled. The file's directory is watched with inotify: any
+//! change in it (a write, a create, a rename, the `..data` symlink of a
+//! ConfigMap swapped) wakes the source, which checks the file once the
+//! directory has been quiet for [`SETTLE`] (3 ms) — an edit reaches the
+//! speaker in a few milliseconds. inotify watches inodes and directory
+//! entries, not paths through symlinks, so it cannot see everything (an
+//! in-place edit of a symlink's target in another directory, a directory
+//! replaced as a whole, a kernel without inotify); polling stays as the
+//! safety net that sees those, within two polls (every second while
+//! inotify watches, four times a second when it cannot).
+//!
+//! Every check, woken or polled (250 ms in the daemon), stats the path
+//! *following symlinks*, and the file is read when what the stat says
+//! (device, inode, size, mtime, ctime) differs from the last read. That one
+//! rule covers every way files get replaced:
 //!
 //! - edited in place: size, mtime and ctime change;
 //! - a new file written and renamed over the old one (vim, `sed -i`,
@@ -20,20 +31,19 @@
 //!   timestamped directory): the path resolves to another inode;
 //! - deleted and re-created: the stat fails in between, then finds a file.
 //!
-//! inotify watches inodes, not paths, so it loses track at exactly these
-//! renames and symlink swaps, and would need a new crate; a stat every
-//! 250 ms costs nothing.
-//!
 //! Three rules keep the source from acting on states nobody meant:
 //!
-//! - **Settle.** A change is acted on once the stat has shown it at two
-//!   checks in a row, one poll apart. An editor's intermediate states (a
-//!   file truncated and not yet rewritten, the moment between vim renaming
-//!   the old file away and writing the new one) last microseconds; waiting
-//!   one poll keeps them from being taken for the operator's intent, and a
-//!   missing file from flapping the source's health. An edit is therefore
-//!   picked up within two poll intervals (0.5 s in the daemon). Until the
-//!   first snapshot is published nothing waits: there is no set to protect.
+//! - **Settle.** An editor's intermediate states (a file truncated and not
+//!   yet rewritten, the moment between vim renaming the old file away and
+//!   writing the new one) last microseconds; they must not be taken for the
+//!   operator's intent, nor a missing file flap the source's health. A
+//!   check woken by inotify runs only after [`SETTLE`] without any event in
+//!   the directory, so what it sees has stood still that long. A polled
+//!   check acts on a change once the stat has shown it at two checks in a
+//!   row, one poll apart (an edit inotify missed is picked up within two
+//!   poll intervals: 2 s in the daemon while inotify watches, 0.5 s
+//!   without it). Until the first snapshot is published nothing waits:
+//!   there is no set to protect.
 //! - **Consistent read.** The file is stat'ed again after reading; when it
 //!   changed while being read, the read is discarded and the next check
 //!   starts over.
@@ -60,11 +70,12 @@
 //! of the snapshot, and the stability layer holds it down like any
 //! vanished VIP.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
@@ -73,13 +84,23 @@ use tracing::{info, warn};
 
 use super::SnapshotSink;
 use crate::config::{self, Config, Diagnostic, Source};
-use crate::model::{SourceSnapshot, Vip};
+use crate::model::{Interner, SourceSnapshot, Vip};
 
 #[cfg(test)]
 mod tests;
 
-/// How often the daemon checks the VIP file.
+/// How often the daemon checks the VIP file without being woken.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// While inotify watches the directory, polls are this many times further
+/// apart (1 s in the daemon).
+pub const WATCHED_POLL_FACTOR: u32 = 4;
+
+/// How long the VIP file's directory must be quiet after an inotify event
+/// before the file is checked: an editor's save (write a temporary file,
+/// rename it over) is a burst of events microseconds apart, and the check
+/// should see its end, not its middle.
+pub const SETTLE: Duration = Duration::from_millis(3);
 
 /// While the file's last change is this close to the last read, the stat
 /// cannot be trusted to show a further change, and the file is read at
@@ -128,11 +149,14 @@ pub struct FileSource {
     /// after the path changed.
     last_read: Option<LastRead>,
     /// The last set that parsed; `None` until one has.
-    last_good: Option<BTreeMap<IpAddr, Vip>>,
+    last_good: Option<Arc<BTreeMap<IpAddr, Vip>>>,
     /// Why the file is unusable now.
     error: Option<String>,
     /// The last snapshot published.
     published: Option<SourceSnapshot>,
+    /// The next stat is taken as settled: inotify showed the directory
+    /// quiet for [`SETTLE`].
+    trust_next_stat: bool,
 }
 
 /// Nanoseconds since the Unix epoch (negative before it), as file
@@ -191,6 +215,7 @@ impl FileSource {
             last_good: None,
             error: None,
             published: None,
+            trust_next_stat: false,
         }
     }
 
@@ -242,6 +267,14 @@ impl FileSource {
         self.observe(parsed)
     }
 
+    /// A check after inotify showed the directory quiet for [`SETTLE`]:
+    /// what the stat shows is acted on at once, without waiting for a
+    /// second check to agree.
+    pub async fn check_settled(&mut self) -> Option<SourceSnapshot> {
+        self.trust_next_stat = true;
+        self.check().await
+    }
+
     /// One poll: stats the file, reads it if needed, and returns the
     /// snapshot to publish if it differs from the last one published. The
     /// file system is touched on tokio's blocking pool.
@@ -274,7 +307,8 @@ impl FileSource {
 
     /// The decision after a stat (no IO).
     fn after_stat(&mut self, stat: Result<Stamp, String>) -> AfterStat {
-        let settled = self.published.is_none() || self.last_stat.as_ref() == Some(&stat);
+        let trusted = std::mem::take(&mut self.trust_next_stat);
+        let settled = trusted || self.published.is_none() || self.last_stat.as_ref() == Some(&stat);
         self.last_stat = Some(stat.clone());
         if !settled {
             return AfterStat::Done(None);
@@ -332,7 +366,7 @@ impl FileSource {
     ) -> Option<SourceSnapshot> {
         match outcome {
             Ok(vips) => {
-                self.last_good = Some(vips);
+                self.last_good = Some(Arc::new(vips));
                 self.error = None;
             }
             // The last good set stands; only the error and health change.
@@ -348,10 +382,66 @@ impl FileSource {
     }
 }
 
+/// inotify on the VIP file's directory (see the module doc): a stream of
+/// "something changed in there".
+struct DirectoryWatch {
+    events: inotify::EventStream<Vec<u8>>,
+    watching: Option<inotify::WatchDescriptor>,
+}
+
+impl DirectoryWatch {
+    /// `None` when inotify is unavailable (then polling alone notices
+    /// edits).
+    fn new(path: &Path) -> Option<DirectoryWatch> {
+        let events = inotify::Inotify::init()
+            .and_then(|i| i.into_event_stream(vec![0u8; 4096]))
+            .map_err(|e| warn!("inotify unavailable ({e}): the VIP file is polled only"))
+            .ok()?;
+        let mut watch = DirectoryWatch {
+            events,
+            watching: None,
+        };
+        watch.watch(path);
+        Some(watch)
+    }
+
+    /// Watches the directory holding `path` (instead of any before).
+    fn watch(&mut self, path: &Path) {
+        use inotify::WatchMask;
+        let mut watches = self.events.watches();
+        if let Some(old) = self.watching.take() {
+            // Gone already if the directory was deleted.
+            let _ = watches.remove(old);
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let mask = WatchMask::MODIFY
+            | WatchMask::CLOSE_WRITE
+            | WatchMask::ATTRIB
+            | WatchMask::CREATE
+            | WatchMask::DELETE
+            | WatchMask::MOVED_FROM
+            | WatchMask::MOVED_TO;
+        match watches.add(dir, mask) {
+            Ok(wd) => self.watching = Some(wd),
+            Err(e) => warn!(
+                dir = %dir.display(),
+                "cannot watch the VIP file's directory ({e}): edits are noticed by polling only"
+            ),
+        }
+    }
+}
+
 /// Runs the file source until `shutdown` completes or nobody receives
-/// snapshots any more. Polls every `poll` (the daemon uses
-/// [`DEFAULT_POLL_INTERVAL`]); takes config reloads from `settings` (when
-/// its sender is dropped, the settings in force stay).
+/// snapshots any more. Checks the file [`SETTLE`] after inotify reports a
+/// change in its directory, and polls it regardless: every `poll` (the
+/// daemon uses [`DEFAULT_POLL_INTERVAL`]) while nothing watches the
+/// directory, every [`WATCHED_POLL_FACTOR`] × `poll` while inotify does
+/// (then polling only finds what inotify cannot see, and each poll is a
+/// wake-up of an otherwise idle daemon). Takes config reloads from
+/// `settings` (when its sender is dropped, the settings in force stay).
 pub async fn run(
     mut settings: watch::Receiver<FileSettings>,
     mut sink: impl SnapshotSink,
@@ -359,12 +449,30 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) {
     let mut source = FileSource::new(settings.borrow_and_update().clone());
+    let mut directory = DirectoryWatch::new(&source.settings().path);
+    // When the directory has been quiet for SETTLE since the last event.
+    let mut settled_at: Option<time::Instant> = None;
     let mut shutdown = pin!(shutdown);
     // A zero period would make the interval panic.
-    let mut ticks = time::interval(poll.max(Duration::from_millis(1)));
+    let poll = poll.max(Duration::from_millis(1));
+    let period_now = |directory: &Option<DirectoryWatch>| {
+        if directory.as_ref().is_some_and(|d| d.watching.is_some()) {
+            poll * WATCHED_POLL_FACTOR
+        } else {
+            poll
+        }
+    };
+    let mut period = period_now(&directory);
+    // The first tick is at once: the file is read at start.
+    let mut ticks = time::interval(period);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut reloads = true;
     loop {
+        if period_now(&directory) != period {
+            period = period_now(&directory);
+            ticks = time::interval_at(time::Instant::now() + period, period);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        }
         let snapshot = tokio::select! {
             biased;
             () = &mut shutdown => return,
@@ -375,7 +483,31 @@ pub async fn run(
                     continue;
                 }
                 let new = settings.borrow_and_update().clone();
+                if let Some(d) = directory.as_mut()
+                    && new.path != source.settings().path
+                {
+                    d.watch(&new.path);
+                }
                 source.reconfigure(new)
+            }
+            event = next_event(&mut directory) => {
+                match event {
+                    Some(Ok(_)) => settled_at = Some(time::Instant::now() + SETTLE),
+                    Some(Err(e)) => {
+                        warn!("inotify failed ({e}): the VIP file is polled only");
+                        directory = None;
+                    }
+                    None => directory = None,
+                }
+                continue;
+            }
+            () = sleep_until(settled_at), if settled_at.is_some() => {
+                settled_at = None;
+                tokio::select! {
+                    biased;
+                    () = &mut shutdown => return,
+                    snapshot = source.check_settled() => snapshot,
+                }
             }
             _ = ticks.tick() => tokio::select! {
                 biased;
@@ -388,6 +520,24 @@ pub async fn run(
         {
             return;
         }
+    }
+}
+
+/// The next inotify event, or never without a watch.
+async fn next_event(
+    directory: &mut Option<DirectoryWatch>,
+) -> Option<std::io::Result<inotify::EventOwned>> {
+    use futures::StreamExt;
+    match directory {
+        Some(d) => d.events.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<time::Instant>) {
+    match at {
+        Some(at) => time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -469,12 +619,13 @@ fn parse(
     advertisement_names: &[String],
 ) -> Result<BTreeMap<IpAddr, Vip>, String> {
     let entries = config::parse_vip_file(path, text, advertisement_names).map_err(|d| join(&d))?;
+    let mut interner = Interner::default();
     Ok(entries
         .into_iter()
         .map(|entry| {
             let vip = Vip {
                 address: entry.address,
-                advertisements: BTreeSet::from([entry.advertisement]),
+                advertisements: interner.one(&entry.advertisement),
                 service: entry.service,
             };
             (entry.address, vip)
@@ -503,7 +654,7 @@ fn log_change(path: &Path, before: Option<&SourceSnapshot>, after: &SourceSnapsh
         return;
     }
     let empty = BTreeMap::new();
-    let old = before.map_or(&empty, |b| &b.vips);
+    let old = before.map_or(&empty, |b| &*b.vips);
     let added = after.vips.keys().filter(|a| !old.contains_key(a)).count();
     let removed = old.keys().filter(|a| !after.vips.contains_key(a)).count();
     let changed = after

@@ -10,7 +10,7 @@ mod rib;
 pub use attrs::{EncodeParams, NextHops, RouteAttrs};
 pub use rib::{AdjRibOut, Delta, encode};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ipnet::IpNet;
@@ -25,7 +25,7 @@ pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
 /// attributes each peer sees follow from the advertisements.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Route {
-    pub advertisements: BTreeSet<String>,
+    pub advertisements: crate::model::Advertisements,
     pub service: Option<String>,
 }
 
@@ -66,32 +66,46 @@ pub fn peer_tables<'a>(
         .iter()
         .map(|p| (p.name.clone(), PeerTable::new()))
         .collect();
-    let mut by_ads: BTreeMap<(String, BTreeSet<String>), Option<Arc<RouteAttrs>>> = BTreeMap::new();
+    // The attributes of each (peer, set of advertisements) are worked out
+    // once. Routes share a handful of such sets, so a short list searched
+    // by value beats a map keyed by clones of the set (a String and a
+    // BTreeSet allocated per route and peer, 100k times for 100k routes).
+    type Known<'r> = Vec<(&'r crate::model::Advertisements, Option<Arc<RouteAttrs>>)>;
+    let mut by_ads: Vec<Known> = vec![Vec::new(); config.peers.len()];
     let mut by_value: BTreeMap<RouteAttrs, Arc<RouteAttrs>> = BTreeMap::new();
+    let mut peer_tables: Vec<PeerTable> = vec![PeerTable::new(); config.peers.len()];
     for (prefix, route) in routes {
-        for peer in &config.peers {
-            let attrs = by_ads
-                .entry((peer.name.clone(), route.advertisements.clone()))
-                .or_insert_with(|| {
+        for (i, peer) in config.peers.iter().enumerate() {
+            let known = by_ads[i]
+                .iter()
+                .find(|(ads, _)| {
+                    Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements
+                })
+                .map(|(_, attrs)| attrs.clone());
+            let attrs = match known {
+                Some(attrs) => attrs,
+                None => {
                     let ads = config
                         .advertisements
                         .iter()
                         .filter(|a| route.advertisements.contains(&a.name));
-                    attrs_for_peer(&peer.name, ads).map(|a| {
+                    let attrs = attrs_for_peer(&peer.name, ads).map(|a| {
                         by_value
                             .entry(a.clone())
                             .or_insert_with(|| Arc::new(a))
                             .clone()
-                    })
-                })
-                .clone();
+                    });
+                    by_ads[i].push((&route.advertisements, attrs.clone()));
+                    attrs
+                }
+            };
             if let Some(a) = attrs {
-                tables
-                    .get_mut(&peer.name)
-                    .expect("every peer has a table")
-                    .insert(*prefix, a);
+                peer_tables[i].insert(*prefix, a);
             }
         }
+    }
+    for (peer, table) in config.peers.iter().zip(peer_tables) {
+        tables.insert(peer.name.clone(), table);
     }
     tables
 }

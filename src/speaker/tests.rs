@@ -42,7 +42,11 @@ med = 10
 
 fn route(ads: &[&str]) -> Route {
     Route {
-        advertisements: ads.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(),
+        advertisements: ads
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<BTreeSet<_>>()
+            .into(),
         service: None,
     }
 }

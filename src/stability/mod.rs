@@ -149,7 +149,9 @@ pub struct Stability<K, V> {
 struct Entry<V> {
     phase: Phase<V>,
     /// Damping history; `None` without damping or before the first absence.
-    history: Option<FlapHistory>,
+    /// Boxed, like the absence record: few entries have one, and every
+    /// entry of a 100k table would otherwise carry the room for it.
+    history: Option<Box<FlapHistory>>,
 }
 
 #[derive(Debug, Clone)]
@@ -159,7 +161,10 @@ enum Phase<V> {
     /// Present and advertised with `attrs`.
     Advertised { attrs: V },
     /// Advertised with `attrs`, absent at the source.
-    Absent { attrs: V, absence: AbsenceRecord },
+    Absent {
+        attrs: V,
+        absence: Box<AbsenceRecord>,
+    },
     /// Neither present nor advertised; kept only for its damping history.
     Withdrawn,
 }
@@ -198,7 +203,11 @@ impl<V> Entry<V> {
             Phase::Absent { absence, .. } => match absence.reason {
                 Absence::Vanished => {
                     let hold_end = absence.clock.checked_add(params.withdraw_hold_down)?;
-                    match self.history.as_ref().and_then(FlapHistory::suppression_end) {
+                    match self
+                        .history
+                        .as_deref()
+                        .and_then(FlapHistory::suppression_end)
+                    {
                         Some(damped_end) => Some(hold_end.max(damped_end)),
                         None => Some(hold_end),
                     }
@@ -329,16 +338,17 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                         let reason = reported.unwrap_or(Absence::Vanished);
                         entry.phase = Phase::Absent {
                             attrs: attrs.clone(),
-                            absence: AbsenceRecord {
+                            absence: Box::new(AbsenceRecord {
                                 reason,
                                 since: now,
                                 clock: now,
                                 reason_since: now,
-                            },
+                            }),
                         };
                         if let (Absence::Vanished, Some(damping)) = (reason, damping) {
-                            let history =
-                                entry.history.get_or_insert_with(|| FlapHistory::new(now));
+                            let history = entry
+                                .history
+                                .get_or_insert_with(|| Box::new(FlapHistory::new(now)));
                             if history.penalize(now, damping) {
                                 self.counters.suppressions += 1;
                             }

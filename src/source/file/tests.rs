@@ -34,7 +34,7 @@ fn set(entries: &[(&str, &str, Option<&str>)]) -> BTreeMap<IpAddr, Vip> {
             let address: IpAddr = address.parse().expect("test address");
             let vip = Vip {
                 address,
-                advertisements: BTreeSet::from([advertisement.to_string()]),
+                advertisements: BTreeSet::from([advertisement.to_string()]).into(),
                 service: service.map(str::to_string),
             };
             (address, vip)
@@ -60,7 +60,7 @@ fn two() -> BTreeMap<IpAddr, Vip> {
 
 fn healthy(vips: BTreeMap<IpAddr, Vip>) -> SourceSnapshot {
     SourceSnapshot {
-        vips,
+        vips: vips.into(),
         healthy: true,
         synced: true,
         ..SourceSnapshot::default()
@@ -223,7 +223,7 @@ fn a_missing_file_keeps_the_last_good_set_unhealthy_and_comes_back() {
         AfterStat::Done(None)
     );
     let broken = SourceSnapshot {
-        vips: two(),
+        vips: two().into(),
         healthy: false,
         synced: true,
         error: Some(MISSING.to_string()),
@@ -299,7 +299,7 @@ fn a_reload_reparses_the_text_with_the_new_advertisements() {
             advertisement_names: names(&["public"]),
         })
         .expect("a reload that breaks the file publishes");
-    assert_eq!(snapshot.vips, two());
+    assert_eq!(*snapshot.vips, two());
     assert!(!snapshot.healthy && snapshot.synced);
     assert_eq!(
         snapshot.error.as_deref(),
@@ -497,7 +497,7 @@ async fn a_deleted_file_keeps_the_set_until_it_is_recreated() {
     assert_eq!(running.next().await, healthy(two()));
     std::fs::remove_file(&running.path).expect("delete");
     let snapshot = running.next().await;
-    assert_eq!(snapshot.vips, two(), "the last good set stands");
+    assert_eq!(*snapshot.vips, two(), "the last good set stands");
     assert!(!snapshot.healthy && snapshot.synced, "{snapshot:?}");
     let error = snapshot.error.expect("an error");
     assert!(
@@ -521,7 +521,7 @@ async fn a_broken_edit_keeps_the_last_good_set_until_fixed() {
         "[[vip]]\naddress = \"198.51.100.10\"\n\n[[vip]]\naddress = \"198.51.100.11\n",
     );
     let snapshot = running.next().await;
-    assert_eq!(snapshot.vips, one(), "the last good set stands");
+    assert_eq!(*snapshot.vips, one(), "the last good set stands");
     assert!(!snapshot.healthy && snapshot.synced, "{snapshot:?}");
     // Where the closing quote is missing: the end of line 5.
     assert_eq!(
@@ -546,7 +546,7 @@ async fn an_unknown_advertisement_keeps_the_last_good_set() {
     )
     .expect("edit");
     let snapshot = running.next().await;
-    assert_eq!(snapshot.vips, one());
+    assert_eq!(*snapshot.vips, one());
     assert!(!snapshot.healthy && snapshot.synced);
     assert_eq!(
         snapshot.error,
@@ -688,7 +688,7 @@ async fn a_file_that_is_not_utf8_keeps_the_last_good_set() {
     assert_eq!(running.next().await, healthy(one()));
     std::fs::write(&running.path, b"[[vip]]\naddress = \"\xff\"\n").expect("edit");
     let snapshot = running.next().await;
-    assert_eq!(snapshot.vips, one());
+    assert_eq!(*snapshot.vips, one());
     assert!(!snapshot.healthy && snapshot.synced);
     assert_eq!(
         snapshot.error,
@@ -711,7 +711,7 @@ async fn a_reload_applies_new_advertisements_and_a_new_path() {
         advertisement_names: names(&["public"]),
     });
     let snapshot = running.next().await;
-    assert_eq!(snapshot.vips, two());
+    assert_eq!(*snapshot.vips, two());
     assert!(!snapshot.healthy && snapshot.synced);
     let error = snapshot.error.expect("an error");
     assert!(

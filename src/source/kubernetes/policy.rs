@@ -137,7 +137,7 @@ impl Evaluation {
     /// The snapshot the source sends for this evaluation.
     pub fn snapshot(&self, healthy: bool, synced: bool, error: Option<String>) -> SourceSnapshot {
         SourceSnapshot {
-            vips: self.vips.clone(),
+            vips: std::sync::Arc::new(self.vips.clone()),
             absences: self.absences.clone(),
             healthy,
             synced,
@@ -434,11 +434,12 @@ pub fn evaluate(
                     for ip in found.ips {
                         let vip = next.vips.entry(ip).or_insert_with(|| Vip {
                             address: ip,
-                            advertisements: BTreeSet::new(),
+                            advertisements: Default::default(),
                             // Services come sorted: the first is the smallest.
                             service: Some(key.to_string()),
                         });
-                        vip.advertisements.extend(advertisements.iter().cloned());
+                        std::sync::Arc::make_mut(&mut vip.advertisements)
+                            .extend(advertisements.iter().cloned());
                         next.givers.entry(ip).or_default().insert(Giver {
                             service: key.clone(),
                             kind,
@@ -463,6 +464,12 @@ pub fn evaluate(
     }
     reasons.retain(|ip, _| !next.vips.contains_key(ip));
     next.excluded = reasons;
+    // One shared set per distinct list of advertisements
+    // (model::Advertisements).
+    let mut interner = crate::model::Interner::default();
+    for vip in next.vips.values_mut() {
+        vip.advertisements = interner.intern(std::mem::take(&mut vip.advertisements));
+    }
 
     // Why what went away went.
     let by_key: HashMap<&ServiceKey, &Service> = services.iter().map(|(k, s)| (k, *s)).collect();

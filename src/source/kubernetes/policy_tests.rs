@@ -164,7 +164,7 @@ fn a_load_balancer_ip_is_advertised_under_the_default_advertisement() {
     assert!(e.absences.is_empty() && e.excluded.is_empty() && e.warnings.is_empty());
     assert_eq!(e.node_problem, None);
     let snap = e.snapshot(true, true, None);
-    assert_eq!(snap.vips, e.vips);
+    assert_eq!(*snap.vips, e.vips);
     assert!(snap.healthy && snap.synced);
 }
 

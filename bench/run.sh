@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The benchmarks (README.md, "Benchmarks"): builds holdfast --release and the
+# harness, runs the codec comparison (criterion), then every lab
+# measurement into one FRR bgpd in a network namespace, and writes
+# BENCHMARKS.md at the repository root. Needs root (namespaces) and the
+# Debian packages frr, bird2, gobgpd, exabgp.
+#
+#   sudo bench/run.sh                       # everything (about 25 minutes)
+#   sudo bench/run.sh --sizes 1000,10000    # arguments go to the harness
+#
+# Harness arguments: --sizes N,N  --idle-sizes N,N  --idle-secs S
+# --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...
+# --only bulk,idle,churn,latency,kube  --out FILE
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+if [ "$(id -u)" != 0 ]; then
+    echo "bench/run.sh needs root (it creates network namespaces): run it as root" >&2
+    exit 1
+fi
+for tool in /usr/lib/frr/bgpd vtysh bird birdc gobgpd gobgp exabgp; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "missing $tool: apt-get install frr bird2 gobgpd exabgp" >&2
+        exit 1
+    fi
+done
+if [ ! -d "$root/../shared/corpora" ]; then
+    echo "missing the codec corpora at $root/../shared/corpora" >&2
+    exit 1
+fi
+
+load=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
+    echo "warning: load average $load on $(nproc) cores; figures will be noisy" >&2
+fi
+
+export CARGO_TARGET_DIR="$root/target"
+cargo build --release -p holdfast
+(cd bench && cargo build --release)
+
+# The codec first, alone on the machine.
+export CRITERION_HOME="$CARGO_TARGET_DIR/criterion"
+(cd bench && cargo bench --bench codec -- --noplot)
+
+"$CARGO_TARGET_DIR/release/holdfast-bench" \
+    --holdfast "$CARGO_TARGET_DIR/release/holdfast" \
+    --criterion "$CRITERION_HOME" \
+    --out "$root/BENCHMARKS.md" \
+    --command "bench/run.sh${*:+ $*}" \
+    "$@"

@@ -1,0 +1,524 @@
+//! The results, and BENCHMARKS.md made from them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::Args;
+use crate::speakers::Kind;
+
+#[derive(Debug, Default)]
+pub struct Results {
+    pub machine: BTreeMap<&'static str, String>,
+    pub command: String,
+    /// (speaker, N) → figures.
+    pub bulk: BTreeMap<(String, usize), Bulk>,
+    pub latency_file: Option<Latency>,
+    pub latency_kube: Option<Latency>,
+    pub kube_footprint: Option<KubeFootprint>,
+    pub codec: Option<Codec>,
+}
+
+#[derive(Debug)]
+pub struct Bulk {
+    pub established: Option<Duration>,
+    pub all: Option<Duration>,
+    pub updates: u64,
+    pub bytes: u64,
+    pub rss_kib: u64,
+    pub rss_anon_kib: u64,
+    pub peak_rss_kib: u64,
+    pub cpu_to_load: f64,
+    pub idle: Option<Idle>,
+    pub churn_updates: Option<u64>,
+}
+
+#[derive(Debug)]
+pub struct Idle {
+    pub cpu_percent: f64,
+    pub wakeups_per_sec: f64,
+    pub rss_kib: u64,
+    pub threads: u64,
+}
+
+#[derive(Debug)]
+pub struct Latency {
+    pub trials: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+}
+
+#[derive(Debug)]
+pub struct KubeFootprint {
+    pub services: usize,
+    pub slices: usize,
+    pub rss_kib: u64,
+    pub rss_anon_kib: u64,
+    pub peak_rss_kib: u64,
+    pub load_secs: f64,
+}
+
+#[derive(Debug)]
+pub struct Codec {
+    pub messages: u64,
+    pub bytes: u64,
+    pub excluded: u64,
+    /// Which crate refused how many (an error, or a panic).
+    pub refused: String,
+    /// (operation, crate) → mean nanoseconds per pass over the corpus.
+    pub ns_per_pass: BTreeMap<(String, String), f64>,
+}
+
+pub const CRATES: [&str; 3] = ["bgp-proto", "bgpkit-parser", "zettabgp"];
+
+/// Criterion's estimates (`codec/OP/CRATE/new/estimates.json`) and the
+/// corpus facts the bench wrote (`codec-corpus.json`).
+pub fn read_codec(dir: &Path) -> Option<Codec> {
+    let corpus: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("codec-corpus.json")).ok()?).ok()?;
+    let mut ns = BTreeMap::new();
+    for op in ["decode", "encode"] {
+        for krate in CRATES {
+            let path = dir
+                .join("codec")
+                .join(op)
+                .join(krate)
+                .join("new/estimates.json");
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                eprintln!("no {}", path.display());
+                continue;
+            };
+            let v: Value = serde_json::from_str(&text).ok()?;
+            if let Some(mean) = v["mean"]["point_estimate"].as_f64() {
+                ns.insert((op.to_owned(), krate.to_owned()), mean);
+            }
+        }
+    }
+    Some(Codec {
+        messages: corpus["messages"].as_u64()?,
+        bytes: corpus["bytes"].as_u64()?,
+        excluded: corpus["excluded"].as_u64().unwrap_or(0),
+        refused: corpus["refused_by"]
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default(),
+        ns_per_pass: ns,
+    })
+}
+
+fn secs(d: Option<Duration>) -> String {
+    d.map_or("—".into(), |d| {
+        if d < Duration::from_secs(1) {
+            format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+        } else {
+            format!("{:.2} s", d.as_secs_f64())
+        }
+    })
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+fn ratio(ours: f64, theirs: f64) -> String {
+    if theirs <= 0.0 || ours <= 0.0 {
+        return "—".into();
+    }
+    format!("{:.2}×", ours / theirs)
+}
+
+fn n_label(n: usize) -> String {
+    if n >= 1000 && n.is_multiple_of(1000) {
+        format!("{}k", n / 1000)
+    } else {
+        n.to_string()
+    }
+}
+
+pub fn render(r: &Results, args: &Args) -> String {
+    let mut s = String::new();
+    let m = |k: &str| r.machine.get(k).cloned().unwrap_or_default();
+    writeln!(s, "# Benchmarks\n").unwrap();
+    writeln!(
+        s,
+        "Produced by `{}` on {}. Every figure below comes from that one run, on one machine, \
+         into one FRR bgpd in a network namespace; ratios are holdfast's figure divided by the other's \
+         (below 1× means holdfast is faster or smaller). How to run it and what each figure means: \
+         README.md, section Benchmarks.\n",
+        if r.command.is_empty() { "bench/run.sh" } else { &r.command },
+        m("date")
+    )
+    .unwrap();
+    writeln!(s, "## Machine\n\n| | |\n|---|---|").unwrap();
+    for k in [
+        "nproc",
+        "cpu",
+        "memory",
+        "kernel",
+        "load before",
+        "load after",
+        "frr",
+        "bird",
+        "gobgpd",
+        "exabgp",
+        "holdfast",
+        "rustc",
+    ] {
+        writeln!(s, "| {k} | {} |", m(k)).unwrap();
+    }
+    writeln!(
+        s,
+        "\nThe machine is a 2-core VM shared with other work; the load averages above \
+         (1, 5, 15 min) were taken at the start and the end of the run.\n"
+    )
+    .unwrap();
+
+    let get = |k: Kind, n: usize| r.bulk.get(&(k.name().to_owned(), n));
+    targets(&mut s, r, args);
+    if !r.bulk.is_empty() {
+        writeln!(
+            s,
+            "## Bulk: N /32 routes into FRR\n\n\
+             Time from the speaker's start (process spawned; for gobgpd including `gobgp mrt inject`) \
+             until FRR's `pfxRcd` for the neighbor holds all N + 1 routes (N in 198.18.0.0/15 and the \
+             churn VIP). \"session\" is when FRR first showed the session Established. UPDATEs: FRR's \
+             `messageStats.updatesRecv` delta (End-of-RIB included), after the counter stayed still for 2 s. \
+             Octets: received on FRR's end of the link (`/proc/net/dev`: BGP, TCP/IP headers and ACKs \
+             included, OPEN and KEEPALIVEs too). RSS: `VmRSS` once loaded, and in brackets its `RssAnon` part (heap and stacks; the rest is the binary and libraries mapped from files). One run per cell.\n"
+        )
+        .unwrap();
+        writeln!(s, "| N | speaker | session | all routes | UPDATEs | octets | RSS loaded (anon) | peak RSS | CPU to load |").unwrap();
+        writeln!(s, "|---|---|---|---|---|---|---|---|---|").unwrap();
+        for &n in &args.sizes {
+            for k in Kind::ALL {
+                if let Some(b) = get(k, n) {
+                    writeln!(
+                        s,
+                        "| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {:.2} s |",
+                        n_label(n),
+                        k.name(),
+                        secs(b.established),
+                        secs(b.all),
+                        b.updates,
+                        b.bytes,
+                        mib(b.rss_kib),
+                        mib(b.rss_anon_kib),
+                        mib(b.peak_rss_kib),
+                        b.cpu_to_load
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        writeln!(
+            s,
+            "\nholdfast's ratios to each (time to all routes / RSS loaded / UPDATEs / octets):\n"
+        )
+        .unwrap();
+        writeln!(
+            s,
+            "| N | vs BIRD | vs gobgpd | vs ExaBGP |\n|---|---|---|---|"
+        )
+        .unwrap();
+        for &n in &args.sizes {
+            let Some(h) = get(Kind::Holdfast, n) else {
+                continue;
+            };
+            let mut row = format!("| {} |", n_label(n));
+            for k in [Kind::Bird, Kind::Gobgp, Kind::ExaBgp] {
+                match get(k, n) {
+                    Some(o) => {
+                        let t = match (h.all, o.all) {
+                            (Some(a), Some(b)) => ratio(a.as_secs_f64(), b.as_secs_f64()),
+                            _ => "—".into(),
+                        };
+                        write!(
+                            row,
+                            " {t} / {} / {} / {} |",
+                            ratio(h.rss_kib as f64, o.rss_kib as f64),
+                            ratio(h.updates as f64, o.updates as f64),
+                            ratio(h.bytes as f64, o.bytes as f64)
+                        )
+                        .unwrap();
+                    }
+                    None => row.push_str(" — |"),
+                }
+            }
+            writeln!(s, "{row}").unwrap();
+        }
+    }
+
+    let idle_rows: Vec<_> = r.bulk.iter().filter(|(_, b)| b.idle.is_some()).collect();
+    if !idle_rows.is_empty() {
+        writeln!(
+            s,
+            "\n## Footprint when idle\n\n\
+             After loading N routes and 3 s of rest, over {} s of idling (session up, keepalives every 3 s): \
+             CPU = Δ(utime+stime) of the process (all threads) / wall time; wake-ups = Δ(voluntary + \
+             nonvoluntary context switches) summed over all threads / wall time; RSS = `VmRSS` at the end. \
+             ExaBGP: the exabgp Python process alone (its API helper is not counted).\n",
+            args.idle_secs
+        )
+        .unwrap();
+        writeln!(
+            s,
+            "| N | speaker | RSS | CPU | wake-ups/s | threads |\n|---|---|---|---|---|---|"
+        )
+        .unwrap();
+        for &n in &args.idle_sizes {
+            for k in Kind::ALL {
+                if let Some(i) = get(k, n).and_then(|b| b.idle.as_ref()) {
+                    writeln!(
+                        s,
+                        "| {} | {} | {} | {:.3} % | {:.1} | {} |",
+                        n_label(n),
+                        k.name(),
+                        mib(i.rss_kib),
+                        i.cpu_percent,
+                        i.wakeups_per_sec,
+                        i.threads
+                    )
+                    .unwrap();
+                }
+            }
+        }
+    }
+
+    let churn: Vec<_> = Kind::ALL
+        .iter()
+        .filter_map(|k| {
+            get(*k, args.churn_size)
+                .and_then(|b| b.churn_updates)
+                .map(|c| (*k, c))
+        })
+        .collect();
+    if !churn.is_empty() {
+        writeln!(
+            s,
+            "\n## Churn: the reported flap\n\n\
+             With {} routes loaded, the churn VIP (198.51.100.99/32) is removed at every whole second and \
+             re-added half a second later, for {} s ({} removals, {} re-adds), each speaker through its own \
+             interface: holdfast's VIP file rewritten (rename-over), `birdc disable/enable` of a static \
+             protocol holding the route, `gobgp global rib del/add`, ExaBGP API `withdraw/announce route`. \
+             UPDATEs received by FRR from the first removal until 3 s after the last re-add (counter settled). \
+             holdfast runs with `withdraw_hold_down = \"30s\"` (its default).\n",
+            args.churn_size, args.churn_secs, args.churn_secs, args.churn_secs
+        )
+        .unwrap();
+        writeln!(s, "| speaker | UPDATEs during churn |\n|---|---|").unwrap();
+        for (k, c) in churn {
+            writeln!(s, "| {} | {c} |", k.name()).unwrap();
+        }
+    }
+
+    if r.latency_file.is_some() || r.latency_kube.is_some() {
+        writeln!(
+            s,
+            "\n## Latency: one VIP appears → in FRR's RIB\n\n\
+             Each trial adds one new VIP and polls bgpd over its vty socket (every 0.2 ms, no vtysh fork) \
+             until `show bgp ipv4 unicast VIP/32` has a path; trials are 50–250 ms apart (pseudo-random, \
+             so they do not fall into step with any timer). VIP file: the file rewritten with one more \
+             `[[vip]]` (new file renamed over), with 101 VIPs in it at the start. Kubernetes: a Service's \
+             `status.loadBalancer.ingress` patched on the API stand-in (in the benchmark process; \
+             holdfast reaches it through a TCP bridge into the node namespace), with {} Services and \
+             EndpointSlices in the cluster.\n",
+            crate::kube::SERVICES
+        )
+        .unwrap();
+        writeln!(
+            s,
+            "| source | trials | p50 | p99 | min | max |\n|---|---|---|---|---|---|"
+        )
+        .unwrap();
+        for (name, l) in [
+            ("VIP file", &r.latency_file),
+            ("Kubernetes", &r.latency_kube),
+        ] {
+            if let Some(l) = l {
+                writeln!(
+                    s,
+                    "| {name} | {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms |",
+                    l.trials, l.p50_ms, l.p99_ms, l.min_ms, l.max_ms
+                )
+                .unwrap();
+            }
+        }
+    }
+
+    if let Some(f) = &r.kube_footprint {
+        writeln!(
+            s,
+            "\n## Kubernetes source footprint\n\n\
+             holdfast with `[source] kind = \"kubernetes\"` against the API stand-in holding {} LoadBalancer \
+             Services (one ingress IP each, all advertised) and {} EndpointSlices (one ready endpoint on this \
+             node each): RSS 10 s after FRR had all routes.\n\n\
+             | RSS (anon) | peak RSS | start → all {} routes at FRR |\n|---|---|---|\n| {} ({}) | {} | {:.2} s |",
+            f.services,
+            f.slices,
+            f.services,
+            mib(f.rss_kib),
+            mib(f.rss_anon_kib),
+            mib(f.peak_rss_kib),
+            f.load_secs
+        )
+        .unwrap();
+    }
+
+    if let Some(c) = &r.codec {
+        writeln!(
+            s,
+            "\n## Codec\n\n\
+             criterion, one run (`cargo bench --bench codec` in bench/): a pass decodes (or encodes) every \
+             UPDATE of the corpus — the ExaBGP test vectors and the UPDATEs of the mrtparse sample dumps \
+             that all three crates handle: bgp-proto decodes and re-encodes it byte for byte, bgpkit-parser \
+             decodes it, zettabgp decodes and encodes it, none with an error or a panic ({} messages, {} octets; \
+             {} left out — refused by {}; ADD-PATH sessions are not in it). Decode: wire bytes → each crate's \
+             message value; encode: that value → wire bytes. Mean time per pass; the figures move by ±20 % \
+             from run to run on this VM.\n",
+            c.messages, c.bytes, c.excluded, c.refused
+        )
+        .unwrap();
+        writeln!(s, "| operation | crate | per pass | messages/s | MB/s | bgp-proto's ratio |\n|---|---|---|---|---|---|").unwrap();
+        for op in ["decode", "encode"] {
+            let ours = c
+                .ns_per_pass
+                .get(&(op.to_owned(), "bgp-proto".to_owned()))
+                .copied();
+            for krate in CRATES {
+                if let Some(ns) = c.ns_per_pass.get(&(op.to_owned(), krate.to_owned())) {
+                    let per_sec = 1e9 / ns;
+                    writeln!(
+                        s,
+                        "| {op} | {krate} | {:.1} µs | {:.2} M | {:.0} | {} |",
+                        ns / 1000.0,
+                        c.messages as f64 * per_sec / 1e6,
+                        c.bytes as f64 * per_sec / 1e6,
+                        ours.map_or("—".into(), |o| ratio(o, *ns).replace('×', "× the time"))
+                    )
+                    .unwrap();
+                }
+            }
+        }
+    }
+    s
+}
+
+/// The targets of issue 6/7, each against what this run measured.
+fn targets(s: &mut String, r: &Results, args: &Args) {
+    let get = |k: Kind, n: usize| r.bulk.get(&(k.name().to_owned(), n));
+    let mut rows: Vec<(String, String, Option<bool>)> = Vec::new();
+    for &n in &args.sizes {
+        if let (Some(h), Some(b)) = (get(Kind::Holdfast, n), get(Kind::Bird, n)) {
+            let (ht, bt) = (
+                h.all.map(|d| d.as_secs_f64()),
+                b.all.map(|d| d.as_secs_f64()),
+            );
+            rows.push((
+                format!("{}: no slower than BIRD (start → all routes)", n_label(n)),
+                format!("{} vs {}", secs(h.all), secs(b.all)),
+                ht.zip(bt).map(|(h, b)| h <= b),
+            ));
+            rows.push((
+                format!("{}: no larger than BIRD (RSS loaded)", n_label(n)),
+                format!("{} vs {}", mib(h.rss_kib), mib(b.rss_kib)),
+                Some(h.rss_kib <= b.rss_kib),
+            ));
+        }
+    }
+    if let Some(f) = &r.kube_footprint {
+        rows.push((
+            "Kubernetes source, 1k Services + 1k EndpointSlices: RSS ≤ 20 MiB".into(),
+            mib(f.rss_kib),
+            Some(f.rss_kib <= 20 * 1024),
+        ));
+    }
+    for (name, l) in [
+        ("VIP file", &r.latency_file),
+        ("Kubernetes", &r.latency_kube),
+    ] {
+        if let Some(l) = l {
+            rows.push((
+                format!("latency p50 ≤ 20 ms ({name})"),
+                format!("{:.1} ms", l.p50_ms),
+                Some(l.p50_ms <= 20.0),
+            ));
+        }
+    }
+    if let Some(c) = get(Kind::Holdfast, args.churn_size).and_then(|b| b.churn_updates) {
+        rows.push((
+            "churn: at most one UPDATE".into(),
+            c.to_string(),
+            Some(c <= 1),
+        ));
+    }
+    if let Some(c) = &r.codec {
+        for op in ["decode", "encode"] {
+            let t = |k: &str| c.ns_per_pass.get(&(op.to_owned(), k.to_owned())).copied();
+            if let (Some(ours), Some(a), Some(b)) =
+                (t("bgp-proto"), t("bgpkit-parser"), t("zettabgp"))
+            {
+                let best = a.min(b);
+                rows.push((
+                    format!("codec {op}: at least as fast as the faster crate"),
+                    format!(
+                        "{:.1} µs vs {:.1} µs per pass",
+                        ours / 1000.0,
+                        best / 1000.0
+                    ),
+                    Some(ours <= best),
+                ));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    writeln!(s, "## Targets (issue 6/7)\n\n| target | measured (holdfast vs reference) | met |\n|---|---|---|").unwrap();
+    for (what, measured, met) in rows {
+        let met = match met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "—",
+        };
+        writeln!(s, "| {what} | {measured} | {met} |").unwrap();
+    }
+    writeln!(s).unwrap();
+}
+
+pub fn to_json(r: &Results) -> String {
+    let d = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
+    let bulk: Vec<Value> = r
+        .bulk
+        .iter()
+        .map(|((k, n), b)| {
+            json!({
+                "speaker": k, "n": n, "established_s": d(b.established), "all_s": d(b.all),
+                "updates": b.updates, "bytes": b.bytes, "rss_kib": b.rss_kib, "peak_rss_kib": b.peak_rss_kib,
+                "cpu_to_load_s": b.cpu_to_load,
+                "idle": b.idle.as_ref().map(|i| json!({"cpu_percent": i.cpu_percent, "wakeups_per_sec": i.wakeups_per_sec, "rss_kib": i.rss_kib})),
+                "churn_updates": b.churn_updates,
+            })
+        })
+        .collect();
+    let lat = |l: &Option<Latency>| {
+        l.as_ref().map(|l| json!({"p50_ms": l.p50_ms, "p99_ms": l.p99_ms, "min_ms": l.min_ms, "max_ms": l.max_ms}))
+    };
+    serde_json::to_string_pretty(&json!({
+        "machine": r.machine,
+        "bulk": bulk,
+        "latency_file": lat(&r.latency_file),
+        "latency_kube": lat(&r.latency_kube),
+        "kube_rss_kib": r.kube_footprint.as_ref().map(|f| f.rss_kib),
+    }))
+    .unwrap()
+}
