@@ -117,7 +117,8 @@ struct Daemon {
     node: String,
     router_id: Ipv4Addr,
     restarting: bool,
-    stability: Stability<IpNet, Route>,
+    /// Shared with the status view (`Shared::stability`).
+    stability: state::SharedStability,
     snapshot: Arc<SourceSnapshot>,
     peers: BTreeMap<String, Peer>,
     shared: SharedState,
@@ -279,7 +280,10 @@ impl Daemon {
 
     /// Recomputes every peer's table and hands changed ones to the sessions.
     fn publish_tables(&mut self) {
-        let tables = speaker::peer_tables(&self.config, self.stability.advertised());
+        let tables = {
+            let st = self.stability.lock().expect("stability lock");
+            speaker::peer_tables(&self.config, st.advertised())
+        };
         for (name, table) in tables {
             if let Some(p) = self.peers.get(&name) {
                 p.table.send_if_modified(|cur| {
@@ -308,14 +312,19 @@ impl Daemon {
             return;
         }
         // Who had each withdrawn prefix, and whether an advertised one is
-        // new (rather than new attributes), for the Kubernetes Events.
-        let before: Vec<(IpNet, bool, Vec<String>)> = changes
-            .iter()
-            .map(|c| match c {
-                stability::Change::Advertise(p, _) => (*p, true, self.peers_with(p)),
-                stability::Change::Withdraw(p) => (*p, false, self.peers_with(p)),
-            })
-            .collect();
+        // new (rather than new attributes), for the Kubernetes Events; only
+        // the Kubernetes source has anyone to tell.
+        let before: Vec<(IpNet, bool, Vec<String>)> = if self.kube.is_some() {
+            changes
+                .iter()
+                .map(|c| match c {
+                    stability::Change::Advertise(p, _) => (*p, true, self.peers_with(p)),
+                    stability::Change::Withdraw(p) => (*p, false, self.peers_with(p)),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         // One line per route for the everyday few; a bulk load (a VIP file
         // of 100k) gets one summary line at info, and the routes at debug.
         let bulk = changes.len() > LOG_EACH_CHANGE_UP_TO;
@@ -452,9 +461,12 @@ impl Daemon {
                 Some(probe::Verdict::Unknown) => {}
             }
         }
-        let changes = self
-            .stability
-            .update(now, &present, &absences, snap.healthy);
+        let changes = self.stability.lock().expect("stability lock").update(
+            now,
+            &present,
+            &absences,
+            snap.healthy,
+        );
         self.stability_dirty = true;
         if snap.synced && self.first_synced.is_none() {
             // The instant the stability layer saw the complete view: its
@@ -484,16 +496,17 @@ impl Daemon {
 
     fn refresh_shared(&mut self) {
         let stability_changed = std::mem::take(&mut self.stability_dirty);
-        if stability_changed {
-            self.next_deadline = self.stability.next_deadline();
-        }
+        let counters = stability_changed.then(|| {
+            let st = self.stability.lock().expect("stability lock");
+            self.next_deadline = st.next_deadline();
+            st.counters()
+        });
         let mut s = self.shared.lock().expect("shared state lock");
         s.config = self.config.clone();
         s.config_error = self.config_error.clone();
         s.snapshot = self.snapshot.clone();
-        if stability_changed {
-            s.routes = state::route_views(&self.stability);
-            s.counters = self.stability.counters();
+        if let Some(c) = counters {
+            s.counters = c;
         }
         s.probes = self
             .probes
@@ -605,10 +618,12 @@ impl Daemon {
         }
         // Stability parameters.
         if old.stability != self.config.stability {
-            match self
+            let set = self
                 .stability
-                .set_params(Instant::now(), stability_params(&self.config))
-            {
+                .lock()
+                .expect("stability lock")
+                .set_params(Instant::now(), stability_params(&self.config));
+            match set {
                 Ok(changes) => {
                     self.stability_dirty = true;
                     self.apply(changes);
@@ -742,8 +757,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
         version = env!("CARGO_PKG_VERSION"),
         "holdfast starting"
     );
-    let stability = Stability::new(stability_params(&config))
-        .map_err(|e| format!("{}: stability: {e}", opts.config.display()))?;
+    let stability = Arc::new(Mutex::new(
+        Stability::new(stability_params(&config))
+            .map_err(|e| format!("{}: stability: {e}", opts.config.display()))?,
+    ));
     let config = Arc::new(config);
     let started = Instant::now();
     let shared = Arc::new(Mutex::new(Shared {
@@ -753,7 +770,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         router_id: router_id.to_string(),
         started,
         snapshot: Arc::new(SourceSnapshot::default()),
-        routes: Vec::new(),
+        stability: stability.clone(),
         counters: Default::default(),
         peers: Vec::new(),
         probes: BTreeMap::new(),
@@ -903,7 +920,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 d.on_snapshot(snap);
             }
             () = stability_timer => {
-                let changes = d.stability.poll(Instant::now());
+                let changes = d.stability.lock().expect("stability lock").poll(Instant::now());
                 d.stability_dirty = true;
                 d.apply(changes);
             }

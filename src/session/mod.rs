@@ -195,8 +195,8 @@ pub struct PeerRuntime {
     pub local_address: Option<SocketAddr>,
     pub advertised_ipv4: usize,
     pub advertised_ipv6: usize,
-    /// Prefixes in the Adj-RIB-Out.
-    pub advertised: Vec<ipnet::IpNet>,
+    /// The Adj-RIB-Out (shared with the session, not a copy).
+    pub advertised: Arc<PeerTable>,
     /// End-of-RIB sent on the current session.
     pub end_of_rib_sent: bool,
 }
@@ -251,7 +251,7 @@ pub fn spawn(
         local_address: None,
         advertised_ipv4: 0,
         advertised_ipv6: 0,
-        advertised: Vec::new(),
+        advertised: Arc::default(),
         end_of_rib_sent: false,
     }));
     let mut driver = Driver::new(spec.clone(), table, routes_ready, runtime.clone());
@@ -638,7 +638,7 @@ impl Driver {
                     rt.negotiated = None;
                     rt.advertised_ipv4 = 0;
                     rt.advertised_ipv6 = 0;
-                    rt.advertised.clear();
+                    rt.advertised = Arc::default();
                     rt.end_of_rib_sent = false;
                 }
                 Action::NotificationSent { notification } => {
@@ -805,7 +805,7 @@ impl Driver {
         let mut rt = self.runtime.lock().expect("peer runtime lock");
         rt.advertised_ipv4 = self.rib.count(Family::IPV4_UNICAST);
         rt.advertised_ipv6 = self.rib.count(Family::IPV6_UNICAST);
-        rt.advertised = self.rib.prefixes().copied().collect();
+        rt.advertised = self.rib.table();
     }
 
     /// RFC 2918: the whole table of `family` again; RFC 7313 §4: between

@@ -203,7 +203,7 @@ async fn min_route_advertisement_interval_batches_a_burst() {
     assert_eq!(u.end_of_rib_family(), Some(Family::IPV4_UNICAST));
 
     let route = Route {
-        advertisements: BTreeSet::from(["public".to_string()]),
+        advertisements: Arc::new(BTreeSet::from(["public".to_string()])),
         service: None,
     };
     let mut prefixes: Vec<ipnet::IpNet> = Vec::new();

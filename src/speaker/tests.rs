@@ -95,39 +95,39 @@ fn adj_rib_out_diff() {
     };
     let mut rib = AdjRibOut::default();
     let d = rib.diff(
-        &table(&[
+        &Arc::new(table(&[
             ("198.51.100.10/32", a.clone()),
             ("2001:db8::10/128", a.clone()),
-        ]),
+        ])),
         &both,
     );
     assert_eq!((d.announced(), d.withdraw.len()), (2, 0));
     // Nothing changed: nothing to send.
     assert!(
         rib.diff(
-            &table(&[
+            &Arc::new(table(&[
                 ("198.51.100.10/32", a.clone()),
                 ("2001:db8::10/128", a.clone())
-            ]),
+            ])),
             &both
         )
         .is_empty()
     );
     // An attribute change is one announcement, no withdrawal.
     let d = rib.diff(
-        &table(&[
+        &Arc::new(table(&[
             ("198.51.100.10/32", b.clone()),
             ("2001:db8::10/128", a.clone()),
-        ]),
+        ])),
         &both,
     );
     assert_eq!((d.announced(), d.withdraw.len()), (1, 0));
     // A family the session did not negotiate is withdrawn from the RIB.
     let d = rib.diff(
-        &table(&[
+        &Arc::new(table(&[
             ("198.51.100.10/32", b.clone()),
             ("2001:db8::10/128", a.clone()),
-        ]),
+        ])),
         &[Family::IPV4_UNICAST],
     );
     assert_eq!(d.withdraw, vec![net("2001:db8::10/128")]);
@@ -169,10 +169,10 @@ fn ebgp_and_ibgp_attributes() {
     };
     let mut rib = AdjRibOut::default();
     let d = rib.diff(
-        &table(&[
+        &Arc::new(table(&[
             ("198.51.100.10/32", a.clone()),
             ("2001:db8::10/128", a.clone()),
-        ]),
+        ])),
         &[Family::IPV4_UNICAST, Family::IPV6_UNICAST],
     );
     let ctx = Context::default();
@@ -204,7 +204,7 @@ fn ebgp_and_ibgp_attributes() {
 fn two_octet_peer_gets_as_trans_and_as4_path() {
     let mut rib = AdjRibOut::default();
     let d = rib.diff(
-        &table(&[("198.51.100.10/32", RouteAttrs::default())]),
+        &Arc::new(table(&[("198.51.100.10/32", RouteAttrs::default())])),
         &[Family::IPV4_UNICAST],
     );
     let ctx = Context::two_octet_as();
@@ -225,7 +225,7 @@ fn ten_thousand_routes_pack_into_few_messages() {
             )
         })
         .collect();
-    let d = rib.diff(&desired, &[Family::IPV4_UNICAST]);
+    let d = rib.diff(&Arc::new(desired), &[Family::IPV4_UNICAST]);
     let (msgs, _) = encode(&d, &params(false, Context::default()));
     assert!(msgs.len() <= 13, "{} messages", msgs.len());
     assert!(msgs.iter().all(|m| m.len() <= 4096));
@@ -235,7 +235,7 @@ fn ten_thousand_routes_pack_into_few_messages() {
 fn routes_without_a_next_hop_of_their_family_are_not_sent() {
     let mut rib = AdjRibOut::default();
     let d = rib.diff(
-        &table(&[("2001:db8::10/128", RouteAttrs::default())]),
+        &Arc::new(table(&[("2001:db8::10/128", RouteAttrs::default())])),
         &[Family::IPV6_UNICAST],
     );
     let mut p = params(false, Context::default());

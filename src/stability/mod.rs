@@ -402,6 +402,11 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             .filter_map(|(k, e)| e.wire().map(|v| (k, v)))
     }
 
+    /// What the routers hold for `key`, if anything.
+    pub fn advertised_route(&self, key: &K) -> Option<&V> {
+        self.entries.get(key).and_then(Entry::wire)
+    }
+
     /// Where `key` stands, as of the last instant passed in; `None` if it is
     /// neither present nor advertised.
     pub fn state(&self, key: &K) -> Option<KeyState> {
