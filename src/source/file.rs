@@ -186,8 +186,34 @@ struct LastRead {
     stamp: Stamp,
     /// When the read began.
     at: Nanos,
-    /// The text, or why it could not be read (not UTF-8, permissions).
-    text: Result<String, String>,
+    /// What the text was (its digest), or why it could not be read (not
+    /// UTF-8, permissions). Only the digest is kept: the text of a file of
+    /// 100k VIPs is megabytes, and it is needed only to tell whether a
+    /// read found anything new.
+    text: Result<Digest, String>,
+}
+
+/// The length and SipHash of a file's text. Two different texts of the
+/// same length with the same 64-bit hash would make an edit go unnoticed
+/// until the next one; the odds are 2^-64 per edit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Digest {
+    len: usize,
+    hash: u64,
+}
+
+impl Digest {
+    fn of(text: &str) -> Digest {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        // DefaultHasher::new() has fixed keys: the same text always gives
+        // the same digest within the process.
+        let mut h = DefaultHasher::new();
+        text.hash(&mut h);
+        Digest {
+            len: text.len(),
+            hash: h.finish(),
+        }
+    }
 }
 
 /// Whether a file last changed at `stamp` may have changed again, after a
@@ -246,25 +272,24 @@ impl FileSource {
         parse(path, &text, &self.settings.advertisement_names)
     }
 
-    /// Applies a config reload. New advertisement names take effect at once
-    /// on the text last read (a VIP naming an advertisement that is gone
-    /// makes the file unusable: the last good set stands); a new path is
-    /// read at the next checks, under the settle rule.
-    pub fn reconfigure(&mut self, settings: FileSettings) -> Option<SourceSnapshot> {
+    /// Applies a config reload; answers whether the file should be read
+    /// again at once. New advertisement names take effect at once: the
+    /// file is read again and parsed with them (a VIP naming an
+    /// advertisement that is gone makes the file unusable: the last good
+    /// set stands). A new path is read at the next checks, under the settle
+    /// rule.
+    pub fn reconfigure(&mut self, settings: FileSettings) -> bool {
         if settings == self.settings {
-            return None;
+            return false;
         }
         let same_path = settings.path == self.settings.path;
         self.settings = settings;
+        self.last_read = None;
         if !same_path {
             self.last_stat = None;
-            self.last_read = None;
-            return None;
+            return false;
         }
-        let text = self.last_read.as_ref()?.text.clone();
-        let parsed =
-            text.and_then(|t| parse(&self.settings.path, &t, &self.settings.advertisement_names));
-        self.observe(parsed)
+        true
     }
 
     /// A check after inotify showed the directory quiet for [`SETTLE`]:
@@ -342,20 +367,22 @@ impl FileSource {
             self.last_stat = Some(after);
             return None;
         }
+        let digest = text.as_deref().map(Digest::of).map_err(Clone::clone);
         let unchanged = self
             .last_read
             .as_ref()
-            .is_some_and(|last| last.text == text);
+            .is_some_and(|last| last.text == digest);
+        self.last_read = Some(LastRead {
+            stamp,
+            at,
+            text: digest,
+        });
+        if unchanged {
+            return None;
+        }
         let parsed =
-            if unchanged {
-                None
-            } else {
-                Some(text.clone().and_then(|t| {
-                    parse(&self.settings.path, &t, &self.settings.advertisement_names)
-                }))
-            };
-        self.last_read = Some(LastRead { stamp, at, text });
-        self.observe(parsed?)
+            text.and_then(|t| parse(&self.settings.path, &t, &self.settings.advertisement_names));
+        self.observe(parsed)
     }
 
     /// Takes in the outcome of a read; returns the snapshot to publish if
@@ -488,7 +515,11 @@ pub async fn run(
                 {
                     d.watch(&new.path);
                 }
-                source.reconfigure(new)
+                if source.reconfigure(new) {
+                    // Read the file again now, with the new names.
+                    settled_at = Some(time::Instant::now());
+                }
+                continue;
             }
             event = next_event(&mut directory) => {
                 match event {

@@ -287,51 +287,6 @@ fn a_file_missing_from_the_start_is_reported_at_once() {
     );
 }
 
-#[test]
-fn a_reload_reparses_the_text_with_the_new_advertisements() {
-    let mut source = pure_source();
-    check_with(&mut source, Ok(stamp(7, 1, T0)), T0 + 10 * SEC, TWO);
-    let path = source.settings().path.clone();
-    // "private" is gone: the entry naming it is an error, the set stands.
-    let snapshot = source
-        .reconfigure(FileSettings {
-            path: path.clone(),
-            advertisement_names: names(&["public"]),
-        })
-        .expect("a reload that breaks the file publishes");
-    assert_eq!(*snapshot.vips, two());
-    assert!(!snapshot.healthy && snapshot.synced);
-    assert_eq!(
-        snapshot.error.as_deref(),
-        Some(
-            "/etc/holdfast/vips.toml:7:17: unknown advertisement \"private\"; \
-             the config defines \"public\""
-        )
-    );
-    // A new default advertisement applies to entries that name none.
-    let snapshot = source
-        .reconfigure(FileSettings {
-            path: path.clone(),
-            advertisement_names: names(&["private", "public"]),
-        })
-        .expect("published");
-    assert_eq!(
-        snapshot,
-        healthy(set(&[
-            ("198.51.100.10", "private", Some("demo/web")),
-            ("2001:db8:100::10", "private", None),
-        ]))
-    );
-    // The same settings again: nothing.
-    assert_eq!(
-        source.reconfigure(FileSettings {
-            path,
-            advertisement_names: names(&["private", "public"]),
-        }),
-        None
-    );
-}
-
 // ---------------------------------------------------------------------------
 // Real files
 
@@ -810,4 +765,46 @@ fn read_once_and_settings_from_config() {
         error.contains("gone.toml:1:1: cannot read file:"),
         "{error}"
     );
+}
+
+#[tokio::test]
+async fn a_reload_reads_the_file_again_with_the_new_advertisements() {
+    let mut running = Running::start(Some(TWO), FAST);
+    assert_eq!(running.next().await, healthy(two()));
+    let path = running.path.clone();
+    // "private" is gone: the entry naming it is an error, the set stands.
+    running.settings.send_replace(FileSettings {
+        path: path.clone(),
+        advertisement_names: names(&["public"]),
+    });
+    let snapshot = running.next().await;
+    assert_eq!(*snapshot.vips, two());
+    assert!(!snapshot.healthy && snapshot.synced);
+    assert_eq!(
+        snapshot.error,
+        Some(format!(
+            "{}unknown advertisement \"private\"; the config defines \"public\"",
+            running.error_prefix(7, 17)
+        ))
+    );
+    // A new default advertisement applies to entries that name none.
+    running.settings.send_replace(FileSettings {
+        path: path.clone(),
+        advertisement_names: names(&["private", "public"]),
+    });
+    assert_eq!(
+        running.next().await,
+        healthy(set(&[
+            ("198.51.100.10", "private", Some("demo/web")),
+            ("2001:db8:100::10", "private", None),
+        ]))
+    );
+    // The same settings again: nothing.
+    running.settings.send_replace(FileSettings {
+        path,
+        advertisement_names: names(&["private", "public"]),
+    });
+    running
+        .quiet(Duration::from_millis(500), "the settings did not change")
+        .await;
 }
