@@ -14,8 +14,9 @@ pub struct Vip {
     pub address: IpAddr,
     /// The `[[advertisement]]`s it is advertised under (at least one).
     pub advertisements: Advertisements,
-    /// The Service ("namespace/name"), when known.
-    pub service: Option<String>,
+    /// The Service ("namespace/name"), when known. Shared with the
+    /// stability layer's copy of the route, not cloned into it.
+    pub service: Option<Arc<str>>,
 }
 
 /// The names of the `[[advertisement]]`s a VIP is advertised under,

@@ -449,8 +449,8 @@ impl Daemon {
         let present: BTreeMap<IpNet, Route> = snap
             .vips
             .iter()
-            .filter_map(|(ip, v)| {
-                match self.probes.get(ip).map(|p| p.tracker.verdict) {
+            .filter_map(
+                |(ip, v)| match self.probes.get(ip).map(|p| p.tracker.verdict) {
                     None | Some(probe::Verdict::Passing) => Some((
                         IpNet::from(*ip),
                         Route {
@@ -463,8 +463,8 @@ impl Daemon {
                         None
                     }
                     Some(probe::Verdict::Unknown) => None,
-                }
-            })
+                },
+            )
             .collect();
         let changes = self.stability.lock().expect("stability lock").update(
             now,

@@ -208,7 +208,9 @@ impl Shared {
                     state: state.into(),
                     seconds_left: left,
                     absence: r.state.absence().map(|a| absence_word(a).to_string()),
-                    service: route.as_ref().and_then(|r| r.service.clone()),
+                    service: route
+                        .as_ref()
+                        .and_then(|r| r.service.as_deref().map(str::to_string)),
                     advertisements: route
                         .map(|r| r.advertisements.iter().cloned().collect())
                         .unwrap_or_default(),

@@ -657,7 +657,7 @@ fn parse(
             let vip = Vip {
                 address: entry.address,
                 advertisements: interner.one(&entry.advertisement),
-                service: entry.service,
+                service: entry.service.map(Arc::from),
             };
             (entry.address, vip)
         })

@@ -26,7 +26,7 @@ pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Route {
     pub advertisements: crate::model::Advertisements,
-    pub service: Option<String>,
+    pub service: Option<Arc<str>>,
 }
 
 /// The attributes a peer gets for a route under these advertisements, or

@@ -436,7 +436,7 @@ pub fn evaluate(
                             address: ip,
                             advertisements: Default::default(),
                             // Services come sorted: the first is the smallest.
-                            service: Some(key.to_string()),
+                            service: Some(Arc::from(key.to_string())),
                         });
                         std::sync::Arc::make_mut(&mut vip.advertisements)
                             .extend(advertisements.iter().cloned());
