@@ -153,7 +153,7 @@ const OPT_NON_TRANS: u8 = attr_flags::OPTIONAL;
 
 use Action::{AfiSafiDisable, AttributeDiscard, TreatAsWithdraw};
 
-pub(crate) static TABLE: &[Spec] = &[
+static TABLE: [Spec; 18] = [
     // RFC 7606 §7.1
     Spec {
         code: attr::ORIGIN,
@@ -299,8 +299,22 @@ pub(crate) static TABLE: &[Spec] = &[
     },
 ];
 
+/// `TABLE`'s row for each type code, plus one (0: no row), so that a
+/// lookup costs one load for every attribute of every UPDATE instead of a
+/// scan of the table.
+static ROW: [u8; 256] = {
+    let mut row = [0u8; 256];
+    let mut i = 0;
+    while i < TABLE.len() {
+        row[TABLE[i].code as usize] = i as u8 + 1;
+        i += 1;
+    }
+    row
+};
+
 pub(crate) fn spec(code: u8) -> Option<&'static Spec> {
-    TABLE.iter().find(|s| s.code == code)
+    let row = ROW[usize::from(code)];
+    (row != 0).then(|| &TABLE[usize::from(row - 1)])
 }
 
 /// The attribute's name, or `ATTR_<code>` for one we do not know.
@@ -612,22 +626,28 @@ impl PathAttribute {
     /// bit is then set in what is written).
     pub fn encode(&self, ctx: &Context, out: &mut Vec<u8>) {
         let start = out.len();
-        out.push(self.flags);
-        out.push(self.type_code);
         let ext = self.flags & attr_flags::EXTENDED_LENGTH != 0;
-        // Reserve two octets; shrink to one afterwards if possible.
-        out.extend_from_slice(&[0, 0]);
+        // The length field takes the size the flags give; a value that
+        // turns out longer than one octet can count is the rare case, and
+        // only it pays for moving the value to widen the field.
+        if ext {
+            out.extend_from_slice(&[self.flags, self.type_code, 0, 0]);
+        } else {
+            out.extend_from_slice(&[self.flags, self.type_code, 0]);
+        }
         let value_at = out.len();
         self.encode_value(ctx, out);
         let len = out.len() - value_at;
-        if ext || len > 255 {
-            out[start] |= attr_flags::EXTENDED_LENGTH;
-            out[start + 2..start + 4]
-                .copy_from_slice(&(len.min(usize::from(u16::MAX)) as u16).to_be_bytes());
-        } else {
+        if !ext && len <= 255 {
             out[start + 2] = len as u8;
-            out.remove(start + 3);
+            return;
         }
+        if !ext {
+            out.insert(start + 3, 0);
+            out[start] |= attr_flags::EXTENDED_LENGTH;
+        }
+        out[start + 2..start + 4]
+            .copy_from_slice(&(len.min(usize::from(u16::MAX)) as u16).to_be_bytes());
     }
 
     fn encode_value(&self, ctx: &Context, out: &mut Vec<u8>) {
