@@ -625,6 +625,79 @@ impl PathAttribute {
     /// when the Extended Length bit is set, or when the value needs it (the
     /// bit is then set in what is written).
     pub fn encode(&self, ctx: &Context, out: &mut Vec<u8>) {
+        match &self.value {
+            AttrValue::Origin(o) => self.encode_fixed([*o as u8], out),
+            AttrValue::AsPath(p) => self.encode_with(out, |out| p.encode(ctx.four_octet_as, out)),
+            AttrValue::NextHop(a) | AttrValue::OriginatorId(a) => {
+                self.encode_fixed(a.octets(), out)
+            }
+            AttrValue::MultiExitDisc(v) | AttrValue::LocalPref(v) | AttrValue::Otc(v) => {
+                self.encode_fixed(v.to_be_bytes(), out)
+            }
+            AttrValue::AtomicAggregate => self.encode_fixed([], out),
+            AttrValue::Aggregator(a) if !ctx.four_octet_as => {
+                // RFC 6793 §4.2.2: AS_TRANS for an AS that needs 4 octets.
+                let [a0, a1] = u16::try_from(a.asn)
+                    .unwrap_or(crate::consts::AS_TRANS)
+                    .to_be_bytes();
+                let [b0, b1, b2, b3] = a.address.octets();
+                self.encode_fixed([a0, a1, b0, b1, b2, b3], out)
+            }
+            AttrValue::Aggregator(a) | AttrValue::As4Aggregator(a) => {
+                let [a0, a1, a2, a3] = a.asn.to_be_bytes();
+                let [b0, b1, b2, b3] = a.address.octets();
+                self.encode_fixed([a0, a1, a2, a3, b0, b1, b2, b3], out)
+            }
+            AttrValue::Communities(list) => self.encode_with(out, |out| {
+                for c in list {
+                    out.extend_from_slice(&c.0.to_be_bytes());
+                }
+            }),
+            AttrValue::ClusterList(list) => self.encode_with(out, |out| {
+                for a in list {
+                    out.extend_from_slice(&a.octets());
+                }
+            }),
+            AttrValue::MpReach(m) => self.encode_with(out, |out| m.encode(ctx, out)),
+            AttrValue::MpUnreach(m) => self.encode_with(out, |out| m.encode(ctx, out)),
+            AttrValue::ExtendedCommunities(list) => self.encode_with(out, |out| {
+                for c in list {
+                    out.extend_from_slice(&c.0);
+                }
+            }),
+            AttrValue::Ipv6ExtendedCommunities(list) => self.encode_with(out, |out| {
+                for c in list {
+                    out.extend_from_slice(&c.0);
+                }
+            }),
+            AttrValue::As4Path(p) => self.encode_with(out, |out| p.encode(true, out)),
+            AttrValue::LargeCommunities(list) => self.encode_with(out, |out| {
+                for c in list {
+                    out.extend_from_slice(&c.global.to_be_bytes());
+                    out.extend_from_slice(&c.local1.to_be_bytes());
+                    out.extend_from_slice(&c.local2.to_be_bytes());
+                }
+            }),
+            AttrValue::Unknown(raw) => self.encode_with(out, |out| out.extend_from_slice(raw)),
+            AttrValue::Malformed(m) => self.encode_with(out, |out| out.extend_from_slice(&m.raw)),
+        }
+    }
+
+    /// A value whose size is known before it is written (most attributes
+    /// of most UPDATEs): header and value go out at once, with no length
+    /// to fill in afterwards.
+    fn encode_fixed<const N: usize>(&self, value: [u8; N], out: &mut Vec<u8>) {
+        if self.flags & attr_flags::EXTENDED_LENGTH != 0 {
+            out.extend_from_slice(&[self.flags, self.type_code, 0, N as u8]);
+        } else {
+            out.extend_from_slice(&[self.flags, self.type_code, N as u8]);
+        }
+        out.extend_from_slice(&value);
+    }
+
+    /// A value of variable size, written by `value`: its length is filled
+    /// in afterwards.
+    fn encode_with(&self, out: &mut Vec<u8>, value: impl FnOnce(&mut Vec<u8>)) {
         let start = out.len();
         let ext = self.flags & attr_flags::EXTENDED_LENGTH != 0;
         // The length field takes the size the flags give; a value that
@@ -636,7 +709,7 @@ impl PathAttribute {
             out.extend_from_slice(&[self.flags, self.type_code, 0]);
         }
         let value_at = out.len();
-        self.encode_value(ctx, out);
+        value(out);
         let len = out.len() - value_at;
         if !ext && len <= 255 {
             out[start + 2] = len as u8;
@@ -648,65 +721,6 @@ impl PathAttribute {
         }
         out[start + 2..start + 4]
             .copy_from_slice(&(len.min(usize::from(u16::MAX)) as u16).to_be_bytes());
-    }
-
-    fn encode_value(&self, ctx: &Context, out: &mut Vec<u8>) {
-        match &self.value {
-            AttrValue::Origin(o) => out.push(*o as u8),
-            AttrValue::AsPath(p) => p.encode(ctx.four_octet_as, out),
-            AttrValue::NextHop(a) | AttrValue::OriginatorId(a) => {
-                out.extend_from_slice(&a.octets())
-            }
-            AttrValue::MultiExitDisc(v) | AttrValue::LocalPref(v) | AttrValue::Otc(v) => {
-                out.extend_from_slice(&v.to_be_bytes())
-            }
-            AttrValue::AtomicAggregate => {}
-            AttrValue::Aggregator(a) => {
-                if ctx.four_octet_as {
-                    out.extend_from_slice(&a.asn.to_be_bytes());
-                } else {
-                    let two = u16::try_from(a.asn).unwrap_or(crate::consts::AS_TRANS);
-                    out.extend_from_slice(&two.to_be_bytes());
-                }
-                out.extend_from_slice(&a.address.octets());
-            }
-            AttrValue::As4Aggregator(a) => {
-                out.extend_from_slice(&a.asn.to_be_bytes());
-                out.extend_from_slice(&a.address.octets());
-            }
-            AttrValue::Communities(list) => {
-                for c in list {
-                    out.extend_from_slice(&c.0.to_be_bytes());
-                }
-            }
-            AttrValue::ClusterList(list) => {
-                for a in list {
-                    out.extend_from_slice(&a.octets());
-                }
-            }
-            AttrValue::MpReach(m) => m.encode(ctx, out),
-            AttrValue::MpUnreach(m) => m.encode(ctx, out),
-            AttrValue::ExtendedCommunities(list) => {
-                for c in list {
-                    out.extend_from_slice(&c.0);
-                }
-            }
-            AttrValue::Ipv6ExtendedCommunities(list) => {
-                for c in list {
-                    out.extend_from_slice(&c.0);
-                }
-            }
-            AttrValue::As4Path(p) => p.encode(true, out),
-            AttrValue::LargeCommunities(list) => {
-                for c in list {
-                    out.extend_from_slice(&c.global.to_be_bytes());
-                    out.extend_from_slice(&c.local1.to_be_bytes());
-                    out.extend_from_slice(&c.local2.to_be_bytes());
-                }
-            }
-            AttrValue::Unknown(raw) => out.extend_from_slice(raw),
-            AttrValue::Malformed(m) => out.extend_from_slice(&m.raw),
-        }
     }
 
     /// An attribute we build, with the canonical flags for its type
