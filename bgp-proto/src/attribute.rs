@@ -89,7 +89,9 @@ pub enum AttrValue {
     /// §5: "If an optional attribute is not recognized ... it MUST be
     /// quietly ignored" — and passed on if transitive; we only read).
     Unknown(Vec<u8>),
-    Malformed(Malformed),
+    /// Boxed: the rare case, and the largest; inline, it would make every
+    /// attribute of every UPDATE a third bigger to move and store.
+    Malformed(Box<Malformed>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -552,11 +554,11 @@ impl PathAttribute {
         let malformed = |error: AttrError, family| PathAttribute {
             flags: raw.flags,
             type_code: raw.code,
-            value: AttrValue::Malformed(Malformed {
+            value: AttrValue::Malformed(Box::new(Malformed {
                 raw: raw.value.to_vec(),
                 error,
                 family,
-            }),
+            })),
         };
         let Some(spec) = spec(raw.code) else {
             if raw.flags & attr_flags::OPTIONAL == 0 {
