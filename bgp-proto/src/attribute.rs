@@ -550,6 +550,10 @@ fn dec_otc(a: &RawAttr<'_>, _: &Context) -> DecResult {
 
 impl PathAttribute {
     /// Decodes one attribute whose TLV framing has been read already.
+    // Inlined into the attribute loop, for the reason given at
+    // `Update::decode`: the attribute is then built in place rather than
+    // copied out of a returned value.
+    #[inline]
     pub(crate) fn decode(raw: &RawAttr<'_>, ctx: &Context) -> PathAttribute {
         let malformed = |error: AttrError, family| PathAttribute {
             flags: raw.flags,
