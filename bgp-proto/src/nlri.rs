@@ -106,6 +106,18 @@ impl NlriError {
     }
 }
 
+/// The prefix octets, zero-padded to an address. Copied octet by octet:
+/// `copy_from_slice` of a length known only at run time was a memcpy call
+/// per prefix.
+#[inline]
+fn padded<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    for (to, from) in a.iter_mut().zip(bytes) {
+        *to = *from;
+    }
+    a
+}
+
 fn one(input: &[u8], afi: Afi, add_path: bool) -> Result<(&[u8], Nlri), NlriError> {
     let (input, path_id) = if add_path {
         let (rest, id) = wire::u32(input).map_err(|_| NlriError::Truncated)?;
@@ -121,13 +133,9 @@ fn one(input: &[u8], afi: Afi, add_path: bool) -> Result<(&[u8], Nlri), NlriErro
     let octets = usize::from(len).div_ceil(8);
     let (rest, bytes) = wire::take(octets)(input).map_err(|_| NlriError::Truncated)?;
     let prefix = if afi == Afi::IPV6 {
-        let mut a = [0u8; 16];
-        a[..octets].copy_from_slice(bytes);
-        Ipv6Net::new(Ipv6Addr::from(a), len).map(IpNet::V6)
+        Ipv6Net::new(Ipv6Addr::from(padded(bytes)), len).map(IpNet::V6)
     } else {
-        let mut a = [0u8; 4];
-        a[..octets].copy_from_slice(bytes);
-        Ipv4Net::new(Ipv4Addr::from(a), len).map(IpNet::V4)
+        Ipv4Net::new(Ipv4Addr::from(padded(bytes)), len).map(IpNet::V4)
     }
     .map_err(|_| NlriError::PrefixTooLong)?;
     Ok((rest, Nlri { path_id, prefix }))
