@@ -89,7 +89,9 @@ pub enum AttrValue {
     /// §5: "If an optional attribute is not recognized ... it MUST be
     /// quietly ignored" — and passed on if transitive; we only read).
     Unknown(Vec<u8>),
-    Malformed(Malformed),
+    /// Boxed: the rare case, and the largest; inline, it would make every
+    /// attribute of every UPDATE a third bigger to move and store.
+    Malformed(Box<Malformed>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -153,7 +155,7 @@ const OPT_NON_TRANS: u8 = attr_flags::OPTIONAL;
 
 use Action::{AfiSafiDisable, AttributeDiscard, TreatAsWithdraw};
 
-pub(crate) static TABLE: &[Spec] = &[
+static TABLE: [Spec; 18] = [
     // RFC 7606 §7.1
     Spec {
         code: attr::ORIGIN,
@@ -299,8 +301,22 @@ pub(crate) static TABLE: &[Spec] = &[
     },
 ];
 
+/// `TABLE`'s row for each type code, plus one (0: no row), so that a
+/// lookup costs one load for every attribute of every UPDATE instead of a
+/// scan of the table.
+static ROW: [u8; 256] = {
+    let mut row = [0u8; 256];
+    let mut i = 0;
+    while i < TABLE.len() {
+        row[TABLE[i].code as usize] = i as u8 + 1;
+        i += 1;
+    }
+    row
+};
+
 pub(crate) fn spec(code: u8) -> Option<&'static Spec> {
-    TABLE.iter().find(|s| s.code == code)
+    let row = ROW[usize::from(code)];
+    (row != 0).then(|| &TABLE[usize::from(row - 1)])
 }
 
 /// The attribute's name, or `ATTR_<code>` for one we do not know.
@@ -534,15 +550,19 @@ fn dec_otc(a: &RawAttr<'_>, _: &Context) -> DecResult {
 
 impl PathAttribute {
     /// Decodes one attribute whose TLV framing has been read already.
+    // Inlined into the attribute loop, for the reason given at
+    // `Update::decode`: the attribute is then built in place rather than
+    // copied out of a returned value.
+    #[inline]
     pub(crate) fn decode(raw: &RawAttr<'_>, ctx: &Context) -> PathAttribute {
         let malformed = |error: AttrError, family| PathAttribute {
             flags: raw.flags,
             type_code: raw.code,
-            value: AttrValue::Malformed(Malformed {
+            value: AttrValue::Malformed(Box::new(Malformed {
                 raw: raw.value.to_vec(),
                 error,
                 family,
-            }),
+            })),
         };
         let Some(spec) = spec(raw.code) else {
             if raw.flags & attr_flags::OPTIONAL == 0 {
@@ -611,82 +631,102 @@ impl PathAttribute {
     /// when the Extended Length bit is set, or when the value needs it (the
     /// bit is then set in what is written).
     pub fn encode(&self, ctx: &Context, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.push(self.flags);
-        out.push(self.type_code);
-        let ext = self.flags & attr_flags::EXTENDED_LENGTH != 0;
-        // Reserve two octets; shrink to one afterwards if possible.
-        out.extend_from_slice(&[0, 0]);
-        let value_at = out.len();
-        self.encode_value(ctx, out);
-        let len = out.len() - value_at;
-        if ext || len > 255 {
-            out[start] |= attr_flags::EXTENDED_LENGTH;
-            out[start + 2..start + 4]
-                .copy_from_slice(&(len.min(usize::from(u16::MAX)) as u16).to_be_bytes());
-        } else {
-            out[start + 2] = len as u8;
-            out.remove(start + 3);
-        }
-    }
-
-    fn encode_value(&self, ctx: &Context, out: &mut Vec<u8>) {
         match &self.value {
-            AttrValue::Origin(o) => out.push(*o as u8),
-            AttrValue::AsPath(p) => p.encode(ctx.four_octet_as, out),
+            AttrValue::Origin(o) => self.encode_fixed([*o as u8], out),
+            AttrValue::AsPath(p) => self.encode_with(out, |out| p.encode(ctx.four_octet_as, out)),
             AttrValue::NextHop(a) | AttrValue::OriginatorId(a) => {
-                out.extend_from_slice(&a.octets())
+                self.encode_fixed(a.octets(), out)
             }
             AttrValue::MultiExitDisc(v) | AttrValue::LocalPref(v) | AttrValue::Otc(v) => {
-                out.extend_from_slice(&v.to_be_bytes())
+                self.encode_fixed(v.to_be_bytes(), out)
             }
-            AttrValue::AtomicAggregate => {}
-            AttrValue::Aggregator(a) => {
-                if ctx.four_octet_as {
-                    out.extend_from_slice(&a.asn.to_be_bytes());
-                } else {
-                    let two = u16::try_from(a.asn).unwrap_or(crate::consts::AS_TRANS);
-                    out.extend_from_slice(&two.to_be_bytes());
-                }
-                out.extend_from_slice(&a.address.octets());
+            AttrValue::AtomicAggregate => self.encode_fixed([], out),
+            AttrValue::Aggregator(a) if !ctx.four_octet_as => {
+                // RFC 6793 §4.2.2: AS_TRANS for an AS that needs 4 octets.
+                let [a0, a1] = u16::try_from(a.asn)
+                    .unwrap_or(crate::consts::AS_TRANS)
+                    .to_be_bytes();
+                let [b0, b1, b2, b3] = a.address.octets();
+                self.encode_fixed([a0, a1, b0, b1, b2, b3], out)
             }
-            AttrValue::As4Aggregator(a) => {
-                out.extend_from_slice(&a.asn.to_be_bytes());
-                out.extend_from_slice(&a.address.octets());
+            AttrValue::Aggregator(a) | AttrValue::As4Aggregator(a) => {
+                let [a0, a1, a2, a3] = a.asn.to_be_bytes();
+                let [b0, b1, b2, b3] = a.address.octets();
+                self.encode_fixed([a0, a1, a2, a3, b0, b1, b2, b3], out)
             }
-            AttrValue::Communities(list) => {
+            AttrValue::Communities(list) => self.encode_with(out, |out| {
                 for c in list {
                     out.extend_from_slice(&c.0.to_be_bytes());
                 }
-            }
-            AttrValue::ClusterList(list) => {
+            }),
+            AttrValue::ClusterList(list) => self.encode_with(out, |out| {
                 for a in list {
                     out.extend_from_slice(&a.octets());
                 }
-            }
-            AttrValue::MpReach(m) => m.encode(ctx, out),
-            AttrValue::MpUnreach(m) => m.encode(ctx, out),
-            AttrValue::ExtendedCommunities(list) => {
+            }),
+            AttrValue::MpReach(m) => self.encode_with(out, |out| m.encode(ctx, out)),
+            AttrValue::MpUnreach(m) => self.encode_with(out, |out| m.encode(ctx, out)),
+            AttrValue::ExtendedCommunities(list) => self.encode_with(out, |out| {
                 for c in list {
                     out.extend_from_slice(&c.0);
                 }
-            }
-            AttrValue::Ipv6ExtendedCommunities(list) => {
+            }),
+            AttrValue::Ipv6ExtendedCommunities(list) => self.encode_with(out, |out| {
                 for c in list {
                     out.extend_from_slice(&c.0);
                 }
-            }
-            AttrValue::As4Path(p) => p.encode(true, out),
-            AttrValue::LargeCommunities(list) => {
+            }),
+            AttrValue::As4Path(p) => self.encode_with(out, |out| p.encode(true, out)),
+            AttrValue::LargeCommunities(list) => self.encode_with(out, |out| {
                 for c in list {
                     out.extend_from_slice(&c.global.to_be_bytes());
                     out.extend_from_slice(&c.local1.to_be_bytes());
                     out.extend_from_slice(&c.local2.to_be_bytes());
                 }
-            }
-            AttrValue::Unknown(raw) => out.extend_from_slice(raw),
-            AttrValue::Malformed(m) => out.extend_from_slice(&m.raw),
+            }),
+            AttrValue::Unknown(raw) => self.encode_with(out, |out| out.extend_from_slice(raw)),
+            AttrValue::Malformed(m) => self.encode_with(out, |out| out.extend_from_slice(&m.raw)),
         }
+    }
+
+    /// A value whose size is known before it is written (most attributes
+    /// of most UPDATEs): header and value go out at once, with no length
+    /// to fill in afterwards.
+    fn encode_fixed<const N: usize>(&self, value: [u8; N], out: &mut Vec<u8>) {
+        if self.flags & attr_flags::EXTENDED_LENGTH != 0 {
+            out.extend_from_slice(&[self.flags, self.type_code, 0, N as u8]);
+        } else {
+            out.extend_from_slice(&[self.flags, self.type_code, N as u8]);
+        }
+        out.extend_from_slice(&value);
+    }
+
+    /// A value of variable size, written by `value`: its length is filled
+    /// in afterwards.
+    fn encode_with(&self, out: &mut Vec<u8>, value: impl FnOnce(&mut Vec<u8>)) {
+        let start = out.len();
+        let ext = self.flags & attr_flags::EXTENDED_LENGTH != 0;
+        // The length field takes the size the flags give; a value that
+        // turns out longer than one octet can count is the rare case, and
+        // only it pays for moving the value to widen the field.
+        if ext {
+            out.extend_from_slice(&[self.flags, self.type_code, 0, 0]);
+        } else {
+            out.extend_from_slice(&[self.flags, self.type_code, 0]);
+        }
+        let value_at = out.len();
+        value(out);
+        let len = out.len() - value_at;
+        if !ext && len <= 255 {
+            out[start + 2] = len as u8;
+            return;
+        }
+        if !ext {
+            out.insert(start + 3, 0);
+            out[start] |= attr_flags::EXTENDED_LENGTH;
+        }
+        out[start + 2..start + 4]
+            .copy_from_slice(&(len.min(usize::from(u16::MAX)) as u16).to_be_bytes());
     }
 
     /// An attribute we build, with the canonical flags for its type

@@ -69,8 +69,13 @@ fn min_len(ty: u8) -> usize {
 /// or a length outside 19..=max (RFC 4271 §6.1), is answered at once rather
 /// than waited on.
 pub fn check_header(buf: &[u8], max_len: usize) -> Result<Option<usize>, Error> {
-    let marker = &buf[..buf.len().min(16)];
-    if marker.iter().any(|&b| b != 0xff) {
+    // Once all 16 octets are in, one fixed-size comparison (this runs for
+    // every message received); before that, the octets in hand.
+    let marker_ok = match buf.first_chunk::<16>() {
+        Some(marker) => *marker == MARKER,
+        None => buf.iter().all(|&b| b == 0xff),
+    };
+    if !marker_ok {
         // RFC 4271 §6.1: "If the Marker field of the message header is not
         // as expected, then a synchronization error has occurred and the
         // Error Subcode MUST be set to Connection Not Synchronized."

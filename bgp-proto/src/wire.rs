@@ -1,28 +1,52 @@
-//! Small nom helpers shared by the decoders. nom stays inside the crate: the
-//! decoders map its failures onto the project's own `Error` at each
-//! boundary, where the RFC says which NOTIFICATION a truncation causes.
+//! Small parsers shared by the decoders, in nom's result type. nom stays
+//! inside the crate: the decoders map its failures onto the project's own
+//! `Error` at each boundary, where the RFC says which NOTIFICATION a
+//! truncation causes.
 
 use nom::IResult;
-use nom::Parser;
 
 /// nom's result with a unit error: decoders know what a failure means at
 /// the point they call the parser, so nom need not carry it.
 pub(crate) type Res<'a, T> = IResult<&'a [u8], T, ()>;
 
+// The fixed-size fields are read with `split_first_chunk` rather than
+// nom's `be_u8`/`be_u16`/`be_u32`: those go through `Input::take_from`,
+// which stayed an out-of-line call per field in the decode profile.
+
+/// The next `N` octets as an array.
+#[inline]
+fn chunk<const N: usize>(input: &[u8]) -> Res<'_, [u8; N]> {
+    match input.split_first_chunk::<N>() {
+        Some((value, rest)) => Ok((rest, *value)),
+        None => Err(nom::Err::Error(())),
+    }
+}
+
+#[inline]
 pub(crate) fn u8(input: &[u8]) -> Res<'_, u8> {
-    nom::number::complete::be_u8(input)
+    let (rest, [v]) = chunk(input)?;
+    Ok((rest, v))
 }
 
+#[inline]
 pub(crate) fn u16(input: &[u8]) -> Res<'_, u16> {
-    nom::number::complete::be_u16(input)
+    let (rest, v) = chunk(input)?;
+    Ok((rest, u16::from_be_bytes(v)))
 }
 
+#[inline]
 pub(crate) fn u32(input: &[u8]) -> Res<'_, u32> {
-    nom::number::complete::be_u32(input)
+    let (rest, v) = chunk(input)?;
+    Ok((rest, u32::from_be_bytes(v)))
 }
 
+/// The next `n` octets.
+#[inline]
 pub(crate) fn take(n: usize) -> impl Fn(&[u8]) -> Res<'_, &[u8]> {
-    move |input| nom::bytes::complete::take(n).parse(input)
+    move |input| match input.split_at_checked(n) {
+        Some((value, rest)) => Ok((rest, value)),
+        None => Err(nom::Err::Error(())),
+    }
 }
 
 pub(crate) fn ipv4(input: &[u8]) -> Res<'_, std::net::Ipv4Addr> {
