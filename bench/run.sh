@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmarks (README.md, "Benchmarks"): builds holdfast --release and the
+# The benchmarks (README.md, "Benchmarks"): builds the static holdfast (musl, as the Dockerfile does) and the
 # harness, runs the codec comparison (criterion), then every lab
 # measurement into one FRR bgpd in a network namespace, and writes
 # BENCHMARKS.md at the repository root. Needs root (namespaces) and the
@@ -36,7 +36,9 @@ if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
 fi
 
 export CARGO_TARGET_DIR="$root/target"
-cargo build --release -p holdfast
+# The static binary the Dockerfile ships is the one measured.
+rustup target add x86_64-unknown-linux-musl >/dev/null
+cargo build --release --target x86_64-unknown-linux-musl -p holdfast
 (cd bench && cargo build --release)
 
 # The codec first, alone on the machine.
@@ -44,7 +46,7 @@ export CRITERION_HOME="$CARGO_TARGET_DIR/criterion"
 (cd bench && cargo bench --bench codec -- --noplot)
 
 "$CARGO_TARGET_DIR/release/holdfast-bench" \
-    --holdfast "$CARGO_TARGET_DIR/release/holdfast" \
+    --holdfast "$CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release/holdfast" \
     --criterion "$CRITERION_HOME" \
     --out "$root/BENCHMARKS.md" \
     --command "bench/run.sh${*:+ $*}" \
