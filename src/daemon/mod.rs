@@ -307,6 +307,9 @@ impl Daemon {
             .collect()
     }
 
+    /// Logs the changes, hands the new tables to the sessions and tells
+    /// Kubernetes. `changes` is dropped before the tables are built: for a
+    /// bulk load it holds every route (6 MB of the peak with 100k VIPs).
     fn apply(&mut self, changes: Vec<stability::Change<IpNet, Route>>) {
         if changes.is_empty() {
             return;
@@ -351,6 +354,7 @@ impl Daemon {
                 "routes changed (each one logged at debug level)"
             );
         }
+        drop(changes);
         self.publish_tables();
         if let Some(k) = &self.kube {
             for (prefix, advertise, had) in before {
@@ -472,6 +476,9 @@ impl Daemon {
             &absences,
             snap.healthy,
         );
+        // Gone before the peer tables are built: with 100k VIPs this map
+        // was 4 MB of the peak.
+        drop(present);
         self.stability_dirty = true;
         if snap.synced && self.first_synced.is_none() {
             // The instant the stability layer saw the complete view: its

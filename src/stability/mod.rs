@@ -337,7 +337,13 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         // B-tree merged from sorted entries has full nodes, where one
         // grown by inserting in order is left about half empty (twice the
         // memory with 100k VIPs). A few at a time are simply inserted.
-        let mut fresh = Vec::new();
+        // The first load is all new: room for it at once, not a doubling
+        // growth to it (9.4 MB at its last step with 100k VIPs).
+        let mut fresh = Vec::with_capacity(if self.entries.is_empty() {
+            present.len()
+        } else {
+            0
+        });
         for (key, attrs) in present {
             if self.entries.contains_key(key) {
                 self.appear(now, key, attrs, &mut delta);
