@@ -507,19 +507,17 @@ impl Daemon {
     }
 
     fn refresh_shared(&mut self) {
-        let stability_changed = std::mem::take(&mut self.stability_dirty);
-        let counters = stability_changed.then(|| {
-            let st = self.stability.lock().expect("stability lock");
-            self.next_deadline = st.next_deadline();
-            st.counters()
-        });
+        if std::mem::take(&mut self.stability_dirty) {
+            self.next_deadline = self
+                .stability
+                .lock()
+                .expect("stability lock")
+                .next_deadline();
+        }
         let mut s = self.shared.lock().expect("shared state lock");
         s.config = self.config.clone();
         s.config_error = self.config_error.clone();
         s.snapshot = self.snapshot.clone();
-        if let Some(c) = counters {
-            s.counters = c;
-        }
         s.probes = self
             .probes
             .iter()
@@ -783,7 +781,6 @@ pub async fn run(opts: Options) -> Result<(), String> {
         started,
         snapshot: Arc::new(SourceSnapshot::default()),
         stability: stability.clone(),
-        counters: Default::default(),
         peers: Vec::new(),
         probes: BTreeMap::new(),
         source_explain: None,

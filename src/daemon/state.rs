@@ -13,7 +13,7 @@ use crate::config::{Config, Source};
 use crate::model::SourceSnapshot;
 use crate::session::{PeerRuntime, PeerSpec};
 use crate::speaker::Route;
-use crate::stability::{Absence, Counters, KeyState};
+use crate::stability::{Absence, KeyState};
 use crate::status::{
     Explanation, NotificationCount, PeerExplanation, PeerStatus, RouteStatus, SourceStatus,
     StabilityCounters, Status,
@@ -65,7 +65,6 @@ pub struct Shared {
     /// explain views are computed from it on request. A copy of its
     /// routes kept up to date for them was 10 MB with 100k VIPs.
     pub stability: SharedStability,
-    pub counters: Counters,
     pub peers: Vec<PeerView>,
     pub probes: BTreeMap<IpAddr, ProbeView>,
     /// The source's own account of a VIP (the Kubernetes source's rules).
@@ -138,8 +137,13 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
     s.updates_sent = rt.stats.updates_sent;
     s.updates_received = rt.stats.updates_received;
     s.prefixes_received = rt.stats.prefixes_received;
-    s.prefixes_advertised_ipv4 = rt.advertised_ipv4 as u64;
-    s.prefixes_advertised_ipv6 = rt.advertised_ipv6 as u64;
+    let ipv4 = rt
+        .advertised
+        .keys()
+        .filter(|p| matches!(p, IpNet::V4(_)))
+        .count();
+    s.prefixes_advertised_ipv4 = ipv4 as u64;
+    s.prefixes_advertised_ipv6 = (rt.advertised.len() - ipv4) as u64;
     s.notifications_sent = notifications(&rt.stats.notifications_sent);
     s.notifications_received = notifications(&rt.stats.notifications_received);
     s.last_error = rt.last_error.clone().or(s.last_error);
@@ -183,7 +187,10 @@ impl Shared {
             Source::File { .. } => "file",
             Source::Kubernetes(_) => "kubernetes",
         };
-        let views = route_views(&self.stability.lock().expect("stability lock"));
+        let (views, c) = {
+            let st = self.stability.lock().expect("stability lock");
+            (route_views(&st), st.counters())
+        };
         let routes = views
             .iter()
             .map(|r| {
@@ -219,7 +226,6 @@ impl Shared {
                 }
             })
             .collect();
-        let c = self.counters;
         Status {
             node: self.node.clone(),
             asn: self.config.speaker.asn,

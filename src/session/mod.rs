@@ -193,8 +193,6 @@ pub struct PeerRuntime {
     pub last_error: Option<String>,
     pub negotiated: Option<Negotiated>,
     pub local_address: Option<SocketAddr>,
-    pub advertised_ipv4: usize,
-    pub advertised_ipv6: usize,
     /// The Adj-RIB-Out (shared with the session, not a copy).
     pub advertised: Arc<PeerTable>,
     /// End-of-RIB sent on the current session.
@@ -249,8 +247,6 @@ pub fn spawn(
         last_error: None,
         negotiated: None,
         local_address: None,
-        advertised_ipv4: 0,
-        advertised_ipv6: 0,
         advertised: Arc::default(),
         end_of_rib_sent: false,
     }));
@@ -636,8 +632,6 @@ impl Driver {
                     let mut rt = self.runtime.lock().expect("peer runtime lock");
                     rt.last_error = Some(reason.to_string());
                     rt.negotiated = None;
-                    rt.advertised_ipv4 = 0;
-                    rt.advertised_ipv6 = 0;
                     rt.advertised = Arc::default();
                     rt.end_of_rib_sent = false;
                 }
@@ -803,8 +797,6 @@ impl Driver {
 
     fn publish_rib(&self) {
         let mut rt = self.runtime.lock().expect("peer runtime lock");
-        rt.advertised_ipv4 = self.rib.count(Family::IPV4_UNICAST);
-        rt.advertised_ipv6 = self.rib.count(Family::IPV6_UNICAST);
         rt.advertised = self.rib.table();
     }
 

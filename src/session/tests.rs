@@ -45,19 +45,20 @@ async fn next_non_keepalive(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Messag
     }
 }
 
-/// RFC 4724 §4.1/§4.2: after a restart, End-of-RIB tells the helper that
-/// our routes are all there, and it then drops every stale route we did not
-/// send again. So a session that comes up before the source's first
-/// complete view sends the routes it has, but End-of-RIB only once the
-/// daemon says the table is complete — and its OPEN carries the R bit.
-#[tokio::test]
-async fn end_of_rib_waits_until_the_table_is_complete() {
+/// A listening socket standing in for the router, and the spec of a peer
+/// "tor" (AS 65000, IPv4 unicast) that connects to it, with the config it
+/// comes from; `peer_keys` are added to its `[[peer]]` table.
+async fn scripted_peer(
+    peer_keys: &str,
+    restarting: bool,
+) -> (TcpListener, config::Config, PeerSpec) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let text = format!(
         "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\n\
          [[peer]]\nname = \"tor\"\naddress = \"127.0.0.1\"\nport = {port}\nasn = 65000\n\
-         hold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\n\
+         hold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\
+         {peer_keys}\n\
          [source]\nkind = \"file\"\npath = \"vips.toml\"\n\n\
          [[advertisement]]\nname = \"public\"\n"
     );
@@ -68,8 +69,19 @@ async fn end_of_rib_waits_until_the_table_is_complete() {
         local_asn: 65001,
         router_id: Ipv4Addr::new(192, 0, 2, 2),
         hostname: "node-1".into(),
-        restarting: true,
+        restarting,
     };
+    (listener, config, spec)
+}
+
+/// RFC 4724 §4.1/§4.2: after a restart, End-of-RIB tells the helper that
+/// our routes are all there, and it then drops every stale route we did not
+/// send again. So a session that comes up before the source's first
+/// complete view sends the routes it has, but End-of-RIB only once the
+/// daemon says the table is complete — and its OPEN carries the R bit.
+#[tokio::test]
+async fn end_of_rib_waits_until_the_table_is_complete() {
+    let (listener, config, spec) = scripted_peer("", true).await;
     let (table_tx, table_rx) = watch::channel(Arc::new(PeerTable::new()));
     let (ready_tx, ready_rx) = watch::channel(false);
     let handle = spawn(spec, table_rx, ready_rx, None);
@@ -155,25 +167,8 @@ fn hard_reset_carries_the_inner_code_subcode_and_data() {
 /// changes after an UPDATE waits out the interval and goes out together.
 #[tokio::test]
 async fn min_route_advertisement_interval_batches_a_burst() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let text = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"127.0.0.1\"\nport = {port}\nasn = 65000\n\
-         hold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\
-         min_route_advertisement_interval = \"1s\"\n\n\
-         [source]\nkind = \"file\"\npath = \"vips.toml\"\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    );
-    let config = config::parse(Path::new("test.toml"), &text).expect("a valid config");
-    let spec = PeerSpec {
-        peer: config.peers[0].clone(),
-        address: "127.0.0.1".parse().unwrap(),
-        local_asn: 65001,
-        router_id: Ipv4Addr::new(192, 0, 2, 2),
-        hostname: "node-1".into(),
-        restarting: false,
-    };
+    let (listener, config, spec) =
+        scripted_peer("min_route_advertisement_interval = \"1s\"\n", false).await;
     let (table_tx, table_rx) = watch::channel(Arc::new(PeerTable::new()));
     let (_ready_tx, ready_rx) = watch::channel(true);
     let handle = spawn(spec, table_rx, ready_rx, None);

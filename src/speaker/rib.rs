@@ -50,24 +50,8 @@ pub struct AdjRibOut {
 }
 
 impl AdjRibOut {
-    pub fn len(&self) -> usize {
-        self.routes.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.routes.is_empty()
-    }
-
-    pub fn count(&self, f: Family) -> usize {
-        self.routes.keys().filter(|p| family(p) == f).count()
-    }
-
-    pub fn contains(&self, p: &IpNet) -> bool {
-        self.routes.contains_key(p)
-    }
-
-    pub fn prefixes(&self) -> impl Iterator<Item = &IpNet> {
-        self.routes.keys()
     }
 
     /// The routes, shared (for the status view).

@@ -345,9 +345,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             0
         });
         for (key, attrs) in present {
-            if self.entries.contains_key(key) {
-                self.appear(now, key, attrs, &mut delta);
-            } else {
+            if !self.appear(now, key, attrs, &mut delta) {
                 fresh.push((key.clone(), Entry::pending(attrs.clone(), now)));
             }
         }
@@ -491,12 +489,11 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         now
     }
 
-    /// `key` is present at the source with `attrs`.
-    fn appear(&mut self, now: Instant, key: &K, attrs: &V, delta: &mut Delta<K, V>) {
+    /// `key` is present at the source with `attrs`. Answers false, and
+    /// changes nothing, when `key` has no entry yet (the caller adds it).
+    fn appear(&mut self, now: Instant, key: &K, attrs: &V, delta: &mut Delta<K, V>) -> bool {
         let Some(entry) = self.entries.get_mut(key) else {
-            self.entries
-                .insert(key.clone(), Entry::pending(attrs.clone(), now));
-            return;
+            return false;
         };
         match &mut entry.phase {
             // The delay runs from the first appearance; the attributes sent
@@ -546,6 +543,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                 };
             }
         }
+        true
     }
 
     /// Carries out every transition due at or before `now`. Each prefix has
