@@ -9,10 +9,10 @@ use k8s_openapi::api::core::v1::Service;
 use kube_standin::StandIn;
 use kube_standin::fixtures::{SliceEndpoint, endpoint_slice, load_balancer_service, node};
 use serde_json::json;
-use testlab::{LabDir, NsProcess};
+use testlab::LabDir;
 
 use crate::report::{KubeFootprint, Latency};
-use crate::speakers::{NODE, TOR, bulk_addr};
+use crate::speakers::{NODE, TOR, bulk_addr, start_holdfast};
 use crate::{Args, Lcg, Receiver, percentiles, procstat, wait_count, wait_prefix};
 
 const API_PORT: u16 = 6443;
@@ -59,30 +59,10 @@ pub fn run(rx: &mut Receiver, args: &Args) -> (Option<Latency>, Option<KubeFootp
         ),
     );
     let config = dir.write("holdfast.toml", &config());
-    let state = dir.join("state");
-    let bin = args.holdfast.display().to_string();
-    let (config, state, kc) = (
-        config.display().to_string(),
-        state.display().to_string(),
-        kubeconfig.display().to_string(),
-    );
-    let argv = [
-        bin.as_str(),
-        "run",
-        "--config",
-        &config,
-        "--state-dir",
-        &state,
-    ];
+    let kc = kubeconfig.display().to_string();
     let env = [("KUBECONFIG", kc.as_str()), ("NODE_NAME", "node-1")];
     let t0 = Instant::now();
-    let mut process = NsProcess::start_logged(
-        &rx.lab.node,
-        "holdfast",
-        &argv,
-        &env,
-        &dir.join("holdfast.log"),
-    );
+    let mut process = start_holdfast(&rx.lab.node, &args.holdfast, &dir, &config, &env);
     wait_count(rx, SERVICES as u64);
     let loaded = t0.elapsed();
     rx.settled_updates(Duration::from_secs(2));

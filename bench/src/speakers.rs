@@ -102,6 +102,28 @@ pub fn write_atomically(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).expect("rename it over the old one");
 }
 
+/// `holdfast run` in `ns` with `config`, its state directory and log in
+/// `dir`.
+pub fn start_holdfast(
+    ns: &Netns,
+    bin: &Path,
+    dir: &LabDir,
+    config: &Path,
+    env: &[(&str, &str)],
+) -> NsProcess {
+    let (bin, config) = (bin.display().to_string(), config.display().to_string());
+    let state = dir.join("state").display().to_string();
+    let argv = [
+        bin.as_str(),
+        "run",
+        "--config",
+        &config,
+        "--state-dir",
+        &state,
+    ];
+    NsProcess::start_logged(ns, "holdfast", &argv, env, &dir.join("holdfast.log"))
+}
+
 impl Speaker {
     /// Starts `kind` in `ns` with the N bulk routes and the churn VIP.
     pub fn start(kind: Kind, ns: &Netns, n: usize, holdfast_bin: &Path) -> Speaker {
@@ -115,19 +137,7 @@ impl Speaker {
                     &format!("{bulk}{}", vip_entries(&[CHURN_VIP.into()])),
                 );
                 let config = dir.write("holdfast.toml", &holdfast_config(&vips));
-                let state = dir.join("state");
-                let bin = holdfast_bin.display().to_string();
-                let (config, state) = (config.display().to_string(), state.display().to_string());
-                let argv = [
-                    bin.as_str(),
-                    "run",
-                    "--config",
-                    &config,
-                    "--state-dir",
-                    &state,
-                ];
-                let process =
-                    NsProcess::start_logged(ns, "holdfast", &argv, &[], &dir.join("holdfast.log"));
+                let process = start_holdfast(ns, holdfast_bin, &dir, &config, &[]);
                 Daemon::Holdfast {
                     process,
                     _dir: dir,
