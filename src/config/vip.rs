@@ -46,6 +46,12 @@ pub fn parse_vip_file(
     parse_toml(path, text, advertisement_names)
 }
 
+/// Whether a VIP can be advertised as a host route: not unspecified,
+/// multicast or loopback (both parsers apply this one rule).
+fn routable_unicast(ip: IpAddr) -> bool {
+    !(ip.is_unspecified() || ip.is_multicast() || ip.is_loopback())
+}
+
 /// [`parse_vip_file`] through the TOML parser, which keeps the span of
 /// every key and value for diagnostics: a table of a kilobyte per
 /// `[[vip]]`.
@@ -83,7 +89,7 @@ fn parse_toml(
             table.reject_unknown_keys(&["address", "service", "advertisement"], &mut d);
             let address = table.required("address", &mut d).and_then(|v| {
                 let ip = tree::ip_address(v, "address", &mut d)?;
-                if ip.is_unspecified() || ip.is_multicast() || ip.is_loopback() {
+                if !routable_unicast(ip) {
                     d.error(
                         &v.span(),
                         format!("VIP {ip} is not a routable unicast address"),
@@ -196,7 +202,7 @@ mod plain {
         let mut current: Option<Partial> = None;
         let mut finish = |p: Partial| -> Option<()> {
             let address: IpAddr = p.address?.parse().ok()?;
-            if address.is_unspecified() || address.is_multicast() || address.is_loopback() {
+            if !super::routable_unicast(address) {
                 return None;
             }
             if !seen.insert(address) {
