@@ -136,11 +136,11 @@ struct Daemon {
     routes_ready: watch::Sender<bool>,
     /// When the source first reported a complete view.
     first_synced: Option<Instant>,
-    /// The stability layer was touched since the route views and its next
-    /// deadline were last computed. Both walk every route, so the main
-    /// loop recomputes them only then, not on every wake-up (a 1 s tick, a
-    /// session event): with 100k routes that walk is what idle time was
-    /// spent on.
+    /// The stability layer was touched since its next deadline was last
+    /// computed. That walks every route, so the main loop recomputes it
+    /// only then, not on every wake-up (a 1 s tick, a session event): with
+    /// 100k routes that walk is what idle time was spent on. (The status
+    /// views are computed from the stability layer when asked for.)
     stability_dirty: bool,
     /// `stability.next_deadline()` as of the last change.
     next_deadline: Option<Instant>,
