@@ -25,8 +25,8 @@ for tool in /usr/lib/frr/bgpd vtysh bird birdc gobgpd gobgp exabgp; do
         exit 1
     fi
 done
-if [ ! -d "$root/../shared/corpora" ]; then
-    echo "missing the codec corpora at $root/../shared/corpora" >&2
+if [ ! -d "$root/corpora" ]; then
+    echo "missing the codec corpora at $root/corpora" >&2
     exit 1
 fi
 

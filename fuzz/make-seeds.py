@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Derive the fuzz seeds from ../shared/corpora (data only).
+"""Derive the fuzz seeds from corpora/ in the repository (data only).
 
 Each seed starts with one context octet (see bgp_proto::selfcheck::context_from):
 bit 0 two-octet AS, bit 1 ADD-PATH IPv4, bit 2 ADD-PATH IPv6, bit 3 extended
@@ -8,7 +8,7 @@ messages. Run from the fuzz/ folder: ./make-seeds.py
 import hashlib, json, os, struct, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-corpora = os.path.join(here, "..", "..", "shared", "corpora")
+corpora = os.path.join(here, "..", "corpora")
 out = os.path.join(here, "seeds")
 
 def put(target, data):

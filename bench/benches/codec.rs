@@ -30,12 +30,12 @@ struct Sample {
 }
 
 fn corpora() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpora")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../corpora")
 }
 
 fn exabgp_updates() -> Vec<Sample> {
     let text = std::fs::read_to_string(corpora().join("exabgp-qa/vectors.jsonl"))
-        .expect("the ExaBGP vectors at ../shared/corpora (next to the repository)");
+        .expect("the ExaBGP vectors at corpora/ in the repository");
     let mut out = Vec::new();
     for line in text.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {

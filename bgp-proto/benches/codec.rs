@@ -11,9 +11,9 @@ use bgp_proto::{
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn corpus_updates() -> Vec<(Vec<u8>, Context)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpora");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../corpora");
     let text = std::fs::read_to_string(root.join("exabgp-qa/vectors.jsonl"))
-        .expect("corpora at ../shared/corpora");
+        .expect("corpora at corpora/ in the repository");
     let mut out = Vec::new();
     for line in text.lines() {
         // The vectors are one JSON object per line; only "hex" and the
