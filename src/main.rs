@@ -55,7 +55,7 @@ enum Command {
         /// Accept messages up to 65535 octets (RFC 8654).
         #[arg(long)]
         extended_message: bool,
-        /// Re-encode each message and exit 1 on any byte difference.
+        /// Re-encode each message; exit 1 if one does not decode or re-encodes differently.
         #[arg(long)]
         verify: bool,
     },

@@ -66,6 +66,28 @@ fn decode_verifies_the_exabgp_corpus() {
 }
 
 #[test]
+fn decode_verify_exits_non_zero_on_a_message_that_does_not_decode() {
+    let mut child = holdfast()
+        .args(["decode", "--verify"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A valid KEEPALIVE, then one whose length field says 18.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"ffffffffffffffffffffffffffffffff001304\nffffffffffffffffffffffffffffffff001204\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "decode --verify must fail");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("line 2: does not decode"), "stderr: {stderr}");
+}
+
+#[test]
 fn decode_reports_the_notification_an_error_causes() {
     let mut child = holdfast()
         .args(["decode"])

@@ -18,7 +18,8 @@ pub struct Options {
 }
 
 /// Reads every line, writes every result. Returns the process exit code: 0,
-/// or 1 when a line was not hex or `--verify` found a difference.
+/// or 1 when a line was not hex, or with `--verify` when a message did not
+/// decode or its re-encoding differs.
 pub fn run(
     input: impl BufRead,
     mut out: impl Write,
@@ -64,7 +65,16 @@ pub fn run(
                 }
                 writeln!(out, "{obj}")?;
             }
-            Err(e) => writeln!(out, "{}", json!({ "line": n + 1, "error": error_json(&e) }))?,
+            Err(e) => {
+                // Without --verify a decode error is the answer asked for
+                // (what NOTIFICATION the message would cause); --verify
+                // checks that every message round-trips, and this one did not.
+                if opts.verify {
+                    status = 1;
+                    writeln!(err, "line {}: does not decode: {e}", n + 1)?;
+                }
+                writeln!(out, "{}", json!({ "line": n + 1, "error": error_json(&e) }))?;
+            }
         }
     }
     Ok(status)
@@ -305,5 +315,16 @@ mod tests {
                 .starts_with("not hex")
         );
         assert_eq!(code, 1);
+    }
+
+    #[test]
+    fn verify_fails_on_a_message_that_does_not_decode() {
+        // A KEEPALIVE whose length field says 18: Bad Message Length.
+        let bad = "ffffffffffffffffffffffffffffffff001204\n";
+        let (v, code) = decode(bad, true);
+        assert_eq!(v[0]["error"]["code"], 1);
+        assert_eq!(code, 1, "--verify must fail on a message that does not decode");
+        let (_, code) = decode(bad, false);
+        assert_eq!(code, 0, "without --verify a decode error is a result");
     }
 }
