@@ -45,7 +45,7 @@ pub mod cap {
     pub const MULTIPROTOCOL: u8 = 1;
     /// 2 — Route Refresh Capability for BGP-4 (RFC 2918 §2).
     pub const ROUTE_REFRESH: u8 = 2;
-    /// 5 — Extended Next Hop Encoding (RFC 8950 §3).
+    /// 5 — Extended Next Hop Encoding (RFC 8950 §4).
     pub const EXTENDED_NEXT_HOP: u8 = 5;
     /// 6 — BGP Extended Message (RFC 8654 §3).
     pub const EXTENDED_MESSAGE: u8 = 6;
@@ -59,7 +59,7 @@ pub mod cap {
     pub const ADD_PATH: u8 = 69;
     /// 70 — Enhanced Route Refresh Capability (RFC 7313 §3.1).
     pub const ENHANCED_ROUTE_REFRESH: u8 = 70;
-    /// 71 — Long-Lived Graceful Restart Capability (RFC 9494 §3).
+    /// 71 — Long-Lived Graceful Restart Capability (RFC 9494 §3.1).
     pub const LONG_LIVED_GR: u8 = 71;
     /// 73 — FQDN Capability (draft-walton-bgp-hostname-capability).
     pub const FQDN: u8 = 73;
@@ -193,7 +193,7 @@ pub mod notify {
         /// 11 — Malformed AS_PATH.
         pub const MALFORMED_AS_PATH: u8 = 11;
     }
-    /// Subcodes of Finite State Machine Error (RFC 6608 §4).
+    /// Subcodes of Finite State Machine Error (RFC 6608 §3).
     pub mod fsm {
         /// 0 — Unspecified Error.
         pub const UNSPECIFIED: u8 = 0;
@@ -204,23 +204,25 @@ pub mod notify {
         /// 3 — Receive Unexpected Message in Established State.
         pub const UNEXPECTED_MESSAGE_IN_ESTABLISHED: u8 = 3;
     }
-    /// Subcodes of Cease (RFC 4486, RFC 8538).
+    /// Subcodes of Cease (RFC 4486, RFC 8538, RFC 9384).
     pub mod cease {
-        /// 1 — Maximum Number of Prefixes Reached (RFC 4486 §4).
+        /// 1 — Maximum Number of Prefixes Reached (RFC 4486).
         pub const MAXIMUM_PREFIXES_REACHED: u8 = 1;
-        /// 2 — Administrative Shutdown (RFC 4486 §4; RFC 9003 adds a message).
+        /// 2 — Administrative Shutdown (RFC 4486), with an optional
+        /// message (RFC 9003 §2).
         pub const ADMINISTRATIVE_SHUTDOWN: u8 = 2;
-        /// 3 — Peer De-configured (RFC 4486 §4).
+        /// 3 — Peer De-configured (RFC 4486).
         pub const PEER_DECONFIGURED: u8 = 3;
-        /// 4 — Administrative Reset (RFC 4486 §4; RFC 9003 adds a message).
+        /// 4 — Administrative Reset (RFC 4486), with an optional
+        /// message (RFC 9003 §2).
         pub const ADMINISTRATIVE_RESET: u8 = 4;
-        /// 5 — Connection Rejected (RFC 4486 §4).
+        /// 5 — Connection Rejected (RFC 4486).
         pub const CONNECTION_REJECTED: u8 = 5;
-        /// 6 — Other Configuration Change (RFC 4486 §4).
+        /// 6 — Other Configuration Change (RFC 4486).
         pub const OTHER_CONFIGURATION_CHANGE: u8 = 6;
-        /// 7 — Connection Collision Resolution (RFC 4486 §4).
+        /// 7 — Connection Collision Resolution (RFC 4486).
         pub const CONNECTION_COLLISION_RESOLUTION: u8 = 7;
-        /// 8 — Out of Resources (RFC 4486 §4).
+        /// 8 — Out of Resources (RFC 4486).
         pub const OUT_OF_RESOURCES: u8 = 8;
         /// 9 — Hard Reset: graceful restart state is not kept (RFC 8538 §3).
         pub const HARD_RESET: u8 = 9;
