@@ -13,9 +13,15 @@ use crate::wire;
 /// Path segment types (RFC 4271 §4.3, RFC 5065 §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SegmentType {
+    /// AS_SET: unordered ASes a route in the UPDATE has traversed.
     Set = 1,
+    /// AS_SEQUENCE: ordered ASes a route in the UPDATE has traversed.
     Sequence = 2,
+    /// AS_CONFED_SEQUENCE: ordered member ASes of the local confederation
+    /// (RFC 5065 §3).
     ConfedSequence = 3,
+    /// AS_CONFED_SET: unordered member ASes of the local confederation
+    /// (RFC 5065 §3).
     ConfedSet = 4,
 }
 
@@ -30,19 +36,28 @@ impl SegmentType {
         })
     }
 
+    /// A confederation segment (RFC 5065 §3), which never leaves the
+    /// confederation.
     pub fn is_confed(self) -> bool {
         matches!(self, SegmentType::ConfedSequence | SegmentType::ConfedSet)
     }
 }
 
+/// One path segment (RFC 4271 §4.3 (b)): its type and AS numbers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Segment {
+    /// The path segment type.
     pub kind: SegmentType,
+    /// The AS numbers, in order; more than 255 are written as several
+    /// segments.
     pub asns: Vec<u32>,
 }
 
+/// An AS_PATH or AS4_PATH value: a sequence of path segments.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AsPath {
+    /// The path segments, in order; an empty path is valid (a route
+    /// originated inside the AS).
     pub segments: Vec<Segment>,
 }
 
@@ -62,6 +77,7 @@ pub enum AsPathError {
 }
 
 impl AsPathError {
+    /// The error in words, for the log.
     pub fn reason(self) -> &'static str {
         match self {
             AsPathError::UnknownSegmentType => "unrecognized AS_PATH segment type",
@@ -73,8 +89,8 @@ impl AsPathError {
 }
 
 impl AsPath {
-    /// An AS_SEQUENCE of one AS: what we send to eBGP peers (RFC 4271
-    /// §5.1.2 (b)).
+    /// One AS_SEQUENCE of `asns`, or the empty path when there are none.
+    /// To an external peer we send our own AS alone (RFC 4271 §5.1.2 (b)).
     pub fn sequence(asns: Vec<u32>) -> Self {
         if asns.is_empty() {
             return AsPath::default();
@@ -87,6 +103,8 @@ impl AsPath {
         }
     }
 
+    /// Decodes an attribute value with 2- or 4-octet AS numbers; the errors
+    /// are those RFC 7606 §7.2 calls malformed.
     pub fn decode(mut input: &[u8], four_octet: bool) -> Result<AsPath, AsPathError> {
         let width = if four_octet { 4 } else { 2 };
         let mut segments = Vec::new();
@@ -149,6 +167,7 @@ impl AsPath {
             .sum()
     }
 
+    /// Every AS number of every segment, in order.
     pub fn asns(&self) -> impl Iterator<Item = u32> + '_ {
         self.segments.iter().flat_map(|s| s.asns.iter().copied())
     }
@@ -162,6 +181,8 @@ impl AsPath {
         }
     }
 
+    /// Some AS number does not fit in two octets (RFC 6793 §4.2.2: it then
+    /// needs AS4_PATH beside a 2-octet AS_PATH).
     pub fn needs_four_octets(&self) -> bool {
         self.asns().any(|a| a > u32::from(u16::MAX))
     }

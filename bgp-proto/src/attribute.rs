@@ -26,12 +26,16 @@ use crate::mp::{MpReach, MpUnreach};
 /// ORIGIN values (RFC 4271 §4.3 (a)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Origin {
+    /// IGP: the NLRI is interior to the originating AS.
     Igp = 0,
+    /// EGP: the NLRI was learned by the EGP protocol (RFC 904).
     Egp = 1,
+    /// INCOMPLETE: the NLRI was learned by some other means.
     Incomplete = 2,
 }
 
 impl Origin {
+    /// The value's name in lower case, as shown in logs and the API.
     pub fn as_str(self) -> &'static str {
         match self {
             Origin::Igp => "igp",
@@ -44,14 +48,20 @@ impl Origin {
 /// AGGREGATOR and AS4_AGGREGATOR (RFC 4271 §4.3 (g), RFC 6793 §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Aggregator {
+    /// The AS of the speaker that formed the aggregate route (AS_TRANS in a
+    /// 2-octet AGGREGATOR whose AS needs four octets, RFC 6793 §4.2.2).
     pub asn: u32,
+    /// The IP address of that speaker (RFC 4271 §5.1.7: it SHOULD be its
+    /// BGP Identifier).
     pub address: Ipv4Addr,
 }
 
 /// An attribute that could not be read, kept as its value bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Malformed {
+    /// The attribute's value octets as received, written back unchanged.
     pub raw: Vec<u8>,
+    /// What is wrong, and the RFC 7606 approach for it.
     pub error: AttrError,
     /// For MP_REACH/MP_UNREACH: the family to disable, when it was legible.
     pub family: Option<Family>,
@@ -65,25 +75,52 @@ impl std::hash::Hash for AttrError {
     }
 }
 
+/// A path attribute's value, decoded by type code (IANA "BGP Path
+/// Attributes").
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AttrValue {
+    /// 1 — ORIGIN (RFC 4271 §4.3 (a), §5.1.1).
     Origin(Origin),
+    /// 2 — AS_PATH (RFC 4271 §4.3 (b), §5.1.2).
     AsPath(AsPath),
+    /// 3 — NEXT_HOP: the IPv4 address of the router to forward to (RFC 4271
+    /// §4.3 (c), §5.1.3).
     NextHop(Ipv4Addr),
+    /// 4 — MULTI_EXIT_DISC: lower is preferred among entry points to a
+    /// neighbouring AS (RFC 4271 §4.3 (d), §5.1.4).
     MultiExitDisc(u32),
+    /// 5 — LOCAL_PREF: higher is preferred; internal peers only (RFC 4271
+    /// §4.3 (e), §5.1.5).
     LocalPref(u32),
+    /// 6 — ATOMIC_AGGREGATE, no value (RFC 4271 §4.3 (f), §5.1.6).
     AtomicAggregate,
+    /// 7 — AGGREGATOR (RFC 4271 §4.3 (g), §5.1.7); 2- or 4-octet AS as
+    /// negotiated (RFC 6793 §3).
     Aggregator(Aggregator),
+    /// 8 — COMMUNITIES (RFC 1997).
     Communities(Vec<Community>),
+    /// 9 — ORIGINATOR_ID: the BGP Identifier of the route's originator in the
+    /// AS (RFC 4456 §8).
     OriginatorId(Ipv4Addr),
+    /// 10 — CLUSTER_LIST: the route reflection clusters the route passed
+    /// through (RFC 4456 §8).
     ClusterList(Vec<Ipv4Addr>),
+    /// 14 — MP_REACH_NLRI (RFC 4760 §3).
     MpReach(MpReach),
+    /// 15 — MP_UNREACH_NLRI (RFC 4760 §4).
     MpUnreach(MpUnreach),
+    /// 16 — EXTENDED COMMUNITIES (RFC 4360 §2).
     ExtendedCommunities(Vec<ExtCommunity>),
+    /// 17 — AS4_PATH: the path with 4-octet AS numbers, beside a 2-octet
+    /// AS_PATH (RFC 6793 §3).
     As4Path(AsPath),
+    /// 18 — AS4_AGGREGATOR: the 4-octet AS of the aggregator (RFC 6793 §3).
     As4Aggregator(Aggregator),
+    /// 25 — IPv6 Address Specific Extended Community (RFC 5701 §2).
     Ipv6ExtendedCommunities(Vec<Ipv6ExtCommunity>),
+    /// 32 — LARGE_COMMUNITY (RFC 8092 §3).
     LargeCommunities(Vec<LargeCommunity>),
+    /// 35 — Only to Customer: the AS that marked the route (RFC 9234 §5).
     Otc(u32),
     /// An optional attribute we do not know: kept with its flags (RFC 4271
     /// §5: "If an optional attribute is not recognized ... it MUST be
@@ -94,12 +131,17 @@ pub enum AttrValue {
     Malformed(Box<Malformed>),
 }
 
+/// One path attribute as it appears in an UPDATE (RFC 4271 §4.3): flags,
+/// type code and value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PathAttribute {
     /// The whole flags octet as received, or the canonical one for
     /// attributes we build.
     pub flags: u8,
+    /// The Attribute Type Code (IANA "BGP Path Attributes").
     pub type_code: u8,
+    /// The decoded value; [`AttrValue::Unknown`] or [`AttrValue::Malformed`]
+    /// when it could not be decoded.
     pub value: AttrValue,
 }
 
@@ -113,7 +155,7 @@ pub(crate) struct RawAttr<'a> {
 impl RawAttr<'_> {
     /// RFC 4271 §6.3: NOTIFICATION data is "the erroneous attribute (type,
     /// length, and value)" — we send it as it was received, flags included.
-    pub fn tlv(&self) -> Vec<u8> {
+    pub(crate) fn tlv(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.value.len() + 4);
         out.push(self.flags);
         out.push(self.code);
@@ -771,6 +813,7 @@ impl PathAttribute {
         }
     }
 
+    /// The attribute's name, or `ATTR_<code>` for one we do not know.
     pub fn name(&self) -> String {
         name(self.type_code)
     }

@@ -26,8 +26,11 @@ use crate::wire;
 /// ADD-PATH Send/Receive field (RFC 7911 §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AddPathMode {
+    /// 1: able to receive multiple paths from the peer.
     Receive = 1,
+    /// 2: able to send multiple paths to the peer.
     Send = 2,
+    /// 3: both.
     Both = 3,
 }
 
@@ -40,9 +43,11 @@ impl AddPathMode {
             _ => None,
         }
     }
+    /// The sender of the capability can send multiple paths (2 or 3).
     pub fn can_send(self) -> bool {
         matches!(self, AddPathMode::Send | AddPathMode::Both)
     }
+    /// The sender of the capability can receive multiple paths (1 or 3).
     pub fn can_receive(self) -> bool {
         matches!(self, AddPathMode::Receive | AddPathMode::Both)
     }
@@ -51,6 +56,7 @@ impl AddPathMode {
 /// One family of the graceful restart capability (RFC 4724 §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GrFamily {
+    /// The AFI/SAFI whose routes are kept across a restart.
     pub family: Family,
     /// The "Flags for Address Family" octet; bit 0x80 is F (forwarding
     /// state preserved). Kept whole: the other bits are reserved.
@@ -58,7 +64,10 @@ pub struct GrFamily {
 }
 
 impl GrFamily {
+    /// The Forwarding State (F) bit: the forwarding state for this family was
+    /// preserved during the previous restart.
     pub const FORWARDING: u8 = 0x80;
+    /// The F bit is set.
     pub fn forwarding_preserved(&self) -> bool {
         self.flags & Self::FORWARDING != 0
     }
@@ -78,20 +87,28 @@ pub struct GracefulRestart {
     /// The 4 Restart Flags bits (high nibble of the first octet): 0x8 is R
     /// (restarting), 0x4 is N (RFC 8538 notification support).
     pub flags: u8,
-    /// 12 bits, seconds.
+    /// Restart Time: the seconds the speaker expects to take to re-establish
+    /// the session after a restart (12 bits).
     pub restart_time: u16,
+    /// The families with graceful restart, and their F bits.
     pub families: Vec<GrFamily>,
 }
 
 impl GracefulRestart {
+    /// The Restart State (R) bit (RFC 4724 §3): the speaker has restarted,
+    /// and the peer must not wait for its End-of-RIB before sending routes.
     pub const RESTART_STATE: u8 = 0x8;
+    /// The N bit (RFC 8538 §2): the speaker keeps routes across a
+    /// NOTIFICATION, except Cease/Hard Reset.
     pub const NOTIFICATION: u8 = 0x4;
     /// RFC 4724 §3: the restart time is a 12-bit field.
     pub const MAX_RESTART_TIME: u16 = 0x0fff;
 
+    /// The R bit is set.
     pub fn restart_state(&self) -> bool {
         self.flags & Self::RESTART_STATE != 0
     }
+    /// The N bit is set.
     pub fn notification(&self) -> bool {
         self.flags & Self::NOTIFICATION != 0
     }
@@ -101,19 +118,27 @@ impl GracefulRestart {
 /// (RFC 9494 §3): AFI, SAFI, flags (0x80 = F), 24-bit stale time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LlgrFamily {
+    /// The AFI/SAFI whose stale routes may be kept for long.
     pub family: Family,
+    /// The "Flags for Address Family" octet, kept whole: 0x80 is F (state
+    /// preserved), the other bits are reserved.
     pub flags: u8,
+    /// Long-Lived Stale Time: seconds, 24 bits.
     pub stale_time: u32,
 }
 
-/// One tuple of the extended next hop capability (RFC 8950 §3).
+/// One tuple of the extended next hop capability (RFC 8950 §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ExtendedNextHop {
+    /// NLRI AFI: the family of the routes.
     pub nlri_afi: u16,
+    /// NLRI SAFI (two octets here, unlike elsewhere).
     pub nlri_safi: u16,
+    /// Nexthop AFI: the family the next hop may be from.
     pub next_hop_afi: u16,
 }
 
+/// One capability (RFC 5492 §4), named after IANA "Capability Codes".
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Capability {
     /// 1 — Multiprotocol Extensions (RFC 4760 §8).
@@ -138,10 +163,20 @@ pub enum Capability {
     LongLivedGracefulRestart(Vec<LlgrFamily>),
     /// 73 — FQDN (draft-walton-bgp-hostname-capability): octet strings,
     /// usually ASCII.
-    Fqdn { hostname: Vec<u8>, domain: Vec<u8> },
+    Fqdn {
+        /// The speaker's host name (at most 255 octets on the wire).
+        hostname: Vec<u8>,
+        /// Its domain name (at most 255 octets on the wire).
+        domain: Vec<u8>,
+    },
     /// Any other capability, or a known one with reserved bits set: kept
     /// as bytes.
-    Unknown { code: u8, value: Vec<u8> },
+    Unknown {
+        /// The Capability Code.
+        code: u8,
+        /// The Capability Value, as received.
+        value: Vec<u8>,
+    },
 }
 
 fn malformed(reason: &'static str, code: u8, value: &[u8]) -> Error {
@@ -153,6 +188,7 @@ fn malformed(reason: &'static str, code: u8, value: &[u8]) -> Error {
 }
 
 impl Capability {
+    /// The Capability Code.
     pub fn code(&self) -> u8 {
         match self {
             Capability::Multiprotocol(_) => cap::MULTIPROTOCOL,

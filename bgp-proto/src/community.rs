@@ -4,13 +4,22 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// Well-known communities (RFC 1997 §3, RFC 3765, RFC 7999, RFC 8326).
+/// Well-known communities (RFC 1997 "Well-known Communities", RFC 3765,
+/// RFC 7999, RFC 8326).
 pub mod well_known {
+    /// GRACEFUL_SHUTDOWN (RFC 8326): the path is about to be withdrawn by a
+    /// planned shutdown; receivers lower its preference.
     pub const GRACEFUL_SHUTDOWN: u32 = 0xffff_0000;
+    /// BLACKHOLE (RFC 7999): drop traffic to this prefix.
     pub const BLACKHOLE: u32 = 0xffff_029a;
+    /// NO_EXPORT: not to be advertised outside the AS (or confederation).
     pub const NO_EXPORT: u32 = 0xffff_ff01;
+    /// NO_ADVERTISE: not to be advertised to any other peer.
     pub const NO_ADVERTISE: u32 = 0xffff_ff02;
+    /// NO_EXPORT_SUBCONFED: not to be advertised to external peers, members
+    /// of other confederation ASes included.
     pub const NO_EXPORT_SUBCONFED: u32 = 0xffff_ff03;
+    /// NOPEER (RFC 3765): not to be advertised to bilateral peers.
     pub const NOPEER: u32 = 0xffff_ff04;
 }
 
@@ -19,6 +28,8 @@ pub mod well_known {
 pub struct Community(pub u32);
 
 impl Community {
+    /// The well-known community's name in lower case (`no-export`), or
+    /// `None` for any other value.
     pub fn name(self) -> Option<&'static str> {
         use well_known::*;
         Some(match self.0 {
@@ -73,8 +84,12 @@ impl FromStr for Community {
 /// Local Data 2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LargeCommunity {
+    /// Global Administrator: the AS that defines the meaning of the local
+    /// data.
     pub global: u32,
+    /// Local Data Part 1: operator-defined.
     pub local1: u32,
+    /// Local Data Part 2: operator-defined.
     pub local2: u32,
 }
 
@@ -136,6 +151,8 @@ impl ExtCommunity {
         ExtCommunity(b)
     }
 
+    /// The eight octets as one big-endian number (shown in hex when the
+    /// type has no name).
     pub fn as_u64(&self) -> u64 {
         u64::from_be_bytes(self.0)
     }

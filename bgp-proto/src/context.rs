@@ -11,7 +11,9 @@ use crate::consts::{MAX_EXTENDED_MESSAGE_LEN, MAX_MESSAGE_LEN};
 pub struct Afi(pub u16);
 
 impl Afi {
+    /// 1 — IP (IP version 4).
     pub const IPV4: Afi = Afi(1);
+    /// 2 — IP6 (IP version 6).
     pub const IPV6: Afi = Afi(2);
 }
 
@@ -20,23 +22,32 @@ impl Afi {
 pub struct Safi(pub u8);
 
 impl Safi {
+    /// 1 — NLRI used for unicast forwarding (RFC 4760 §6).
     pub const UNICAST: Safi = Safi(1);
+    /// 2 — NLRI used for multicast forwarding (RFC 4760 §6).
     pub const MULTICAST: Safi = Safi(2);
 }
 
 /// An AFI/SAFI pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Family {
+    /// The Address Family Identifier.
     pub afi: Afi,
+    /// The Subsequent Address Family Identifier.
     pub safi: Safi,
 }
 
 impl Family {
+    /// IPv4 unicast: the family of plain RFC 4271 NLRI.
     pub const IPV4_UNICAST: Family = Family::new(Afi::IPV4, Safi::UNICAST);
+    /// IPv6 unicast (RFC 2545, in MP_REACH_NLRI).
     pub const IPV6_UNICAST: Family = Family::new(Afi::IPV6, Safi::UNICAST);
+    /// IPv4 multicast.
     pub const IPV4_MULTICAST: Family = Family::new(Afi::IPV4, Safi::MULTICAST);
+    /// IPv6 multicast.
     pub const IPV6_MULTICAST: Family = Family::new(Afi::IPV6, Safi::MULTICAST);
 
+    /// The family `afi`/`safi`.
     pub const fn new(afi: Afi, safi: Safi) -> Self {
         Family { afi, safi }
     }
@@ -98,23 +109,28 @@ impl fmt::Display for Family {
 pub struct FamilySet(u8);
 
 impl FamilySet {
+    /// No family.
     pub const EMPTY: FamilySet = FamilySet(0);
 
+    /// Adds `family`; a family outside the four prefix families is ignored.
     pub fn insert(&mut self, family: Family) {
         if let Some(bit) = family.bit() {
             self.0 |= bit;
         }
     }
 
+    /// Whether `family` is in the set (never, for a non-prefix family).
     pub fn contains(self, family: Family) -> bool {
         family.bit().is_some_and(|bit| self.0 & bit != 0)
     }
 
+    /// The set with `family` added, as [`FamilySet::insert`] does.
     pub fn with(mut self, family: Family) -> Self {
         self.insert(family);
         self
     }
 
+    /// Whether the set holds no family.
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
@@ -161,6 +177,8 @@ impl Default for Context {
 }
 
 impl Context {
+    /// The default context, but for a peer without the 4-octet AS capability:
+    /// AS numbers are two octets on the wire (RFC 6793 §4.2).
     pub fn two_octet_as() -> Self {
         Context {
             four_octet_as: false,
@@ -168,16 +186,20 @@ impl Context {
         }
     }
 
+    /// The context with ADD-PATH for `family`: its NLRI carry a Path
+    /// Identifier (RFC 7911 §3).
     pub fn with_add_path(mut self, family: Family) -> Self {
         self.add_path.insert(family);
         self
     }
 
+    /// The context with extended messages: up to 65535 octets (RFC 8654 §4).
     pub fn with_extended_messages(mut self) -> Self {
         self.max_message_len = MAX_EXTENDED_MESSAGE_LEN;
         self
     }
 
+    /// The width of an AS number on the wire, in octets: 4 or 2.
     pub fn as_width(&self) -> usize {
         if self.four_octet_as { 4 } else { 2 }
     }

@@ -24,6 +24,8 @@ pub enum Action {
 }
 
 impl Action {
+    /// The approach's name, as RFC 7606 §2 writes it with hyphens (the
+    /// `Display` form).
     pub fn as_str(self) -> &'static str {
         match self {
             Action::AttributeDiscard => "attribute-discard",
@@ -50,58 +52,121 @@ pub enum Error {
     /// 1/1 — the marker is not all ones (RFC 4271 §6.1).
     ConnectionNotSynchronized,
     /// 1/2 — data: the erroneous Length field (RFC 4271 §6.1).
-    BadMessageLength { length: u16 },
+    BadMessageLength {
+        /// The Length field as received.
+        length: u16,
+    },
     /// 1/3 — data: the erroneous Type field (RFC 4271 §6.1).
-    BadMessageType { message_type: u8 },
+    BadMessageType {
+        /// The Type field as received.
+        message_type: u8,
+    },
 
     /// 2/1 — data: the largest supported version, 2 octets (RFC 4271 §6.2).
-    UnsupportedVersionNumber { version: u8 },
+    UnsupportedVersionNumber {
+        /// The Version the peer's OPEN bid.
+        version: u8,
+    },
     /// 2/2 (RFC 4271 §6.2, RFC 6793 §4.1).
-    BadPeerAs { asn: u32 },
+    BadPeerAs {
+        /// The AS the peer's OPEN announced.
+        asn: u32,
+    },
     /// 2/3 (RFC 4271 §6.2, RFC 6286).
-    BadBgpIdentifier { id: u32 },
+    BadBgpIdentifier {
+        /// The BGP Identifier the peer's OPEN carried.
+        id: u32,
+    },
     /// 2/4 (RFC 4271 §6.2).
-    UnsupportedOptionalParameter { param_type: u8 },
+    UnsupportedOptionalParameter {
+        /// The Parameter Type we do not know.
+        param_type: u8,
+    },
     /// 2/6 (RFC 4271 §6.2).
-    UnacceptableHoldTime { hold_time: u16 },
+    UnacceptableHoldTime {
+        /// The Hold Time the peer proposed, in seconds.
+        hold_time: u16,
+    },
     /// 2/7 — data: the capabilities we do not support (RFC 5492 §5).
-    UnsupportedCapability { capabilities: Vec<u8> },
+    UnsupportedCapability {
+        /// The capability TLVs (code, length, value), encoded back to back.
+        capabilities: Vec<u8>,
+    },
     /// 2/11 (RFC 9234 §4.2).
     RoleMismatch,
     /// 2/0 — "If one of the Optional Parameters in the OPEN message is
     /// recognized, but is malformed, then the Error Subcode MUST be set to 0
     /// (Unspecific)" (RFC 4271 §6.2). Data: the offending bytes.
-    MalformedOpen { reason: &'static str, data: Vec<u8> },
+    MalformedOpen {
+        /// What is wrong, for the log.
+        reason: &'static str,
+        /// The malformed optional parameter or capability.
+        data: Vec<u8>,
+    },
 
     /// 3/1 (RFC 4271 §6.3, RFC 7606 §3 (c)).
-    MalformedAttributeList { reason: &'static str },
+    MalformedAttributeList {
+        /// What is wrong, for the log.
+        reason: &'static str,
+    },
     /// 3/2 — data: the unrecognized attribute (RFC 4271 §6.3).
-    UnrecognizedWellKnownAttribute { attribute: Vec<u8> },
+    UnrecognizedWellKnownAttribute {
+        /// The attribute: flags, type, length and value as received.
+        attribute: Vec<u8>,
+    },
     /// 3/3 — data: the missing attribute's type code (RFC 4271 §6.3).
-    MissingWellKnownAttribute { type_code: u8 },
+    MissingWellKnownAttribute {
+        /// The type code of the missing attribute.
+        type_code: u8,
+    },
     /// 3/4 — data: the erroneous attribute (RFC 4271 §6.3).
-    AttributeFlagsError { attribute: Vec<u8> },
+    AttributeFlagsError {
+        /// The attribute: flags, type, length and value as received.
+        attribute: Vec<u8>,
+    },
     /// 3/5 — data: the erroneous attribute (RFC 4271 §6.3).
-    AttributeLengthError { attribute: Vec<u8> },
+    AttributeLengthError {
+        /// The attribute: flags, type, length and value as received (when
+        /// its length runs past the list, the rest of the list from it).
+        attribute: Vec<u8>,
+    },
     /// 3/6 — data: the erroneous attribute (RFC 4271 §6.3).
-    InvalidOriginAttribute { attribute: Vec<u8> },
+    InvalidOriginAttribute {
+        /// The attribute: flags, type, length and value as received.
+        attribute: Vec<u8>,
+    },
     /// 3/8 — data: the erroneous attribute (RFC 4271 §6.3).
-    InvalidNextHopAttribute { attribute: Vec<u8> },
+    InvalidNextHopAttribute {
+        /// The attribute: flags, type, length and value as received.
+        attribute: Vec<u8>,
+    },
     /// 3/9 — data: the erroneous attribute (RFC 4271 §6.3, RFC 4760 §7).
     OptionalAttributeError {
+        /// The attribute: flags, type, length and value as received.
         attribute: Vec<u8>,
+        /// What is wrong, for the log.
         reason: &'static str,
     },
     /// 3/10 (RFC 4271 §6.3, RFC 7606 §5.3).
-    InvalidNetworkField { reason: &'static str },
+    InvalidNetworkField {
+        /// What is wrong, for the log.
+        reason: &'static str,
+    },
     /// 3/11 (RFC 4271 §6.3).
-    MalformedAsPath { reason: &'static str },
+    MalformedAsPath {
+        /// What is wrong, for the log.
+        reason: &'static str,
+    },
 
     /// 7/1 — data: the whole ROUTE-REFRESH message (RFC 7313 §5).
-    RouteRefreshInvalidLength { message: Vec<u8> },
+    RouteRefreshInvalidLength {
+        /// The ROUTE-REFRESH message as received, header included.
+        message: Vec<u8>,
+    },
 }
 
 impl Error {
+    /// The NOTIFICATION Error Code (RFC 4271 §4.5).
     pub fn code(&self) -> u8 {
         use Error::*;
         match self {
@@ -130,6 +195,7 @@ impl Error {
         }
     }
 
+    /// The NOTIFICATION Error Subcode (RFC 4271 §4.5, §6).
     pub fn subcode(&self) -> u8 {
         use Error::*;
         use notify::{header as h, open as o, update as u};
@@ -250,11 +316,14 @@ impl std::error::Error for Error {}
 /// whole), with the RFC 7606 approach that handles it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttrError {
+    /// The error, with the NOTIFICATION it causes under session reset.
     pub error: Error,
+    /// The RFC 7606 approach that handles it.
     pub action: Action,
 }
 
 impl AttrError {
+    /// `error`, handled by `action`.
     pub fn new(error: Error, action: Action) -> Self {
         AttrError { error, action }
     }

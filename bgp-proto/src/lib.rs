@@ -14,6 +14,8 @@
 //!   code/subcode/data; attribute problems carry their RFC 7606
 //!   [`Action`], and [`Update::validate`] reports the strongest one.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod aspath;
 pub mod attribute;
 pub mod capability;

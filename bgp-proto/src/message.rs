@@ -20,12 +20,18 @@ use crate::open::Open;
 use crate::route_refresh::RouteRefresh;
 use crate::update::Update;
 
+/// A BGP message, by the Type field of its header (RFC 4271 §4.1).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Message {
+    /// 1 — OPEN (RFC 4271 §4.2).
     Open(Open),
+    /// 2 — UPDATE (RFC 4271 §4.3).
     Update(Update),
+    /// 3 — NOTIFICATION (RFC 4271 §4.5).
     Notification(Notification),
+    /// 4 — KEEPALIVE: the header alone (RFC 4271 §4.4).
     Keepalive,
+    /// 5 — ROUTE-REFRESH (RFC 2918 §3, RFC 7313 §3.2).
     RouteRefresh(RouteRefresh),
 }
 
@@ -34,7 +40,12 @@ pub enum Message {
 pub enum EncodeError {
     /// The message would exceed the negotiated maximum (RFC 4271 §4.1,
     /// RFC 8654 §4): it is never sent.
-    TooLong { len: usize, max: usize },
+    TooLong {
+        /// The encoded length, header included, in octets.
+        len: usize,
+        /// The maximum: 4096, or 65535 with extended messages.
+        max: usize,
+    },
 }
 
 impl fmt::Display for EncodeError {
@@ -134,6 +145,7 @@ impl Message {
         })
     }
 
+    /// The Type field of the header.
     pub fn message_type(&self) -> u8 {
         match self {
             Message::Open(_) => msg_type::OPEN,
@@ -144,6 +156,7 @@ impl Message {
         }
     }
 
+    /// The message type's name, as the RFCs spell it (`ROUTE-REFRESH`).
     pub fn name(&self) -> &'static str {
         match self {
             Message::Open(_) => "OPEN",
@@ -179,6 +192,8 @@ impl Message {
         Ok(())
     }
 
+    /// The encoded message, header included, as [`Message::encode_into`]
+    /// writes it.
     pub fn encode(&self, ctx: &Context) -> Result<Vec<u8>, EncodeError> {
         let mut out = Vec::with_capacity(64);
         self.encode_into(ctx, &mut out)?;

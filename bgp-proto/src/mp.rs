@@ -24,13 +24,17 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::context::{Afi, Context, Family, Safi};
 use crate::nlri::{self, Nlri};
 
+/// The NLRI (or Withdrawn Routes) field of an MP attribute.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MpNlri {
+    /// IPv4/IPv6 unicast or multicast prefixes, parsed (RFC 4760 §5).
     Prefixes(Vec<Nlri>),
+    /// Any other family's field, as received.
     Opaque(Vec<u8>),
 }
 
 impl MpNlri {
+    /// The parsed prefixes; none for an opaque field.
     pub fn prefixes(&self) -> &[Nlri] {
         match self {
             MpNlri::Prefixes(p) => p,
@@ -38,6 +42,8 @@ impl MpNlri {
         }
     }
 
+    /// The field holds nothing: an UPDATE whose only attribute is such an
+    /// MP_UNREACH_NLRI is the End-of-RIB of its family (RFC 4724 §2).
     pub fn is_empty(&self) -> bool {
         match self {
             MpNlri::Prefixes(p) => p.is_empty(),
@@ -63,8 +69,10 @@ impl MpNlri {
     }
 }
 
+/// MP_REACH_NLRI (RFC 4760 §3): routes of one family and their next hop.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MpReach {
+    /// AFI and SAFI of the routes.
     pub family: Family,
     /// The Next Hop field as sent: 4 (IPv4), 16 (IPv6 global), 32 (global
     /// + link-local, RFC 2545 §3), or a VPN/other family's form.
@@ -72,12 +80,16 @@ pub struct MpReach {
     /// RFC 4760 §3: "Reserved ... MUST be set to 0, and SHOULD be ignored
     /// upon receipt" — kept for lossless re-encoding.
     pub reserved: u8,
+    /// The routes announced.
     pub nlri: MpNlri,
 }
 
+/// MP_UNREACH_NLRI (RFC 4760 §4): withdrawn routes of one family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MpUnreach {
+    /// AFI and SAFI of the routes.
     pub family: Family,
+    /// The routes withdrawn.
     pub withdrawn: MpNlri,
 }
 
@@ -85,7 +97,9 @@ pub struct MpUnreach {
 /// the family to disable (RFC 7606 §7.11, RFC 4760 §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MpError {
+    /// What is wrong, for the log.
     pub reason: &'static str,
+    /// The AFI/SAFI, when the attribute was long enough to hold it.
     pub family: Option<Family>,
 }
 
@@ -100,6 +114,8 @@ fn family_of(value: &[u8]) -> Option<Family> {
 }
 
 impl MpReach {
+    /// Announces `nlri` of `family` via `next_hop`: one address, or an IPv6
+    /// global and link-local pair (RFC 2545 §3), concatenated.
     pub fn new(family: Family, next_hop: &[IpAddr], nlri: Vec<Nlri>) -> Self {
         let mut nh = Vec::with_capacity(32);
         for a in next_hop {
@@ -116,6 +132,8 @@ impl MpReach {
         }
     }
 
+    /// Decodes the attribute value; a Length of Next Hop Network Address that
+    /// does not fit the family is malformed (RFC 7606 §7.11).
     pub fn decode(value: &[u8], ctx: &Context) -> Result<MpReach, MpError> {
         let family = family_of(value).ok_or(MpError {
             reason: "MP_REACH_NLRI too short to hold AFI/SAFI",
@@ -159,6 +177,7 @@ impl MpReach {
         })
     }
 
+    /// Writes the attribute value (without the attribute header).
     pub fn encode(&self, ctx: &Context, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.family.afi.0.to_be_bytes());
         out.push(self.family.safi.0);
@@ -193,6 +212,8 @@ impl MpReach {
 }
 
 impl MpUnreach {
+    /// Withdraws `withdrawn` of `family`. Empty, and alone in an UPDATE, it
+    /// is the End-of-RIB marker of `family` (RFC 4724 §2).
     pub fn new(family: Family, withdrawn: Vec<Nlri>) -> Self {
         MpUnreach {
             family,
@@ -200,6 +221,7 @@ impl MpUnreach {
         }
     }
 
+    /// Decodes the attribute value.
     pub fn decode(value: &[u8], ctx: &Context) -> Result<MpUnreach, MpError> {
         let family = family_of(value).ok_or(MpError {
             reason: "MP_UNREACH_NLRI too short to hold AFI/SAFI",
@@ -212,6 +234,7 @@ impl MpUnreach {
         Ok(MpUnreach { family, withdrawn })
     }
 
+    /// Writes the attribute value (without the attribute header).
     pub fn encode(&self, ctx: &Context, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.family.afi.0.to_be_bytes());
         out.push(self.family.safi.0);

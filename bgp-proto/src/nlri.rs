@@ -25,11 +25,15 @@ use crate::wire;
 /// One route: a prefix and, with ADD-PATH, its path identifier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Nlri {
+    /// The Path Identifier (RFC 7911 §3), present when the NLRI was decoded
+    /// with ADD-PATH or built with one.
     pub path_id: Option<u32>,
+    /// The prefix; host bits are kept as received.
     pub prefix: IpNet,
 }
 
 impl Nlri {
+    /// A route without a Path Identifier.
     pub fn new(prefix: IpNet) -> Self {
         Nlri {
             path_id: None,
@@ -37,6 +41,7 @@ impl Nlri {
         }
     }
 
+    /// A route with the ADD-PATH Path Identifier `path_id`.
     pub fn with_path_id(prefix: IpNet, path_id: u32) -> Self {
         Nlri {
             path_id: Some(path_id),
@@ -44,6 +49,7 @@ impl Nlri {
         }
     }
 
+    /// The unicast family of the prefix's address family.
     pub fn family(&self) -> Family {
         match self.prefix {
             IpNet::V4(_) => Family::IPV4_UNICAST,
@@ -57,6 +63,8 @@ impl Nlri {
         path + 1 + usize::from(self.prefix.prefix_len()).div_ceil(8)
     }
 
+    /// Writes the NLRI; with `add_path`, the Path Identifier first (0 when
+    /// there is none).
     #[inline]
     pub fn encode(&self, add_path: bool, out: &mut Vec<u8>) {
         if add_path {
@@ -98,6 +106,7 @@ pub enum NlriError {
 }
 
 impl NlriError {
+    /// The error in words, for the log.
     pub fn reason(self) -> &'static str {
         match self {
             NlriError::PrefixTooLong => "prefix length exceeds the address length",
@@ -158,6 +167,8 @@ pub fn decode_list(mut input: &[u8], afi: Afi, add_path: bool) -> Result<Vec<Nlr
     Ok(out)
 }
 
+/// Writes every NLRI of `list` back to back, as one NLRI or Withdrawn
+/// Routes field.
 pub fn encode_list(list: &[Nlri], add_path: bool, out: &mut Vec<u8>) {
     for n in list {
         n.encode(add_path, out);

@@ -13,10 +13,15 @@ use crate::consts::notify::{self, cease};
 use crate::error::Error;
 use crate::wire;
 
+/// A NOTIFICATION message (RFC 4271 §4.5): the error that closes the
+/// connection.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Notification {
+    /// Error Code (see [`crate::consts::notify`]).
     pub code: u8,
+    /// Error Subcode; 0 (Unspecific) when none applies.
     pub subcode: u8,
+    /// Data: what the error concerns, laid out per code (RFC 4271 §6).
     pub data: Vec<u8>,
 }
 
@@ -24,6 +29,7 @@ pub struct Notification {
 pub const MAX_SHUTDOWN_MESSAGE_LEN: usize = 255;
 
 impl Notification {
+    /// The NOTIFICATION `code`/`subcode` with `data`.
     pub fn new(code: u8, subcode: u8, data: Vec<u8>) -> Self {
         Notification {
             code,
@@ -47,6 +53,7 @@ impl Notification {
         Notification::new(notify::CEASE, subcode, data)
     }
 
+    /// Cease (RFC 4271 §6.7) with the RFC 4486 `subcode` and no data.
     pub fn cease(subcode: u8) -> Self {
         Notification::new(notify::CEASE, subcode, Vec::new())
     }

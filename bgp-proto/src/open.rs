@@ -23,6 +23,7 @@ use crate::context::Family;
 use crate::error::Error;
 use crate::wire;
 
+/// One optional parameter of OPEN (RFC 4271 §4.2).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum OptParam {
     /// Type 2: one or more capabilities (RFC 5492 §4). Speakers differ in
@@ -30,16 +31,28 @@ pub enum OptParam {
     Capabilities(Vec<Capability>),
     /// Any other type — answered with 2/4 Unsupported Optional Parameter by
     /// the session, kept here as bytes.
-    Unknown { param_type: u8, value: Vec<u8> },
+    Unknown {
+        /// The Parameter Type.
+        param_type: u8,
+        /// The Parameter Value, as received.
+        value: Vec<u8>,
+    },
 }
 
+/// An OPEN message (RFC 4271 §4.2).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Open {
+    /// The protocol version; 4 (anything else is refused with 2/1 while
+    /// decoding).
     pub version: u8,
     /// The 2-octet My Autonomous System field (AS_TRANS for a 4-octet AS).
     pub my_as: u16,
+    /// The proposed Hold Time in seconds: 0 (no KEEPALIVEs) or at least 3;
+    /// the session uses the smaller of the two proposals (RFC 4271 §4.2).
     pub hold_time: u16,
+    /// The BGP Identifier: the sender's router ID (RFC 4271 §4.2, RFC 6286).
     pub bgp_id: Ipv4Addr,
+    /// The optional parameters, in the order received.
     pub params: Vec<OptParam>,
     /// `Some(non_ext_op_len)` when the RFC 9072 extended format was used:
     /// the value of the ignored "Non-Ext OP Len" octet, kept for lossless
@@ -177,6 +190,7 @@ impl Open {
         out.extend_from_slice(&params);
     }
 
+    /// Every capability of every Capabilities parameter, in order.
     pub fn capabilities(&self) -> impl Iterator<Item = &Capability> {
         self.params.iter().flat_map(|p| match p {
             OptParam::Capabilities(c) => c.as_slice(),
@@ -190,6 +204,7 @@ impl Open {
         self.four_octet_as().unwrap_or(u32::from(self.my_as))
     }
 
+    /// The AS of the 4-octet AS capability (RFC 6793 §3), if sent.
     pub fn four_octet_as(&self) -> Option<u32> {
         self.capabilities().find_map(|c| match c {
             Capability::FourOctetAs(a) => Some(*a),
@@ -197,6 +212,7 @@ impl Open {
         })
     }
 
+    /// The families of the Multiprotocol capabilities (RFC 4760 §8).
     pub fn multiprotocol(&self) -> Vec<Family> {
         self.capabilities()
             .filter_map(|c| match c {
@@ -206,6 +222,7 @@ impl Open {
             .collect()
     }
 
+    /// The Graceful Restart capability (RFC 4724 §3), if sent.
     pub fn graceful_restart(&self) -> Option<&GracefulRestart> {
         self.capabilities().find_map(|c| match c {
             Capability::GracefulRestart(gr) => Some(gr),
@@ -213,6 +230,7 @@ impl Open {
         })
     }
 
+    /// The ADD-PATH Send/Receive mode for `family` (RFC 7911 §4), if sent.
     pub fn add_path(&self, family: Family) -> Option<AddPathMode> {
         self.capabilities().find_map(|c| match c {
             Capability::AddPath(list) => list.iter().find(|(f, _)| *f == family).map(|(_, m)| *m),
@@ -220,10 +238,12 @@ impl Open {
         })
     }
 
+    /// Whether a capability with Capability Code `code` was sent.
     pub fn has(&self, code: u8) -> bool {
         self.capabilities().any(|c| c.code() == code)
     }
 
+    /// The host name of the FQDN capability, if sent (invalid UTF-8 replaced).
     pub fn hostname(&self) -> Option<String> {
         self.capabilities().find_map(|c| match c {
             Capability::Fqdn { hostname, .. } => {

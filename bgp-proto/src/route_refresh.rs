@@ -9,8 +9,11 @@
 use crate::context::{Afi, Family, Safi};
 use crate::error::Error;
 
+/// A ROUTE-REFRESH message: a request to re-advertise one family's routes,
+/// or the BoRR/EoRR markers around such a re-advertisement.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RouteRefresh {
+    /// The AFI/SAFI concerned.
     pub family: Family,
     /// 0 = normal route refresh, 1 = BoRR, 2 = EoRR (RFC 7313 §3.2). Other
     /// values are kept: "MUST ignore the received ROUTE-REFRESH message".
@@ -21,10 +24,14 @@ pub struct RouteRefresh {
 }
 
 impl RouteRefresh {
+    /// Subtype 0: a normal route refresh request (RFC 2918).
     pub const NORMAL: u8 = 0;
+    /// Subtype 1: Beginning of Route Refresh (RFC 7313 §3.2).
     pub const BORR: u8 = 1;
+    /// Subtype 2: End of Route Refresh (RFC 7313 §3.2).
     pub const EORR: u8 = 2;
 
+    /// The ROUTE-REFRESH of `family` with `subtype`, without trailing data.
     pub fn new(family: Family, subtype: u8) -> Self {
         RouteRefresh {
             family,

@@ -34,14 +34,19 @@ use crate::wire;
 /// Attribute octets that could not be framed (RFC 7606 §4): kept as bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TrailingAttributes {
+    /// The octets from the first attribute that could not be framed to the
+    /// end of the Path Attributes field.
     pub raw: Vec<u8>,
+    /// Why they could not be framed, and the RFC 7606 approach.
     pub error: AttrError,
 }
 
+/// An UPDATE message (RFC 4271 §4.3), decoded losslessly.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Update {
     /// IPv4 unicast withdrawals in the Withdrawn Routes field.
     pub withdrawn: Vec<Nlri>,
+    /// The path attributes, in the order received.
     pub attributes: Vec<PathAttribute>,
     /// Boxed for the same reason as `AttrValue::Malformed`: rare, and
     /// inline it would double the size of every decoded UPDATE.
@@ -56,6 +61,7 @@ pub struct Update {
 pub struct Verdict {
     /// `None`: the UPDATE is well-formed.
     pub action: Option<Action>,
+    /// Every problem found, in the order found.
     pub errors: Vec<AttrError>,
     /// Families to disable (RFC 4760 §7) when the action is AFI/SAFI disable.
     pub disabled_families: Vec<Family>,
@@ -265,42 +271,49 @@ impl Update {
         self.attributes.iter().find_map(|a| f(&a.value))
     }
 
+    /// The ORIGIN value (RFC 4271 §5.1.1), if present (a malformed one counts as absent).
     pub fn origin(&self) -> Option<attribute::Origin> {
         self.find(|v| match v {
             AttrValue::Origin(o) => Some(*o),
             _ => None,
         })
     }
+    /// The AS_PATH (RFC 4271 §5.1.2), if present (a malformed one counts as absent).
     pub fn as_path(&self) -> Option<&AsPath> {
         self.find(|v| match v {
             AttrValue::AsPath(p) => Some(p),
             _ => None,
         })
     }
+    /// The AS4_PATH (RFC 6793 §3), if present (a malformed one counts as absent).
     pub fn as4_path(&self) -> Option<&AsPath> {
         self.find(|v| match v {
             AttrValue::As4Path(p) => Some(p),
             _ => None,
         })
     }
+    /// The NEXT_HOP (RFC 4271 §5.1.3), if present (a malformed one counts as absent).
     pub fn next_hop(&self) -> Option<Ipv4Addr> {
         self.find(|v| match v {
             AttrValue::NextHop(a) => Some(*a),
             _ => None,
         })
     }
+    /// The MULTI_EXIT_DISC (RFC 4271 §5.1.4), if present (a malformed one counts as absent).
     pub fn med(&self) -> Option<u32> {
         self.find(|v| match v {
             AttrValue::MultiExitDisc(m) => Some(*m),
             _ => None,
         })
     }
+    /// The LOCAL_PREF (RFC 4271 §5.1.5), if present (a malformed one counts as absent).
     pub fn local_pref(&self) -> Option<u32> {
         self.find(|v| match v {
             AttrValue::LocalPref(m) => Some(*m),
             _ => None,
         })
     }
+    /// The COMMUNITIES (RFC 1997); none if absent or malformed.
     pub fn communities(&self) -> &[Community] {
         self.find(|v| match v {
             AttrValue::Communities(c) => Some(c.as_slice()),
@@ -308,6 +321,7 @@ impl Update {
         })
         .unwrap_or(&[])
     }
+    /// The LARGE_COMMUNITY values (RFC 8092); none if absent or malformed.
     pub fn large_communities(&self) -> &[LargeCommunity] {
         self.find(|v| match v {
             AttrValue::LargeCommunities(c) => Some(c.as_slice()),
@@ -315,6 +329,7 @@ impl Update {
         })
         .unwrap_or(&[])
     }
+    /// The EXTENDED COMMUNITIES (RFC 4360); none if absent or malformed.
     pub fn extended_communities(&self) -> &[ExtCommunity] {
         self.find(|v| match v {
             AttrValue::ExtendedCommunities(c) => Some(c.as_slice()),
@@ -322,12 +337,14 @@ impl Update {
         })
         .unwrap_or(&[])
     }
+    /// The MP_REACH_NLRI (RFC 4760 §3), if present (a malformed one counts as absent).
     pub fn mp_reach(&self) -> Option<&MpReach> {
         self.find(|v| match v {
             AttrValue::MpReach(m) => Some(m),
             _ => None,
         })
     }
+    /// The MP_UNREACH_NLRI (RFC 4760 §4), if present (a malformed one counts as absent).
     pub fn mp_unreach(&self) -> Option<&MpUnreach> {
         self.find(|v| match v {
             AttrValue::MpUnreach(m) => Some(m),

@@ -47,13 +47,21 @@ pub const LARGE_HOLD_TIME: Duration = Duration::from_secs(240);
 /// What the session is configured with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
+    /// Our AS number (RFC 4271 §4.2 My Autonomous System; above 65535 it is
+    /// sent as AS_TRANS there and in full in the 4-octet AS capability, RFC
+    /// 6793 §3).
     pub local_asn: u32,
     /// The AS we expect in the peer's OPEN.
     pub peer_asn: u32,
+    /// Our BGP Identifier, sent in OPEN (RFC 4271 §4.2, RFC 6286).
     pub router_id: Ipv4Addr,
     /// Proposed Hold Time in seconds: 0, or at least 3 (RFC 4271 §4.2).
     pub hold_time: u16,
+    /// KeepaliveTime (RFC 4271 §10): the interval between KEEPALIVEs; the
+    /// session uses at most a third of the negotiated Hold Time (§4.4).
     pub keepalive: Duration,
+    /// ConnectRetryTime (RFC 4271 §10): the wait between outgoing connection
+    /// attempts, jittered (§10).
     pub connect_retry: Duration,
     /// Never initiate a connection; wait for the peer's (§8.1.1 PassiveTcpEstablishment).
     pub passive: bool,
@@ -62,12 +70,15 @@ pub struct Config {
     /// DampPeerOscillations (§8.1.1): the first IdleHoldTime, doubled on
     /// each consecutive failure up to `max_idle_hold_time`.
     pub idle_hold_time: Duration,
+    /// The ceiling of the doubling IdleHoldTime (DampPeerOscillations,
+    /// §8.1.1).
     pub max_idle_hold_time: Duration,
     /// Seed of the RFC 4271 §10 jitter.
     pub jitter_seed: u64,
 }
 
 impl Config {
+    /// The OPEN this configuration sends (RFC 4271 §4.2).
     pub fn open(&self) -> Open {
         Open::new(
             self.local_asn,
@@ -81,15 +92,25 @@ impl Config {
 /// The RFC 4271 §8.2.2 states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum State {
+    /// Refuses connections and waits for ManualStart, or for the
+    /// IdleHoldTimer to trigger AutomaticStart.
     Idle,
+    /// Waiting for our outgoing TCP connection to complete.
     Connect,
+    /// Listening for the peer's connection; the ConnectRetryTimer triggers
+    /// the next outgoing attempt (a passive session stays here).
     Active,
+    /// Our OPEN is sent; waiting for the peer's.
     OpenSent,
+    /// The peer's OPEN is accepted and our KEEPALIVE sent; waiting for the
+    /// peer's KEEPALIVE.
     OpenConfirm,
+    /// The session is up: UPDATE, KEEPALIVE and NOTIFICATION messages flow.
     Established,
 }
 
 impl State {
+    /// The state's name as RFC 4271 §8.2.2 spells it (the `Display` form).
     pub fn as_str(self) -> &'static str {
         match self {
             State::Idle => "Idle",
@@ -116,7 +137,9 @@ pub struct ConnId(pub u64);
 /// speaker with the higher BGP Identifier).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
+    /// We opened it (Event 16, Tcp_CR_Acked).
     Outgoing,
+    /// The peer opened it and we accepted (Event 17, TcpConnectionConfirmed).
     Incoming,
 }
 
@@ -131,16 +154,33 @@ pub enum Event {
     /// connection (typically Cease/Administrative Shutdown); `None` closes
     /// TCP without one, which a graceful-restart helper treats as a restart
     /// (RFC 4724 §4.2).
-    ManualStop { notification: Option<Notification> },
+    ManualStop {
+        /// Sent on each open connection before it closes.
+        notification: Option<Notification>,
+    },
     /// Event 16, Tcp_CR_Acked (our connection) / Event 17,
     /// TcpConnectionConfirmed (theirs).
-    TcpConnected { conn: ConnId, direction: Direction },
+    TcpConnected {
+        /// The driver's number for the new connection.
+        conn: ConnId,
+        /// Who opened it.
+        direction: Direction,
+    },
     /// Event 18, TcpConnectionFails — the outgoing attempt failed.
     TcpConnectFailed,
     /// Event 18, TcpConnectionFails — an open connection closed.
-    TcpClosed { conn: ConnId },
+    TcpClosed {
+        /// The connection that closed.
+        conn: ConnId,
+    },
     /// Octets read from a connection.
-    Data { conn: ConnId, bytes: Vec<u8> },
+    Data {
+        /// The connection the octets were read from.
+        conn: ConnId,
+        /// The octets in the order read; message boundaries need not
+        /// fall anywhere in particular.
+        bytes: Vec<u8>,
+    },
     /// UPDATE messages to send on the established connection, encoded in
     /// [`Negotiated::tx`].
     SendUpdates(Vec<Vec<u8>>),
@@ -153,19 +193,30 @@ pub enum Event {
 /// Why the state changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reason {
+    /// Event 1, ManualStart.
     ManualStart,
     /// IdleHoldTimer expired: AutomaticStart.
     AutomaticStart,
+    /// Event 2, ManualStop.
     ManualStop,
+    /// Event 9, ConnectRetryTimer_Expires.
     ConnectRetryTimerExpired,
+    /// Event 16, Tcp_CR_Acked, or Event 17, TcpConnectionConfirmed.
     TcpConnected,
+    /// Event 18, TcpConnectionFails: the outgoing attempt failed.
     TcpConnectFailed,
+    /// Event 18, TcpConnectionFails: an open connection closed.
     TcpClosed,
+    /// Event 19, BGPOpen: the peer's OPEN was accepted.
     OpenReceived,
+    /// Event 26, KeepAliveMsg, in OpenConfirm.
     KeepaliveReceived,
+    /// Event 10, HoldTimer_Expires: we sent Hold Timer Expired.
     HoldTimerExpired,
     /// We sent this NOTIFICATION because of an error we found.
     ErrorSent(Notification),
+    /// Event 25, NotifMsg (or 24, NotifMsgVerErr): the peer sent this
+    /// NOTIFICATION.
     NotificationReceived(Notification),
     /// Connection collision resolution (§6.8) closed a connection.
     Collision,
@@ -199,13 +250,19 @@ impl fmt::Display for Reason {
 /// routes themselves are dropped: holdfast only originates.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpdateReceived {
+    /// Prefixes announced, in the NLRI field and in MP_REACH_NLRI.
     pub announced: usize,
+    /// Prefixes withdrawn, in Withdrawn Routes and in MP_UNREACH_NLRI.
     pub withdrawn: usize,
+    /// The family whose End-of-RIB marker this UPDATE is (RFC 4724 §2).
     pub end_of_rib: Option<Family>,
     /// The RFC 7606 approach taken, if the UPDATE was malformed (never a
     /// session reset: that ends the session instead).
     pub action: Option<Rfc7606>,
+    /// Each attribute error found, as text for the log.
     pub errors: Vec<String>,
+    /// Families to disable (RFC 4760 §7) when the action is AFI/SAFI
+    /// disable.
     pub disabled_families: Vec<Family>,
 }
 
@@ -217,38 +274,61 @@ pub enum Action {
     Connect,
     /// Give up the pending outgoing attempt.
     AbortConnect,
+    /// Write this message to the connection.
     Send {
+        /// The connection to write to.
         conn: ConnId,
+        /// One whole encoded message.
         bytes: Vec<u8>,
     },
     /// Close after the sends before it.
     Close {
+        /// The connection to close.
         conn: ConnId,
     },
+    /// The session moved between RFC 4271 §8.2.2 states.
     StateChange {
+        /// The state before the event.
         from: State,
+        /// The state after it.
         to: State,
+        /// The event that moved it.
         reason: Reason,
     },
     /// The session is established: send the whole table, then End-of-RIB.
     Up {
+        /// The established connection.
         conn: ConnId,
+        /// What the two OPENs agreed (boxed: it is large, and `Up` rare).
         negotiated: Box<Negotiated>,
     },
+    /// The session left Established.
     Down {
+        /// Why it went down.
         reason: Reason,
     },
+    /// A NOTIFICATION was sent, for logs and counters (its octets go out in
+    /// a `Send` before this).
     NotificationSent {
+        /// The NOTIFICATION sent.
         notification: Notification,
     },
+    /// The peer sent a NOTIFICATION (Event 25, NotifMsg); the connection
+    /// closes.
     NotificationReceived {
+        /// The NOTIFICATION received.
         notification: Notification,
     },
+    /// An UPDATE arrived on the established connection and was checked
+    /// (RFC 7606).
     UpdateReceived(UpdateReceived),
     /// The peer asked for our routes again (RFC 2918; RFC 7313 when
     /// `enhanced`): answer with the table, within BoRR/EoRR if enhanced.
     RouteRefresh {
+        /// The AFI/SAFI whose routes the peer asked for.
         family: Family,
+        /// Both sides have Enhanced Route Refresh (RFC 7313 §4): send BoRR
+        /// before the table and EoRR after it.
         enhanced: bool,
     },
 }
@@ -256,13 +336,21 @@ pub enum Action {
 /// Counters per session, for metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Messages received, of every type.
     pub messages_received: u64,
+    /// Messages sent, of every type.
     pub messages_sent: u64,
+    /// UPDATE messages received.
     pub updates_received: u64,
+    /// UPDATE messages sent.
     pub updates_sent: u64,
+    /// Prefixes announced in the UPDATEs received (withdrawals not counted).
     pub prefixes_received: u64,
+    /// NOTIFICATIONs sent, as (error code, error subcode, count).
     pub notifications_sent: Vec<(u8, u8, u64)>,
+    /// NOTIFICATIONs received, as (error code, error subcode, count).
     pub notifications_received: Vec<(u8, u8, u64)>,
+    /// How many times the session entered Established.
     pub established_transitions: u64,
 }
 
@@ -346,6 +434,7 @@ const STABLE_AFTER: Duration = Duration::from_secs(60);
 pub const COLLISION_WINDOW: Duration = Duration::from_secs(5);
 
 impl Session {
+    /// A session in Idle: nothing happens until [`Event::ManualStart`].
     pub fn new(config: Config) -> Self {
         let local_open = config.open();
         let jitter = Jitter::new(config.jitter_seed);
@@ -368,18 +457,25 @@ impl Session {
         }
     }
 
+    /// The RFC 4271 §8.2.2 state: that of the most advanced connection while
+    /// §6.8 collision detection keeps two.
     pub fn state(&self) -> State {
         self.state
     }
 
+    /// The configuration, with the capabilities last set by
+    /// [`Session::set_capabilities`].
     pub fn config(&self) -> &Config {
         &self.config
     }
 
+    /// The session's counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
 
+    /// ConnectRetryCounter (RFC 4271 §8): sessions that failed since the last
+    /// ManualStart or ManualStop.
     pub fn connect_retry_counter(&self) -> u32 {
         self.connect_retry_counter
     }
@@ -404,6 +500,7 @@ impl Session {
             .and_then(|c| c.negotiated.as_ref().map(|n| (c.id, n)))
     }
 
+    /// When the session entered Established, while it stays there.
     pub fn established_since(&self) -> Option<Instant> {
         self.established_at
     }
@@ -426,6 +523,7 @@ impl Session {
             .min()
     }
 
+    /// Feeds one event in at `now`; returns what to do, in order.
     pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
         let reason = self.dispatch(now, event, &mut out);

@@ -15,17 +15,28 @@ use super::Config;
 /// What a session agreed on, from our OPEN and the peer's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Negotiated {
+    /// The peer's AS: from its 4-octet AS capability if it sent one (RFC
+    /// 6793 §4.1), else My Autonomous System.
     pub peer_asn: u32,
+    /// The peer's BGP Identifier (RFC 4271 §4.2, RFC 6286).
     pub peer_id: Ipv4Addr,
     /// Seconds; 0 means no hold timer and no KEEPALIVEs (RFC 4271 §4.2).
     pub hold_time: u16,
+    /// The KEEPALIVE interval: the configured one, at most a third of
+    /// `hold_time`, zero when `hold_time` is 0 (RFC 4271 §4.4).
     pub keepalive: Duration,
     /// Families both sides support (RFC 4760 §8); IPv4 unicast is implied
     /// for a speaker that advertises no multiprotocol capability.
     pub families: Vec<Family>,
+    /// Both sides sent the 4-octet AS capability: AS numbers in AS_PATH and
+    /// AGGREGATOR are four octets (RFC 6793 §3).
     pub four_octet_as: bool,
+    /// Both sides sent the Route Refresh capability (RFC 2918 §2).
     pub route_refresh: bool,
+    /// Both sides sent the Enhanced Route Refresh capability (RFC 7313 §3.1).
     pub enhanced_route_refresh: bool,
+    /// Both sides sent the Extended Message capability: messages up to 65535
+    /// octets (RFC 8654 §4).
     pub extended_message: bool,
     /// The peer's graceful restart capability, if it sent one (RFC 4724).
     pub peer_graceful_restart: Option<GracefulRestart>,
@@ -38,11 +49,14 @@ pub struct Negotiated {
     pub rx: Context,
     /// Encoding what we send.
     pub tx: Context,
+    /// The OPEN we sent.
     pub local_open: Open,
+    /// The OPEN the peer sent.
     pub peer_open: Open,
 }
 
 impl Negotiated {
+    /// The peer is external (EBGP): its AS differs from ours.
     pub fn is_external(&self) -> bool {
         self.rx.external == Some(true)
     }

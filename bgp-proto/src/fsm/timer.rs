@@ -7,20 +7,23 @@ use std::time::{Duration, Instant};
 pub(crate) struct Timer(Option<Instant>);
 
 impl Timer {
-    pub fn start(&mut self, now: Instant, after: Duration) {
+    /// Arms the timer to fire `after` from `now`, replacing any deadline.
+    pub(crate) fn start(&mut self, now: Instant, after: Duration) {
         self.0 = Some(now + after);
     }
 
-    pub fn stop(&mut self) {
+    /// Disarms the timer: no deadline until it is started again.
+    pub(crate) fn stop(&mut self) {
         self.0 = None;
     }
 
-    pub fn deadline(&self) -> Option<Instant> {
+    /// The instant the timer fires, or `None` while it is stopped.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         self.0
     }
 
     /// True (once) when the deadline has been reached; the timer stops.
-    pub fn expired(&mut self, now: Instant) -> bool {
+    pub(crate) fn expired(&mut self, now: Instant) -> bool {
         match self.0 {
             Some(t) if now >= t => {
                 self.0 = None;
@@ -40,11 +43,14 @@ impl Timer {
 pub(crate) struct Jitter(u64);
 
 impl Jitter {
-    pub fn new(seed: u64) -> Self {
+    /// A jitter source for one session; the low bit is forced on because
+    /// xorshift never leaves the all-zero state.
+    pub(crate) fn new(seed: u64) -> Self {
         Jitter(seed | 1)
     }
 
-    pub fn apply(&mut self, base: Duration) -> Duration {
+    /// `base` scaled by the next factor drawn from [0.75, 1.0).
+    pub(crate) fn apply(&mut self, base: Duration) -> Duration {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
