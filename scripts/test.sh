@@ -4,14 +4,15 @@
 # interop (real FRR/BIRD/GoBGP/ExaBGP in network namespaces) and
 # Kubernetes-stand-in tests, and the static (musl) build of the Dockerfile.
 #
-#   sudo scripts/test.sh
+# As root (prefix sudo if you are not root):
+#   scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "scripts/test.sh: the interop tests create network namespaces: run as root (sudo scripts/test.sh)" >&2
+  echo "scripts/test.sh: the interop tests create network namespaces: run it as root" >&2
   exit 1
 fi
 
@@ -51,8 +52,11 @@ echo "static binary: $size bytes (the whole image: FROM scratch)"
 
 step "the lab demo (the README's quick start), then lab.sh down"
 # The static binary stands in for target/release/holdfast, which lab.sh
-# would otherwise build. down must leave nothing behind.
+# would otherwise build. A lab left up (by the quick start, say) runs some
+# other binary: it is taken down first, so the demo builds a fresh lab with
+# this one. down must leave nothing behind.
 trap 'frr-lab/lab.sh down >/dev/null 2>&1 || true' EXIT
+frr-lab/lab.sh down
 HOLDFAST_BIN="$bin" frr-lab/lab.sh demo
 frr-lab/lab.sh down
 trap - EXIT
