@@ -258,3 +258,62 @@ fn check_accepts_the_lab_configs_and_compose_matches_them() {
         }
     }
 }
+
+/// The value that starts at LINE:COL (1-based) of `text`: a quoted string
+/// or a bare token up to the next delimiter.
+fn value_at(text: &str, line: usize, col: usize) -> (usize, usize) {
+    let start: usize = text.lines().take(line - 1).map(|l| l.len() + 1).sum::<usize>() + col - 1;
+    let rest = &text[start..];
+    let len = if let Some(quoted) = rest.strip_prefix('"') {
+        quoted.find('"').expect("a closing quote") + 2
+    } else {
+        rest.find([' ', ',', '}', ']', '\n']).unwrap_or(rest.len())
+    };
+    (start, start + len)
+}
+
+#[test]
+fn every_hint_check_gives_is_a_value_the_key_takes() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad-config/hints.toml");
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |text: &str| {
+        let path = dir.path().join("holdfast.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = holdfast().arg("check").arg("--config").arg(&path).output().unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    // check's lines are "PATH:LINE:COL: message".
+    let path = dir.path().join("holdfast.toml").display().to_string();
+    let mut tried = 0;
+    let out = holdfast().arg("check").arg("--config").arg(&fixture).output().unwrap();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let Some((_, tail)) = line.split_once("e.g. ") else {
+            continue;
+        };
+        let location: Vec<usize> = line
+            .strip_prefix(&format!("{}:", fixture.display()))
+            .unwrap()
+            .splitn(3, ':')
+            .take(2)
+            .map(|n| n.parse().unwrap())
+            .collect();
+        let (start, end) = value_at(&text, location[0], location[1]);
+        for example in tail.split(';').next().unwrap().split(" or ") {
+            let fixed = format!("{}{}{}", &text[..start], example.trim(), &text[end..]);
+            let at = format!("{path}:{}:{}:", location[0], location[1]);
+            let problems = run(&fixed);
+            assert!(
+                !problems.iter().any(|p| p.starts_with(&at)),
+                "{line}\nwritten back as {example}, check says:\n{}",
+                problems.join("\n")
+            );
+            tried += 1;
+        }
+    }
+    assert!(tried >= 6, "only {tried} hints found in the fixture's output");
+}
