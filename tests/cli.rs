@@ -317,3 +317,113 @@ fn every_hint_check_gives_is_a_value_the_key_takes() {
     }
     assert!(tried >= 6, "only {tried} hints found in the fixture's output");
 }
+
+/// What bash offers for the words typed so far, with the script
+/// `holdfast completions bash` printed loaded as a user's shell would.
+fn bash_completions(script: &Path, words: &[&str]) -> Vec<String> {
+    let words_quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let current = words.len() - 1;
+    let program = format!(
+        "source '{}'\nCOMP_WORDS=({})\nCOMP_CWORD={current}\nCOMP_LINE='{}'\nCOMP_POINT=${{#COMP_LINE}}\n_holdfast holdfast '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        script.display(),
+        words_quoted.join(" "),
+        words.join(" "),
+        words[current],
+        words[current.saturating_sub(1)],
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &program])
+        .output()
+        .expect("bash (the completions test needs it: apt-get install bash)");
+    assert!(
+        out.status.success(),
+        "bash: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bash_completes_commands_and_their_options() {
+    let out = holdfast().args(["completions", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("holdfast.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+
+    let commands = bash_completions(&script, &["holdfast", ""]);
+    for c in ["run", "check", "status", "explain", "decode", "completions", "man"] {
+        assert!(commands.iter().any(|w| w == c), "{c} not in {commands:?}");
+    }
+    assert_eq!(bash_completions(&script, &["holdfast", "sta"]), ["status"]);
+    let explain = bash_completions(&script, &["holdfast", "explain", "--"]);
+    for o in ["--api", "--json"] {
+        assert!(explain.iter().any(|w| w == o), "{o} not in {explain:?}");
+    }
+    let shells = bash_completions(&script, &["holdfast", "completions", ""]);
+    for s in ["bash", "zsh", "fish"] {
+        assert!(shells.iter().any(|w| w == s), "{s} not in {shells:?}");
+    }
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let out = holdfast().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success() && !out.stdout.is_empty(), "{shell}");
+    }
+}
+
+/// A man page rendered by man(1) itself, as plain text.
+fn man_text(page: &Path) -> String {
+    let out = Command::new("man")
+        .arg("-l")
+        .arg(page)
+        .env("MANWIDTH", "100")
+        .env("MANPAGER", "cat")
+        .env("PAGER", "cat")
+        .output()
+        .expect("man (the man page test needs it: apt-get install man-db)");
+    assert!(
+        out.status.success(),
+        "man -l {}: {}",
+        page.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // man marks bold and underline with backspaces when not on a terminal.
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut plain = String::new();
+    for c in text.chars() {
+        if c == '\u{8}' {
+            plain.pop();
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}
+
+#[test]
+fn the_man_pages_render_and_name_every_command() {
+    let out = holdfast().arg("man").output().unwrap();
+    assert!(out.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("holdfast.1");
+    std::fs::write(&page, &out.stdout).unwrap();
+    let text = man_text(&page);
+    assert!(text.contains("holdfast - A BGP speaker"), "{text}");
+    for c in ["run", "check", "status", "explain", "decode", "completions", "man"] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(&format!("holdfast-{c}("))),
+            "holdfast(1) does not list {c}:\n{text}"
+        );
+    }
+
+    let pages = dir.path().join("man1");
+    let out = holdfast().arg("man").arg("--dir").arg(&pages).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let explain = man_text(&pages.join("holdfast-explain.1"));
+    for text in ["--json", "--api", "Print the API's JSON as it is"] {
+        assert!(explain.contains(text), "holdfast-explain(1) lacks {text}:\n{explain}");
+    }
+}
