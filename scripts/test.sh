@@ -18,7 +18,7 @@ fi
 
 step "installing test dependencies (Debian packages, rustup targets)"
 need=()
-for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file; do
+for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -31,12 +31,31 @@ for s in frr bird gobgpd exabgp; do
   systemctl disable --now "$s" >/dev/null 2>&1 || true
 done
 rustup target add x86_64-unknown-linux-musl >/dev/null
+# The manifest tests render deploy/ with the real `kubectl kustomize`. kubectl
+# is preinstalled on the machines this runs on; it is not a Debian package.
+command -v kubectl >/dev/null || {
+  echo "scripts/test.sh: kubectl is missing: install kubectl 1.32 or newer (kustomize is built in) and put it on PATH" >&2
+  exit 1
+}
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "the rendered manifests against Kubernetes 1.32's schemas (kubernetes-validate, strict)"
+# Offline: the package carries the schemas. In a venv under target/, so the
+# system's Python stays as it is.
+[ -x target/kubernetes-validate/bin/kubernetes-validate ] || {
+  python3 -m venv target/kubernetes-validate
+  target/kubernetes-validate/bin/pip install --quiet kubernetes-validate
+}
+for dir in deploy/base deploy/overlays/*/; do
+  kubectl kustomize "$dir" >target/manifests.yaml
+  target/kubernetes-validate/bin/kubernetes-validate --strict --quiet -k 1.32.0 target/manifests.yaml ||
+    { echo "$dir does not validate against Kubernetes 1.32" >&2; exit 1; }
+done
 
 step "cargo test --workspace"
 cargo test --workspace
