@@ -245,7 +245,10 @@ mod tests {
                 if id == "help" || id == "version" {
                     continue;
                 }
-                if arg.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                if arg
+                    .get_help()
+                    .is_none_or(|h| h.to_string().trim().is_empty())
+                {
                     missing.push(format!("{path}: {id} has no help"));
                 }
             }

@@ -14,8 +14,7 @@ fn holdfast() -> Command {
 
 #[test]
 fn decode_verifies_the_exabgp_corpus() {
-    let corpus =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("corpora/exabgp-qa/vectors.jsonl");
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpora/exabgp-qa/vectors.jsonl");
     let text =
         std::fs::read_to_string(&corpus).unwrap_or_else(|e| panic!("{}: {e}", corpus.display()));
     // The plain 4-octet-AS, no-ADD-PATH messages (the others need flags).
@@ -79,12 +78,17 @@ fn decode_verify_exits_non_zero_on_a_message_that_does_not_decode() {
         .stdin
         .take()
         .unwrap()
-        .write_all(b"ffffffffffffffffffffffffffffffff001304\nffffffffffffffffffffffffffffffff001204\n")
+        .write_all(
+            b"ffffffffffffffffffffffffffffffff001304\nffffffffffffffffffffffffffffffff001204\n",
+        )
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "decode --verify must fail");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("line 2: does not decode"), "stderr: {stderr}");
+    assert!(
+        stderr.contains("line 2: does not decode"),
+        "stderr: {stderr}"
+    );
 }
 
 #[test]
@@ -262,7 +266,13 @@ fn check_accepts_the_lab_configs_and_compose_matches_them() {
 /// The value that starts at LINE:COL (1-based) of `text`: a quoted string
 /// or a bare token up to the next delimiter.
 fn value_at(text: &str, line: usize, col: usize) -> (usize, usize) {
-    let start: usize = text.lines().take(line - 1).map(|l| l.len() + 1).sum::<usize>() + col - 1;
+    let start: usize = text
+        .lines()
+        .take(line - 1)
+        .map(|l| l.len() + 1)
+        .sum::<usize>()
+        + col
+        - 1;
     let rest = &text[start..];
     let len = if let Some(quoted) = rest.strip_prefix('"') {
         quoted.find('"').expect("a closing quote") + 2
@@ -274,13 +284,19 @@ fn value_at(text: &str, line: usize, col: usize) -> (usize, usize) {
 
 #[test]
 fn every_hint_check_gives_is_a_value_the_key_takes() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad-config/hints.toml");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad-config/hints.toml");
     let text = std::fs::read_to_string(&fixture).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let run = |text: &str| {
         let path = dir.path().join("holdfast.toml");
         std::fs::write(&path, text).unwrap();
-        let out = holdfast().arg("check").arg("--config").arg(&path).output().unwrap();
+        let out = holdfast()
+            .arg("check")
+            .arg("--config")
+            .arg(&path)
+            .output()
+            .unwrap();
         String::from_utf8(out.stdout)
             .unwrap()
             .lines()
@@ -290,7 +306,12 @@ fn every_hint_check_gives_is_a_value_the_key_takes() {
     // check's lines are "PATH:LINE:COL: message".
     let path = dir.path().join("holdfast.toml").display().to_string();
     let mut tried = 0;
-    let out = holdfast().arg("check").arg("--config").arg(&fixture).output().unwrap();
+    let out = holdfast()
+        .arg("check")
+        .arg("--config")
+        .arg(&fixture)
+        .output()
+        .unwrap();
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         let Some((_, tail)) = line.split_once("e.g. ") else {
             continue;
@@ -315,7 +336,10 @@ fn every_hint_check_gives_is_a_value_the_key_takes() {
             tried += 1;
         }
     }
-    assert!(tried >= 6, "only {tried} hints found in the fixture's output");
+    assert!(
+        tried >= 6,
+        "only {tried} hints found in the fixture's output"
+    );
 }
 
 /// What bash offers for the words typed so far, with the script
@@ -356,7 +380,15 @@ fn bash_completes_commands_and_their_options() {
     std::fs::write(&script, &out.stdout).unwrap();
 
     let commands = bash_completions(&script, &["holdfast", ""]);
-    for c in ["run", "check", "status", "explain", "decode", "completions", "man"] {
+    for c in [
+        "run",
+        "check",
+        "status",
+        "explain",
+        "decode",
+        "completions",
+        "man",
+    ] {
         assert!(commands.iter().any(|w| w == c), "{c} not in {commands:?}");
     }
     assert_eq!(bash_completions(&script, &["holdfast", "sta"]), ["status"]);
@@ -412,18 +444,39 @@ fn the_man_pages_render_and_name_every_command() {
     std::fs::write(&page, &out.stdout).unwrap();
     let text = man_text(&page);
     assert!(text.contains("holdfast - A BGP speaker"), "{text}");
-    for c in ["run", "check", "status", "explain", "decode", "completions", "man"] {
+    for c in [
+        "run",
+        "check",
+        "status",
+        "explain",
+        "decode",
+        "completions",
+        "man",
+    ] {
         assert!(
-            text.lines().any(|l| l.trim_start().starts_with(&format!("holdfast-{c}("))),
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("holdfast-{c}("))),
             "holdfast(1) does not list {c}:\n{text}"
         );
     }
 
     let pages = dir.path().join("man1");
-    let out = holdfast().arg("man").arg("--dir").arg(&pages).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = holdfast()
+        .arg("man")
+        .arg("--dir")
+        .arg(&pages)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let explain = man_text(&pages.join("holdfast-explain.1"));
     for text in ["--json", "--api", "Print the API's JSON as it is"] {
-        assert!(explain.contains(text), "holdfast-explain(1) lacks {text}:\n{explain}");
+        assert!(
+            explain.contains(text),
+            "holdfast-explain(1) lacks {text}:\n{explain}"
+        );
     }
 }

@@ -45,7 +45,10 @@ fn up_down_cell(text: &str) -> String {
 fn seconds(hh_mm_ss: &str) -> u64 {
     let parts: Vec<u64> = hh_mm_ss
         .split(':')
-        .map(|p| p.parse().unwrap_or_else(|_| panic!("{hh_mm_ss} is not HH:MM:SS")))
+        .map(|p| {
+            p.parse()
+                .unwrap_or_else(|_| panic!("{hh_mm_ss} is not HH:MM:SS"))
+        })
         .collect();
     assert_eq!(parts.len(), 3, "{hh_mm_ss}");
     parts[0] * 3600 + parts[1] * 60 + parts[2]
@@ -66,7 +69,10 @@ fn status_shows_how_long_a_peer_that_went_down_has_been_down() {
         (tor1(&node)["state"] == "Established").then_some(())
     });
     let up = tor1(&node);
-    assert!(up["down_seconds"].is_null(), "Established: no down time: {up}");
+    assert!(
+        up["down_seconds"].is_null(),
+        "Established: no down time: {up}"
+    );
 
     // FRR shuts the neighbor down (Cease/Administrative Shutdown) and
     // refuses it from then on: holdfast keeps retrying every second, so its
@@ -138,7 +144,9 @@ fn explain_as_text_and_as_json() {
     assert_eq!(json["peers"][0]["peer"], "tor1", "{json}");
     assert_eq!(json["peers"][0]["advertised"], true, "{json}");
     assert!(
-        json["summary"].as_str().is_some_and(|s| text.starts_with(s)),
+        json["summary"]
+            .as_str()
+            .is_some_and(|s| text.starts_with(s)),
         "the text starts with the JSON's summary: {json}\n{text}"
     );
 

@@ -297,7 +297,10 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
         // Written `defaultMode: 0440` (YAML 1.1 octal, as kubectl reads it):
         // the keys readable by the group fsGroup gives them, nobody else.
         assert_eq!(
-            config_volume.projected.as_ref().and_then(|p| p.default_mode),
+            config_volume
+                .projected
+                .as_ref()
+                .and_then(|p| p.default_mode),
             Some(0o440),
             "{dir}: the config volume's defaultMode"
         );

@@ -169,7 +169,11 @@ mod tests {
             reasons: vec![],
             peers: vec![
                 peer("tor1", true, "advertised"),
-                peer("tor2", false, "not advertised: the session is Active, not Established"),
+                peer(
+                    "tor2",
+                    false,
+                    "not advertised: the session is Active, not Established",
+                ),
                 peer("tor3", false, "not advertised"),
             ],
         };

@@ -70,7 +70,7 @@ pub(crate) fn parse_duration_for(
         if last_unit.is_some_and(|last| index <= last) {
             // The same length, written the way it must be ("30s1m" → "1m30s").
             let rewritten = lenient_ns(trimmed)
-                .filter(|ns| ns % 1_000_000 == 0)
+                .filter(|ns| ns.is_multiple_of(1_000_000))
                 .and_then(|ns| u64::try_from(ns / 1_000_000).ok())
                 .map(|ms| vec![Duration::from_millis(ms)])
                 .unwrap_or_default();
@@ -103,7 +103,10 @@ fn examples(
     examples_written(&written, accept)
 }
 
-fn examples_written(candidates: &[(Duration, String)], accept: &dyn Fn(Duration) -> bool) -> String {
+fn examples_written(
+    candidates: &[(Duration, String)],
+    accept: &dyn Fn(Duration) -> bool,
+) -> String {
     let mut shown: Vec<&str> = Vec::new();
     for (c, text) in candidates {
         if accept(*c) && !shown.contains(&text.as_str()) && shown.len() < 2 {
@@ -147,7 +150,7 @@ fn fraction_error(text: &str, accept: &dyn Fn(Duration) -> bool) -> String {
         return format!("\"{text}\" is too large");
     };
     let exact = Duration::from_millis(ms);
-    if ns % 1_000_000 == 0 && accept(exact) {
+    if ns.is_multiple_of(1_000_000) && accept(exact) {
         return format!(
             "\"{text}\" has a fraction; use whole numbers of a smaller unit{}",
             examples(&[exact], accept, format_single_unit)
@@ -207,7 +210,7 @@ fn format_single_unit(duration: Duration) -> String {
     let ms = duration.as_millis();
     for (name, unit_ms) in UNITS {
         let unit_ms = u128::from(unit_ms);
-        if ms % unit_ms == 0 && ms > 0 {
+        if ms.is_multiple_of(unit_ms) && ms > 0 {
             return format!("{}{name}", ms / unit_ms);
         }
     }

@@ -714,8 +714,7 @@ fn bfd(v: &Value<'_>, d: &mut Diagnostics) -> Option<Option<Bfd>> {
     };
     // RFC 5880 §4.1: intervals are 32-bit microsecond counts; zero
     // Required Min RX would mean "send me nothing".
-    let interval = |key: &str, default: Duration, d: &mut Diagnostics| {
-        match table.get(key) {
+    let interval = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
         Some(v) => tree::duration_checked(v, key, d, |t| {
             let max = Duration::from_micros(u64::from(u32::MAX));
@@ -727,7 +726,6 @@ fn bfd(v: &Value<'_>, d: &mut Diagnostics) -> Option<Option<Bfd>> {
             }
             Ok(())
         }),
-    }
     };
     let min_rx = interval("min_rx", defaults.min_rx, d);
     let min_tx = interval("min_tx", defaults.min_tx, d);
