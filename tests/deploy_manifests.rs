@@ -1,7 +1,8 @@
 //! The Kubernetes manifests in `deploy/`: every overlay (and the base) is
 //! rendered by the real `kubectl kustomize` (what `kubectl apply -k`
-//! sends), every object is loaded into its
-//! k8s-openapi type with nothing lost, and the promises of
+//! sends; the test fails, saying what to install, without kubectl), read
+//! with yaml_serde, every object is loaded into its k8s-openapi type with
+//! nothing lost, and the promises of
 //! deploy/README.md are checked: RBAC exactly as the Kubernetes source
 //! needs it, the pod's network, identity, probes, resources and lockdown,
 //! NET_BIND_SERVICE only where holdfast listens below 1024, placement per
