@@ -16,6 +16,14 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
+# Everything below runs cargo as root (the interop tests need it). Under
+# sudo, PATH is sudo's own and has no ~/.cargo/bin: say so instead of
+# failing halfway with "cargo: command not found".
+command -v cargo >/dev/null && command -v rustup >/dev/null || {
+  echo "scripts/test.sh: cargo and rustup are not on root's PATH (sudo resets PATH): install Rust for root (https://rustup.rs) or put them on its PATH" >&2
+  exit 1
+}
+
 step "installing test dependencies (Debian packages, rustup targets)"
 need=()
 for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv; do
