@@ -5,8 +5,8 @@
 # BENCHMARKS.md at the repository root. Needs root (namespaces) and the
 # Debian packages frr, bird2, gobgpd, exabgp.
 #
-#   sudo bench/run.sh                       # everything (about 25 minutes)
-#   sudo bench/run.sh --sizes 1000,10000    # arguments go to the harness
+#   bench/run.sh                       # as root: everything (about 25 minutes)
+#   bench/run.sh --sizes 1000,10000    # arguments go to the harness
 #
 # Harness arguments: --sizes N,N  --idle-sizes N,N  --idle-secs S
 # --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...

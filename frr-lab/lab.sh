@@ -4,10 +4,13 @@
 # holdfast with VIPs from a file. Same topology, addresses and configs as
 # docker-compose.yml (frr/ and holdfast/ are shared).
 #
-#   sudo frr-lab/lab.sh up       # build the lab (idempotent)
-#   sudo frr-lab/lab.sh demo     # up, then show the flap fix at work
-#   sudo frr-lab/lab.sh status   # what runs
-#   sudo frr-lab/lab.sh down     # remove everything the lab made
+# As root (prefix sudo if you are not root):
+#   frr-lab/lab.sh up       # build the lab (idempotent)
+#   frr-lab/lab.sh demo     # up, then show the flap fix at work; on a lab
+#                           # already up it restores the shipped VIP files
+#                           # first, so it can run again and again
+#   frr-lab/lab.sh status   # what runs
+#   frr-lab/lab.sh down     # remove everything the lab made
 #
 #   segment a: 192.0.2.0/26, 2001:db8:a::/64     segment b: 192.0.2.64/26, 2001:db8:b::/64
 #   hflab-tor1 (br0) .1 / ::1                    hflab-tor2 (br0) .65 / ::1
@@ -38,7 +41,7 @@ die() {
 }
 
 need_root() {
-  [ "$(id -u)" -eq 0 ] || die "network namespaces need root: sudo $0 ${1:-}"
+  [ "$(id -u)" -eq 0 ] || die "network namespaces need root: run $0 ${1:-} as root (prefix sudo if you are not root)"
 }
 
 # --- prerequisites -----------------------------------------------------------
@@ -62,7 +65,8 @@ ensure_packages() {
 }
 
 # The holdfast binary: $HOLDFAST_BIN, or target/release/holdfast, built with
-# cargo if missing (as the user who ran sudo, so target/ stays theirs).
+# cargo if missing (as the user who ran sudo, if sudo ran this script, so
+# target/ stays theirs).
 HOLDFAST=""
 ensure_holdfast() {
   if [ -n "${HOLDFAST_BIN:-}" ]; then
@@ -323,8 +327,22 @@ settle_updates() { # waits until FRR's UPDATE counter from ADDRESS stops moving
   done
 }
 
+# Puts the shipped VIP files back (an earlier demo removed 203.0.113.30 and
+# left the lab up): the demo then starts from the state it describes.
+restore_vips() {
+  local n
+  for n in "${NODES[@]}"; do
+    cmp -s "$LAB/holdfast/$n/vips.toml" "$RUN/$n/vips.toml" && continue
+    # A new file renamed over the old, as write_vips does.
+    cp "$LAB/holdfast/$n/vips.toml" "$RUN/$n/vips.toml.new"
+    mv "$RUN/$n/vips.toml.new" "$RUN/$n/vips.toml"
+    say "Restored $RUN/$n/vips.toml from $LAB/holdfast/$n/vips.toml."
+  done
+}
+
 lab_demo() {
   lab_up
+  restore_vips
   local vips="198.51.100.10/32 198.51.100.20/32 203.0.113.30/32 2001:db8:100::10/128" p
   for p in $vips; do wait_for 60 "$p at tor1" has_route tor1 "$p"; done
 
@@ -400,15 +418,16 @@ lab_demo() {
     vtysh --vty_socket $RUN/tor1 -c "show bgp summary"
     vtysh --vty_socket $RUN/tor1 -c "show bgp ipv4 unicast"
     vtysh --vty_socket $RUN/tor1 -c "show bgp neighbors 192.0.2.11 json" | jq '.[].messageStats'
-  holdfast (nodes):
-    sudo ip netns exec $(ns node1) $HOLDFAST status
-    sudo ip netns exec $(ns node1) $HOLDFAST explain 198.51.100.20
-    sudo ip netns exec $(ns node1) bash -c 'exec 3<>/dev/tcp/127.0.0.1/9179; printf "GET /metrics HTTP/1.0\r\n\r\n" >&3; cat <&3'
+  holdfast (nodes; as root, like everything here — prefix sudo if you are not root):
+    ip netns exec $(ns node1) $HOLDFAST status
+    ip netns exec $(ns node1) $HOLDFAST explain 198.51.100.20
+    ip netns exec $(ns node1) bash -c 'exec 3<>/dev/tcp/127.0.0.1/9179; printf "GET /metrics HTTP/1.0\r\n\r\n" >&3; cat <&3'
   Edit the VIPs (picked up within a second; a removed VIP goes after ${HOLD_DOWN} s):
     \$EDITOR $RUN/node1/vips.toml
   Logs: $RUN/node1/holdfast.log, $RUN/tor1/bgpd.log
+  Run the demo again (it restores the VIP files first): $0 demo
   Tear it all down:
-    sudo $0 down
+    $0 down
 EOF
 }
 

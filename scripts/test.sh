@@ -4,20 +4,29 @@
 # interop (real FRR/BIRD/GoBGP/ExaBGP in network namespaces) and
 # Kubernetes-stand-in tests, and the static (musl) build of the Dockerfile.
 #
-#   sudo scripts/test.sh
+# As root (prefix sudo if you are not root):
+#   scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "scripts/test.sh: the interop tests create network namespaces: run as root (sudo scripts/test.sh)" >&2
+  echo "scripts/test.sh: the interop tests create network namespaces: run it as root" >&2
   exit 1
 fi
 
+# Everything below runs cargo as root (the interop tests need it). Under
+# sudo, PATH is sudo's own and has no ~/.cargo/bin: say so instead of
+# failing halfway with "cargo: command not found".
+command -v cargo >/dev/null && command -v rustup >/dev/null || {
+  echo "scripts/test.sh: cargo and rustup are not on root's PATH (sudo resets PATH): install Rust for root (https://rustup.rs) or put them on its PATH" >&2
+  exit 1
+}
+
 step "installing test dependencies (Debian packages, rustup targets)"
 need=()
-for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file; do
+for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -30,12 +39,31 @@ for s in frr bird gobgpd exabgp; do
   systemctl disable --now "$s" >/dev/null 2>&1 || true
 done
 rustup target add x86_64-unknown-linux-musl >/dev/null
+# The manifest tests render deploy/ with the real `kubectl kustomize`. kubectl
+# is preinstalled on the machines this runs on; it is not a Debian package.
+command -v kubectl >/dev/null || {
+  echo "scripts/test.sh: kubectl is missing: install kubectl 1.32 or newer (kustomize is built in) and put it on PATH" >&2
+  exit 1
+}
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "the rendered manifests against Kubernetes 1.32's schemas (kubernetes-validate, strict)"
+# Offline: the package carries the schemas. In a venv under target/, so the
+# system's Python stays as it is.
+[ -x target/kubernetes-validate/bin/kubernetes-validate ] || {
+  python3 -m venv target/kubernetes-validate
+  target/kubernetes-validate/bin/pip install --quiet kubernetes-validate
+}
+for dir in deploy/base deploy/overlays/*/; do
+  kubectl kustomize "$dir" >target/manifests.yaml
+  target/kubernetes-validate/bin/kubernetes-validate --strict --quiet -k 1.32.0 target/manifests.yaml ||
+    { echo "$dir does not validate against Kubernetes 1.32" >&2; exit 1; }
+done
 
 step "cargo test --workspace"
 cargo test --workspace
@@ -51,8 +79,11 @@ echo "static binary: $size bytes (the whole image: FROM scratch)"
 
 step "the lab demo (the README's quick start), then lab.sh down"
 # The static binary stands in for target/release/holdfast, which lab.sh
-# would otherwise build. down must leave nothing behind.
+# would otherwise build. A lab left up (by the quick start, say) runs some
+# other binary: it is taken down first, so the demo builds a fresh lab with
+# this one. down must leave nothing behind.
 trap 'frr-lab/lab.sh down >/dev/null 2>&1 || true' EXIT
+frr-lab/lab.sh down
 HOLDFAST_BIN="$bin" frr-lab/lab.sh demo
 frr-lab/lab.sh down
 trap - EXIT

@@ -4,7 +4,7 @@ use std::io::{self, BufWriter};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use holdfast::cli;
 
 #[derive(Parser)]
@@ -22,7 +22,8 @@ struct Cli {
 enum Command {
     /// The daemon: keeps this node's VIPs advertised to its peers.
     Run {
-        #[arg(long)]
+        /// The rack's TOML config; reloaded on SIGHUP or when it changes.
+        #[arg(long, value_name = "PATH")]
         config: PathBuf,
         /// On exit, withdraw every route and send Cease/Administrative
         /// Shutdown even when graceful restart is enabled.
@@ -37,7 +38,8 @@ enum Command {
     },
     /// Validate a configuration file: exit 0, or exit 1 with PATH:LINE:COL: message lines.
     Check {
-        #[arg(long)]
+        /// The TOML config to check (and, for a file source, its VIP file).
+        #[arg(long, value_name = "PATH")]
         config: PathBuf,
         /// Do not read the files named by password_file (check them only for
         /// form): for checking a config where its MD5 keys are not present.
@@ -50,7 +52,7 @@ enum Command {
         #[arg(long)]
         two_octet_as: bool,
         /// NLRI carry ADD-PATH path identifiers (RFC 7911), for these families.
-        #[arg(long, value_delimiter = ',', value_parser = ["ipv4-unicast", "ipv6-unicast"])]
+        #[arg(long, value_name = "FAMILIES", value_delimiter = ',', value_parser = ["ipv4-unicast", "ipv6-unicast"])]
         add_path: Vec<String>,
         /// Accept messages up to 65535 octets (RFC 8654).
         #[arg(long)]
@@ -75,7 +77,48 @@ enum Command {
         /// The daemon's API address (`speaker.api`).
         #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
         api: String,
+        /// Print the API's JSON as it is (the exit code is the same).
+        #[arg(long)]
+        json: bool,
     },
+    /// Print a shell completion script to stdout.
+    ///
+    /// bash: `holdfast completions bash > /etc/bash_completion.d/holdfast`;
+    /// zsh: into a directory of $fpath as `_holdfast`; fish: into
+    /// ~/.config/fish/completions/holdfast.fish.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page holdfast(1) to stdout, or write it and one page
+    /// per command (holdfast-run(1), ...) into a directory.
+    ///
+    /// `holdfast man | man -l -` reads it at once;
+    /// `holdfast man --dir /usr/local/share/man/man1` installs them.
+    Man {
+        /// Write holdfast.1 and holdfast-COMMAND.1 into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// `holdfast completions SHELL`.
+fn completions(shell: clap_complete::Shell, out: &mut impl io::Write) -> io::Result<i32> {
+    clap_complete::generate(shell, &mut Cli::command(), "holdfast", out);
+    Ok(0)
+}
+
+/// `holdfast man [--dir DIR]`.
+fn man(dir: Option<PathBuf>, out: &mut impl io::Write) -> io::Result<i32> {
+    let cmd = Cli::command();
+    match dir {
+        None => clap_mangen::Man::new(cmd).render(out)?,
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)?;
+            clap_mangen::generate_to(cmd, &dir)?;
+        }
+    }
+    Ok(0)
 }
 
 /// Logs go to stderr, one line per event; `--log` or `$HOLDFAST_LOG`
@@ -163,7 +206,11 @@ fn main() -> ExitCode {
             )
         }
         Command::Status { api, json } => cli::status::run(&api, json, io::stdout().lock()),
-        Command::Explain { vip, api } => cli::explain::run(&api, &vip, io::stdout().lock()),
+        Command::Explain { vip, api, json } => {
+            cli::explain::run(&api, &vip, json, io::stdout().lock())
+        }
+        Command::Completions { shell } => completions(shell, &mut io::stdout().lock()),
+        Command::Man { dir } => man(dir, &mut io::stdout().lock()),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),
@@ -171,5 +218,45 @@ fn main() -> ExitCode {
             eprintln!("holdfast: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command and every option says what it is for: `--help`, the
+    /// man page and the completions all show it.
+    #[test]
+    fn every_command_and_option_has_help() {
+        let root = Cli::command();
+        root.clone().debug_assert();
+        let mut missing = Vec::new();
+        let mut walked = 0;
+        let mut stack = vec![(String::from("holdfast"), root)];
+        while let Some((path, cmd)) = stack.pop() {
+            walked += 1;
+            if path != "holdfast" && cmd.get_about().is_none() {
+                missing.push(format!("{path}: the command has no about"));
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                // clap's own --help and --version carry their text.
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg
+                    .get_help()
+                    .is_none_or(|h| h.to_string().trim().is_empty())
+                {
+                    missing.push(format!("{path}: {id} has no help"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                stack.push((format!("{path} {}", sub.get_name()), sub.clone()));
+            }
+        }
+        assert!(walked >= 8, "walked only {walked} commands");
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
     }
 }

@@ -262,3 +262,221 @@ fn check_accepts_the_lab_configs_and_compose_matches_them() {
         }
     }
 }
+
+/// The value that starts at LINE:COL (1-based) of `text`: a quoted string
+/// or a bare token up to the next delimiter.
+fn value_at(text: &str, line: usize, col: usize) -> (usize, usize) {
+    let start: usize = text
+        .lines()
+        .take(line - 1)
+        .map(|l| l.len() + 1)
+        .sum::<usize>()
+        + col
+        - 1;
+    let rest = &text[start..];
+    let len = if let Some(quoted) = rest.strip_prefix('"') {
+        quoted.find('"').expect("a closing quote") + 2
+    } else {
+        rest.find([' ', ',', '}', ']', '\n']).unwrap_or(rest.len())
+    };
+    (start, start + len)
+}
+
+#[test]
+fn every_hint_check_gives_is_a_value_the_key_takes() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad-config/hints.toml");
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |text: &str| {
+        let path = dir.path().join("holdfast.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = holdfast()
+            .arg("check")
+            .arg("--config")
+            .arg(&path)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    // check's lines are "PATH:LINE:COL: message".
+    let path = dir.path().join("holdfast.toml").display().to_string();
+    let mut tried = 0;
+    let out = holdfast()
+        .arg("check")
+        .arg("--config")
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let Some((_, tail)) = line.split_once("e.g. ") else {
+            continue;
+        };
+        let location: Vec<usize> = line
+            .strip_prefix(&format!("{}:", fixture.display()))
+            .unwrap()
+            .splitn(3, ':')
+            .take(2)
+            .map(|n| n.parse().unwrap())
+            .collect();
+        let (start, end) = value_at(&text, location[0], location[1]);
+        for example in tail.split(';').next().unwrap().split(" or ") {
+            let fixed = format!("{}{}{}", &text[..start], example.trim(), &text[end..]);
+            let at = format!("{path}:{}:{}:", location[0], location[1]);
+            let problems = run(&fixed);
+            assert!(
+                !problems.iter().any(|p| p.starts_with(&at)),
+                "{line}\nwritten back as {example}, check says:\n{}",
+                problems.join("\n")
+            );
+            tried += 1;
+        }
+    }
+    assert!(
+        tried >= 6,
+        "only {tried} hints found in the fixture's output"
+    );
+}
+
+/// What bash offers for the words typed so far, with the script
+/// `holdfast completions bash` printed loaded as a user's shell would.
+fn bash_completions(script: &Path, words: &[&str]) -> Vec<String> {
+    let words_quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let current = words.len() - 1;
+    let program = format!(
+        "source '{}'\nCOMP_WORDS=({})\nCOMP_CWORD={current}\nCOMP_LINE='{}'\nCOMP_POINT=${{#COMP_LINE}}\n_holdfast holdfast '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        script.display(),
+        words_quoted.join(" "),
+        words.join(" "),
+        words[current],
+        words[current.saturating_sub(1)],
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &program])
+        .output()
+        .expect("bash (the completions test needs it: apt-get install bash)");
+    assert!(
+        out.status.success(),
+        "bash: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bash_completes_commands_and_their_options() {
+    let out = holdfast().args(["completions", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("holdfast.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+
+    let commands = bash_completions(&script, &["holdfast", ""]);
+    for c in [
+        "run",
+        "check",
+        "status",
+        "explain",
+        "decode",
+        "completions",
+        "man",
+    ] {
+        assert!(commands.iter().any(|w| w == c), "{c} not in {commands:?}");
+    }
+    assert_eq!(bash_completions(&script, &["holdfast", "sta"]), ["status"]);
+    let explain = bash_completions(&script, &["holdfast", "explain", "--"]);
+    for o in ["--api", "--json"] {
+        assert!(explain.iter().any(|w| w == o), "{o} not in {explain:?}");
+    }
+    let shells = bash_completions(&script, &["holdfast", "completions", ""]);
+    for s in ["bash", "zsh", "fish"] {
+        assert!(shells.iter().any(|w| w == s), "{s} not in {shells:?}");
+    }
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let out = holdfast().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success() && !out.stdout.is_empty(), "{shell}");
+    }
+}
+
+/// A man page rendered by man(1) itself, as plain text.
+fn man_text(page: &Path) -> String {
+    let out = Command::new("man")
+        .arg("-l")
+        .arg(page)
+        .env("MANWIDTH", "100")
+        .env("MANPAGER", "cat")
+        .env("PAGER", "cat")
+        .output()
+        .expect("man (the man page test needs it: apt-get install man-db)");
+    assert!(
+        out.status.success(),
+        "man -l {}: {}",
+        page.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // man marks bold and underline with backspaces when not on a terminal.
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut plain = String::new();
+    for c in text.chars() {
+        if c == '\u{8}' {
+            plain.pop();
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}
+
+#[test]
+fn the_man_pages_render_and_name_every_command() {
+    let out = holdfast().arg("man").output().unwrap();
+    assert!(out.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("holdfast.1");
+    std::fs::write(&page, &out.stdout).unwrap();
+    let text = man_text(&page);
+    assert!(text.contains("holdfast - A BGP speaker"), "{text}");
+    for c in [
+        "run",
+        "check",
+        "status",
+        "explain",
+        "decode",
+        "completions",
+        "man",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("holdfast-{c}("))),
+            "holdfast(1) does not list {c}:\n{text}"
+        );
+    }
+
+    let pages = dir.path().join("man1");
+    let out = holdfast()
+        .arg("man")
+        .arg("--dir")
+        .arg(&pages)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let explain = man_text(&pages.join("holdfast-explain.1"));
+    for text in ["--json", "--api", "Print the API's JSON as it is"] {
+        assert!(
+            explain.contains(text),
+            "holdfast-explain(1) lacks {text}:\n{explain}"
+        );
+    }
+}

@@ -1,6 +1,6 @@
-//! `holdfast explain VIP [--api ADDR]`: why this node does or does not
-//! advertise VIP, from the daemon's `/v1/explain/{vip}`. Exit 0 when it is
-//! advertised, 1 when it is not, 2 on errors.
+//! `holdfast explain VIP [--api ADDR] [--json]`: why this node does or
+//! does not advertise VIP, from the daemon's `/v1/explain/{vip}`. Exit 0
+//! when it is advertised, 1 when it is not, 2 on errors.
 
 use std::io::{self, Write};
 
@@ -9,7 +9,9 @@ use super::table::{Align, table};
 use crate::api::parse_vip;
 use crate::status::Explanation;
 
-pub fn run(api: &str, vip: &str, mut out: impl Write) -> io::Result<i32> {
+/// `json`: the API's JSON as it came (the exit code still says whether the
+/// VIP is advertised).
+pub fn run(api: &str, vip: &str, json: bool, mut out: impl Write) -> io::Result<i32> {
     // Checked here too, so a typo is reported without a daemon.
     let ip = parse_vip(vip).map_err(io::Error::other)?;
     let resp = http::get(api, &format!("/v1/explain/{ip}"))?;
@@ -26,7 +28,14 @@ pub fn run(api: &str, vip: &str, mut out: impl Write) -> io::Result<i32> {
              is it another version?"
         ))
     })?;
-    out.write_all(render_explanation(&explanation).as_bytes())?;
+    if json {
+        out.write_all(&resp.body)?;
+        if !resp.body.ends_with(b"\n") {
+            out.write_all(b"\n")?;
+        }
+    } else {
+        out.write_all(render_explanation(&explanation).as_bytes())?;
+    }
     Ok(if explanation.advertised { 0 } else { 1 })
 }
 
@@ -65,27 +74,42 @@ pub fn render_explanation(e: &Explanation) -> String {
         .peers
         .iter()
         .map(|p| {
+            let verdict = if p.advertised {
+                "advertised"
+            } else {
+                "not advertised"
+            };
             vec![
                 format!("  {}", p.peer),
-                if p.advertised {
-                    "advertised".into()
-                } else {
-                    "not advertised".into()
-                },
-                p.why.replace('\n', "; "),
+                verdict.into(),
+                reason_beside(verdict, &p.why),
             ]
         })
         .collect();
-    // The table's header row is not wanted here: drop its first line.
+    // The table's header row is not wanted here: drop its first line
+    // (and the padding a row with an empty last cell would keep).
     let t = table(
         &[("", Align::Left), ("", Align::Left), ("", Align::Left)],
         &rows,
     );
     for line in t.lines().skip(1) {
-        out.push_str(line);
+        out.push_str(line.trim_end());
         out.push('\n');
     }
     out
+}
+
+/// A peer's reason on one line, without the verdict its column already
+/// shows: the daemon words a reason as "not advertised: the session is
+/// Active", and "advertised" alone when there is nothing more to say.
+fn reason_beside(verdict: &str, why: &str) -> String {
+    let why = why.trim();
+    let why = match why.strip_prefix(verdict) {
+        Some(rest) if rest.is_empty() => rest,
+        Some(rest) if rest.starts_with(':') => rest[1..].trim_start(),
+        _ => why,
+    };
+    why.replace('\n', "; ")
 }
 
 #[cfg(test)]
@@ -128,6 +152,39 @@ mod tests {
              Peers:\n\
              \x20 tor1            advertised      in its Adj-RIB-Out since 10:00:00\n\
              \x20 tor2-long-name  not advertised  the session is Active\n"
+        );
+    }
+
+    #[test]
+    fn the_verdict_is_not_repeated_in_the_reason() {
+        let peer = |name: &str, advertised: bool, why: &str| PeerExplanation {
+            peer: name.into(),
+            advertised,
+            why: why.into(),
+        };
+        let e = Explanation {
+            vip: "198.51.100.20".into(),
+            advertised: true,
+            summary: "198.51.100.20 is advertised to tor1.".into(),
+            reasons: vec![],
+            peers: vec![
+                peer("tor1", true, "advertised"),
+                peer(
+                    "tor2",
+                    false,
+                    "not advertised: the session is Active, not Established",
+                ),
+                peer("tor3", false, "not advertised"),
+            ],
+        };
+        assert_eq!(
+            render_explanation(&e),
+            "198.51.100.20 is advertised to tor1.\n\
+             \n\
+             Peers:\n\
+             \x20 tor1  advertised\n\
+             \x20 tor2  not advertised  the session is Active, not Established\n\
+             \x20 tor3  not advertised\n"
         );
     }
 

@@ -83,6 +83,17 @@ pub enum AddressKind {
     ClusterIp,
 }
 
+impl AddressKind {
+    /// The name the config writes it with ("LoadBalancerIP").
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AddressKind::LoadBalancerIp => "LoadBalancerIP",
+            AddressKind::ExternalIp => "ExternalIP",
+            AddressKind::ClusterIp => "ClusterIP",
+        }
+    }
+}
+
 /// Addresses advertised when `addresses` is not given.
 pub const DEFAULT_ADDRESSES: [AddressKind; 2] =
     [AddressKind::LoadBalancerIp, AddressKind::ExternalIp];
@@ -169,7 +180,7 @@ pub(crate) fn parse_advertisement(
                 ],
                 d,
             )
-        }, |kind| format!("{kind:?}"))
+        }, |kind| format!("\"{}\"", kind.as_str()))
         .and_then(|kinds| {
             if kinds.is_empty() {
                 d.error(
@@ -262,7 +273,7 @@ pub(crate) fn parse_advertisement(
                     .map_err(|why| d.error(&item.span(), why))
                     .ok()
             },
-            |e| format!("extended community {e:?}"),
+            |e| format!("extended community \"{e}\""),
         ),
     };
 
@@ -302,12 +313,11 @@ fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
         .and_then(|v| tree::integer_in(v, "port", 1, 65_535, d));
     let positive = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
-        Some(v) => tree::duration(v, key, d).and_then(|t| {
+        Some(v) => tree::duration_checked(v, key, d, |t| {
             if t.is_zero() {
-                d.error(&v.span(), format!("{key} must be more than 0s"));
-                return None;
+                return Err(format!("{key} must be more than 0s"));
             }
-            Some(t)
+            Ok(())
         }),
     };
     let interval = positive("interval", Duration::from_secs(2), d);

@@ -110,6 +110,29 @@ pub enum ExtendedCommunity {
     },
 }
 
+/// As the config writes it: "rt:ASN:N" or "ro:ASN:N".
+impl std::fmt::Display for ExtendedCommunity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, asn, local) = match *self {
+            ExtendedCommunity::TwoOctetAs {
+                kind,
+                global,
+                local,
+            } => (kind, u32::from(global), local),
+            ExtendedCommunity::FourOctetAs {
+                kind,
+                global,
+                local,
+            } => (kind, global, u32::from(local)),
+        };
+        let kind = match kind {
+            ExtendedCommunityKind::RouteTarget => "rt",
+            ExtendedCommunityKind::RouteOrigin => "ro",
+        };
+        write!(f, "{kind}:{asn}:{local}")
+    }
+}
+
 impl ExtendedCommunity {
     /// The 8 octets carried in the EXTENDED_COMMUNITIES attribute (built
     /// by the codec's constructors, which pick the same AS-specific form).

@@ -362,18 +362,14 @@ pub(crate) fn parse_peer(
 
     let connect_retry = match table.get("connect_retry") {
         None => Some(DEFAULT_CONNECT_RETRY),
-        Some(v) => tree::duration(v, "connect_retry", d).and_then(|t| {
+        Some(v) => tree::duration_checked(v, "connect_retry", d, |t| {
             if t < Duration::from_secs(1) {
-                d.error(
-                    &v.span(),
-                    format!(
-                        "connect_retry must be at least 1s, got {}",
-                        format_duration(t)
-                    ),
-                );
-                return None;
+                return Err(format!(
+                    "connect_retry must be at least 1s, got {}",
+                    format_duration(t)
+                ));
             }
-            Some(t)
+            Ok(())
         }),
     };
 
@@ -573,34 +569,24 @@ fn password(v: &Value<'_>, cx: &PeerContext<'_>, d: &mut Diagnostics) -> Option<
 fn timers(table: &Table<'_, '_>, d: &mut Diagnostics) -> (Option<Duration>, Option<Duration>) {
     let hold_time = match table.get("hold_time") {
         None => Some(DEFAULT_HOLD_TIME),
-        Some(v) => tree::duration(v, "hold_time", d).and_then(|t| {
+        Some(v) => tree::duration_checked(v, "hold_time", d, |t| {
             let text = format_duration(t);
             if t.subsec_nanos() != 0 {
-                d.error(
-                    &v.span(),
-                    format!(
-                        "hold_time must be whole seconds (OPEN carries seconds, RFC 4271 §4.2), got {text}"
-                    ),
-                );
-                None
+                Err(format!(
+                    "hold_time must be whole seconds (OPEN carries seconds, RFC 4271 §4.2), got {text}"
+                ))
             } else if !t.is_zero() && t < MIN_HOLD_TIME {
                 // RFC 4271 §4.2: "The Hold Time MUST be either zero or at
                 // least three seconds."
-                d.error(
-                    &v.span(),
-                    format!("hold_time must be 0s or at least 3s (RFC 4271 §4.2), got {text}"),
-                );
-                None
+                Err(format!(
+                    "hold_time must be 0s or at least 3s (RFC 4271 §4.2), got {text}"
+                ))
             } else if t > MAX_HOLD_TIME {
-                d.error(
-                    &v.span(),
-                    format!(
-                        "hold_time must be at most 65535s (16 bits in OPEN, RFC 4271 §4.2), got {text}"
-                    ),
-                );
-                None
+                Err(format!(
+                    "hold_time must be at most 65535s (16 bits in OPEN, RFC 4271 §4.2), got {text}"
+                ))
             } else {
-                Some(t)
+                Ok(())
             }
         }),
     };
@@ -608,42 +594,29 @@ fn timers(table: &Table<'_, '_>, d: &mut Diagnostics) -> (Option<Duration>, Opti
     let keepalive = match table.get("keepalive") {
         // RFC 4271 §10 suggests one third of the hold time.
         None => hold_time.map(|h| h / 3),
-        Some(v) => {
-            let keepalive = tree::duration(v, "keepalive", d);
-            match (keepalive, hold_time) {
-                (Some(k), Some(h)) => {
-                    let (k_text, h_text) = (format_duration(k), format_duration(h));
-                    if h.is_zero() && !k.is_zero() {
-                        // RFC 4271 §4.4: with a zero hold time, periodic
-                        // KEEPALIVE messages MUST NOT be sent.
-                        d.error(
-                            &v.span(),
-                            format!(
-                                "keepalive ({k_text}) must be 0s when hold_time is 0s (RFC 4271 §4.4: no KEEPALIVEs without a hold time)"
-                            ),
-                        );
-                        None
-                    } else if k > h {
-                        d.error(
-                            &v.span(),
-                            format!("keepalive ({k_text}) must not exceed hold_time ({h_text})"),
-                        );
-                        None
-                    } else if k.is_zero() && !h.is_zero() {
-                        d.error(
-                            &v.span(),
-                            format!(
-                                "keepalive 0s would let the router's hold timer ({h_text}) expire; 0s is only allowed with hold_time 0s"
-                            ),
-                        );
-                        None
-                    } else {
-                        Some(k)
-                    }
-                }
-                (k, _) => k,
+        Some(v) => tree::duration_checked(v, "keepalive", d, |k| {
+            // Without a valid hold_time there is nothing to check against
+            // (its own error is reported).
+            let Some(h) = hold_time else { return Ok(()) };
+            let (k_text, h_text) = (format_duration(k), format_duration(h));
+            if h.is_zero() && !k.is_zero() {
+                // RFC 4271 §4.4: with a zero hold time, periodic
+                // KEEPALIVE messages MUST NOT be sent.
+                Err(format!(
+                    "keepalive ({k_text}) must be 0s when hold_time is 0s (RFC 4271 §4.4: no KEEPALIVEs without a hold time)"
+                ))
+            } else if k > h {
+                Err(format!(
+                    "keepalive ({k_text}) must not exceed hold_time ({h_text})"
+                ))
+            } else if k.is_zero() && !h.is_zero() {
+                Err(format!(
+                    "keepalive 0s would let the router's hold timer ({h_text}) expire; 0s is only allowed with hold_time 0s"
+                ))
+            } else {
+                Ok(())
             }
-        }
+        }),
     };
     (hold_time, keepalive)
 }
@@ -712,19 +685,15 @@ fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestar
     let forwarding_state = flag("forwarding_state", defaults.forwarding_state, d);
     let restart_time = match table.get("restart_time") {
         None => Some(defaults.restart_time),
-        Some(v) => tree::duration(v, "restart_time", d).and_then(|t| {
+        Some(v) => tree::duration_checked(v, "restart_time", d, |t| {
             // RFC 4724 §3: Restart Time is a 12-bit count of seconds.
             if t.subsec_nanos() != 0 || t > Duration::from_secs(4095) {
-                d.error(
-                    &v.span(),
-                    format!(
-                        "restart_time must be whole seconds in 0s..=4095s (12 bits, RFC 4724 §3), got {}",
-                        format_duration(t)
-                    ),
-                );
-                return None;
+                return Err(format!(
+                    "restart_time must be whole seconds in 0s..=4095s (12 bits, RFC 4724 §3), got {}",
+                    format_duration(t)
+                ));
             }
-            Some(t)
+            Ok(())
         }),
     };
     Some(GracefulRestart {
@@ -745,24 +714,18 @@ fn bfd(v: &Value<'_>, d: &mut Diagnostics) -> Option<Option<Bfd>> {
     };
     // RFC 5880 §4.1: intervals are 32-bit microsecond counts; zero
     // Required Min RX would mean "send me nothing".
-    let interval = |key: &str, default: Duration, d: &mut Diagnostics| {
-        match table.get(key) {
+    let interval = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
-        Some(v) => tree::duration(v, key, d).and_then(|t| {
+        Some(v) => tree::duration_checked(v, key, d, |t| {
             let max = Duration::from_micros(u64::from(u32::MAX));
             if t.is_zero() || t > max {
-                d.error(
-                    &v.span(),
-                    format!(
-                        "{key} must be more than 0s and at most 4294s (32 bits of microseconds, RFC 5880 §4.1), got {}",
-                        format_duration(t)
-                    ),
-                );
-                return None;
+                return Err(format!(
+                    "{key} must be more than 0s and at most 4294s (32 bits of microseconds, RFC 5880 §4.1), got {}",
+                    format_duration(t)
+                ));
             }
-            Some(t)
+            Ok(())
         }),
-    }
     };
     let min_rx = interval("min_rx", defaults.min_rx, d);
     let min_tx = interval("min_tx", defaults.min_tx, d);

@@ -42,6 +42,18 @@ pub enum SelectorOperator {
     DoesNotExist,
 }
 
+impl SelectorOperator {
+    /// The name the config (and Kubernetes) writes it with.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SelectorOperator::In => "In",
+            SelectorOperator::NotIn => "NotIn",
+            SelectorOperator::Exists => "Exists",
+            SelectorOperator::DoesNotExist => "DoesNotExist",
+        }
+    }
+}
+
 /// Why a selector did not match: the first label that missed. For
 /// `holdfast explain` ("label \"bgp\" is \"off\", want \"on\"").
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -373,7 +385,10 @@ fn parse_requirement(
         SelectorOperator::In | SelectorOperator::NotIn if values.is_empty() => {
             d.error(
                 &table.span(),
-                format!("operator {operator:?} needs a non-empty values list"),
+                format!(
+                    "operator \"{}\" needs a non-empty values list",
+                    operator.as_str()
+                ),
             );
             return None;
         }
@@ -381,7 +396,10 @@ fn parse_requirement(
             let at = table.get("values").map_or(table.span(), |v| v.span());
             d.error(
                 &at,
-                format!("operator {operator:?} takes no values; remove values"),
+                format!(
+                    "operator \"{}\" takes no values; remove values",
+                    operator.as_str()
+                ),
             );
             return None;
         }

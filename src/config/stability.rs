@@ -117,12 +117,11 @@ fn parse_damping(value: &tree::Value<'_>, d: &mut Diagnostics) -> Option<Option<
     let positive_duration = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key)
     {
         None => Some(default),
-        Some(v) => tree::duration(v, key, d).and_then(|t| {
+        Some(v) => tree::duration_checked(v, key, d, |t| {
             if t.is_zero() {
-                d.error(&v.span(), format!("{key} must be more than 0s"));
-                return None;
+                return Err(format!("{key} must be more than 0s"));
             }
-            Some(t)
+            Ok(())
         }),
     };
     let number = |key: &str, default: u32, d: &mut Diagnostics| match table.get(key) {

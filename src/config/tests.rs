@@ -438,11 +438,107 @@ fn durations_need_units() {
     assert_eq!(
         problems(&text),
         vec![
-            "9:13: hold_time must be a string with a unit, e.g. \"9s\" or \"9ms\"; a bare number has no unit",
+            // hold_time takes whole seconds only: no "9ms".
+            "9:13: hold_time must be a string with a unit, e.g. \"9s\" or \"9m\"; a bare number has no unit",
             "10:13: keepalive: \"3\" has no unit; add one, e.g. \"3s\" or \"3ms\"",
             "11:17: connect_retry: \"5 s\" has a number without a unit; expected a number with a unit (ms, s, m, h), e.g. \"9s\" or \"1m30s\"",
         ]
     );
+}
+
+/// The examples of "e.g. \"A\" or \"B\"" in a message.
+fn examples_in(message: &str) -> Vec<String> {
+    let Some((_, tail)) = message.split_once("e.g. ") else {
+        return Vec::new();
+    };
+    let tail = tail.split(';').next().unwrap_or_default();
+    tail.split(" or ")
+        .map(|e| e.trim().trim_matches('"').to_string())
+        .collect()
+}
+
+#[test]
+fn duration_hints_are_built_from_the_value_and_each_is_taken_back() {
+    let stability = |key: &str| format!("{}[stability]\n{key} = {{V}}\n", with_peer(""));
+    let damping = |key: &str| format!("{}[stability.damping]\n{key} = {{V}}\n", with_peer(""));
+    // (config with {V} where the value goes, the value written, the
+    // examples its message must give)
+    let cases: Vec<(String, &str, &[&str])> = vec![
+        (with_peer("hold_time = {V}\n"), "9", &["9s", "9m"]),
+        (with_peer("hold_time = {V}\n"), "\"9\"", &["9s", "9m"]),
+        (with_peer("hold_time = {V}\n"), "\"1\"", &["1m"]),
+        (with_peer("hold_time = {V}\n"), "\"1.5m\"", &["90s"]),
+        (with_peer("hold_time = {V}\n"), "\"9.5s\"", &["9s", "10s"]),
+        (with_peer("hold_time = {V}\n"), "\"2.5s\"", &["3s"]),
+        (with_peer("hold_time = {V}\n"), "\"30s1m\"", &["1m30s"]),
+        (with_peer("hold_time = {V}\n"), "\"5 s\"", &["9s", "1m30s"]),
+        (with_peer("keepalive = {V}\n"), "\"2.5s\"", &["2500ms"]),
+        (
+            with_peer("hold_time = \"9s\"\nkeepalive = {V}\n"),
+            "\"9.5s\"",
+            &["9s"],
+        ),
+        (
+            with_peer("hold_time = \"9s\"\nkeepalive = {V}\n"),
+            "30",
+            &["30ms"],
+        ),
+        (with_peer("connect_retry = {V}\n"), "\"0.5s\"", &["1s"]),
+        (with_peer("connect_retry = {V}\n"), "\"1.5s\"", &["1500ms"]),
+        (
+            with_peer("graceful_restart = { restart_time = {V} }\n"),
+            "120",
+            &["120s"],
+        ),
+        (
+            with_peer("graceful_restart = { restart_time = {V} }\n"),
+            "\"9.5s\"",
+            &["9s", "10s"],
+        ),
+        (
+            with_peer("graceful_restart = { restart_time = {V} }\n"),
+            "\"1.5m\"",
+            &["90s"],
+        ),
+        (
+            with_peer("graceful_restart = { restart_time = {V} }\n"),
+            "\"5000000\"",
+            &[],
+        ),
+        (
+            with_peer("bfd = { min_rx = {V} }\n"),
+            "\"0.3s\"",
+            &["300ms"],
+        ),
+        (
+            with_peer("bfd = { min_tx = {V} }\n"),
+            "300",
+            &["300s", "300ms"],
+        ),
+        (stability("withdraw_hold_down"), "\"1.5m\"", &["90s"]),
+        (stability("withdraw_hold_down"), "30", &["30s", "30ms"]),
+        (damping("half_life"), "\"0.5s\"", &["500ms"]),
+        (damping("half_life"), "\"60s1m\"", &["2m"]),
+    ];
+    for (template, written, expected) in cases {
+        let text = template.replace("{V}", written);
+        let problems = problems(&text);
+        let [message] = problems.as_slice() else {
+            panic!("{written}: expected one problem, got {problems:?}");
+        };
+        let examples = examples_in(message);
+        assert_eq!(examples, expected, "{written}: {message}");
+        for example in examples {
+            let fixed = template.replace("{V}", &format!("\"{example}\""));
+            if let Err(diags) = parse(Path::new("t.toml"), &fixed) {
+                let lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
+                panic!(
+                    "{written}: the suggested \"{example}\" ({message}) is refused:\n{}",
+                    lines.join("\n")
+                );
+            }
+        }
+    }
 }
 
 #[test]
@@ -991,6 +1087,21 @@ fn probe_timeout_below_interval() {
 }
 
 #[test]
+fn duplicates_are_named_as_the_config_writes_them() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\naddresses = [\"ClusterIP\", \"LoadBalancerIP\", \"ClusterIP\"]\nextended_communities = [\"rt:65001:100\", \"ro:4200000001:7\", \"rt:65001:100\"]\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:45: \"ClusterIP\" is listed twice in addresses",
+            "12:60: extended community \"rt:65001:100\" is listed twice in extended_communities",
+        ]
+    );
+}
+
+#[test]
 fn selectors_are_checked() {
     let text = format!(
         "{}[[advertisement]]\nname = \"a\"\nservice_selector = {{ match_expressions = [{{ key = \"tier\", operator = \"In\" }}, {{ key = \"x\", operator = \"Exists\", values = [\"y\"] }}, {{ key = \"z\", operator = \"Equals\", values = [\"y\"] }}] }}\nnamespace_selector = {{ match_labels = {{ \"-bad\" = \"ok\", team = \"not ok\" }}, labels = {{}} }}\n",
@@ -999,8 +1110,8 @@ fn selectors_are_checked() {
     assert_eq!(
         problems(&text),
         vec![
-            "11:43: operator In needs a non-empty values list",
-            "11:121: operator Exists takes no values; remove values",
+            "11:43: operator \"In\" needs a non-empty values list",
+            "11:121: operator \"Exists\" takes no values; remove values",
             "11:154: unknown operator \"Equals\"; expected \"In\", \"NotIn\", \"Exists\" or \"DoesNotExist\"",
             "12:41: label key \"-bad\" is invalid: its name \"-bad\" must be letters, digits, '-', '_' or '.', beginning and ending with a letter or digit",
             "12:63: label value \"not ok\" is invalid: it must be letters, digits, '-', '_' or '.', beginning and ending with a letter or digit",

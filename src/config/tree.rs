@@ -13,7 +13,7 @@ use toml::Spanned;
 use toml::de::{DeString, DeTable, DeValue};
 
 use super::diagnostic::Diagnostics;
-use super::duration::parse_duration;
+use super::duration::{bare_number_examples, parse_duration_for};
 
 pub(crate) type Value<'i> = Spanned<DeValue<'i>>;
 
@@ -234,20 +234,38 @@ pub(crate) fn integer_in<T: TryFrom<i128>>(
 
 /// A duration written as a string with units.
 pub(crate) fn duration(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<Duration> {
+    duration_checked(value, key, d, |_| Ok(()))
+}
+
+/// A duration that must also pass `check`, the key's own rule (its error
+/// is reported at the value). The examples a malformed value is answered
+/// with pass `check` too, so a suggestion written back is taken.
+pub(crate) fn duration_checked(
+    value: &Value<'_>,
+    key: &str,
+    d: &mut Diagnostics,
+    check: impl Fn(Duration) -> Result<(), String>,
+) -> Option<Duration> {
+    let accept = |t: Duration| check(t).is_ok();
     match value.get_ref() {
-        DeValue::String(s) => match parse_duration(s) {
-            Ok(duration) => Some(duration),
+        DeValue::String(s) => match parse_duration_for(s, &accept) {
+            Ok(duration) => match check(duration) {
+                Ok(()) => Some(duration),
+                Err(why) => {
+                    d.error(&value.span(), why);
+                    None
+                }
+            },
             Err(why) => {
                 d.error(&value.span(), format!("{key}: {why}"));
                 None
             }
         },
         DeValue::Integer(int) => {
+            let examples = bare_number_examples(&int.to_string(), &accept);
             d.error(
                 &value.span(),
-                format!(
-                    "{key} must be a string with a unit, e.g. \"{int}s\" or \"{int}ms\"; a bare number has no unit"
-                ),
+                format!("{key} must be a string with a unit{examples}; a bare number has no unit"),
             );
             None
         }

@@ -131,6 +131,11 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
     s.uptime_seconds = rt
         .established_since
         .map(|t| now.saturating_duration_since(t).as_secs());
+    // Down since it last left Established; not while it is Established.
+    s.down_seconds = rt
+        .down_since
+        .filter(|_| s.uptime_seconds.is_none())
+        .map(|t| now.saturating_duration_since(t).as_secs());
     s.established_transitions = rt.stats.established_transitions;
     s.messages_sent = rt.stats.messages_sent;
     s.messages_received = rt.stats.messages_received;

@@ -189,6 +189,9 @@ pub struct PeerRuntime {
     pub state: State,
     pub state_since: Instant,
     pub established_since: Option<Instant>,
+    /// When the session last left Established (None: it never was): the
+    /// Up/Down of a peer that is down, like FRR's `show bgp summary`.
+    pub down_since: Option<Instant>,
     pub stats: fsm::Stats,
     pub last_error: Option<String>,
     pub negotiated: Option<Negotiated>,
@@ -243,6 +246,7 @@ pub fn spawn(
         state: State::Idle,
         state_since: now,
         established_since: None,
+        down_since: None,
         stats: fsm::Stats::default(),
         last_error: None,
         negotiated: None,
@@ -618,6 +622,9 @@ impl Driver {
                     rt.state = to;
                     rt.state_since = Instant::now();
                     rt.established_since = self.fsm.established_since();
+                    if from == State::Established {
+                        rt.down_since = Some(rt.state_since);
+                    }
                     if to == State::Established {
                         rt.last_error = None;
                         self.last_connect_error = None;

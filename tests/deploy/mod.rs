@@ -1,15 +1,16 @@
-//! Support for tests/deploy_manifests.rs: a strict YAML-subset reader, the
-//! subset of kustomize `deploy/` uses, and loading the rendered objects
-//! into k8s-openapi's types.
+//! Support for tests/deploy_manifests.rs: rendering with the real
+//! `kubectl kustomize` (kustomize is built into kubectl), reading its YAML
+//! with a maintained YAML crate, and loading the objects into k8s-openapi's
+//! types.
 
-pub mod kustomize;
-pub mod yaml;
+use std::path::Path;
+use std::process::Command;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The objects of one rendered overlay, typed.
@@ -71,19 +72,58 @@ fn first_difference(written: &Value, typed: &Value, path: &str) -> Option<String
     }
 }
 
+/// Every YAML document of `text`, as JSON values; empty documents left out.
+pub fn documents(text: &str, origin: &str) -> Result<Vec<Value>, String> {
+    let mut docs = Vec::new();
+    for doc in yaml_serde::Deserializer::from_str(text) {
+        let v = Value::deserialize(doc).map_err(|e| format!("{origin}: {e}"))?;
+        if !v.is_null() {
+            docs.push(v);
+        }
+    }
+    Ok(docs)
+}
+
+/// `kubectl kustomize DIR`: what `kubectl apply -k DIR` would send.
+/// kubectl is part of the test toolchain (kustomize v5 is built into it,
+/// and it renders without a cluster); without it the test fails, saying so.
+pub fn kustomize(dir: &Path) -> Result<String, String> {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .map_err(|e| {
+            format!(
+                "cannot run kubectl ({e}): the manifest tests render deploy/ with the real \
+                 `kubectl kustomize`; install kubectl 1.32 or newer (it has kustomize built in) \
+                 and put it on PATH"
+            )
+        })?;
+    if !out.status.success() {
+        return Err(format!(
+            "kubectl kustomize {}: {}{}",
+            dir.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    String::from_utf8(out.stdout).map_err(|e| format!("kubectl kustomize {}: {e}", dir.display()))
+}
+
 /// Renders `dir` and loads every object into its k8s-openapi type; a kind
 /// the deployment has no business creating is an error.
-pub fn render(dir: &std::path::Path) -> Result<Rendered, String> {
+pub fn render(dir: &Path) -> Result<Rendered, String> {
+    let origin = format!("kubectl kustomize {}", dir.display());
     let mut r = Rendered::default();
-    for o in kustomize::build(dir)? {
-        let origin = &o.origin;
-        match o.kind() {
-            "Namespace" => r.namespaces.push(typed(&o.value, origin)?),
-            "ServiceAccount" => r.service_accounts.push(typed(&o.value, origin)?),
-            "ClusterRole" => r.cluster_roles.push(typed(&o.value, origin)?),
-            "ClusterRoleBinding" => r.cluster_role_bindings.push(typed(&o.value, origin)?),
-            "DaemonSet" => r.daemon_sets.push(typed(&o.value, origin)?),
-            "ConfigMap" => r.config_maps.push(typed(&o.value, origin)?),
+    for o in documents(&kustomize(dir)?, &origin)? {
+        let origin = &origin;
+        match o["kind"].as_str().unwrap_or("") {
+            "Namespace" => r.namespaces.push(typed(&o, origin)?),
+            "ServiceAccount" => r.service_accounts.push(typed(&o, origin)?),
+            "ClusterRole" => r.cluster_roles.push(typed(&o, origin)?),
+            "ClusterRoleBinding" => r.cluster_role_bindings.push(typed(&o, origin)?),
+            "DaemonSet" => r.daemon_sets.push(typed(&o, origin)?),
+            "ConfigMap" => r.config_maps.push(typed(&o, origin)?),
             other => return Err(format!("{origin}: unexpected kind {other:?}")),
         }
     }
@@ -91,10 +131,10 @@ pub fn render(dir: &std::path::Path) -> Result<Rendered, String> {
 }
 
 /// A Secret manifest file (the MD5 example of an overlay).
-pub fn secret_file(path: &std::path::Path) -> Result<Secret, String> {
+pub fn secret_file(path: &Path) -> Result<Secret, String> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{origin}: {e}"))?;
-    let docs = yaml::parse_documents(&origin, &text)?;
+    let docs = documents(&text, &origin)?;
     let [doc] = docs.as_slice() else {
         return Err(format!("{origin}: expected one document"));
     };
