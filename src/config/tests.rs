@@ -58,6 +58,7 @@ fn minimal_config_gets_documented_defaults() {
             hostname: None,
             node_selector: None,
             drain_on_cordon: true,
+            drain_taints: Vec::new(),
         }
     );
     assert_eq!(
@@ -100,6 +101,7 @@ fn minimal_config_gets_documented_defaults() {
             withdraw_hold_down: secs(30),
             advertise_delay: Duration::ZERO,
             delete_delay: Duration::ZERO,
+            local_endpoint_delay: Duration::ZERO,
             damping: None,
         }
     );
@@ -154,6 +156,7 @@ path = "vips.toml"
 withdraw_hold_down = "1m30s"
 advertise_delay = "500ms"
 delete_delay = "5s"
+local_endpoint_delay = "2s"
 [stability.damping]
 half_life = "10m"
 penalty = 500
@@ -265,6 +268,7 @@ fn full_schema_parses_to_the_values_written() {
             withdraw_hold_down: secs(90),
             advertise_delay: Duration::from_millis(500),
             delete_delay: secs(5),
+            local_endpoint_delay: secs(2),
             damping: Some(Damping {
                 half_life: secs(600),
                 penalty: 500,
