@@ -28,12 +28,12 @@ struct Cluster<'a> {
     _dir: LabDir,
 }
 
-fn config(hold_down: &str, speaker: &str, extra: &str) -> String {
+fn config(hold_down: &str, speaker: &str, stability: &str, extra: &str) -> String {
     format!(
         "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n{speaker}\n\n\
          [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
          [source]\nkind = \"kubernetes\"\n\n\
-         [stability]\nwithdraw_hold_down = \"{hold_down}\"\n\n\
+         [stability]\nwithdraw_hold_down = \"{hold_down}\"\n{stability}\n\n\
          [[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n{extra}"
     )
 }
@@ -44,14 +44,16 @@ fn start<'a>(
     extra: &str,
     node_labels: &[(&str, &str)],
 ) -> Cluster<'a> {
-    start_with(lab, hold_down, "", extra, node_labels)
+    start_with(lab, hold_down, "", "", extra, node_labels)
 }
 
-/// `start`, with `speaker` lines added to `[speaker]`.
+/// `start`, with `speaker` lines added to `[speaker]` and `stability`
+/// lines to `[stability]`.
 fn start_with<'a>(
     lab: &'a Lab,
     hold_down: &str,
     speaker: &str,
+    stability: &str,
     extra: &str,
     node_labels: &[(&str, &str)],
 ) -> Cluster<'a> {
@@ -74,7 +76,7 @@ fn start_with<'a>(
     let kc = kubeconfig.display().to_string();
     let node = Holdfast::start_env(
         &lab.node,
-        &config(hold_down, speaker, extra),
+        &config(hold_down, speaker, stability, extra),
         "",
         &[],
         &[("KUBECONFIG", &kc), ("NODE_NAME", "node-1")],
@@ -476,12 +478,41 @@ fn a_cordoned_node_drains_at_once() {
 }
 
 #[test]
+fn etp_local_endpoint_delay_keeps_the_route_that_long_and_explain_says_so() {
+    let lab = Lab::pair();
+    let c = start_with(&lab, "30s", "", "local_endpoint_delay = \"4s\"", "", &[]);
+    let mut svc = service("web", &["198.51.100.12"]);
+    svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
+    c.api.create(&svc).unwrap();
+    c.set_local_endpoint(true);
+    c.frr.wait_prefix("198.51.100.12/32", LONG);
+    let changed = Instant::now();
+    c.set_local_endpoint(false);
+    let text = wait_until(LONG, "explain to name local_endpoint_delay", || {
+        let (code, text) = c.node.explain("198.51.100.12");
+        (code == 0 && text.contains("no ready local endpoint is left on this node: withdrawn after stability.local_endpoint_delay 4s, in "))
+            .then_some(text)
+    });
+    assert!(
+        text.contains("gone from demo/web: no ready local endpoint on node \"node-1\""),
+        "{text}"
+    );
+    let took = c.time_until_withdrawn("198.51.100.12/32", changed, Duration::from_secs(40));
+    println!("last local endpoint not ready, local_endpoint_delay 4s -> withdrawn at FRR in {took:?}");
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(7),
+        "withdrawn {took:?} after the change, want the 4 s delay (and not the 30 s hold-down)"
+    );
+}
+
+#[test]
 fn the_automatic_not_ready_taints_keep_the_route_and_a_configured_taint_withdraws_it() {
     let lab = Lab::pair();
     let c = start_with(
         &lab,
         "30s",
         "drain_taints = [\"example.com/maintenance\"]",
+        "",
         "",
         &[],
     );
