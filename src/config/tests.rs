@@ -1176,6 +1176,9 @@ fn readme_documents_every_config_key() {
     let reference = &readme[readme
         .find("## Configuration reference")
         .expect("a configuration reference in README.md")..];
+    // Up to the next section: a key named only in prose elsewhere is not
+    // documented.
+    let reference = &reference[..reference[3..].find("\n## ").map_or(reference.len(), |i| i + 3)];
     let sections: &[(&str, &[&str])] = &[
         ("", super::speaker::KEYS),
         ("", super::peer::KEYS),
@@ -1189,11 +1192,13 @@ fn readme_documents_every_config_key() {
     ];
     for (prefix, keys) in sections {
         for key in *keys {
-            let plain = format!("`{key}`");
-            let dotted = format!("`{prefix}{key}`");
+            // A row of a table: `| `key` |`.
+            let plain = format!("| `{key}` |");
+            let dotted = format!("| `{prefix}{key}` |");
             assert!(
                 reference.contains(&dotted)
                     || (prefix.is_empty() && reference.contains(&plain))
+                    || reference.contains(&format!("| `{prefix}{key}.")) // its sub-keys' rows
                     || reference.contains(&format!(".{key}]`")),
                 "README.md's configuration reference does not mention `{prefix}{key}`"
             );
