@@ -489,17 +489,23 @@ fn etp_local_endpoint_delay_keeps_the_route_that_long_and_explain_says_so() {
     let changed = Instant::now();
     c.set_local_endpoint(false);
     // Within the delay: still advertised, and explain says until when.
-    let text = wait_until(Duration::from_secs(3), "explain to name local_endpoint_delay", || {
-        let (code, text) = c.node.explain("198.51.100.12");
-        (code == 0 && text.contains("no ready local endpoint is left on this node: withdrawn after stability.local_endpoint_delay 4s, in "))
+    let text = wait_until(
+        Duration::from_secs(3),
+        "explain to name local_endpoint_delay",
+        || {
+            let (code, text) = c.node.explain("198.51.100.12");
+            (code == 0 && text.contains("no ready local endpoint is left on this node: withdrawn after stability.local_endpoint_delay 4s, in "))
             .then_some(text)
-    });
+        },
+    );
     assert!(
         text.contains("gone from demo/web: no ready local endpoint on node \"node-1\""),
         "{text}"
     );
     let took = c.time_until_withdrawn("198.51.100.12/32", changed, Duration::from_secs(40));
-    println!("last local endpoint not ready, local_endpoint_delay 4s -> withdrawn at FRR in {took:?}");
+    println!(
+        "last local endpoint not ready, local_endpoint_delay 4s -> withdrawn at FRR in {took:?}"
+    );
     assert!(
         took >= Duration::from_secs(4) && took < Duration::from_secs(7),
         "withdrawn {took:?} after the change, want the 4 s delay (and not the 30 s hold-down)"

@@ -472,7 +472,10 @@ async fn a_cordon_or_a_configured_taint_drains_every_vip_and_undoing_it_restores
         {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
     ]}}));
     let quiet = h.collect_for(Duration::from_millis(800)).await;
-    assert!(quiet.is_empty(), "an automatic taint changed the snapshot: {quiet:#?}");
+    assert!(
+        quiet.is_empty(),
+        "an automatic taint changed the snapshot: {quiet:#?}"
+    );
     h.patch_node(json!({"spec": {"taints": [
         {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
         {"key": "example.com/maintenance", "value": "kernel", "effect": "NoSchedule"}
@@ -481,7 +484,9 @@ async fn a_cordon_or_a_configured_taint_drains_every_vip_and_undoing_it_restores
     assert_eq!(s.absences.get(&ip("198.51.100.7")), Some(&Absence::Drained));
     assert_eq!(
         s.excluded[&ip("198.51.100.7")],
-        ["node \"n1\" has the taint example.com/maintenance=kernel:NoSchedule, which speaker.drain_taints lists"]
+        [
+            "node \"n1\" has the taint example.com/maintenance=kernel:NoSchedule, which speaker.drain_taints lists"
+        ]
     );
     h.patch_node(json!({"spec": {"taints": null}}));
     h.vips(&["198.51.100.7", "2001:db8::7"]).await;

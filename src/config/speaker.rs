@@ -43,7 +43,10 @@ pub struct Speaker {
 /// node stops reporting. They say nothing about the datapath (a kubelet
 /// that lost the API server still forwards), so they never drain; pods that
 /// really go away are seen through their endpoints.
-pub const AUTOMATIC_TAINTS: &[&str] = &["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
+pub const AUTOMATIC_TAINTS: &[&str] = &[
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
 
 /// How the BGP Identifier is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +147,10 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
             |item, d| {
                 let text = tree::string(item, "each of drain_taints", d)?;
                 if let Some(why) = label_key_problem(text) {
-                    d.error(&item.span(), format!("taint key \"{text}\" is invalid: {why}"));
+                    d.error(
+                        &item.span(),
+                        format!("taint key \"{text}\" is invalid: {why}"),
+                    );
                     return None;
                 }
                 if AUTOMATIC_TAINTS.contains(&text) {

@@ -1178,7 +1178,9 @@ fn readme_documents_every_config_key() {
         .expect("a configuration reference in README.md")..];
     // Up to the next section: a key named only in prose elsewhere is not
     // documented.
-    let reference = &reference[..reference[3..].find("\n## ").map_or(reference.len(), |i| i + 3)];
+    let reference = &reference[..reference[3..]
+        .find("\n## ")
+        .map_or(reference.len(), |i| i + 3)];
     let sections: &[(&str, &[&str])] = &[
         ("", super::speaker::KEYS),
         ("", super::peer::KEYS),

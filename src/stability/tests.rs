@@ -493,7 +493,10 @@ fn no_local_endpoint_is_withdrawn_at_once_by_default_whatever_the_hold_down() {
 fn local_endpoint_delay_holds_exactly_that_long_and_a_return_inside_costs_nothing() {
     let mut lab = Lab::new(local_delay(secs(30), secs(5)));
     lab.show(ms(0), VIP, "public");
-    assert_eq!(lab.lose(secs(1), VIP, Some(Absence::NoLocalEndpoint)), vec![]);
+    assert_eq!(
+        lab.lose(secs(1), VIP, Some(Absence::NoLocalEndpoint)),
+        vec![]
+    );
     let draining = KeyState::Draining {
         reason: Absence::NoLocalEndpoint,
         since: lab.at(secs(1)),
@@ -510,7 +513,10 @@ fn local_endpoint_delay_holds_exactly_that_long_and_a_return_inside_costs_nothin
     // The endpoint ready again inside the delay: nothing was ever sent.
     let mut lab = Lab::new(local_delay(secs(30), secs(5)));
     lab.show(ms(0), VIP, "public");
-    assert_eq!(lab.lose(secs(1), VIP, Some(Absence::NoLocalEndpoint)), vec![]);
+    assert_eq!(
+        lab.lose(secs(1), VIP, Some(Absence::NoLocalEndpoint)),
+        vec![]
+    );
     assert_eq!(lab.show(secs(6) - ms(1), VIP, "public"), vec![]);
     assert_eq!(lab.state(VIP), Some(KeyState::Advertised));
     assert_eq!(lab.s.counters().absorbed_by_hold_down, 1);
@@ -541,7 +547,11 @@ fn a_held_down_prefix_whose_last_local_endpoint_then_goes_is_withdrawn_after_the
     assert_eq!(lab.lose(secs(1), VIP, None), vec![]);
     let absences = BTreeMap::from([(vip(VIP), Absence::NoLocalEndpoint)]);
     assert_eq!(lab.push(secs(5), &absences, true), vec![]);
-    assert_eq!(lab.deadline(), Some(secs(7)), "the delay runs from the reason");
+    assert_eq!(
+        lab.deadline(),
+        Some(secs(7)),
+        "the delay runs from the reason"
+    );
     assert_eq!(lab.poll(secs(7)), vec![wd(VIP)]);
 }
 

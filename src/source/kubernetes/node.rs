@@ -50,7 +50,7 @@ pub(crate) fn node_problem(
         .and_then(|s| s.taints.as_deref())
         .unwrap_or_default()
         .iter()
-        .find(|t| speaker.drain_taints.iter().any(|k| *k == t.key));
+        .find(|t| speaker.drain_taints.contains(&t.key));
     if let Some(taint) = drain_taint {
         let value = taint
             .value

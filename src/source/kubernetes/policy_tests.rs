@@ -653,7 +653,11 @@ fn a_node_that_is_excluded_deselected_cordoned_tainted_or_missing_advertises_not
         ),
         (
             cfg(MAINTENANCE, "", ""),
-            Some(tainted_with(node(&[]), "example.com/maintenance", "NoExecute")),
+            Some(tainted_with(
+                node(&[]),
+                "example.com/maintenance",
+                "NoExecute",
+            )),
             "node \"n1\" has the taint example.com/maintenance:NoExecute, which speaker.drain_taints lists",
         ),
         (
@@ -696,8 +700,12 @@ fn the_lifecycle_controllers_automatic_taints_never_drain_and_only_listed_taints
     // the automatic ones.
     let config = cfg(MAINTENANCE, "", "");
     let mut listed = tainted_with(automatic, "example.com/maintenance", "NoSchedule");
-    listed.spec.as_mut().and_then(|s| s.taints.as_mut()).expect("taints")[2].value =
-        Some("kernel".into());
+    listed
+        .spec
+        .as_mut()
+        .and_then(|s| s.taints.as_mut())
+        .expect("taints")[2]
+        .value = Some("kernel".into());
     let e = once(&config, &with(listed));
     assert!(e.vips.is_empty());
     assert_eq!(
@@ -711,7 +719,11 @@ fn the_lifecycle_controllers_automatic_taints_never_drain_and_only_listed_taints
         &config,
         &[
             world.clone(),
-            with(tainted_with(node(&[]), "example.com/maintenance", "NoExecute")),
+            with(tainted_with(
+                node(&[]),
+                "example.com/maintenance",
+                "NoExecute",
+            )),
         ],
     );
     assert_eq!(absences(&es[1]), [(ip("198.51.100.7"), Absence::Drained)]);
@@ -720,7 +732,10 @@ fn the_lifecycle_controllers_automatic_taints_never_drain_and_only_listed_taints
         &config,
         &[world.clone(), with(tainted(node(&[]), "NoExecute")), world],
     );
-    assert!(es.iter().all(|e| vips(e) == [ip("198.51.100.7")] && e.absences.is_empty()));
+    assert!(
+        es.iter()
+            .all(|e| vips(e) == [ip("198.51.100.7")] && e.absences.is_empty())
+    );
 }
 
 #[test]
@@ -741,7 +756,10 @@ fn the_automatic_taints_cannot_be_listed_and_taint_keys_are_checked() {
         );
         let diags = config::parse(Path::new("t.toml"), &text).expect_err(key);
         let printed: Vec<String> = diags.iter().map(|d| d.message.clone()).collect();
-        assert!(printed.iter().any(|m| m.contains(message)), "{key}: {printed:?}");
+        assert!(
+            printed.iter().any(|m| m.contains(message)),
+            "{key}: {printed:?}"
+        );
     }
     assert_eq!(
         cfg(MAINTENANCE, "", "").speaker.drain_taints,
@@ -1164,7 +1182,10 @@ fn explain_says_which_rule_applied_to_a_vip_that_went() {
     let up = World::new(vec![local(lb("web", &["198.51.100.7"]))]).slices(slices.clone());
     let es = run(
         &config,
-        &[up.clone(), World::new(vec![local(lb("web", &["198.51.100.7"]))])],
+        &[
+            up.clone(),
+            World::new(vec![local(lb("web", &["198.51.100.7"]))]),
+        ],
     );
     let no_endpoint = "not advertised: default/web: externalTrafficPolicy is Local and node \"n1\" has no ready, non-terminating endpoint of it";
     assert_eq!(
@@ -1176,10 +1197,7 @@ fn explain_says_which_rule_applied_to_a_vip_that_went() {
     );
     let es = run(
         &config,
-        &[
-            up,
-            World::new(vec![local(lb("web", &[]))]).slices(slices),
-        ],
+        &[up, World::new(vec![local(lb("web", &[]))]).slices(slices)],
     );
     assert_eq!(
         es[1].explain(ip("198.51.100.7")),
@@ -1199,8 +1217,12 @@ fn reasons_are_kept_as_long_as_the_longer_of_delete_delay_and_local_endpoint_del
     let retention = Duration::from_secs(30 + 20 + 60);
     let ready = conditions(Some(true), Some(true), Some(false));
     let t = Instant::now();
-    let up = World::new(vec![local(lb("web", &["198.51.100.7"]))])
-        .slices(vec![slice_with("web", "w", Some(NODE), ready)]);
+    let up = World::new(vec![local(lb("web", &["198.51.100.7"]))]).slices(vec![slice_with(
+        "web",
+        "w",
+        Some(NODE),
+        ready,
+    )]);
     let lost = World::new(vec![local(lb("web", &["198.51.100.7"]))]);
     let e0 = up.eval(&Evaluation::default(), &config, t);
     let e1 = lost.eval(&e0, &config, t);
