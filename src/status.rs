@@ -104,7 +104,8 @@ pub struct RouteStatus {
     /// Seconds until the state ends by itself (a held-down route's
     /// withdrawal), when a timer runs.
     pub seconds_left: Option<f64>,
-    /// Why the VIP is absent (vanished, deleted, drained, probe-failed),
+    /// Why the VIP is absent (vanished, no-local-endpoint, deleted,
+    /// drained, probe-failed),
     /// for routes that are not simply advertised.
     pub absence: Option<String>,
     pub service: Option<String>,

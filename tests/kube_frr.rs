@@ -28,12 +28,12 @@ struct Cluster<'a> {
     _dir: LabDir,
 }
 
-fn config(hold_down: &str, extra: &str) -> String {
+fn config(hold_down: &str, speaker: &str, stability: &str, extra: &str) -> String {
     format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
+        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n{speaker}\n\n\
          [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
          [source]\nkind = \"kubernetes\"\n\n\
-         [stability]\nwithdraw_hold_down = \"{hold_down}\"\n\n\
+         [stability]\nwithdraw_hold_down = \"{hold_down}\"\n{stability}\n\n\
          [[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n{extra}"
     )
 }
@@ -41,6 +41,19 @@ fn config(hold_down: &str, extra: &str) -> String {
 fn start<'a>(
     lab: &'a Lab,
     hold_down: &str,
+    extra: &str,
+    node_labels: &[(&str, &str)],
+) -> Cluster<'a> {
+    start_with(lab, hold_down, "", "", extra, node_labels)
+}
+
+/// `start`, with `speaker` lines added to `[speaker]` and `stability`
+/// lines to `[stability]`.
+fn start_with<'a>(
+    lab: &'a Lab,
+    hold_down: &str,
+    speaker: &str,
+    stability: &str,
     extra: &str,
     node_labels: &[(&str, &str)],
 ) -> Cluster<'a> {
@@ -63,7 +76,7 @@ fn start<'a>(
     let kc = kubeconfig.display().to_string();
     let node = Holdfast::start_env(
         &lab.node,
-        &config(hold_down, extra),
+        &config(hold_down, speaker, stability, extra),
         "",
         &[],
         &[("KUBECONFIG", &kc), ("NODE_NAME", "node-1")],
@@ -82,8 +95,60 @@ fn start<'a>(
 }
 
 impl Cluster<'_> {
+    /// UPDATEs FRR received from the node (`messageStats.updatesRecv`). The
+    /// field must be there: a router that reports nothing fails the test
+    /// instead of counting as "no UPDATE".
     fn updates(&self) -> u64 {
-        self.frr.updates_received(NODE.parse().unwrap())
+        let neighbor = self.frr.neighbor(NODE.parse().unwrap());
+        match neighbor["messageStats"]["updatesRecv"].as_u64() {
+            Some(n) => n,
+            None => panic!("FRR reports no messageStats.updatesRecv for {NODE}: {neighbor}"),
+        }
+    }
+
+    /// Waits until FRR has no route for `prefix`, polling every 20 ms, and
+    /// returns how long that took from `since`.
+    fn time_until_withdrawn(&self, prefix: &str, since: Instant, timeout: Duration) -> Duration {
+        wait_until(timeout, &format!("FRR to drop {prefix}"), || {
+            let gone = self.frr.prefix(prefix).is_none().then(|| since.elapsed());
+            if gone.is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            gone
+        })
+    }
+
+    fn set_local_endpoint(&self, ready: bool) {
+        let mut slice = endpoint_slice(
+            "demo",
+            "web",
+            "web-1",
+            &[SliceEndpoint::ready("10.0.0.6", "node-1")],
+        );
+        slice.endpoints.as_mut().unwrap()[0]
+            .conditions
+            .as_mut()
+            .unwrap()
+            .ready = Some(ready);
+        if self
+            .api
+            .get::<EndpointSlice>(Some("demo"), "web-1")
+            .is_some()
+        {
+            self.api.replace(&slice_with_rv(self, slice)).unwrap();
+        } else {
+            self.api.create(&slice).unwrap();
+        }
+    }
+
+    fn set_taints(&self, taints: &[(&str, &str)]) {
+        let taints: Vec<_> = taints
+            .iter()
+            .map(|(key, effect)| json!({ "key": key, "effect": effect }))
+            .collect();
+        self.api
+            .patch::<Node>(None, "node-1", &json!({ "spec": { "taints": taints } }))
+            .unwrap();
     }
 
     fn set_ingress(&self, name: &str, ips: &[&str]) {
@@ -196,7 +261,7 @@ fn events_when_a_route_starts_and_stops() {
 #[test]
 fn etp_local_follows_ready_local_endpoints() {
     let lab = Lab::pair();
-    let c = start(&lab, "2s", "", &[]);
+    let c = start(&lab, "30s", "", &[]);
     let mut svc = service("web", &["198.51.100.10"]);
     svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
     c.api.create(&svc).unwrap();
@@ -244,18 +309,52 @@ fn etp_local_follows_ready_local_endpoints() {
         ))
         .unwrap();
     c.frr.wait_prefix("198.51.100.10/32", LONG);
-    // It goes: withdrawn after the hold-down.
+    // Its slice is deleted: this node's datapath has nothing to send the
+    // traffic to, so the route goes after local_endpoint_delay (0s), not
+    // after the 30 s hold-down.
     let gone = Instant::now();
     c.api
         .delete::<EndpointSlice>(Some("demo"), "web-1")
         .unwrap();
-    c.frr
-        .wait_no_prefix("198.51.100.10/32", Duration::from_secs(10));
+    let took = c.time_until_withdrawn("198.51.100.10/32", gone, Duration::from_secs(40));
+    println!("slice deleted -> withdrawn at FRR in {took:?}");
     assert!(
-        gone.elapsed() >= Duration::from_secs(2),
-        "held down first: {:?}",
-        gone.elapsed()
+        took < Duration::from_secs(3),
+        "withdrawn {took:?} after the slice was deleted, not at once"
     );
+}
+
+#[test]
+fn etp_local_last_endpoint_not_ready_is_withdrawn_at_once_not_after_the_hold_down() {
+    let lab = Lab::pair();
+    // The default [stability] but for a 30 s hold-down, which makes "at
+    // once" and "after the hold-down" impossible to confuse.
+    let c = start(&lab, "30s", "", &[]);
+    let mut svc = service("web", &["198.51.100.11"]);
+    svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
+    c.api.create(&svc).unwrap();
+    c.set_local_endpoint(true);
+    c.frr.wait_prefix("198.51.100.11/32", LONG);
+    let changed = Instant::now();
+    c.set_local_endpoint(false);
+    let took = c.time_until_withdrawn("198.51.100.11/32", changed, Duration::from_secs(40));
+    println!("last local endpoint not ready -> withdrawn at FRR in {took:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "withdrawn {took:?} after the last local endpoint went not ready\n{}",
+        c.node.log()
+    );
+    let (code, text) = c.node.explain("198.51.100.11");
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(
+            "no ready local endpoint on node \"node-1\": withdrawn after stability.local_endpoint_delay 0s"
+        ),
+        "explain names the rule: {text}"
+    );
+    // Ready again: advertised again.
+    c.set_local_endpoint(true);
+    c.frr.wait_prefix("198.51.100.11/32", LONG);
 }
 
 fn slice_with_rv(c: &Cluster<'_>, mut s: EndpointSlice) -> EndpointSlice {
@@ -376,6 +475,138 @@ fn a_cordoned_node_drains_at_once() {
         )
         .unwrap();
     c.frr.wait_prefix("198.51.100.60/32", LONG);
+}
+
+#[test]
+fn etp_local_endpoint_delay_keeps_the_route_that_long_and_explain_says_so() {
+    let lab = Lab::pair();
+    let c = start_with(&lab, "30s", "", "local_endpoint_delay = \"4s\"", "", &[]);
+    let mut svc = service("web", &["198.51.100.12"]);
+    svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
+    c.api.create(&svc).unwrap();
+    c.set_local_endpoint(true);
+    c.frr.wait_prefix("198.51.100.12/32", LONG);
+    let changed = Instant::now();
+    c.set_local_endpoint(false);
+    // Within the delay: still advertised, and explain says until when.
+    let text = wait_until(
+        Duration::from_secs(3),
+        "explain to name local_endpoint_delay",
+        || {
+            let (code, text) = c.node.explain("198.51.100.12");
+            (code == 0 && text.contains("no ready local endpoint is left on this node: withdrawn after stability.local_endpoint_delay 4s, in "))
+            .then_some(text)
+        },
+    );
+    assert!(
+        text.contains("gone from demo/web: no ready local endpoint on node \"node-1\""),
+        "{text}"
+    );
+    let took = c.time_until_withdrawn("198.51.100.12/32", changed, Duration::from_secs(40));
+    println!(
+        "last local endpoint not ready, local_endpoint_delay 4s -> withdrawn at FRR in {took:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(7),
+        "withdrawn {took:?} after the change, want the 4 s delay (and not the 30 s hold-down)"
+    );
+}
+
+#[test]
+fn the_automatic_not_ready_taints_keep_the_route_and_a_configured_taint_withdraws_it() {
+    let lab = Lab::pair();
+    let c = start_with(
+        &lab,
+        "30s",
+        "drain_taints = [\"example.com/maintenance\"]",
+        "",
+        "",
+        &[],
+    );
+    c.api.create(&service("web", &["198.51.100.65"])).unwrap();
+    c.frr.wait_prefix("198.51.100.65/32", LONG);
+    let before = c.settled_updates();
+    // What the node lifecycle controller adds on its own when the kubelet
+    // stops reporting.
+    c.set_taints(&[
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+    ]);
+    wait_until(LONG, "the source to see the taints", || {
+        let node: Node = c.api.get(None, "node-1")?;
+        (node.spec?.taints?.len() == 2).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        c.frr.prefix("198.51.100.65/32").is_some(),
+        "an automatic taint withdrew the route\n{}",
+        c.node.log()
+    );
+    assert_eq!(c.updates(), before, "FRR received an UPDATE for a taint");
+    let (code, text) = c.node.explain("198.51.100.65");
+    assert_eq!(code, 0, "{text}");
+    // The operator's own taint: a deliberate drain, withdrawn at once.
+    let tainted = Instant::now();
+    c.set_taints(&[
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("example.com/maintenance", "NoExecute"),
+    ]);
+    let took = c.time_until_withdrawn("198.51.100.65/32", tainted, Duration::from_secs(40));
+    println!("configured taint -> withdrawn at FRR in {took:?}");
+    assert!(took < Duration::from_secs(3), "withdrawn after {took:?}");
+    let (code, text) = c.node.explain("198.51.100.65");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("speaker.drain_taints"), "{text}");
+    c.set_taints(&[]);
+    c.frr.wait_prefix("198.51.100.65/32", LONG);
+}
+
+#[test]
+fn a_vip_shared_by_two_services_stays_until_both_are_deleted() {
+    let lab = Lab::pair();
+    let c = start(&lab, "30s", "", &[]);
+    for name in ["web-tcp", "web-udp"] {
+        let mut svc = service(name, &["198.51.100.90"]);
+        // How MetalLB lets two Services share one address; holdfast needs
+        // no annotation, the address is simply given twice.
+        svc.metadata.annotations = Some(BTreeMap::from([(
+            "metallb.universe.tf/allow-shared-ip".to_string(),
+            "web".to_string(),
+        )]));
+        c.api.create(&svc).unwrap();
+    }
+    c.frr.wait_prefix("198.51.100.90/32", LONG);
+    let before = c.settled_updates();
+    c.api.delete::<Service>(Some("demo"), "web-tcp").unwrap();
+    // Until the daemon has taken the deletion in: the route names the
+    // other Service, or is no longer plainly advertised.
+    let route = wait_until(LONG, "the daemon to take the deletion in", || {
+        let status = c.node.status();
+        let route = status["routes"]
+            .as_array()?
+            .iter()
+            .find(|r| r["prefix"] == "198.51.100.90/32")
+            .cloned()
+            .unwrap_or_default();
+        (route["service"] == "demo/web-udp" || route["state"] != "advertised").then_some(route)
+    });
+    assert_eq!(route["state"], "advertised", "{route}");
+    assert_eq!(route["service"], "demo/web-udp", "{route}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(c.frr.prefix("198.51.100.90/32").is_some());
+    assert_eq!(
+        c.updates(),
+        before,
+        "deleting one of two Services sent FRR an UPDATE"
+    );
+    // Both gone: a definitive removal, withdrawn at once (delete_delay 0),
+    // not after the 30 s hold-down.
+    let deleted = Instant::now();
+    c.api.delete::<Service>(Some("demo"), "web-udp").unwrap();
+    let took = c.time_until_withdrawn("198.51.100.90/32", deleted, Duration::from_secs(40));
+    println!("both Services deleted -> withdrawn at FRR in {took:?}");
+    assert!(took < Duration::from_secs(3), "withdrawn after {took:?}");
+    assert_eq!(c.updates(), before + 1, "one UPDATE: the withdrawal");
 }
 
 #[test]

@@ -341,7 +341,7 @@ async fn deletion_class_change_type_change_and_opt_out_are_deleted_absences() {
     assert_eq!(
         h.source.explain(ip("198.51.100.4")),
         [
-            "gone from default/d: deleted, opted out, or no longer selected: withdrawn after stability.delete_delay",
+            "gone from default/d: deleted, opted out, or no longer selected: withdrawn after stability.delete_delay 0s",
             "not advertised: default/d: the annotation holdfast.dev/advertise is \"false\""
         ]
     );
@@ -405,11 +405,13 @@ async fn local_traffic_policy_follows_this_nodes_ready_endpoints() {
         .apply(&local_slice(&[("n2", true, false), (NODE, true, false)]))
         .expect("slice");
     h.vips(&["198.51.100.7"]).await;
-    // Not ready: gone, with no reason (the hold-down applies).
+    // Not ready: gone, for want of a local endpoint (local_endpoint_delay,
+    // not the hold-down).
+    let lost = [(ip("198.51.100.7"), Absence::NoLocalEndpoint)];
     h.standin
         .apply(&local_slice(&[("n2", true, false), (NODE, false, false)]))
         .expect("slice");
-    assert!(h.vips(&[]).await.absences.is_empty());
+    assert_eq!(absences(&h.vips(&[]).await), lost);
     h.standin
         .apply(&local_slice(&[(NODE, true, false)]))
         .expect("slice");
@@ -418,7 +420,7 @@ async fn local_traffic_policy_follows_this_nodes_ready_endpoints() {
     h.standin
         .apply(&local_slice(&[(NODE, false, true)]))
         .expect("slice");
-    assert!(h.vips(&[]).await.absences.is_empty());
+    assert_eq!(absences(&h.vips(&[]).await), lost);
     h.standin
         .apply(&local_slice(&[(NODE, true, false)]))
         .expect("slice");
@@ -427,17 +429,25 @@ async fn local_traffic_policy_follows_this_nodes_ready_endpoints() {
     h.standin
         .delete::<EndpointSlice>(Some("default"), "web-abc")
         .expect("delete slice");
-    assert!(h.vips(&[]).await.absences.is_empty());
+    assert_eq!(absences(&h.vips(&[]).await), lost);
+    assert_eq!(
+        h.source.explain(ip("198.51.100.7"))[0],
+        "gone from default/web: no ready local endpoint on node \"n1\": withdrawn after stability.local_endpoint_delay 0s"
+    );
 }
 
 // ----- the node -----
 
 #[tokio::test]
-async fn a_cordon_or_a_no_execute_taint_drains_every_vip_and_uncordoning_restores_them() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
-        s.create(&lb("web", &["198.51.100.7", "2001:db8::7"]))
-            .expect("web");
-    })
+async fn a_cordon_or_a_configured_taint_drains_every_vip_and_undoing_it_restores_them() {
+    let mut h = start(
+        cfg("drain_taints = [\"example.com/maintenance\"]", "", ""),
+        options(),
+        |s| {
+            s.create(&lb("web", &["198.51.100.7", "2001:db8::7"]))
+                .expect("web");
+        },
+    )
     .await;
     h.vips(&["198.51.100.7", "2001:db8::7"]).await;
     h.patch_node(json!({"spec": {"unschedulable": true}}));
@@ -456,9 +466,30 @@ async fn a_cordon_or_a_no_execute_taint_drains_every_vip_and_uncordoning_restore
     h.patch_node(json!({"spec": {"unschedulable": null}}));
     let s = h.vips(&["198.51.100.7", "2001:db8::7"]).await;
     assert!(s.absences.is_empty());
-    h.patch_node(json!({"spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]}}));
+    // The lifecycle controller's own taints: no drain, no new snapshot.
+    h.patch_node(json!({"spec": {"taints": [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
+    ]}}));
+    let quiet = h.collect_for(Duration::from_millis(800)).await;
+    assert!(
+        quiet.is_empty(),
+        "an automatic taint changed the snapshot: {quiet:#?}"
+    );
+    h.patch_node(json!({"spec": {"taints": [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+        {"key": "example.com/maintenance", "value": "kernel", "effect": "NoSchedule"}
+    ]}}));
     let s = h.vips(&[]).await;
     assert_eq!(s.absences.get(&ip("198.51.100.7")), Some(&Absence::Drained));
+    assert_eq!(
+        s.excluded[&ip("198.51.100.7")],
+        [
+            "node \"n1\" has the taint example.com/maintenance=kernel:NoSchedule, which speaker.drain_taints lists"
+        ]
+    );
+    h.patch_node(json!({"spec": {"taints": null}}));
+    h.vips(&["198.51.100.7", "2001:db8::7"]).await;
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use super::diagnostic::Diagnostics;
-use super::selector::{LabelSelector, dns_subdomain_problem, parse_selector};
+use super::selector::{LabelSelector, dns_subdomain_problem, label_key_problem, parse_selector};
 use super::tree::{self, Table, Value};
 
 /// The default address of the metrics/health/status API.
@@ -29,10 +29,24 @@ pub struct Speaker {
     /// node.
     pub node_selector: Option<LabelSelector>,
     /// Withdraw everything at once, without hold-down, when the node is
-    /// cordoned or has a NoExecute taint (a drain is deliberate),
-    /// so traffic drains before maintenance.
+    /// cordoned (a drain is deliberate), so traffic drains before
+    /// maintenance.
     pub drain_on_cordon: bool,
+    /// Taint keys that drain the node like a cordon, whatever their value
+    /// and effect: the operator's own maintenance signals. Taints not
+    /// listed never drain (the node lifecycle controller's automatic
+    /// `not-ready` and `unreachable` cannot be listed).
+    pub drain_taints: Vec<String>,
 }
+
+/// NoExecute taints the node lifecycle controller adds on its own when a
+/// node stops reporting. They say nothing about the datapath (a kubelet
+/// that lost the API server still forwards), so they never drain; pods that
+/// really go away are seen through their endpoints.
+pub const AUTOMATIC_TAINTS: &[&str] = &[
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
 
 /// How the BGP Identifier is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +65,7 @@ pub(crate) const KEYS: &[&str] = &[
     "hostname",
     "node_selector",
     "drain_on_cordon",
+    "drain_taints",
 ];
 
 /// Reads an AS number, 1..=4294967295. AS 0 is reserved (RFC 7607) and
@@ -123,6 +138,36 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
         Some(v) => tree::boolean(v, "drain_on_cordon", d),
     };
 
+    let drain_taints = match table.get("drain_taints") {
+        None => Some(Vec::new()),
+        Some(v) => tree::unique_list(
+            v,
+            "drain_taints",
+            d,
+            |item, d| {
+                let text = tree::string(item, "each of drain_taints", d)?;
+                if let Some(why) = label_key_problem(text) {
+                    d.error(
+                        &item.span(),
+                        format!("taint key \"{text}\" is invalid: {why}"),
+                    );
+                    return None;
+                }
+                if AUTOMATIC_TAINTS.contains(&text) {
+                    d.error(
+                        &item.span(),
+                        format!(
+                            "taint {text} is added by the node lifecycle controller on its own, not by an operator, and cannot drain: a node that stops reporting keeps forwarding, and pods that really go away are seen through their endpoints"
+                        ),
+                    );
+                    return None;
+                }
+                Some(text.to_string())
+            },
+            |n| format!("\"{n}\""),
+        ),
+    };
+
     Some(Speaker {
         asn: asn?,
         router_id: router_id?,
@@ -131,5 +176,6 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
         hostname: hostname?,
         node_selector: node_selector?,
         drain_on_cordon: drain_on_cordon?,
+        drain_taints: drain_taints?,
     })
 }

@@ -18,6 +18,10 @@ pub struct Stability {
     /// Hold-down for definitive removals (Service deleted, opted out), which
     /// cannot be flaps.
     pub delete_delay: Duration,
+    /// Delay before withdrawing a VIP of a Service with traffic policy
+    /// `Local` once this node has no ready endpoint of it (the datapath
+    /// drops its traffic from then on).
+    pub local_endpoint_delay: Duration,
     /// RFC 2439-style damping of VIPs that keep flapping; none when
     /// disabled.
     pub damping: Option<Damping>,
@@ -29,6 +33,7 @@ impl Default for Stability {
             withdraw_hold_down: Duration::from_secs(30),
             advertise_delay: Duration::ZERO,
             delete_delay: Duration::ZERO,
+            local_endpoint_delay: Duration::ZERO,
             damping: None,
         }
     }
@@ -71,6 +76,7 @@ pub(crate) const STABILITY_KEYS: &[&str] = &[
     "withdraw_hold_down",
     "advertise_delay",
     "delete_delay",
+    "local_endpoint_delay",
     "damping",
 ];
 
@@ -94,6 +100,7 @@ pub(crate) fn parse_stability(table: &Table<'_, '_>, d: &mut Diagnostics) -> Opt
     let withdraw_hold_down = duration("withdraw_hold_down", defaults.withdraw_hold_down, d);
     let advertise_delay = duration("advertise_delay", defaults.advertise_delay, d);
     let delete_delay = duration("delete_delay", defaults.delete_delay, d);
+    let local_endpoint_delay = duration("local_endpoint_delay", defaults.local_endpoint_delay, d);
     let damping = match table.get("damping") {
         None => Some(None),
         Some(v) => parse_damping(v, d),
@@ -102,6 +109,7 @@ pub(crate) fn parse_stability(table: &Table<'_, '_>, d: &mut Diagnostics) -> Opt
         withdraw_hold_down: withdraw_hold_down?,
         advertise_delay: advertise_delay?,
         delete_delay: delete_delay?,
+        local_endpoint_delay: local_endpoint_delay?,
         damping: damping?,
     })
 }

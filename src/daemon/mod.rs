@@ -50,6 +50,7 @@ fn stability_params(c: &Config) -> stability::Params {
         advertise_delay: s.advertise_delay,
         withdraw_hold_down: s.withdraw_hold_down,
         delete_delay: s.delete_delay,
+        local_endpoint_delay: s.local_endpoint_delay,
         damping: s.damping.as_ref().map(|d| stability::DampingParams {
             half_life: d.half_life,
             penalty: d.penalty,

@@ -80,6 +80,7 @@ pub type SharedStability = Arc<Mutex<crate::stability::Stability<IpNet, Route>>>
 fn absence_word(a: Absence) -> &'static str {
     match a {
         Absence::Vanished => "vanished",
+        Absence::NoLocalEndpoint => "no-local-endpoint",
         Absence::Deleted => "deleted",
         Absence::Drained => "drained",
         Absence::ProbeFailed => "probe-failed",
@@ -335,9 +336,18 @@ impl Shared {
                 now.saturating_duration_since(*since).as_secs_f64(),
                 secs_until(*until, now).map(|s| format!(", withdrawn in {s:.1}s unless it comes back")).unwrap_or_else(|| " (timer paused while the source is unhealthy)".into())
             )),
-            Some(KeyState::Damped { figure_of_merit, until_estimate, .. }) => reasons.push(format!(
-                "it keeps flapping: damping holds it advertised (figure of merit {figure_of_merit:.0}){}",
+            Some(KeyState::Damped { reason, figure_of_merit, until_estimate, .. }) => reasons.push(format!(
+                "{}: damping holds it advertised (figure of merit {figure_of_merit:.0}){}",
+                match reason {
+                    Absence::NoLocalEndpoint => "its last local endpoint keeps going and coming back",
+                    _ => "it keeps flapping",
+                },
                 secs_until(*until_estimate, now).map(|s| format!(", until about {s:.0}s from now")).unwrap_or_default()
+            )),
+            Some(KeyState::Draining { reason: Absence::NoLocalEndpoint, until, .. }) => reasons.push(format!(
+                "no ready local endpoint is left on this node: withdrawn after stability.local_endpoint_delay {}{}",
+                crate::config::format_duration(self.config.stability.local_endpoint_delay),
+                secs_until(*until, now).map(|s| format!(", in {s:.1}s")).unwrap_or_default()
             )),
             Some(KeyState::Draining { reason, until, .. }) => reasons.push(format!(
                 "it is going away ({}){}",

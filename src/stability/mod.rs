@@ -25,6 +25,12 @@
 //!   continuously absent for `withdraw_hold_down`. Coming back inside the
 //!   window sends nothing at all. Boundary: absent for *exactly* the
 //!   hold-down is withdrawn at that instant; a call 1 ns earlier keeps it.
+//! - **NoLocalEndpoint** (traffic policy `Local` and this node's last ready
+//!   endpoint went) → withdrawn after `local_endpoint_delay` (default 0: at
+//!   once). The node's datapath drops the Service's traffic from then on,
+//!   so the hold-down, which exists for the address list's flapping, would
+//!   only prolong a blackhole. Damping still applies: an endpoint whose
+//!   readiness keeps flapping is held like a flapping address.
 //! - **Deleted** (Service deleted, class or type changed, opt-out
 //!   annotation) → withdrawn after `delete_delay` (default 0: at once).
 //! - **Drained** (node cordoned or excluded) and **ProbeFailed** (the
@@ -71,15 +77,15 @@
 //! # Damping
 //!
 //! With `[stability.damping]`, each absence of an advertised prefix (reason
-//! Vanished) adds `penalty` to the prefix's figure of merit, which halves
+//! Vanished or NoLocalEndpoint) adds `penalty` to the prefix's figure of merit, which halves
 //! every `half_life` (RFC 2439 §4.2). When a penalty lifts the figure above
 //! `suppress_threshold`, a damping episode begins; it lasts until the figure
 //! decays to `reuse_threshold`, and never longer than `max_suppress` after it
 //! began (the RFC 2439 §4.4 ceiling, taken from the start of the episode;
 //! the figure is also capped at `reuse * 2^(max_suppress / half_life)` as the
 //! RFC does). During an episode an absent prefix is not withdrawn, even past
-//! the hold-down; it is withdrawn once the episode is over *and* the
-//! hold-down has passed. Pending prefixes (never sent) earn no penalty, and
+//! the hold-down (or `local_endpoint_delay`); it is withdrawn once the
+//! episode is over *and* its own timer has passed. Pending prefixes (never sent) earn no penalty, and
 //! neither do definitive absences: they are not noise. An episode ended by
 //! the ceiling lowers the figure to `reuse_threshold`, so the next episode
 //! needs a fresh crossing; a figure below half of `reuse_threshold` is
@@ -113,11 +119,19 @@ pub use params::{DampingParams, MAX_TIMER, Params, ParamsError};
 pub use view::{Counters, KeyState};
 
 /// Why a prefix is no longer in the source's set, when the source knows.
+/// The order is the order of escalation: a source that learns a stronger
+/// reason for a prefix already gone reports it, never a weaker one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Absence {
     /// Transient: the Service's address list emptied. Held down, damped.
     /// Also what an absence without a reported reason is taken to be.
     Vanished,
+    /// The Service's traffic policy is `Local` and this node has no ready
+    /// endpoint of it left: its datapath now drops the Service's traffic,
+    /// so the route goes after `local_endpoint_delay`, not the hold-down.
+    /// Damped like `Vanished`: an endpoint whose readiness keeps flapping
+    /// is held advertised while its damping episode lasts.
+    NoLocalEndpoint,
     /// Definitive: Service deleted, class or type changed, opt-out
     /// annotation. Withdrawn after `delete_delay`.
     Deleted,
@@ -186,6 +200,28 @@ struct AbsenceRecord {
     reason_since: Instant,
 }
 
+impl Absence {
+    /// Whether damping may carry an absence of this kind past its own
+    /// timer: the kinds that can be noise (an address list or an
+    /// endpoint's readiness that keeps flapping), not a decision.
+    fn damped(self) -> bool {
+        matches!(self, Absence::Vanished | Absence::NoLocalEndpoint)
+    }
+}
+
+impl AbsenceRecord {
+    /// When the absence's own timer ends, damping aside; `None` beyond what
+    /// `Instant` can represent.
+    fn own_end(&self, params: &Params) -> Option<Instant> {
+        match self.reason {
+            Absence::Vanished => self.clock.checked_add(params.withdraw_hold_down),
+            Absence::NoLocalEndpoint => self.reason_since.checked_add(params.local_endpoint_delay),
+            Absence::Deleted => self.reason_since.checked_add(params.delete_delay),
+            Absence::Drained | Absence::ProbeFailed => Some(self.reason_since),
+        }
+    }
+}
+
 impl<V> Entry<V> {
     /// A prefix the source has just shown for the first time.
     fn pending(attrs: V, since: Instant) -> Self {
@@ -212,21 +248,20 @@ impl<V> Entry<V> {
             Phase::Advertised { .. } | Phase::Withdrawn => None,
             // The last known set stands while the source is unhealthy.
             Phase::Absent { .. } if !source_healthy => None,
-            Phase::Absent { absence, .. } => match absence.reason {
-                Absence::Vanished => {
-                    let hold_end = absence.clock.checked_add(params.withdraw_hold_down)?;
-                    match self
-                        .history
-                        .as_deref()
-                        .and_then(FlapHistory::suppression_end)
-                    {
-                        Some(damped_end) => Some(hold_end.max(damped_end)),
-                        None => Some(hold_end),
-                    }
+            Phase::Absent { absence, .. } => {
+                let own_end = absence.own_end(params)?;
+                if !absence.reason.damped() {
+                    return Some(own_end);
                 }
-                Absence::Deleted => absence.reason_since.checked_add(params.delete_delay),
-                Absence::Drained | Absence::ProbeFailed => Some(absence.reason_since),
-            },
+                match self
+                    .history
+                    .as_deref()
+                    .and_then(FlapHistory::suppression_end)
+                {
+                    Some(damped_end) => Some(own_end.max(damped_end)),
+                    None => Some(own_end),
+                }
+            }
         }
     }
 }
@@ -376,7 +411,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                                 reason_since: now,
                             }),
                         };
-                        if let (Absence::Vanished, Some(damping)) = (reason, damping) {
+                        if let (true, Some(damping)) = (reason.damped(), damping) {
                             let history = entry
                                 .history
                                 .get_or_insert_with(|| Box::new(FlapHistory::new(now)));
@@ -399,7 +434,8 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         }
 
         // Immediate transitions of this snapshot: advertise_delay 0,
-        // delete_delay 0, Drained, ProbeFailed, a zero hold-down.
+        // delete_delay 0, local_endpoint_delay 0, Drained, ProbeFailed, a
+        // zero hold-down.
         self.fire_due(now, &mut delta);
         self.finish(now, delta)
     }
@@ -515,18 +551,13 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             } => {
                 // Back before its withdrawal was due: nothing was sent for
                 // the absence. Count who carried it.
-                let hold_end = absence.clock.checked_add(self.params.withdraw_hold_down);
-                let past_hold_down = hold_end.is_some_and(|end| now >= end);
+                let past_own_timer = absence.own_end(&self.params).is_some_and(|end| now >= end);
                 let damped = entry
                     .history
                     .as_ref()
                     .and_then(|h| h.damped_until(now))
                     .is_some();
-                if absence.reason == Absence::Vanished
-                    && self.source_healthy
-                    && past_hold_down
-                    && damped
-                {
+                if absence.reason.damped() && self.source_healthy && past_own_timer && damped {
                     self.counters.absorbed_by_damping += 1;
                 } else {
                     self.counters.absorbed_by_hold_down += 1;
@@ -608,30 +639,29 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             Phase::Withdrawn => None,
             Phase::Absent { absence, .. } => {
                 let scheduled = |t: Option<Instant>| if healthy { t } else { None };
-                if absence.reason != Absence::Vanished {
-                    return Some(KeyState::Draining {
-                        reason: absence.reason,
-                        since: absence.since,
-                        until: scheduled(entry.deadline(&self.params, true)),
-                    });
-                }
-                let hold_end = absence.clock.checked_add(self.params.withdraw_hold_down);
+                let own_end = absence.own_end(&self.params);
                 let damped = match (&entry.history, &self.params.damping) {
-                    (Some(history), Some(damping)) => history
+                    (Some(history), Some(damping)) if absence.reason.damped() => history
                         .damped_until(now)
-                        .filter(|end| hold_end.is_some_and(|hold_end| *end > hold_end))
+                        .filter(|end| own_end.is_some_and(|own_end| *end > own_end))
                         .map(|end| (end, history.figure_at(now, damping))),
                     _ => None,
                 };
                 Some(match damped {
                     Some((end, figure_of_merit)) => KeyState::Damped {
+                        reason: absence.reason,
                         since: absence.since,
                         figure_of_merit,
                         until_estimate: scheduled(Some(end)),
                     },
-                    None => KeyState::HeldDown {
+                    None if absence.reason == Absence::Vanished => KeyState::HeldDown {
                         since: absence.since,
-                        until: scheduled(hold_end),
+                        until: scheduled(own_end),
+                    },
+                    None => KeyState::Draining {
+                        reason: absence.reason,
+                        since: absence.since,
+                        until: scheduled(own_end),
                     },
                 })
             }

@@ -33,6 +33,7 @@ const STEP: Duration = Duration::from_millis(50);
 fn absence() -> impl Strategy<Value = Absence> {
     prop_oneof![
         Just(Absence::Vanished),
+        Just(Absence::NoLocalEndpoint),
         Just(Absence::Deleted),
         Just(Absence::Drained),
         Just(Absence::ProbeFailed),
@@ -64,11 +65,13 @@ fn params() -> impl Strategy<Value = Params> {
         prop::sample::select(vec![0u64, 100, 250]),
         prop::sample::select(vec![0u64, 100, 500, 1000]),
         prop::sample::select(vec![0u64, 150]),
+        prop::sample::select(vec![0u64, 200]),
     )
-        .prop_map(|(advertise, hold, delete)| Params {
+        .prop_map(|(advertise, hold, delete, local)| Params {
             advertise_delay: Duration::from_millis(advertise),
             withdraw_hold_down: Duration::from_millis(hold),
             delete_delay: Duration::from_millis(delete),
+            local_endpoint_delay: Duration::from_millis(local),
             damping: None,
         })
 }
@@ -135,6 +138,7 @@ impl Model {
             } if healthy => {
                 let withdraw_at = match reason {
                     Absence::Vanished => *clock + p.withdraw_hold_down,
+                    Absence::NoLocalEndpoint => *reason_since + p.local_endpoint_delay,
                     Absence::Deleted => *reason_since + p.delete_delay,
                     Absence::Drained | Absence::ProbeFailed => *reason_since,
                 };

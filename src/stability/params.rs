@@ -24,6 +24,10 @@ pub struct Params {
     /// A prefix whose Service was deleted (a definitive absence) is withdrawn
     /// after this long (default 0: at once).
     pub delete_delay: Duration,
+    /// A prefix whose Service has traffic policy `Local` and no ready
+    /// endpoint left on this node is withdrawn after this long (default 0:
+    /// at once; the node's datapath drops the traffic meanwhile).
+    pub local_endpoint_delay: Duration,
     /// Damping of absences (`[stability.damping]`); `None` turns it off.
     pub damping: Option<DampingParams>,
 }
@@ -34,6 +38,7 @@ impl Default for Params {
             advertise_delay: Duration::ZERO,
             withdraw_hold_down: Duration::from_secs(30),
             delete_delay: Duration::ZERO,
+            local_endpoint_delay: Duration::ZERO,
             damping: None,
         }
     }
@@ -134,6 +139,7 @@ impl Params {
         check_max("stability.advertise_delay", self.advertise_delay)?;
         check_max("stability.withdraw_hold_down", self.withdraw_hold_down)?;
         check_max("stability.delete_delay", self.delete_delay)?;
+        check_max("stability.local_endpoint_delay", self.local_endpoint_delay)?;
         if let Some(damping) = &self.damping {
             damping.validate()?;
         }

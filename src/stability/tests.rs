@@ -470,6 +470,143 @@ fn present_wins_over_a_reported_absence() {
     );
 }
 
+fn local_delay(hold_down: Duration, delay: Duration) -> Params {
+    Params {
+        local_endpoint_delay: delay,
+        ..hold(hold_down)
+    }
+}
+
+#[test]
+fn no_local_endpoint_is_withdrawn_at_once_by_default_whatever_the_hold_down() {
+    let mut lab = Lab::new(hold(secs(30)));
+    lab.show(ms(0), VIP, "public");
+    assert_eq!(
+        lab.lose(secs(1), VIP, Some(Absence::NoLocalEndpoint)),
+        vec![wd(VIP)]
+    );
+    assert_eq!(lab.state(VIP), None);
+    assert_eq!(lab.s.counters().withdrawals, 1);
+}
+
+#[test]
+fn local_endpoint_delay_holds_exactly_that_long_and_a_return_inside_costs_nothing() {
+    let mut lab = Lab::new(local_delay(secs(30), secs(5)));
+    lab.show(ms(0), VIP, "public");
+    assert_eq!(
+        lab.lose(secs(1), VIP, Some(Absence::NoLocalEndpoint)),
+        vec![]
+    );
+    let draining = KeyState::Draining {
+        reason: Absence::NoLocalEndpoint,
+        since: lab.at(secs(1)),
+        until: Some(lab.at(secs(6))),
+    };
+    assert_eq!(lab.state(VIP), Some(draining.clone()));
+    assert_eq!(draining.absence(), Some(Absence::NoLocalEndpoint));
+    assert_eq!(lab.deadline(), Some(secs(6)));
+    // Sticky: later snapshots need not repeat the reason.
+    assert_eq!(lab.push(secs(2), &BTreeMap::new(), true), vec![]);
+    assert_eq!(lab.poll(secs(6) - ms(1)), vec![]);
+    assert_eq!(lab.poll(secs(6)), vec![wd(VIP)]);
+
+    // The endpoint ready again inside the delay: nothing was ever sent.
+    let mut lab = Lab::new(local_delay(secs(30), secs(5)));
+    lab.show(ms(0), VIP, "public");
+    assert_eq!(
+        lab.lose(secs(1), VIP, Some(Absence::NoLocalEndpoint)),
+        vec![]
+    );
+    assert_eq!(lab.show(secs(6) - ms(1), VIP, "public"), vec![]);
+    assert_eq!(lab.state(VIP), Some(KeyState::Advertised));
+    assert_eq!(lab.s.counters().absorbed_by_hold_down, 1);
+    assert_eq!(lab.s.counters().withdrawals, 0);
+}
+
+#[test]
+fn an_emptied_address_list_still_gets_the_hold_down_not_the_local_endpoint_delay() {
+    let mut lab = Lab::new(local_delay(secs(30), secs(2)));
+    lab.show(ms(0), VIP, "public");
+    assert_eq!(lab.lose(secs(1), VIP, None), vec![]);
+    assert_eq!(
+        lab.state(VIP),
+        Some(KeyState::HeldDown {
+            since: lab.at(secs(1)),
+            until: Some(lab.at(secs(31))),
+        })
+    );
+    assert_eq!(lab.poll(secs(3)), vec![]);
+    assert_eq!(lab.poll(secs(31) - ms(1)), vec![]);
+    assert_eq!(lab.poll(secs(31)), vec![wd(VIP)]);
+}
+
+#[test]
+fn a_held_down_prefix_whose_last_local_endpoint_then_goes_is_withdrawn_after_the_delay() {
+    let mut lab = Lab::new(local_delay(secs(30), secs(2)));
+    lab.show(ms(0), VIP, "public");
+    assert_eq!(lab.lose(secs(1), VIP, None), vec![]);
+    let absences = BTreeMap::from([(vip(VIP), Absence::NoLocalEndpoint)]);
+    assert_eq!(lab.push(secs(5), &absences, true), vec![]);
+    assert_eq!(
+        lab.deadline(),
+        Some(secs(7)),
+        "the delay runs from the reason"
+    );
+    assert_eq!(lab.poll(secs(7)), vec![wd(VIP)]);
+}
+
+#[test]
+fn an_endpoint_whose_readiness_flaps_is_damped_and_stays_advertised() {
+    let mut lab = Lab::new(Params {
+        local_endpoint_delay: Duration::ZERO,
+        ..damped(secs(30), damping())
+    });
+    lab.show(ms(0), VIP, "public");
+    let lost = Some(Absence::NoLocalEndpoint);
+    // Below the suppress threshold each loss withdraws at once (1000, then
+    // 1000·2^-0.1 + 1000 = 1933.0)...
+    for i in 1..=2u64 {
+        assert_eq!(lab.lose(secs(i), VIP, lost), vec![wd(VIP)], "loss {i}");
+        assert_eq!(
+            lab.show(secs(i) + ms(500), VIP, "public"),
+            vec![adv(VIP, "public")]
+        );
+    }
+    // ...the third crosses it (1933.0·2^-0.1 + 1000 = 2803.6): damped,
+    // still advertised, until the figure decays to 750.
+    assert_eq!(lab.lose(secs(3), VIP, lost), vec![]);
+    assert_close(fom(&lab), 2803.5835548329314);
+    assert_eq!(lab.s.counters().suppressions, 1);
+    let reuse_at = lab.at(secs(3)) + Duration::from_secs_f64(19.023095661748542);
+    let Some(KeyState::Damped {
+        reason,
+        until_estimate: Some(until),
+        ..
+    }) = lab.state(VIP)
+    else {
+        panic!("expected Damped, got {:?}", lab.state(VIP));
+    };
+    assert_eq!(reason, Absence::NoLocalEndpoint);
+    assert_instant_close(until, reuse_at);
+    assert_eq!(lab.poll(secs(20)), vec![]);
+    assert_eq!(lab.s.poll(until - ms(1)), vec![]);
+    assert_eq!(lab.s.poll(until), vec![wd(VIP)]);
+}
+
+#[test]
+fn without_damping_a_flapping_endpoint_is_withdrawn_each_time() {
+    let mut lab = Lab::new(hold(secs(30)));
+    lab.show(ms(0), VIP, "public");
+    for i in 1..=5u64 {
+        assert_eq!(
+            lab.lose(secs(i), VIP, Some(Absence::NoLocalEndpoint)),
+            vec![wd(VIP)],
+            "loss {i}"
+        );
+        lab.show(secs(i) + ms(500), VIP, "public");
+    }
+}
+
 // ---- source health ----
 
 #[test]
@@ -604,6 +741,7 @@ fn crossing_the_suppress_threshold_damps_until_reuse() {
     // = 19.0231 s after the penalty.
     let reuse_at = lab.at(secs(3)) + Duration::from_secs_f64(19.023095661748542);
     let Some(KeyState::Damped {
+        reason: Absence::Vanished,
         since,
         figure_of_merit,
         until_estimate: Some(until),
@@ -697,6 +835,7 @@ fn max_suppress_bounds_an_episode_from_its_start() {
     assert_eq!(
         lab.state(VIP),
         Some(KeyState::Damped {
+            reason: Absence::Vanished,
             since: lab.at(secs(27)),
             figure_of_merit: 6000.0,
             until_estimate: Some(lab.at(secs(33))),

@@ -20,16 +20,19 @@ pub enum KeyState {
         since: Instant,
         until: Option<Instant>,
     },
-    /// Vanished from the source, still advertised because it has been
-    /// flapping: damping keeps it up past the hold-down, until
+    /// Gone from the source, still advertised because it has been
+    /// flapping: damping keeps it up past the hold-down (or, for
+    /// `NoLocalEndpoint`, past `local_endpoint_delay`), until
     /// `until_estimate` (exact unless it flaps again or the config changes).
     Damped {
+        reason: Absence,
         since: Instant,
         figure_of_merit: f64,
         until_estimate: Option<Instant>,
     },
     /// Gone from the source for a definitive reason (a deleted Service with
-    /// a `delete_delay`), still advertised until `until`.
+    /// a `delete_delay`, no local endpoint left with a
+    /// `local_endpoint_delay`), still advertised until `until`.
     Draining {
         reason: Absence,
         since: Instant,
@@ -42,8 +45,8 @@ impl KeyState {
     pub fn absence(&self) -> Option<Absence> {
         match self {
             KeyState::Advertised | KeyState::PendingAdvertise { .. } => None,
-            KeyState::HeldDown { .. } | KeyState::Damped { .. } => Some(Absence::Vanished),
-            KeyState::Draining { reason, .. } => Some(*reason),
+            KeyState::HeldDown { .. } => Some(Absence::Vanished),
+            KeyState::Damped { reason, .. } | KeyState::Draining { reason, .. } => Some(*reason),
         }
     }
 }

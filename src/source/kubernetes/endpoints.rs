@@ -9,12 +9,14 @@
 //! `serving` is not read. `ready` is already false for a terminating
 //! endpoint, so `serving` only adds information about endpoints we exclude
 //! anyway: a pod that is shutting down but still answers. Excluding it is
-//! the point: the route should start to go when the last local pod starts
-//! to terminate, so the routers move new flows elsewhere while that pod
-//! finishes the ones it has. During the hold-down that follows, kube-proxy
+//! the point: the route should go when the last local pod starts to
+//! terminate, so the routers move new flows elsewhere while that pod
+//! finishes the ones it has. While the withdrawal propagates, kube-proxy
 //! (and Cilium) still send traffic arriving here to serving-but-terminating
-//! local endpoints when no ready one is left, so nothing is dropped while
-//! the route winds down.
+//! local endpoints when no ready one is left. Losing the last one is
+//! `Absence::NoLocalEndpoint` (policy): withdrawn after
+//! `local_endpoint_delay`, not held down, since from then on this node's
+//! datapath drops the Service's traffic.
 
 use std::collections::HashSet;
 use std::sync::Arc;

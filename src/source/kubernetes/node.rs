@@ -11,8 +11,8 @@ use crate::config::Speaker;
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
 /// Why this node advertises nothing, or `None` when it may advertise.
-/// Every reason is deliberate (an operator drained, excluded or deselected
-/// the node), so routes go at once: `Absence::Drained`.
+/// Every reason is deliberate (an operator cordoned, tainted, excluded or
+/// deselected the node), so routes go at once: `Absence::Drained`.
 pub(crate) fn node_problem(
     speaker: &Speaker,
     node_name: &str,
@@ -37,29 +37,30 @@ pub(crate) fn node_problem(
             "node \"{node_name}\" does not match speaker.node_selector: {miss}"
         ));
     }
-    if speaker.drain_on_cordon {
-        let spec = node.spec.as_ref();
-        if spec.and_then(|s| s.unschedulable) == Some(true) {
-            return Some(format!(
-                "node \"{node_name}\" is cordoned (spec.unschedulable) and speaker.drain_on_cordon is true"
-            ));
-        }
-        let no_execute = spec
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default()
-            .iter()
-            .find(|t| t.effect == "NoExecute");
-        if let Some(taint) = no_execute {
-            let value = taint
-                .value
-                .as_deref()
-                .map(|v| format!("={v}"))
-                .unwrap_or_default();
-            return Some(format!(
-                "node \"{node_name}\" has the taint {}{value}:NoExecute and speaker.drain_on_cordon is true",
-                taint.key
-            ));
-        }
+    let spec = node.spec.as_ref();
+    if speaker.drain_on_cordon && spec.and_then(|s| s.unschedulable) == Some(true) {
+        return Some(format!(
+            "node \"{node_name}\" is cordoned (spec.unschedulable) and speaker.drain_on_cordon is true"
+        ));
+    }
+    // Only the taints the operator named: the lifecycle controller's own
+    // NoExecute taints (not-ready, unreachable) come and go without anyone
+    // deciding anything, and the node may well still forward.
+    let drain_taint = spec
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .find(|t| speaker.drain_taints.contains(&t.key));
+    if let Some(taint) = drain_taint {
+        let value = taint
+            .value
+            .as_deref()
+            .map(|v| format!("={v}"))
+            .unwrap_or_default();
+        return Some(format!(
+            "node \"{node_name}\" has the taint {}{value}:{}, which speaker.drain_taints lists",
+            taint.key, taint.effect
+        ));
     }
     None
 }

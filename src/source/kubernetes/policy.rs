@@ -21,24 +21,37 @@
 //!    none → not advertised (definitive).
 //! 5. Traffic policy `Local` (`externalTrafficPolicy` for LoadBalancer and
 //!    external IPs, `internalTrafficPolicy` for cluster IPs) and no ready,
-//!    non-terminating endpoint on this node → not advertised (transient).
-//! 6. This node excluded, deselected, cordoned or NoExecute-tainted → not
-//!    advertised (drained).
+//!    non-terminating endpoint on this node → not advertised (no local
+//!    endpoint).
+//! 6. This node excluded, deselected, cordoned or tainted with a taint of
+//!    `speaker.drain_taints` → not advertised (drained).
 //!
 //! # Why a VIP went away
 //!
 //! A VIP advertised in the previous evaluation and missing now gets an
 //! [`Absence`]: `Drained` when the node no longer advertises anything;
-//! `Deleted` when every Service that gave it is gone or now fails a
-//! definitive rule (1–4: deleted, class or type changed, opted out,
-//! deselected); otherwise `Vanished`, reported as no reason at all: the
-//! address list emptied (the LB-IPAM flap) or the local endpoint went, and
-//! the hold-down applies. Reasons are remembered while the stability layer
-//! may still hold the route (hold-down + damping ceiling + `delete_delay`,
-//! plus a minute), so a snapshot the daemon skips loses nothing, and a VIP
-//! held down after a flap still goes at once when the node is cordoned, or
-//! after `delete_delay` when its Service is then deleted. Reasons only ever
-//! escalate (Vanished → Deleted → Drained); the VIP coming back clears them.
+//! otherwise each Service that gave it is judged on its own, and the VIP
+//! gets the weakest of their verdicts (it goes for a reason only when every
+//! giver went for that reason or a stronger one):
+//!
+//! - `Deleted`: the Service is gone or now fails a definitive rule (1–4:
+//!   deleted, class or type changed, opted out, deselected);
+//! - `NoLocalEndpoint`: it still selects the address kind, its traffic
+//!   policy is `Local`, and this node has no ready endpoint of it (not
+//!   ready, terminating, or its slice deleted): the node's datapath now
+//!   drops the Service's traffic, so the route goes after
+//!   `local_endpoint_delay`, not the hold-down;
+//! - otherwise `Vanished`, reported as no reason at all: the address list
+//!   emptied (the LB-IPAM flap) and the hold-down applies.
+//!
+//! Reasons are remembered while the stability layer may still hold the
+//! route (hold-down + damping ceiling + the longer of `delete_delay` and
+//! `local_endpoint_delay`, plus a minute), so a snapshot the daemon skips
+//! loses nothing, and a VIP held down after a flap still goes at once when
+//! the node is cordoned, after `local_endpoint_delay` when its last local
+//! endpoint then goes, or after `delete_delay` when its Service is then
+//! deleted. Reasons only ever escalate (Vanished → NoLocalEndpoint →
+//! Deleted → Drained); the VIP coming back clears them.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -57,6 +70,7 @@ use super::service::{
 };
 use crate::config::{
     AddressKind, Config, DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, LabelSelector, Source,
+    format_duration,
 };
 use crate::model::{SourceSnapshot, Vip};
 use crate::stability::Absence;
@@ -105,6 +119,16 @@ struct Gone {
     givers: BTreeSet<Giver>,
 }
 
+/// What `explain` quotes back about the rules that applied: this node's
+/// name and the timers of `[stability]` in force at the evaluation.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Words {
+    node_name: String,
+    withdraw_hold_down: Duration,
+    delete_delay: Duration,
+    local_endpoint_delay: Duration,
+}
+
 /// The result of one evaluation: what the source reports, and what the next
 /// evaluation needs to know.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -126,6 +150,7 @@ pub struct Evaluation {
     gone: BTreeMap<IpAddr, Gone>,
     /// `metadata.uid` of the Services in `givers` and `gone`.
     uids: BTreeMap<ServiceKey, String>,
+    words: Words,
 }
 
 impl Evaluation {
@@ -184,15 +209,23 @@ impl Evaluation {
         }
         if let Some(gone) = self.gone.get(&address) {
             let services: Vec<String> = gone.givers.iter().map(|g| g.service.to_string()).collect();
+            let w = &self.words;
             let why = match gone.reason {
-                Absence::Vanished => {
-                    "vanished (address list emptied or no local endpoint): the hold-down applies"
-                }
-                Absence::Deleted => {
-                    "deleted, opted out, or no longer selected: withdrawn after stability.delete_delay"
-                }
-                Absence::Drained => "this node stopped advertising: withdrawn at once",
-                Absence::ProbeFailed => "probe failed: withdrawn at once",
+                Absence::Vanished => format!(
+                    "address list emptied: the hold-down applies (stability.withdraw_hold_down {})",
+                    format_duration(w.withdraw_hold_down)
+                ),
+                Absence::NoLocalEndpoint => format!(
+                    "no ready local endpoint on node \"{}\": withdrawn after stability.local_endpoint_delay {}",
+                    w.node_name,
+                    format_duration(w.local_endpoint_delay)
+                ),
+                Absence::Deleted => format!(
+                    "deleted, opted out, or no longer selected: withdrawn after stability.delete_delay {}",
+                    format_duration(w.delete_delay)
+                ),
+                Absence::Drained => "this node stopped advertising: withdrawn at once".into(),
+                Absence::ProbeFailed => "probe failed: withdrawn at once".into(),
             };
             lines.push(format!("gone from {}: {why}", services.join(", ")));
         }
@@ -243,7 +276,7 @@ fn reason_retention(config: &Config) -> Duration {
     let damping = s.damping.map_or(Duration::ZERO, |d| d.max_suppress);
     s.withdraw_hold_down
         .saturating_add(damping)
-        .saturating_add(s.delete_delay)
+        .saturating_add(s.delete_delay.max(s.local_endpoint_delay))
         .saturating_add(REASON_MARGIN)
 }
 
@@ -400,6 +433,12 @@ pub fn evaluate(
 
     let mut next = Evaluation {
         node_problem: node_problem.clone(),
+        words: Words {
+            node_name: cluster.node_name.to_string(),
+            withdraw_hold_down: config.stability.withdraw_hold_down,
+            delete_delay: config.stability.delete_delay,
+            local_endpoint_delay: config.stability.local_endpoint_delay,
+        },
         ..Evaluation::default()
     };
     let mut reasons: BTreeMap<IpAddr, Vec<String>> = BTreeMap::new();
@@ -477,19 +516,26 @@ pub fn evaluate(
         if node_problem.is_some() {
             return Absence::Drained;
         }
-        let definitive =
-            |g: &Giver, namespaces: &mut NamespaceLabels<'_>| match by_key.get(&g.service) {
-                None => true,
-                Some(service) => {
-                    let labels = namespaces.labels(&g.service.namespace);
-                    selected_by(config, &source, service, &g.service, g.kind, labels).is_err()
+        let mut verdict = |g: &Giver| match by_key.get(&g.service) {
+            None => Absence::Deleted,
+            Some(service) => {
+                let labels = namespaces.labels(&g.service.namespace);
+                if selected_by(config, &source, service, &g.service, g.kind, labels).is_err() {
+                    Absence::Deleted
+                } else if local_traffic_policy(service, g.kind) && !local.has(&g.service) {
+                    Absence::NoLocalEndpoint
+                } else {
+                    Absence::Vanished
                 }
-            };
-        if !givers.is_empty() && givers.iter().all(|g| definitive(g, &mut namespaces)) {
-            Absence::Deleted
-        } else {
-            Absence::Vanished
-        }
+            }
+        };
+        // The weakest verdict: a Service whose list merely emptied may be
+        // back in a second, and then the route must still be there.
+        givers
+            .iter()
+            .map(&mut verdict)
+            .min()
+            .unwrap_or(Absence::Vanished)
     };
     let retention = reason_retention(config);
     for (ip, givers) in &prev.givers {

@@ -607,15 +607,25 @@ fn cordoned(mut n: Node) -> Node {
     n
 }
 
-fn tainted(mut n: Node, effect: &str) -> Node {
-    n.spec.get_or_insert_with(Default::default).taints = Some(vec![Taint {
-        key: "node.kubernetes.io/unreachable".into(),
-        effect: effect.into(),
-        value: None,
-        time_added: None,
-    }]);
+fn tainted(n: Node, effect: &str) -> Node {
+    tainted_with(n, "node.kubernetes.io/unreachable", effect)
+}
+
+fn tainted_with(mut n: Node, key: &str, effect: &str) -> Node {
+    n.spec
+        .get_or_insert_with(Default::default)
+        .taints
+        .get_or_insert_with(Vec::new)
+        .push(Taint {
+            key: key.into(),
+            effect: effect.into(),
+            value: None,
+            time_added: None,
+        });
     n
 }
+
+const MAINTENANCE: &str = "drain_taints = [\"example.com/maintenance\"]";
 
 #[test]
 fn a_node_that_is_excluded_deselected_cordoned_tainted_or_missing_advertises_nothing() {
@@ -642,9 +652,13 @@ fn a_node_that_is_excluded_deselected_cordoned_tainted_or_missing_advertises_not
             "node \"n1\" is cordoned (spec.unschedulable) and speaker.drain_on_cordon is true",
         ),
         (
-            default_cfg(),
-            Some(tainted(node(&[]), "NoExecute")),
-            "node \"n1\" has the taint node.kubernetes.io/unreachable:NoExecute and speaker.drain_on_cordon is true",
+            cfg(MAINTENANCE, "", ""),
+            Some(tainted_with(
+                node(&[]),
+                "example.com/maintenance",
+                "NoExecute",
+            )),
+            "node \"n1\" has the taint example.com/maintenance:NoExecute, which speaker.drain_taints lists",
         ),
         (
             default_cfg(),
@@ -663,6 +677,95 @@ fn a_node_that_is_excluded_deselected_cordoned_tainted_or_missing_advertises_not
     assert_eq!(vips(&once(&selecting, &ok)), [ip("198.51.100.7")]);
     let ok = World::new(services.clone()).node(Some(tainted(node(&[]), "NoSchedule")));
     assert_eq!(vips(&once(&default_cfg(), &ok)), [ip("198.51.100.7")]);
+}
+
+#[test]
+fn the_lifecycle_controllers_automatic_taints_never_drain_and_only_listed_taints_do() {
+    let world = World::new(vec![lb("web", &["198.51.100.7"])]);
+    let with = |n: Node| world.clone().node(Some(n));
+    let automatic = tainted_with(
+        tainted_with(node(&[]), "node.kubernetes.io/not-ready", "NoExecute"),
+        "node.kubernetes.io/unreachable",
+        "NoExecute",
+    );
+    for config in [default_cfg(), cfg(MAINTENANCE, "", "")] {
+        let e = once(&config, &with(automatic.clone()));
+        assert_eq!(vips(&e), [ip("198.51.100.7")], "not-ready/unreachable");
+        assert_eq!(e.node_problem, None);
+        // Any other NoExecute taint the config does not name: not a drain.
+        let other = tainted_with(node(&[]), "example.com/other", "NoExecute");
+        assert_eq!(vips(&once(&config, &with(other))), [ip("198.51.100.7")]);
+    }
+    // A listed taint drains whatever its effect and value, also on top of
+    // the automatic ones.
+    let config = cfg(MAINTENANCE, "", "");
+    let mut listed = tainted_with(automatic, "example.com/maintenance", "NoSchedule");
+    listed
+        .spec
+        .as_mut()
+        .and_then(|s| s.taints.as_mut())
+        .expect("taints")[2]
+        .value = Some("kernel".into());
+    let e = once(&config, &with(listed));
+    assert!(e.vips.is_empty());
+    assert_eq!(
+        e.node_problem.as_deref(),
+        Some(
+            "node \"n1\" has the taint example.com/maintenance=kernel:NoSchedule, which speaker.drain_taints lists"
+        )
+    );
+    // The drain is a Drained absence: withdrawn at once.
+    let es = run(
+        &config,
+        &[
+            world.clone(),
+            with(tainted_with(
+                node(&[]),
+                "example.com/maintenance",
+                "NoExecute",
+            )),
+        ],
+    );
+    assert_eq!(absences(&es[1]), [(ip("198.51.100.7"), Absence::Drained)]);
+    // The automatic taints arriving on an advertising node change nothing.
+    let es = run(
+        &config,
+        &[world.clone(), with(tainted(node(&[]), "NoExecute")), world],
+    );
+    assert!(
+        es.iter()
+            .all(|e| vips(e) == [ip("198.51.100.7")] && e.absences.is_empty())
+    );
+}
+
+#[test]
+fn the_automatic_taints_cannot_be_listed_and_taint_keys_are_checked() {
+    for (key, message) in [
+        (
+            "node.kubernetes.io/not-ready",
+            "taint node.kubernetes.io/not-ready is added by the node lifecycle controller on its own",
+        ),
+        (
+            "node.kubernetes.io/unreachable",
+            "taint node.kubernetes.io/unreachable is added by the node lifecycle controller on its own",
+        ),
+        ("bad key!", "taint key \"bad key!\" is invalid"),
+    ] {
+        let text = format!(
+            "[speaker]\nasn = 65001\ndrain_taints = [\"{key}\"]\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n"
+        );
+        let diags = config::parse(Path::new("t.toml"), &text).expect_err(key);
+        let printed: Vec<String> = diags.iter().map(|d| d.message.clone()).collect();
+        assert!(
+            printed.iter().any(|m| m.contains(message)),
+            "{key}: {printed:?}"
+        );
+    }
+    assert_eq!(
+        cfg(MAINTENANCE, "", "").speaker.drain_taints,
+        ["example.com/maintenance"]
+    );
+    assert!(default_cfg().speaker.drain_taints.is_empty());
 }
 
 #[test]
@@ -707,19 +810,145 @@ fn an_emptied_address_list_is_a_plain_vanish_with_no_reason() {
 }
 
 #[test]
-fn a_local_endpoint_going_is_a_plain_vanish() {
+fn losing_the_last_local_endpoint_is_a_no_local_endpoint_absence_however_it_goes() {
+    let vip = ip("198.51.100.7");
     let svc = local(lb("web", &["198.51.100.7"]));
     let ready = conditions(Some(true), Some(true), Some(false));
-    let terminating = conditions(Some(false), Some(true), Some(true));
+    let up = World::new(vec![svc.clone()]).slices(vec![slice_with(
+        "web",
+        "w",
+        Some(NODE),
+        ready.clone(),
+    )]);
+    let after = |slices: Vec<EndpointSlice>| World::new(vec![svc.clone()]).slices(slices);
+    let cases: Vec<(&str, World)> = vec![
+        (
+            "not ready",
+            after(vec![slice_with(
+                "web",
+                "w",
+                Some(NODE),
+                conditions(Some(false), Some(false), Some(false)),
+            )]),
+        ),
+        (
+            "terminating",
+            after(vec![slice_with(
+                "web",
+                "w",
+                Some(NODE),
+                conditions(Some(false), Some(true), Some(true)),
+            )]),
+        ),
+        ("slice deleted", after(vec![])),
+        (
+            "moved to another node",
+            after(vec![slice_with("web", "w", Some("n2"), ready.clone())]),
+        ),
+    ];
+    for (what, world) in cases {
+        let es = run(&default_cfg(), &[up.clone(), world]);
+        assert_eq!(vips(&es[0]), [vip], "{what}");
+        assert!(es[1].vips.is_empty(), "{what}");
+        assert_eq!(
+            absences(&es[1]),
+            [(vip, Absence::NoLocalEndpoint)],
+            "{what}"
+        );
+    }
+    // The traffic policy turning Local with no endpoint here: the same.
+    let cluster = World::new(vec![lb("web", &["198.51.100.7"])]);
+    let es = run(&default_cfg(), &[cluster, after(vec![])]);
+    assert_eq!(absences(&es[1]), [(vip, Absence::NoLocalEndpoint)]);
+}
+
+#[test]
+fn an_emptied_address_list_of_a_local_service_with_its_endpoint_ready_is_a_plain_vanish() {
+    let ready = conditions(Some(true), Some(true), Some(false));
+    let slices = vec![slice_with("web", "w", Some(NODE), ready)];
+    let es = run(
+        &default_cfg(),
+        &[
+            World::new(vec![local(lb("web", &["198.51.100.7"]))]).slices(slices.clone()),
+            World::new(vec![local(lb("web", &[]))]).slices(slices.clone()),
+            // Then the endpoint goes too: escalated, the hold-down no
+            // longer applies.
+            World::new(vec![local(lb("web", &[]))]),
+            // Ready again but the list still empty: reasons never step back.
+            World::new(vec![local(lb("web", &[]))]).slices(slices),
+        ],
+    );
+    assert!(es[1].vips.is_empty() && es[1].absences.is_empty());
+    assert_eq!(
+        absences(&es[2]),
+        [(ip("198.51.100.7"), Absence::NoLocalEndpoint)]
+    );
+    assert_eq!(
+        absences(&es[3]),
+        [(ip("198.51.100.7"), Absence::NoLocalEndpoint)]
+    );
+}
+
+#[test]
+fn a_vip_shared_with_a_service_whose_list_emptied_keeps_the_hold_down() {
+    let vip = ip("198.51.100.7");
+    let ready = conditions(Some(true), Some(true), Some(false));
+    let slices = vec![slice_with("web", "w", Some(NODE), ready)];
+    let both = World::new(vec![
+        local(lb("web", &["198.51.100.7"])),
+        lb("api", &["198.51.100.7"]),
+    ])
+    .slices(slices);
+    // web loses its endpoint while api's list empties: api may be back in a
+    // second, so no reason.
+    let es = run(
+        &default_cfg(),
+        &[
+            both.clone(),
+            World::new(vec![local(lb("web", &["198.51.100.7"])), lb("api", &[])]),
+        ],
+    );
+    assert!(es[1].vips.is_empty() && es[1].absences.is_empty());
+    // web loses its endpoint while api is deleted: no local endpoint.
+    let es = run(
+        &default_cfg(),
+        &[
+            both.clone(),
+            World::new(vec![local(lb("web", &["198.51.100.7"]))]),
+        ],
+    );
+    assert_eq!(absences(&es[1]), [(vip, Absence::NoLocalEndpoint)]);
+    // api still gives it: advertised, whatever web's endpoints do.
+    let es = run(
+        &default_cfg(),
+        &[
+            both,
+            World::new(vec![
+                local(lb("web", &["198.51.100.7"])),
+                lb("api", &["198.51.100.7"]),
+            ]),
+        ],
+    );
+    assert_eq!(vips(&es[1]), [vip]);
+}
+
+#[test]
+fn a_no_local_endpoint_vip_whose_service_is_then_deleted_escalates_to_deleted() {
+    let svc = local(lb("web", &["198.51.100.7"]));
+    let ready = conditions(Some(true), Some(true), Some(false));
     let es = run(
         &default_cfg(),
         &[
             World::new(vec![svc.clone()]).slices(vec![slice_with("web", "w", Some(NODE), ready)]),
-            World::new(vec![svc]).slices(vec![slice_with("web", "w", Some(NODE), terminating)]),
+            World::new(vec![svc]),
+            World::new(vec![]),
         ],
     );
-    assert_eq!(vips(&es[0]), [ip("198.51.100.7")]);
-    assert!(es[1].vips.is_empty() && es[1].absences.is_empty());
+    assert_eq!(
+        absences(&es[1]),
+        [(ip("198.51.100.7"), Absence::NoLocalEndpoint)]
+    );
+    assert_eq!(absences(&es[2]), [(ip("198.51.100.7"), Absence::Deleted)]);
 }
 
 #[test]
@@ -928,7 +1157,7 @@ fn explain_says_what_gives_a_vip_why_an_address_is_not_advertised_and_why_one_we
     assert_eq!(
         gone.explain(ip("198.51.100.7")),
         [
-            "gone from default/web: deleted, opted out, or no longer selected: withdrawn after stability.delete_delay"
+            "gone from default/web: deleted, opted out, or no longer selected: withdrawn after stability.delete_delay 0s"
         ]
     );
     let snap = gone.snapshot(false, true, Some("services: read timed out".into()));
@@ -939,6 +1168,71 @@ fn explain_says_what_gives_a_vip_why_an_address_is_not_advertised_and_why_one_we
     assert!(!snap.healthy);
     assert_eq!(snap.error.as_deref(), Some("services: read timed out"));
     assert!(gone.warnings.is_empty());
+}
+
+#[test]
+fn explain_says_which_rule_applied_to_a_vip_that_went() {
+    let config = cfg(
+        "",
+        "",
+        "[stability]\nwithdraw_hold_down = \"30s\"\nlocal_endpoint_delay = \"2s\"\n",
+    );
+    let ready = conditions(Some(true), Some(true), Some(false));
+    let slices = vec![slice_with("web", "w", Some(NODE), ready)];
+    let up = World::new(vec![local(lb("web", &["198.51.100.7"]))]).slices(slices.clone());
+    let es = run(
+        &config,
+        &[
+            up.clone(),
+            World::new(vec![local(lb("web", &["198.51.100.7"]))]),
+        ],
+    );
+    let no_endpoint = "not advertised: default/web: externalTrafficPolicy is Local and node \"n1\" has no ready, non-terminating endpoint of it";
+    assert_eq!(
+        es[1].explain(ip("198.51.100.7")),
+        [
+            "gone from default/web: no ready local endpoint on node \"n1\": withdrawn after stability.local_endpoint_delay 2s",
+            no_endpoint,
+        ]
+    );
+    let es = run(
+        &config,
+        &[up, World::new(vec![local(lb("web", &[]))]).slices(slices)],
+    );
+    assert_eq!(
+        es[1].explain(ip("198.51.100.7")),
+        [
+            "gone from default/web: address list emptied: the hold-down applies (stability.withdraw_hold_down 30s)"
+        ]
+    );
+}
+
+#[test]
+fn reasons_are_kept_as_long_as_the_longer_of_delete_delay_and_local_endpoint_delay() {
+    let config = cfg(
+        "",
+        "",
+        "[stability]\nwithdraw_hold_down = \"30s\"\ndelete_delay = \"5s\"\nlocal_endpoint_delay = \"20s\"\n",
+    );
+    let retention = Duration::from_secs(30 + 20 + 60);
+    let ready = conditions(Some(true), Some(true), Some(false));
+    let t = Instant::now();
+    let up = World::new(vec![local(lb("web", &["198.51.100.7"]))]).slices(vec![slice_with(
+        "web",
+        "w",
+        Some(NODE),
+        ready,
+    )]);
+    let lost = World::new(vec![local(lb("web", &["198.51.100.7"]))]);
+    let e0 = up.eval(&Evaluation::default(), &config, t);
+    let e1 = lost.eval(&e0, &config, t);
+    let e2 = lost.eval(&e1, &config, t + retention);
+    assert_eq!(
+        absences(&e2),
+        [(ip("198.51.100.7"), Absence::NoLocalEndpoint)]
+    );
+    let e3 = lost.eval(&e2, &config, t + retention + Duration::from_nanos(1));
+    assert!(e3.absences.is_empty());
 }
 
 #[test]
