@@ -9,6 +9,7 @@
 //! ```
 
 mod gateway;
+mod restart;
 mod state;
 
 use std::collections::BTreeMap;
@@ -116,7 +117,8 @@ struct Daemon {
     config_error: Option<String>,
     node: String,
     router_id: Ipv4Addr,
-    restarting: bool,
+    /// Whether OPENs carry graceful restart's R bit (RFC 4724 §3).
+    restart: restart::Restart,
     /// Shared with the status view (`Shared::stability`).
     stability: state::SharedStability,
     snapshot: Arc<SourceSnapshot>,
@@ -186,7 +188,7 @@ impl Daemon {
             local_asn: self.config.speaker.asn,
             router_id: self.router_id,
             hostname: self.node.clone(),
-            restarting: self.restarting,
+            restarting: self.restart.restarting(p, Instant::now()),
         }
     }
 
@@ -274,7 +276,44 @@ impl Daemon {
         if let Some(p) = self.peers.remove(name)
             && let Some(h) = p.handle
         {
+            // Its End-of-RIB ended the restart for this peer: the session
+            // that replaces it (reload, new gateway) sends R=0.
+            if h.spec.restarting && !h.snapshot().restarting {
+                self.restart.end_of_rib_sent(name);
+            }
             h.stop(how, Duration::from_secs(3)).await;
+        }
+    }
+
+    /// The R bit follows the restart (RFC 4724 §4.1): a session that sent
+    /// End-of-RIB ends it for its peer; the restart time ends it for every
+    /// session still sending R.
+    fn follow_restart(&mut self) {
+        if !self.restart.in_progress() {
+            return;
+        }
+        let now = Instant::now();
+        let restart = &mut self.restart;
+        for (name, p) in &self.peers {
+            if let Some(h) = &p.handle
+                && h.spec.restarting
+                && !h.snapshot().restarting
+            {
+                restart.end_of_rib_sent(name);
+            }
+        }
+        let in_progress = restart.settle(now, &self.config.peers);
+        for p in self.peers.values_mut() {
+            if let Some(h) = p.handle.as_mut()
+                && h.spec.restarting
+                && !restart.restarting(&p.config, now)
+            {
+                info!(peer = %p.config.name, "graceful restart over for this peer: later OPENs without the R bit");
+                h.end_restart();
+            }
+        }
+        if !in_progress {
+            info!("graceful restart over: every later session sends R=0");
         }
     }
 
@@ -759,6 +798,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let node = node_name(&config);
     let router_id = router_id(&config)?;
     let restarting = restart_marker(&opts.state_dir);
+    let restart = restart::Restart::new(restarting, Instant::now(), &config.peers);
     info!(
         node = %node,
         asn = config.speaker.asn,
@@ -848,7 +888,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         config_error: None,
         node,
         router_id,
-        restarting,
+        restart,
         stability,
         snapshot: Arc::new(SourceSnapshot::default()),
         peers: BTreeMap::new(),
@@ -955,6 +995,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
                     info!("config file changed: reloading");
                     d.reload().await;
                 }
+                d.follow_restart();
                 if gateway_check.elapsed() >= Duration::from_secs(5) {
                     gateway_check = Instant::now();
                     d.check_gateways().await;

@@ -36,8 +36,11 @@ pub struct PeerSpec {
     pub router_id: Ipv4Addr,
     /// Our name, in the FQDN capability and shutdown messages.
     pub hostname: String,
-    /// Set the R bit of graceful restart: this process restarted (RFC
-    /// 4724 §3), until its first End-of-RIB has gone out.
+    /// Set the R bit of graceful restart (RFC 4724 §3): this process
+    /// restarted and the restart is still in progress for this peer (the
+    /// daemon decides, see `daemon::restart`). The session clears it itself
+    /// once End-of-RIB has gone out (RFC 4724 §4.1), so that its own later
+    /// reconnections send R=0.
     pub restarting: bool,
 }
 
@@ -170,6 +173,8 @@ pub enum StopHow {
 
 enum Command {
     Incoming(TcpStream),
+    /// The restart is over (its time passed): later OPENs go without R.
+    EndRestart,
     Stop {
         how: StopHow,
         done: oneshot::Sender<()>,
@@ -197,6 +202,9 @@ pub struct PeerRuntime {
     pub advertised: Arc<PeerTable>,
     /// End-of-RIB sent on the current session.
     pub end_of_rib_sent: bool,
+    /// The R bit is still set in our OPENs: false once End-of-RIB has gone
+    /// out on any session (or the daemon ended the restart).
+    pub restarting: bool,
 }
 
 /// A running session.
@@ -211,6 +219,12 @@ impl PeerHandle {
     /// Hands an accepted connection from this peer to the session.
     pub fn incoming(&self, stream: TcpStream) {
         let _ = self.cmd.send(Command::Incoming(stream));
+    }
+
+    /// The restart is over: the session's later OPENs go with R=0.
+    pub fn end_restart(&mut self) {
+        self.spec.restarting = false;
+        let _ = self.cmd.send(Command::EndRestart);
     }
 
     /// Ends the session and waits (at most `timeout`) until what had to be
@@ -249,6 +263,7 @@ pub fn spawn(
         local_address: None,
         advertised: Arc::default(),
         end_of_rib_sent: false,
+        restarting: spec.restarting,
     }));
     let mut driver = Driver::new(spec.clone(), table, routes_ready, runtime.clone());
     driver.bfd = bfd;
@@ -371,6 +386,7 @@ impl Driver {
             tokio::select! {
                 cmd = cmds.recv() => match cmd {
                     Some(Command::Incoming(stream)) => self.incoming(stream),
+                    Some(Command::EndRestart) => self.end_restart(),
                     Some(Command::Stop { how, done }) => {
                         self.stop(how).await;
                         let _ = done.send(());
@@ -751,10 +767,16 @@ impl Driver {
             .lock()
             .expect("peer runtime lock")
             .end_of_rib_sent = true;
+        // RFC 4724 §4.1: the restart is over for this peer once it has our
+        // End-of-RIB; later OPENs go without R.
+        self.end_restart();
+    }
+
+    fn end_restart(&mut self) {
         if self.spec.restarting {
-            // The restart is over for this peer: later OPENs go without R.
             self.spec.restarting = false;
             self.fsm.set_capabilities(self.spec.capabilities());
+            self.runtime.lock().expect("peer runtime lock").restarting = false;
         }
     }
 
