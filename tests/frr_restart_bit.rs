@@ -38,7 +38,9 @@ fn wait_new_session(frr: &Frr, neighbor: IpAddr, before: u64) -> Value {
     wait_until(LONG, "a new session with holdfast", || {
         let n = frr.neighbor(neighbor);
         (n["bgpState"] == "Established"
-            && n["connectionsEstablished"].as_u64().is_some_and(|c| c > before))
+            && n["connectionsEstablished"]
+                .as_u64()
+                .is_some_and(|c| c > before))
         .then_some(n)
     })
 }

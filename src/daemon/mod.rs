@@ -146,6 +146,9 @@ struct Daemon {
     stability_dirty: bool,
     /// `stability.next_deadline()` as of the last change.
     next_deadline: Option<Instant>,
+    /// The passive side (`speaker.listen`), whose TTL settings follow the
+    /// peers.
+    listener: Option<Arc<tokio::net::TcpListener>>,
 }
 
 /// One probed VIP.
@@ -170,6 +173,17 @@ fn restart_marker(dir: &Path) -> bool {
         );
     }
     existed
+}
+
+/// The TTL settings the listening socket needs for the configured peers
+/// (RFC 5082 §3; see `ListenerTtl` for the choice).
+fn listener_ttl(c: &Config) -> session::socket::ListenerTtl {
+    let opts: Vec<session::socket::SocketOptions> = c
+        .peers
+        .iter()
+        .map(|p| session::socket_options(p, c.speaker.asn))
+        .collect();
+    session::socket::ListenerTtl::for_peers(&opts)
 }
 
 fn config_identity(c: &Config) -> impl PartialEq + use<> {
@@ -665,6 +679,22 @@ impl Daemon {
                 self.start_peer(p);
             }
         }
+        // The listener's TTL settings follow the peers.
+        if let Some(l) = &self.listener {
+            let ttl = listener_ttl(&self.config);
+            if ttl != listener_ttl(&old) {
+                match ttl.apply(l.as_ref()) {
+                    Ok(()) => {
+                        info!(
+                            ttl = ttl.ttl,
+                            min_ttl = ttl.min_ttl,
+                            "listening socket's TTL settings changed"
+                        )
+                    }
+                    Err(e) => error!("listening socket's TTL settings: {e}"),
+                }
+            }
+        }
         // Stability parameters.
         if old.stability != self.config.stability {
             let set = self
@@ -903,6 +933,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         first_synced: None,
         stability_dirty: true,
         next_deadline: None,
+        listener: None,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -919,9 +950,13 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 _ => None,
             })
             .collect();
-        let listener = session::socket::listen(listen, &keys)
-            .map_err(|e| format!("speaker.listen {listen}: {e}"))?;
-        info!(%listen, "accepting BGP connections from configured peers");
+        let ttl = listener_ttl(&config);
+        let listener = Arc::new(
+            session::socket::listen(listen, &keys, ttl)
+                .map_err(|e| format!("speaker.listen {listen}: {e}"))?,
+        );
+        info!(%listen, ttl = ttl.ttl, min_ttl = ttl.min_ttl, "accepting BGP connections from configured peers");
+        d.listener = Some(listener.clone());
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {

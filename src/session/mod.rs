@@ -124,22 +124,27 @@ impl PeerSpec {
     }
 
     pub fn socket_options(&self) -> SocketOptions {
-        let p = &self.peer;
-        SocketOptions {
-            source_address: p.source_address,
-            // iBGP sessions are rarely one hop: TTL 255 unless configured.
-            ttl: if self.is_ibgp() && p.ebgp_multihop == 1 {
-                255
-            } else {
-                p.ebgp_multihop
-            },
-            ttl_security_hops: if p.ttl_security {
-                std::num::NonZeroU8::new(p.ebgp_multihop.max(1))
-            } else {
-                None
-            },
-            md5_key: p.md5_key().map(<[u8]>::to_vec),
-        }
+        socket_options(&self.peer, self.local_asn)
+    }
+}
+
+/// The socket-level settings of peer `p` of a speaker in AS `local_asn`.
+pub fn socket_options(p: &config::Peer, local_asn: u32) -> SocketOptions {
+    let ibgp = p.asn == local_asn;
+    SocketOptions {
+        source_address: p.source_address,
+        // iBGP sessions are rarely one hop: TTL 255 unless configured.
+        ttl: if ibgp && p.ebgp_multihop == 1 {
+            255
+        } else {
+            p.ebgp_multihop
+        },
+        ttl_security_hops: if p.ttl_security {
+            std::num::NonZeroU8::new(p.ebgp_multihop.max(1))
+        } else {
+            None
+        },
+        md5_key: p.md5_key().map(<[u8]>::to_vec),
     }
 }
 
@@ -459,12 +464,14 @@ impl Driver {
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        // GTSM and MD5 were checked by the kernel on the listening socket's
-        // SYN (MD5) or apply from here on (minimum TTL).
-        if let Some(hops) = self.spec.socket_options().ttl_security_hops
-            && let Err(e) = holdfast_sockopt::set_ttl_security(&stream, hops)
-        {
-            warn!(peer = %self.name(), "GTSM on the accepted connection from {peer}: {e}");
+        // MD5 and the listener's TTL settings were checked by the kernel
+        // on the handshake; the SYN's TTL against this peer's own minimum,
+        // and its own TTL and minimum TTL from here on (RFC 5082 §3), are
+        // checked and set before its OPEN is read. A connection that fails
+        // (or where GTSM could not be set) is closed unread.
+        if let Err(e) = socket::accepted(&stream, &self.spec.socket_options()) {
+            warn!(peer = %self.name(), "connection from {peer} refused: {e}");
+            return;
         }
         let id = self.register(stream);
         debug!(peer = %self.name(), conn = id.0, "connection from {peer}");
