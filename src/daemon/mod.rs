@@ -195,10 +195,11 @@ fn config_identity(c: &Config) -> impl PartialEq + use<> {
 }
 
 impl Daemon {
-    fn peer_spec(&self, p: &config::Peer, address: IpAddr) -> PeerSpec {
+    fn peer_spec(&self, p: &config::Peer, gw: gateway::Gateway) -> PeerSpec {
         PeerSpec {
             peer: p.clone(),
-            address,
+            address: gw.address,
+            interface: gw.interface,
             local_asn: self.config.speaker.asn,
             router_id: self.router_id,
             hostname: self.node.clone(),
@@ -206,11 +207,13 @@ impl Daemon {
         }
     }
 
-    fn resolve(p: &config::Peer) -> Result<IpAddr, String> {
+    fn resolve(p: &config::Peer) -> Result<gateway::Gateway, String> {
         match p.address {
-            PeerAddress::Ip(ip) => Ok(ip),
-            PeerAddress::DefaultGateway(f) => gateway::default_gateway(f)
-                .ok_or_else(|| format!("waiting for a default gateway ({f:?})")),
+            PeerAddress::Ip(ip) => Ok(gateway::Gateway {
+                address: ip,
+                interface: None,
+            }),
+            PeerAddress::DefaultGateway(f) => gateway::default_gateway(f),
         }
     }
 
@@ -224,8 +227,9 @@ impl Daemon {
             bfd: None,
         };
         match Self::resolve(p) {
-            Ok(addr) => {
-                let spec = self.peer_spec(p, addr);
+            Ok(gw) => {
+                let addr = gw.address;
+                let spec = self.peer_spec(p, gw);
                 if let Some(b) = &p.bfd {
                     match self.bfd_session(p, b, addr) {
                         Ok(s) => peer.bfd = Some(s),
@@ -739,15 +743,18 @@ impl Daemon {
 
     /// `default-gateway` peers follow the gateway.
     async fn check_gateways(&mut self) {
-        let moved: Vec<(config::Peer, Result<IpAddr, String>)> = self
+        let moved: Vec<(config::Peer, Result<gateway::Gateway, String>)> = self
             .peers
             .values()
             .filter(|p| matches!(p.config.address, PeerAddress::DefaultGateway(_)))
             .filter_map(|p| {
                 let now = Self::resolve(&p.config);
-                let cur = p.handle.as_ref().map(|h| h.spec.address);
+                let cur = p
+                    .handle
+                    .as_ref()
+                    .map(|h| (h.spec.address, h.spec.interface.clone()));
                 match (&now, cur) {
-                    (Ok(a), Some(c)) if *a == c => None,
+                    (Ok(g), Some((a, i))) if g.address == a && g.interface == i => None,
                     (Err(_), None) => None,
                     _ => Some((p.config.clone(), now)),
                 }
@@ -1010,8 +1017,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             }
             Some(r) = probe_rx.recv() => d.on_probe(r),
             Some((stream, from)) = accept_rx.recv() => {
-                let ip = session::socket::unmap(from.ip());
-                match d.peers.values().find(|p| p.handle.as_ref().is_some_and(|h| h.spec.address == ip)) {
+                match d.peers.values().find(|p| p.handle.as_ref().is_some_and(|h| h.spec.is_from(from))) {
                     Some(p) => p.handle.as_ref().expect("matched on a handle").incoming(stream),
                     None => warn!(%from, "connection from an address that is not a configured peer: closed"),
                 }

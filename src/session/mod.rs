@@ -7,7 +7,7 @@
 pub mod socket;
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,9 @@ pub struct PeerSpec {
     pub peer: config::Peer,
     /// The address in use (a `default-gateway` peer's current gateway).
     pub address: IpAddr,
+    /// The interface an IPv6 link-local `address` is on (its scope, RFC
+    /// 4007 §6); `None` for every other address.
+    pub interface: Option<Interface>,
     pub local_asn: u32,
     pub router_id: Ipv4Addr,
     /// Our name, in the FQDN capability and shutdown messages.
@@ -44,7 +47,46 @@ pub struct PeerSpec {
     pub restarting: bool,
 }
 
+/// A network interface, by name and index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    pub name: String,
+    pub index: u32,
+}
+
 impl PeerSpec {
+    /// Where to connect: the address and port, with the interface as the
+    /// scope id of a link-local address (RFC 4007 §11: a link-local
+    /// address is ambiguous without its zone).
+    pub fn socket_addr(&self) -> SocketAddr {
+        match (self.address, &self.interface) {
+            (IpAddr::V6(v6), Some(i)) => {
+                SocketAddr::V6(SocketAddrV6::new(v6, self.peer.port, 0, i.index))
+            }
+            (ip, _) => SocketAddr::new(ip, self.peer.port),
+        }
+    }
+
+    /// The address as shown: `fe80::1%eth0` for a link-local one.
+    pub fn display_address(&self) -> String {
+        match &self.interface {
+            Some(i) => format!("{}%{}", self.address, i.name),
+            None => self.address.to_string(),
+        }
+    }
+
+    /// Whether a connection from `from` is from this peer: the address, and
+    /// for a link-local one also the interface it came in on.
+    pub fn is_from(&self, from: SocketAddr) -> bool {
+        if socket::unmap(from.ip()) != self.address {
+            return false;
+        }
+        match (&self.interface, from) {
+            (Some(i), SocketAddr::V6(f)) => f.scope_id() == i.index,
+            _ => true,
+        }
+    }
+
     pub fn families(&self) -> Vec<Family> {
         self.peer
             .families
@@ -362,7 +404,7 @@ impl Driver {
     }
 
     async fn run(mut self, mut cmds: mpsc::UnboundedReceiver<Command>) {
-        info!(peer = %self.name(), address = %self.spec.address, asn = self.spec.peer.asn, "session starting");
+        info!(peer = %self.name(), address = %self.spec.display_address(), asn = self.spec.peer.asn, "session starting");
         // BGP starts at once; BFD, once it has been up, decides from then
         // on (RFC 5882 §4.3). Waiting for BFD before the first session
         // would deadlock with routers that start BFD only for established
@@ -621,7 +663,7 @@ impl Driver {
                         // silently — so this is the only place to say so.
                         if matches!(self.fsm.state(), State::Connect | State::Active) {
                             let why = socket::no_answer(
-                                SocketAddr::new(self.spec.address, self.spec.peer.port),
+                                self.spec.socket_addr(),
                                 self.spec.peer.connect_retry,
                                 &self.spec.socket_options(),
                             );
@@ -678,7 +720,7 @@ impl Driver {
     }
 
     fn connect(&mut self) {
-        let addr = SocketAddr::new(self.spec.address, self.spec.peer.port);
+        let addr = self.spec.socket_addr();
         let opts = self.spec.socket_options();
         let timeout = self.spec.peer.connect_retry;
         let io = self.io_tx.clone();
@@ -697,7 +739,13 @@ impl Driver {
     fn session_up(&mut self, conn: ConnId, negotiated: Negotiated) {
         let local = self.conns.get(&conn).map(|c| c.local);
         let next_hops = local
-            .map(|l| next_hops(l.ip(), self.spec.address))
+            .map(|l| {
+                next_hops(
+                    l.ip(),
+                    self.spec.address,
+                    self.spec.interface.as_ref().map(|i| i.name.as_str()),
+                )
+            })
             .unwrap_or_default();
         let configured = self.spec.families();
         let families: Vec<Family> = negotiated
@@ -934,20 +982,44 @@ pub fn hard_reset(negotiated: Option<&Negotiated>, inner: Notification) -> Notif
 }
 
 /// The next hops of a session whose local address is `local`, towards
-/// `peer`: `local` itself for its family; for the other family, the
-/// node's global address on the same interface; and for IPv6, the
-/// interface's link-local address when the peer is on-link (RFC 2545 §3).
-pub fn next_hops(local: IpAddr, peer: IpAddr) -> NextHops {
+/// `peer` (over `interface` when the session runs between link-local
+/// addresses), from the node's interface addresses.
+pub fn next_hops(local: IpAddr, peer: IpAddr, interface: Option<&str>) -> NextHops {
+    let addrs = holdfast_sockopt::interface_addresses().unwrap_or_default();
+    pick_next_hops(&addrs, local, peer, interface)
+}
+
+/// The next hops of a session, given the node's interface addresses:
+///
+/// - `local` itself for its family, unless it is link-local: RFC 2545 §3
+///   puts a global address in the next hop, so a session between link-local
+///   addresses (an IPv6 default gateway) sends the node's global IPv6
+///   address on that interface, or failing that its first global IPv6
+///   address anywhere (an address on a loopback, as in unnumbered setups);
+/// - for the other family, the node's address of that family on the same
+///   interface;
+/// - and, beside a global IPv6 next hop, the interface's link-local address
+///   when the peer is on-link (RFC 2545 §3: "if and only if" the peer
+///   shares the subnet) — `local` itself for a link-local session.
+pub fn pick_next_hops(
+    addrs: &[holdfast_sockopt::InterfaceAddress],
+    local: IpAddr,
+    peer: IpAddr,
+    interface: Option<&str>,
+) -> NextHops {
     let local = socket::unmap(local);
     let peer = socket::unmap(peer);
-    let addrs = holdfast_sockopt::interface_addresses().unwrap_or_default();
-    let interface = addrs
-        .iter()
-        .find(|a| a.address == local)
-        .map(|a| a.interface.clone());
-    let on_link = addrs
-        .iter()
-        .any(|a| a.contains(peer) && Some(&a.interface) == interface.as_ref());
+    let link_local_session = matches!(local, IpAddr::V6(v6) if is_link_local(v6));
+    let interface: Option<String> = interface.map(str::to_string).or_else(|| {
+        addrs
+            .iter()
+            .find(|a| a.address == local)
+            .map(|a| a.interface.clone())
+    });
+    let on_link = link_local_session
+        || addrs
+            .iter()
+            .any(|a| a.contains(peer) && Some(&a.interface) == interface.as_ref());
     let same_if = |pred: &dyn Fn(IpAddr) -> bool| {
         addrs
             .iter()
@@ -964,7 +1036,13 @@ pub fn next_hops(local: IpAddr, peer: IpAddr) -> NextHops {
             nh.ipv6 = same_if(&global6).and_then(as_v6);
         }
         IpAddr::V6(v6) => {
-            nh.ipv6 = Some(v6);
+            nh.ipv6 = if link_local_session {
+                same_if(&global6)
+                    .or_else(|| addrs.iter().map(|a| a.address).find(|a| global6(*a)))
+                    .and_then(as_v6)
+            } else {
+                Some(v6)
+            };
             nh.ipv4 = same_if(&|a| a.is_ipv4()).and_then(|a| match a {
                 IpAddr::V4(v4) => Some(v4),
                 IpAddr::V6(_) => None,
@@ -972,8 +1050,10 @@ pub fn next_hops(local: IpAddr, peer: IpAddr) -> NextHops {
         }
     }
     if on_link && nh.ipv6.is_some() {
-        nh.ipv6_link_local =
-            same_if(&|a| matches!(a, IpAddr::V6(v6) if is_link_local(v6))).and_then(as_v6);
+        nh.ipv6_link_local = match local {
+            IpAddr::V6(v6) if link_local_session => Some(v6),
+            _ => same_if(&|a| matches!(a, IpAddr::V6(v6) if is_link_local(v6))).and_then(as_v6),
+        };
     }
     nh
 }
