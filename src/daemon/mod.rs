@@ -231,7 +231,20 @@ impl Daemon {
                 let addr = gw.address;
                 let spec = self.peer_spec(p, gw);
                 if let Some(b) = &p.bfd {
-                    match self.bfd_session(p, b, addr) {
+                    // BFD packets to a link-local address would need its
+                    // interface too, which the BFD driver does not take.
+                    let bfd = if spec.interface.is_some() {
+                        Err(std::io::Error::new(
+                            std::io::ErrorKind::Unsupported,
+                            format!(
+                                "not supported with the link-local default gateway {}",
+                                spec.display_address()
+                            ),
+                        ))
+                    } else {
+                        self.bfd_session(p, b, addr)
+                    };
+                    match bfd {
                         Ok(s) => peer.bfd = Some(s),
                         Err(e) => {
                             // Without BFD the session must not come up (it
