@@ -1,12 +1,13 @@
 //! `address = "default-gateway"`: the node peers with its default gateway
-//! and follows it when it changes (issue 2/7).
+//! and follows it when it changes; an IPv6 gateway is usually link-local.
 
 mod common;
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use common::*;
-use testlab::{Frr, Lab, wait_until};
+use testlab::{Frr, Lab, Netns, veth, wait_until};
 
 #[test]
 fn peers_with_the_default_gateway_and_follows_it() {
@@ -42,4 +43,78 @@ fn peers_with_the_default_gateway_and_follows_it() {
         .ip(&["route", "replace", "default", "via", "192.0.2.1"]);
     frr.wait_prefix("198.51.100.10/32", LONG);
     assert_eq!(peer(&node)["state"], "Established");
+}
+
+/// An IPv6-only link (no IPv4 address on it), where the default gateway is
+/// the router's link-local address, as routers advertise themselves (RFC
+/// 4861 §6.1.2): FRR with zebra sends router advertisements, the node's
+/// kernel installs the default route via fe80::1 from them, and holdfast
+/// peers with fe80::1 on that interface (the scope of the link-local
+/// address). FRR gets our IPv6 VIP with the next hop of RFC 2545 §3: the
+/// node's global address, then its link-local one.
+#[test]
+fn peers_with_a_link_local_ipv6_default_gateway() {
+    testlab::require_root();
+    let router = Netns::new("router");
+    let node = Netns::new("node");
+    // Link-local addresses of our choosing rather than from the MAC
+    // address, so that FRR's config can name ours; and no address of the
+    // node's made up from the advertised prefix, so that its global address
+    // is the one below.
+    for ns in [&router, &node] {
+        ns.sysctl("net.ipv6.conf.default.addr_gen_mode", "1");
+    }
+    node.sysctl("net.ipv6.conf.default.autoconf", "0");
+    let _link = veth(&node, "to-router", &router, "to-node");
+    router.add_address("to-node", "fe80::1/64");
+    router.add_address("to-node", "2001:db8::1/64");
+    node.add_address("to-router", "fe80::2/64");
+    node.add_address("to-router", "2001:db8::2/64");
+    let v4 = node.run(&["ip", "-4", "addr", "show", "dev", "to-router"]);
+    assert!(v4.trim().is_empty(), "IPv4 on the link: {v4}");
+
+    let frr = Frr::start_with_zebra(
+        &router,
+        &frr_conf(
+            65000,
+            "192.0.2.1",
+            &[("fe80::2", 65001)],
+            " neighbor fe80::2 interface to-node\n",
+        ),
+    );
+    frr.configure(&[
+        "interface to-node",
+        "ipv6 nd ra-interval 1",
+        "no ipv6 nd suppress-ra",
+    ]);
+    let route = wait_until(LONG, "a default route from FRR's advertisements", || {
+        let r = node.run(&["ip", "-6", "route", "show", "default"]);
+        r.contains("via fe80::1 dev to-router").then_some(r)
+    });
+    assert!(route.contains("proto ra"), "{route}");
+
+    let conf = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
+                [[peer]]\nname = \"gw\"\naddress = \"default-gateway\"\nfamily = \"ipv6\"\nasn = 65000\n\
+                families = [\"ipv6-unicast\"]\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
+                [source]\nkind = \"file\"\npath = \"VIPS\"\n";
+    let holdfast = Holdfast::start(&node, conf, &vips(&["2001:db8:100::10"]));
+    let neighbor: IpAddr = "fe80::2".parse().unwrap();
+    frr.wait_established(neighbor, LONG);
+    let peer = holdfast.status()["peers"][0].clone();
+    assert_eq!(peer["address"], "fe80::1%to-router", "{peer}");
+    assert_eq!(peer["state"], "Established", "{peer}");
+
+    let route = frr.wait_prefix("2001:db8:100::10/128", LONG);
+    let path = &route["paths"][0];
+    assert_eq!(path["valid"], true, "{route}");
+    let hops = path["nexthops"].as_array().expect("next hops");
+    let hop = |scope: &str| {
+        hops.iter()
+            .find(|h| h["scope"] == scope)
+            .unwrap_or_else(|| panic!("no {scope} next hop: {route}"))["ip"]
+            .clone()
+    };
+    assert_eq!(hop("global"), "2001:db8::2", "{route}");
+    assert_eq!(hop("link-local"), "fe80::2", "{route}");
+    assert_eq!(hops.len(), 2, "{route}");
 }

@@ -4,7 +4,10 @@
 //!   [`set_md5_key`], [`clear_md5_key`];
 //! - the Generalized TTL Security Mechanism (GTSM, RFC 5082) through
 //!   `IP_MINTTL` / `IPV6_MINHOPCOUNT`: [`set_min_ttl`], with [`set_ttl`] for
-//!   the outgoing TTL and [`set_ttl_security`] for both at once.
+//!   the outgoing TTL and [`set_ttl_security`] for both at once;
+//! - the TTL of an accepted connection's SYN, through `TCP_SAVE_SYN` /
+//!   `TCP_SAVED_SYN`: [`set_save_syn`], [`saved_syn_ttl`] (per-peer GTSM
+//!   on a listener shared by peers with different minimums).
 //!
 //! Every function takes anything that lends its file descriptor
 //! ([`AsFd`](std::os::fd::AsFd)): a `socket2::Socket`, a std or tokio
@@ -18,16 +21,19 @@
 //! `IPV6_TCLASS`, `TCP_USER_TIMEOUT`, `SO_BINDTODEVICE`) is in `socket2`.
 //!
 //! This is the only crate of holdfast with unsafe code, and all of it is in
-//! the private module `sys`: one `setsockopt(2)` call.
+//! the private module `sys`: the `setsockopt(2)`, `getsockopt(2)` and
+//! `getifaddrs(3)` calls.
 
 mod error;
 mod family;
 mod gtsm;
 mod ifaddr;
 mod md5;
+mod syn;
 
 // The single exception to the workspace's "no unsafe code": the raw
-// setsockopt(2) call. Everything else in this crate is safe.
+// setsockopt(2), getsockopt(2) and getifaddrs(3) calls. Everything else in
+// this crate is safe.
 #[allow(unsafe_code)]
 mod sys;
 
@@ -35,3 +41,4 @@ pub use error::Error;
 pub use gtsm::{set_min_ttl, set_ttl, set_ttl_security};
 pub use ifaddr::{InterfaceAddress, interface_addresses};
 pub use md5::{MD5_MAX_KEY_LEN, clear_md5_key, set_md5_key};
+pub use syn::{saved_syn_ttl, set_save_syn};

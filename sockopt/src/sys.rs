@@ -1,8 +1,10 @@
-//! The raw `setsockopt(2)` call: the only unsafe code in holdfast.
+//! The raw `setsockopt(2)` and `getsockopt(2)` calls (and `getifaddrs(3)`):
+//! the only unsafe code in holdfast.
 //!
 //! Option values are restricted to a sealed set of plain-data types whose
 //! every byte is initialised, so the kernel never reads uninitialised
-//! memory and never reads past the value.
+//! memory and never reads past the value; `getsockopt` only fills a byte
+//! buffer, within its length.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -50,6 +52,39 @@ pub(crate) fn setsockopt<T: OptionValue>(
     };
     if rc == 0 {
         Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `getsockopt(fd, level, name, buf, &len)` into a byte buffer: the number
+/// of bytes the kernel wrote (at most `buf.len()`); the errno on failure.
+pub(crate) fn getsockopt_bytes(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    let mut len = libc::socklen_t::try_from(buf.len())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `fd` is open for the lifetime of the borrow (BorrowedFd's
+    // contract). `buf` is a live, exclusive reference to `len` writable
+    // bytes, and `len` a live socklen_t: the kernel writes at most `len`
+    // bytes into `buf` and the length it wrote into `len`, and keeps no
+    // pointer to either after the call. Any byte pattern is a valid u8.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            buf.as_mut_ptr().cast::<libc::c_void>(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        // Never more than we offered; min() keeps the slice in bounds
+        // whatever the kernel says.
+        Ok((len as usize).min(buf.len()))
     } else {
         Err(io::Error::last_os_error())
     }

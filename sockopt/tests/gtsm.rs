@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU8;
 
 use common::*;
-use holdfast_sockopt::{set_min_ttl, set_ttl, set_ttl_security};
+use holdfast_sockopt::{saved_syn_ttl, set_min_ttl, set_save_syn, set_ttl, set_ttl_security};
 use socket2::{Domain, Socket};
 
 /// The counter the kernel bumps when IP_MINTTL / IPV6_MINHOPCOUNT drops a
@@ -157,5 +157,29 @@ netns_test! {
             set_min_ttl(&listener, 0).unwrap();
             attempt(&listener, client_from(ip(client)), to, true);
         }
+    }
+}
+
+netns_test! {
+    /// A listener with TCP_SAVE_SYN tells each accepted connection the TTL
+    /// its SYN arrived with (loopback does not decrement it), once; an
+    /// IPv4-mapped connection on a dual-stack listener gives the IPv4 TTL.
+    /// Without TCP_SAVE_SYN there is nothing to tell.
+    fn saved_syn_gives_the_ttl_the_syn_arrived_with() {
+        let listener = dual_stack_listener();
+        set_save_syn(&listener).expect("TCP_SAVE_SYN");
+        let port = port_of(&listener);
+        for (server, client, ttl) in [(SERVER_V4, CLIENT_V4, 254), (SERVER_V6, CLIENT_V6, 253)] {
+            let sock = client_with_ttl(ip(client), ttl);
+            connect_ok(&sock, SocketAddr::new(ip(server), port));
+            let (accepted, _) = accept(&listener);
+            assert_eq!(saved_syn_ttl(&accepted).expect("TCP_SAVED_SYN"), Some(ttl), "{client}");
+            assert_eq!(saved_syn_ttl(&accepted).expect("TCP_SAVED_SYN"), None, "read once");
+        }
+        let plain = listener_on(ip(SERVER_V4));
+        let sock = client_with_ttl(ip(CLIENT_V4), 254);
+        connect_ok(&sock, SocketAddr::new(ip(SERVER_V4), port_of(&plain)));
+        let (accepted, _) = accept(&plain);
+        assert_eq!(saved_syn_ttl(&accepted).expect("TCP_SAVED_SYN"), None);
     }
 }

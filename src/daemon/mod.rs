@@ -9,6 +9,7 @@
 //! ```
 
 mod gateway;
+mod restart;
 mod state;
 
 use std::collections::BTreeMap;
@@ -117,7 +118,8 @@ struct Daemon {
     config_error: Option<String>,
     node: String,
     router_id: Ipv4Addr,
-    restarting: bool,
+    /// Whether OPENs carry graceful restart's R bit (RFC 4724 §3).
+    restart: restart::Restart,
     /// Shared with the status view (`Shared::stability`).
     stability: state::SharedStability,
     snapshot: Arc<SourceSnapshot>,
@@ -145,6 +147,9 @@ struct Daemon {
     stability_dirty: bool,
     /// `stability.next_deadline()` as of the last change.
     next_deadline: Option<Instant>,
+    /// The passive side (`speaker.listen`), whose TTL settings follow the
+    /// peers.
+    listener: Option<Arc<tokio::net::TcpListener>>,
 }
 
 /// One probed VIP.
@@ -171,6 +176,17 @@ fn restart_marker(dir: &Path) -> bool {
     existed
 }
 
+/// The TTL settings the listening socket needs for the configured peers
+/// (RFC 5082 §3; see `ListenerTtl` for the choice).
+fn listener_ttl(c: &Config) -> session::socket::ListenerTtl {
+    let opts: Vec<session::socket::SocketOptions> = c
+        .peers
+        .iter()
+        .map(|p| session::socket_options(p, c.speaker.asn))
+        .collect();
+    session::socket::ListenerTtl::for_peers(&opts)
+}
+
 fn config_identity(c: &Config) -> impl PartialEq + use<> {
     (
         c.speaker.asn,
@@ -180,22 +196,25 @@ fn config_identity(c: &Config) -> impl PartialEq + use<> {
 }
 
 impl Daemon {
-    fn peer_spec(&self, p: &config::Peer, address: IpAddr) -> PeerSpec {
+    fn peer_spec(&self, p: &config::Peer, gw: gateway::Gateway) -> PeerSpec {
         PeerSpec {
             peer: p.clone(),
-            address,
+            address: gw.address,
+            interface: gw.interface,
             local_asn: self.config.speaker.asn,
             router_id: self.router_id,
             hostname: self.node.clone(),
-            restarting: self.restarting,
+            restarting: self.restart.restarting(p, Instant::now()),
         }
     }
 
-    fn resolve(p: &config::Peer) -> Result<IpAddr, String> {
+    fn resolve(p: &config::Peer) -> Result<gateway::Gateway, String> {
         match p.address {
-            PeerAddress::Ip(ip) => Ok(ip),
-            PeerAddress::DefaultGateway(f) => gateway::default_gateway(f)
-                .ok_or_else(|| format!("waiting for a default gateway ({f:?})")),
+            PeerAddress::Ip(ip) => Ok(gateway::Gateway {
+                address: ip,
+                interface: None,
+            }),
+            PeerAddress::DefaultGateway(f) => gateway::default_gateway(f),
         }
     }
 
@@ -209,10 +228,24 @@ impl Daemon {
             bfd: None,
         };
         match Self::resolve(p) {
-            Ok(addr) => {
-                let spec = self.peer_spec(p, addr);
+            Ok(gw) => {
+                let addr = gw.address;
+                let spec = self.peer_spec(p, gw);
                 if let Some(b) = &p.bfd {
-                    match self.bfd_session(p, b, addr) {
+                    // BFD packets to a link-local address would need its
+                    // interface too, which the BFD driver does not take.
+                    let bfd = if spec.interface.is_some() {
+                        Err(std::io::Error::new(
+                            std::io::ErrorKind::Unsupported,
+                            format!(
+                                "not supported with the link-local default gateway {}",
+                                spec.display_address()
+                            ),
+                        ))
+                    } else {
+                        self.bfd_session(p, b, addr)
+                    };
+                    match bfd {
                         Ok(s) => peer.bfd = Some(s),
                         Err(e) => {
                             // Without BFD the session must not come up (it
@@ -275,7 +308,44 @@ impl Daemon {
         if let Some(p) = self.peers.remove(name)
             && let Some(h) = p.handle
         {
+            // Its End-of-RIB ended the restart for this peer: the session
+            // that replaces it (reload, new gateway) sends R=0.
+            if h.spec.restarting && !h.snapshot().restarting {
+                self.restart.end_of_rib_sent(name);
+            }
             h.stop(how, Duration::from_secs(3)).await;
+        }
+    }
+
+    /// The R bit follows the restart (RFC 4724 §4.1): a session that sent
+    /// End-of-RIB ends it for its peer; the restart time ends it for every
+    /// session still sending R.
+    fn follow_restart(&mut self) {
+        if !self.restart.in_progress() {
+            return;
+        }
+        let now = Instant::now();
+        let restart = &mut self.restart;
+        for (name, p) in &self.peers {
+            if let Some(h) = &p.handle
+                && h.spec.restarting
+                && !h.snapshot().restarting
+            {
+                restart.end_of_rib_sent(name);
+            }
+        }
+        let in_progress = restart.settle(now, &self.config.peers);
+        for p in self.peers.values_mut() {
+            if let Some(h) = p.handle.as_mut()
+                && h.spec.restarting
+                && !restart.restarting(&p.config, now)
+            {
+                info!(peer = %p.config.name, "graceful restart over for this peer: later OPENs without the R bit");
+                h.end_restart();
+            }
+        }
+        if !in_progress {
+            info!("graceful restart over: every later session sends R=0");
         }
     }
 
@@ -627,6 +697,22 @@ impl Daemon {
                 self.start_peer(p);
             }
         }
+        // The listener's TTL settings follow the peers.
+        if let Some(l) = &self.listener {
+            let ttl = listener_ttl(&self.config);
+            if ttl != listener_ttl(&old) {
+                match ttl.apply(l.as_ref()) {
+                    Ok(()) => {
+                        info!(
+                            ttl = ttl.ttl,
+                            min_ttl = ttl.min_ttl,
+                            "listening socket's TTL settings changed"
+                        )
+                    }
+                    Err(e) => error!("listening socket's TTL settings: {e}"),
+                }
+            }
+        }
         // Stability parameters.
         if old.stability != self.config.stability {
             let set = self
@@ -671,15 +757,18 @@ impl Daemon {
 
     /// `default-gateway` peers follow the gateway.
     async fn check_gateways(&mut self) {
-        let moved: Vec<(config::Peer, Result<IpAddr, String>)> = self
+        let moved: Vec<(config::Peer, Result<gateway::Gateway, String>)> = self
             .peers
             .values()
             .filter(|p| matches!(p.config.address, PeerAddress::DefaultGateway(_)))
             .filter_map(|p| {
                 let now = Self::resolve(&p.config);
-                let cur = p.handle.as_ref().map(|h| h.spec.address);
+                let cur = p
+                    .handle
+                    .as_ref()
+                    .map(|h| (h.spec.address, h.spec.interface.clone()));
                 match (&now, cur) {
-                    (Ok(a), Some(c)) if *a == c => None,
+                    (Ok(g), Some((a, i))) if g.address == a && g.interface == i => None,
                     (Err(_), None) => None,
                     _ => Some((p.config.clone(), now)),
                 }
@@ -760,6 +849,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let node = node_name(&config);
     let router_id = router_id(&config)?;
     let restarting = restart_marker(&opts.state_dir);
+    let restart = restart::Restart::new(restarting, Instant::now(), &config.peers);
     info!(
         node = %node,
         asn = config.speaker.asn,
@@ -849,7 +939,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         config_error: None,
         node,
         router_id,
-        restarting,
+        restart,
         stability,
         snapshot: Arc::new(SourceSnapshot::default()),
         peers: BTreeMap::new(),
@@ -864,6 +954,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         first_synced: None,
         stability_dirty: true,
         next_deadline: None,
+        listener: None,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -880,9 +971,13 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 _ => None,
             })
             .collect();
-        let listener = session::socket::listen(listen, &keys)
-            .map_err(|e| format!("speaker.listen {listen}: {e}"))?;
-        info!(%listen, "accepting BGP connections from configured peers");
+        let ttl = listener_ttl(&config);
+        let listener = Arc::new(
+            session::socket::listen(listen, &keys, ttl)
+                .map_err(|e| format!("speaker.listen {listen}: {e}"))?,
+        );
+        info!(%listen, ttl = ttl.ttl, min_ttl = ttl.min_ttl, "accepting BGP connections from configured peers");
+        d.listener = Some(listener.clone());
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
@@ -936,8 +1031,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             }
             Some(r) = probe_rx.recv() => d.on_probe(r),
             Some((stream, from)) = accept_rx.recv() => {
-                let ip = session::socket::unmap(from.ip());
-                match d.peers.values().find(|p| p.handle.as_ref().is_some_and(|h| h.spec.address == ip)) {
+                match d.peers.values().find(|p| p.handle.as_ref().is_some_and(|h| h.spec.is_from(from))) {
                     Some(p) => p.handle.as_ref().expect("matched on a handle").incoming(stream),
                     None => warn!(%from, "connection from an address that is not a configured peer: closed"),
                 }
@@ -956,6 +1050,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
                     info!("config file changed: reloading");
                     d.reload().await;
                 }
+                d.follow_restart();
                 if gateway_check.elapsed() >= Duration::from_secs(5) {
                     gateway_check = Instant::now();
                     d.check_gateways().await;

@@ -107,7 +107,7 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
         name: p.name.clone(),
         configured_address: p.configured.clone(),
         asn: p.spec.as_ref().map_or(0, |s| s.peer.asn),
-        address: p.spec.as_ref().map(|s| s.address.to_string()),
+        address: p.spec.as_ref().map(|s| s.display_address()),
         state: "Idle".into(),
         last_error: p.waiting.clone(),
         ..PeerStatus::default()

@@ -7,7 +7,7 @@
 pub mod socket;
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,16 +32,61 @@ pub struct PeerSpec {
     pub peer: config::Peer,
     /// The address in use (a `default-gateway` peer's current gateway).
     pub address: IpAddr,
+    /// The interface an IPv6 link-local `address` is on (its scope, RFC
+    /// 4007 §6); `None` for every other address.
+    pub interface: Option<Interface>,
     pub local_asn: u32,
     pub router_id: Ipv4Addr,
     /// Our name, in the FQDN capability and shutdown messages.
     pub hostname: String,
-    /// Set the R bit of graceful restart: this process restarted (RFC
-    /// 4724 §3), until its first End-of-RIB has gone out.
+    /// Set the R bit of graceful restart (RFC 4724 §3): this process
+    /// restarted and the restart is still in progress for this peer (the
+    /// daemon decides, see `daemon::restart`). The session clears it itself
+    /// once End-of-RIB has gone out (RFC 4724 §4.1), so that its own later
+    /// reconnections send R=0.
     pub restarting: bool,
 }
 
+/// A network interface, by name and index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    pub name: String,
+    pub index: u32,
+}
+
 impl PeerSpec {
+    /// Where to connect: the address and port, with the interface as the
+    /// scope id of a link-local address (RFC 4007 §11: a link-local
+    /// address is ambiguous without its zone).
+    pub fn socket_addr(&self) -> SocketAddr {
+        match (self.address, &self.interface) {
+            (IpAddr::V6(v6), Some(i)) => {
+                SocketAddr::V6(SocketAddrV6::new(v6, self.peer.port, 0, i.index))
+            }
+            (ip, _) => SocketAddr::new(ip, self.peer.port),
+        }
+    }
+
+    /// The address as shown: `fe80::1%eth0` for a link-local one.
+    pub fn display_address(&self) -> String {
+        match &self.interface {
+            Some(i) => format!("{}%{}", self.address, i.name),
+            None => self.address.to_string(),
+        }
+    }
+
+    /// Whether a connection from `from` is from this peer: the address, and
+    /// for a link-local one also the interface it came in on.
+    pub fn is_from(&self, from: SocketAddr) -> bool {
+        if socket::unmap(from.ip()) != self.address {
+            return false;
+        }
+        match (&self.interface, from) {
+            (Some(i), SocketAddr::V6(f)) => f.scope_id() == i.index,
+            _ => true,
+        }
+    }
+
     pub fn families(&self) -> Vec<Family> {
         self.peer
             .families
@@ -121,22 +166,27 @@ impl PeerSpec {
     }
 
     pub fn socket_options(&self) -> SocketOptions {
-        let p = &self.peer;
-        SocketOptions {
-            source_address: p.source_address,
-            // iBGP sessions are rarely one hop: TTL 255 unless configured.
-            ttl: if self.is_ibgp() && p.ebgp_multihop == 1 {
-                255
-            } else {
-                p.ebgp_multihop
-            },
-            ttl_security_hops: if p.ttl_security {
-                std::num::NonZeroU8::new(p.ebgp_multihop.max(1))
-            } else {
-                None
-            },
-            md5_key: p.md5_key().map(<[u8]>::to_vec),
-        }
+        socket_options(&self.peer, self.local_asn)
+    }
+}
+
+/// The socket-level settings of peer `p` of a speaker in AS `local_asn`.
+pub fn socket_options(p: &config::Peer, local_asn: u32) -> SocketOptions {
+    let ibgp = p.asn == local_asn;
+    SocketOptions {
+        source_address: p.source_address,
+        // iBGP sessions are rarely one hop: TTL 255 unless configured.
+        ttl: if ibgp && p.ebgp_multihop == 1 {
+            255
+        } else {
+            p.ebgp_multihop
+        },
+        ttl_security_hops: if p.ttl_security {
+            std::num::NonZeroU8::new(p.ebgp_multihop.max(1))
+        } else {
+            None
+        },
+        md5_key: p.md5_key().map(<[u8]>::to_vec),
     }
 }
 
@@ -170,6 +220,8 @@ pub enum StopHow {
 
 enum Command {
     Incoming(TcpStream),
+    /// The restart is over (its time passed): later OPENs go without R.
+    EndRestart,
     Stop {
         how: StopHow,
         done: oneshot::Sender<()>,
@@ -200,6 +252,9 @@ pub struct PeerRuntime {
     pub advertised: Arc<PeerTable>,
     /// End-of-RIB sent on the current session.
     pub end_of_rib_sent: bool,
+    /// The R bit is still set in our OPENs: false once End-of-RIB has gone
+    /// out on any session (or the daemon ended the restart).
+    pub restarting: bool,
 }
 
 /// A running session.
@@ -214,6 +269,12 @@ impl PeerHandle {
     /// Hands an accepted connection from this peer to the session.
     pub fn incoming(&self, stream: TcpStream) {
         let _ = self.cmd.send(Command::Incoming(stream));
+    }
+
+    /// The restart is over: the session's later OPENs go with R=0.
+    pub fn end_restart(&mut self) {
+        self.spec.restarting = false;
+        let _ = self.cmd.send(Command::EndRestart);
     }
 
     /// Ends the session and waits (at most `timeout`) until what had to be
@@ -253,6 +314,7 @@ pub fn spawn(
         local_address: None,
         advertised: Arc::default(),
         end_of_rib_sent: false,
+        restarting: spec.restarting,
     }));
     let mut driver = Driver::new(spec.clone(), table, routes_ready, runtime.clone());
     driver.bfd = bfd;
@@ -346,7 +408,7 @@ impl Driver {
     }
 
     async fn run(mut self, mut cmds: mpsc::UnboundedReceiver<Command>) {
-        info!(peer = %self.name(), address = %self.spec.address, asn = self.spec.peer.asn, "session starting");
+        info!(peer = %self.name(), address = %self.spec.display_address(), asn = self.spec.peer.asn, "session starting");
         // BGP starts at once; BFD, once it has been up, decides from then
         // on (RFC 5882 §4.3). Waiting for BFD before the first session
         // would deadlock with routers that start BFD only for established
@@ -375,6 +437,7 @@ impl Driver {
             tokio::select! {
                 cmd = cmds.recv() => match cmd {
                     Some(Command::Incoming(stream)) => self.incoming(stream),
+                    Some(Command::EndRestart) => self.end_restart(),
                     Some(Command::Stop { how, done }) => {
                         self.stop(how).await;
                         let _ = done.send(());
@@ -447,12 +510,14 @@ impl Driver {
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        // GTSM and MD5 were checked by the kernel on the listening socket's
-        // SYN (MD5) or apply from here on (minimum TTL).
-        if let Some(hops) = self.spec.socket_options().ttl_security_hops
-            && let Err(e) = holdfast_sockopt::set_ttl_security(&stream, hops)
-        {
-            warn!(peer = %self.name(), "GTSM on the accepted connection from {peer}: {e}");
+        // MD5 and the listener's TTL settings were checked by the kernel
+        // on the handshake; the SYN's TTL against this peer's own minimum,
+        // and its own TTL and minimum TTL from here on (RFC 5082 §3), are
+        // checked and set before its OPEN is read. A connection that fails
+        // (or where GTSM could not be set) is closed unread.
+        if let Err(e) = socket::accepted(&stream, &self.spec.socket_options()) {
+            warn!(peer = %self.name(), "connection from {peer} refused: {e}");
+            return;
         }
         let id = self.register(stream);
         debug!(peer = %self.name(), conn = id.0, "connection from {peer}");
@@ -602,7 +667,7 @@ impl Driver {
                         // silently — so this is the only place to say so.
                         if matches!(self.fsm.state(), State::Connect | State::Active) {
                             let why = socket::no_answer(
-                                SocketAddr::new(self.spec.address, self.spec.peer.port),
+                                self.spec.socket_addr(),
                                 self.spec.peer.connect_retry,
                                 &self.spec.socket_options(),
                             );
@@ -662,7 +727,7 @@ impl Driver {
     }
 
     fn connect(&mut self) {
-        let addr = SocketAddr::new(self.spec.address, self.spec.peer.port);
+        let addr = self.spec.socket_addr();
         let opts = self.spec.socket_options();
         let timeout = self.spec.peer.connect_retry;
         let io = self.io_tx.clone();
@@ -681,7 +746,13 @@ impl Driver {
     fn session_up(&mut self, conn: ConnId, negotiated: Negotiated) {
         let local = self.conns.get(&conn).map(|c| c.local);
         let next_hops = local
-            .map(|l| next_hops(l.ip(), self.spec.address))
+            .map(|l| {
+                next_hops(
+                    l.ip(),
+                    self.spec.address,
+                    self.spec.interface.as_ref().map(|i| i.name.as_str()),
+                )
+            })
             .unwrap_or_default();
         let configured = self.spec.families();
         let families: Vec<Family> = negotiated
@@ -758,10 +829,16 @@ impl Driver {
             .lock()
             .expect("peer runtime lock")
             .end_of_rib_sent = true;
+        // RFC 4724 §4.1: the restart is over for this peer once it has our
+        // End-of-RIB; later OPENs go without R.
+        self.end_restart();
+    }
+
+    fn end_restart(&mut self) {
         if self.spec.restarting {
-            // The restart is over for this peer: later OPENs go without R.
             self.spec.restarting = false;
             self.fsm.set_capabilities(self.spec.capabilities());
+            self.runtime.lock().expect("peer runtime lock").restarting = false;
         }
     }
 
@@ -912,20 +989,44 @@ pub fn hard_reset(negotiated: Option<&Negotiated>, inner: Notification) -> Notif
 }
 
 /// The next hops of a session whose local address is `local`, towards
-/// `peer`: `local` itself for its family; for the other family, the
-/// node's global address on the same interface; and for IPv6, the
-/// interface's link-local address when the peer is on-link (RFC 2545 §3).
-pub fn next_hops(local: IpAddr, peer: IpAddr) -> NextHops {
+/// `peer` (over `interface` when the session runs between link-local
+/// addresses), from the node's interface addresses.
+pub fn next_hops(local: IpAddr, peer: IpAddr, interface: Option<&str>) -> NextHops {
+    let addrs = holdfast_sockopt::interface_addresses().unwrap_or_default();
+    pick_next_hops(&addrs, local, peer, interface)
+}
+
+/// The next hops of a session, given the node's interface addresses:
+///
+/// - `local` itself for its family, unless it is link-local: RFC 2545 §3
+///   puts a global address in the next hop, so a session between link-local
+///   addresses (an IPv6 default gateway) sends the node's global IPv6
+///   address on that interface, or failing that its first global IPv6
+///   address anywhere (an address on a loopback, as in unnumbered setups);
+/// - for the other family, the node's address of that family on the same
+///   interface;
+/// - and, beside a global IPv6 next hop, the interface's link-local address
+///   when the peer is on-link (RFC 2545 §3: "if and only if" the peer
+///   shares the subnet) — `local` itself for a link-local session.
+pub fn pick_next_hops(
+    addrs: &[holdfast_sockopt::InterfaceAddress],
+    local: IpAddr,
+    peer: IpAddr,
+    interface: Option<&str>,
+) -> NextHops {
     let local = socket::unmap(local);
     let peer = socket::unmap(peer);
-    let addrs = holdfast_sockopt::interface_addresses().unwrap_or_default();
-    let interface = addrs
-        .iter()
-        .find(|a| a.address == local)
-        .map(|a| a.interface.clone());
-    let on_link = addrs
-        .iter()
-        .any(|a| a.contains(peer) && Some(&a.interface) == interface.as_ref());
+    let link_local_session = matches!(local, IpAddr::V6(v6) if is_link_local(v6));
+    let interface: Option<String> = interface.map(str::to_string).or_else(|| {
+        addrs
+            .iter()
+            .find(|a| a.address == local)
+            .map(|a| a.interface.clone())
+    });
+    let on_link = link_local_session
+        || addrs
+            .iter()
+            .any(|a| a.contains(peer) && Some(&a.interface) == interface.as_ref());
     let same_if = |pred: &dyn Fn(IpAddr) -> bool| {
         addrs
             .iter()
@@ -942,7 +1043,13 @@ pub fn next_hops(local: IpAddr, peer: IpAddr) -> NextHops {
             nh.ipv6 = same_if(&global6).and_then(as_v6);
         }
         IpAddr::V6(v6) => {
-            nh.ipv6 = Some(v6);
+            nh.ipv6 = if link_local_session {
+                same_if(&global6)
+                    .or_else(|| addrs.iter().map(|a| a.address).find(|a| global6(*a)))
+                    .and_then(as_v6)
+            } else {
+                Some(v6)
+            };
             nh.ipv4 = same_if(&|a| a.is_ipv4()).and_then(|a| match a {
                 IpAddr::V4(v4) => Some(v4),
                 IpAddr::V6(_) => None,
@@ -950,8 +1057,10 @@ pub fn next_hops(local: IpAddr, peer: IpAddr) -> NextHops {
         }
     }
     if on_link && nh.ipv6.is_some() {
-        nh.ipv6_link_local =
-            same_if(&|a| matches!(a, IpAddr::V6(v6) if is_link_local(v6))).and_then(as_v6);
+        nh.ipv6_link_local = match local {
+            IpAddr::V6(v6) if link_local_session => Some(v6),
+            _ => same_if(&|a| matches!(a, IpAddr::V6(v6) if is_link_local(v6))).and_then(as_v6),
+        };
     }
     nh
 }

@@ -22,8 +22,23 @@ pub struct SocketOptions {
 }
 
 impl SocketOptions {
-    /// Applies TTL/GTSM and MD5 for `peer` to a socket (connecting or
-    /// accepted).
+    /// The TTL of what we send: 255 with GTSM (RFC 5082 §3), else `ttl`.
+    pub fn sent_ttl(&self) -> u8 {
+        if self.ttl_security_hops.is_some() {
+            u8::MAX
+        } else {
+            self.ttl
+        }
+    }
+
+    /// The lowest TTL we accept: 256 − hops with GTSM (RFC 5082 §3), else
+    /// 0 (no check).
+    pub fn min_ttl(&self) -> u8 {
+        self.ttl_security_hops
+            .map_or(0, |hops| (256 - u16::from(hops.get())) as u8)
+    }
+
+    /// Applies TTL/GTSM and MD5 for `peer` to a connecting socket.
     pub fn apply(&self, sock: &Socket, peer: IpAddr) -> io::Result<()> {
         match self.ttl_security_hops {
             Some(hops) => holdfast_sockopt::set_ttl_security(sock, hops)?,
@@ -103,10 +118,105 @@ pub fn no_answer(peer: SocketAddr, waited: Duration, opts: &SocketOptions) -> St
     why
 }
 
+/// The TTL settings of the listening socket (`speaker.listen`), which
+/// apply to every handshake: the SYN-ACK goes out with the listener's TTL,
+/// and a SYN below its minimum TTL is dropped by the kernel before any
+/// connection exists (RFC 5082 §3). Accepted connections inherit both.
+///
+/// Linux has one `IP_MINTTL`/`IP_TTL` per socket, not per remote address
+/// (unlike TCP MD5 keys), and one listener serves every peer. So:
+///
+/// - TTL: the largest any peer needs (255 if one uses GTSM or is iBGP), so
+///   every peer's handshake completes — a SYN-ACK with more TTL than the
+///   peer's `ebgp_multihop` reaches no further than the peer's own SYN came
+///   from;
+/// - minimum TTL: when every peer uses GTSM, the lowest of their minimums
+///   (the strictest check that still admits each of them); when any does
+///   not, none — its router sends with an ordinary TTL (FRR: 1 to a direct
+///   eBGP neighbour), which a minimum would drop.
+///
+/// So that each peer's handshake is still held against its own minimum,
+/// the listener keeps every SYN's headers (`TCP_SAVE_SYN`): before the
+/// first byte of an accepted connection is read, [`accepted`] compares the
+/// TTL its SYN arrived with to the peer's minimum and closes it if it is
+/// below — nothing the peer sent is ever seen. It then sets the peer's own
+/// TTL and minimum TTL on the connection for everything after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenerTtl {
+    pub ttl: u8,
+    pub min_ttl: u8,
+}
+
+impl ListenerTtl {
+    /// For the peers the listener serves; with none, the most restrictive
+    /// settings (nothing would be accepted anyway).
+    pub fn for_peers<'a>(peers: impl IntoIterator<Item = &'a SocketOptions>) -> Self {
+        let mut ttl = None::<u8>;
+        let mut min_ttl = None::<u8>;
+        for p in peers {
+            ttl = Some(ttl.map_or(p.sent_ttl(), |t| t.max(p.sent_ttl())));
+            min_ttl = Some(min_ttl.map_or(p.min_ttl(), |m| m.min(p.min_ttl())));
+        }
+        ListenerTtl {
+            ttl: ttl.unwrap_or(1),
+            min_ttl: min_ttl.unwrap_or(u8::MAX),
+        }
+    }
+
+    /// Sets both on a socket (the listener, before or after it listens).
+    pub fn apply(&self, sock: impl std::os::fd::AsFd) -> io::Result<()> {
+        let fd = sock.as_fd();
+        holdfast_sockopt::set_ttl(fd, self.ttl)?;
+        holdfast_sockopt::set_min_ttl(fd, self.min_ttl)?;
+        Ok(())
+    }
+}
+
+/// An accepted connection, before anything is read from it: its SYN must
+/// have arrived with at least the peer's minimum TTL (RFC 5082 §3: GTSM
+/// applies from the first packet), and it gets its peer's own TTL and
+/// minimum TTL, replacing what it inherited from the listener. An error
+/// means the connection must not be used.
+pub fn accepted(stream: &TcpStream, opts: &SocketOptions) -> io::Result<()> {
+    let min = opts.min_ttl();
+    let syn = holdfast_sockopt::saved_syn_ttl(stream)?;
+    check_syn_ttl(syn, min)?;
+    holdfast_sockopt::set_ttl(stream, opts.sent_ttl())?;
+    holdfast_sockopt::set_min_ttl(stream, opts.min_ttl())?;
+    Ok(())
+}
+
+/// The TTL an accepted connection's SYN arrived with (`None`: the kernel
+/// kept none) against the peer's minimum (0: no check).
+fn check_syn_ttl(syn: Option<u8>, min: u8) -> io::Result<()> {
+    match syn {
+        _ if min == 0 => Ok(()),
+        Some(ttl) if ttl >= min => Ok(()),
+        Some(ttl) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "GTSM: the SYN arrived with TTL {ttl}, below the minimum {min} (the router is {} hops away, more than ttl_security allows with ebgp_multihop = {})",
+                256 - u16::from(ttl),
+                256 - u16::from(min)
+            ),
+        )),
+        None => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "GTSM: the kernel kept no SYN headers to check the TTL against",
+        )),
+    }
+}
+
 /// Binds the passive side (`speaker.listen`), with an MD5 key for every
 /// peer that has one: the kernel then drops unsigned or mis-signed SYNs
-/// from those peers before we ever see them.
-pub fn listen(addr: SocketAddr, keys: &[(IpAddr, Vec<u8>)]) -> io::Result<tokio::net::TcpListener> {
+/// from those peers before we ever see them; and with the TTL settings of
+/// [`ListenerTtl`], set before `listen`, so the first handshake is already
+/// TTL-checked.
+pub fn listen(
+    addr: SocketAddr,
+    keys: &[(IpAddr, Vec<u8>)],
+    ttl: ListenerTtl,
+) -> io::Result<tokio::net::TcpListener> {
     let domain = if addr.is_ipv4() {
         Domain::IPV4
     } else {
@@ -122,6 +232,8 @@ pub fn listen(addr: SocketAddr, keys: &[(IpAddr, Vec<u8>)]) -> io::Result<tokio:
     for (peer, key) in keys {
         holdfast_sockopt::set_md5_key(&sock, *peer, key)?;
     }
+    ttl.apply(&sock)?;
+    holdfast_sockopt::set_save_syn(&sock)?;
     sock.bind(&addr.into())?;
     sock.listen(64)?;
     tokio::net::TcpListener::from_std(sock.into())
@@ -172,6 +284,66 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("MD5"), "{text}");
+    }
+
+    #[test]
+    fn listener_ttl_admits_every_peer_and_checks_only_when_all_use_gtsm() {
+        let gtsm = |hops| SocketOptions {
+            ttl_security_hops: NonZeroU8::new(hops),
+            ..opts()
+        };
+        let plain = |ttl| SocketOptions { ttl, ..opts() };
+        let l = |peers: &[SocketOptions]| ListenerTtl::for_peers(peers);
+        // One GTSM peer: exactly its settings (RFC 5082 §3).
+        assert_eq!(
+            l(&[gtsm(1)]),
+            ListenerTtl {
+                ttl: 255,
+                min_ttl: 255
+            }
+        );
+        // Several: the lowest minimum, so the peer 2 hops away gets in.
+        assert_eq!(
+            l(&[gtsm(1), gtsm(2)]),
+            ListenerTtl {
+                ttl: 255,
+                min_ttl: 254
+            }
+        );
+        // A peer without GTSM: no minimum; the largest TTL.
+        assert_eq!(
+            l(&[gtsm(1), plain(1)]),
+            ListenerTtl {
+                ttl: 255,
+                min_ttl: 0
+            }
+        );
+        assert_eq!(l(&[plain(1), plain(2)]), ListenerTtl { ttl: 2, min_ttl: 0 });
+        assert_eq!(
+            l(&[]),
+            ListenerTtl {
+                ttl: 1,
+                min_ttl: 255
+            }
+        );
+    }
+
+    #[test]
+    fn the_syn_of_an_accepted_gtsm_connection_must_reach_the_minimum() {
+        assert!(check_syn_ttl(Some(255), 255).is_ok());
+        assert!(check_syn_ttl(Some(254), 254).is_ok());
+        let e = check_syn_ttl(Some(254), 255).unwrap_err().to_string();
+        assert!(
+            e.contains("TTL 254, below the minimum 255")
+                && e.contains("2 hops away")
+                && e.contains("ebgp_multihop = 1"),
+            "{e}"
+        );
+        // Fail closed when nothing can be checked.
+        assert!(check_syn_ttl(None, 255).is_err());
+        // No GTSM: nothing to check.
+        assert!(check_syn_ttl(Some(1), 0).is_ok());
+        assert!(check_syn_ttl(None, 0).is_ok());
     }
 
     #[test]

@@ -66,6 +66,7 @@ async fn scripted_peer(
     let spec = PeerSpec {
         peer: config.peers[0].clone(),
         address: "127.0.0.1".parse().unwrap(),
+        interface: None,
         local_asn: 65001,
         router_id: Ipv4Addr::new(192, 0, 2, 2),
         hostname: "node-1".into(),
@@ -233,4 +234,85 @@ async fn min_route_advertisement_interval_batches_a_burst() {
         "sent after {waited:?}, within the interval"
     );
     handle.stop(StopHow::Graceful, DEADLINE).await;
+}
+
+fn ifaddr(interface: &str, cidr: &str) -> holdfast_sockopt::InterfaceAddress {
+    let net: ipnet::IpNet = cidr.parse().unwrap();
+    holdfast_sockopt::InterfaceAddress {
+        interface: interface.into(),
+        address: net.addr(),
+        prefix_len: net.prefix_len(),
+    }
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// RFC 2545 §3: the next hop is a global address, followed by the
+/// link-local one if and only if the peer is on-link.
+#[test]
+fn next_hops_of_sessions_over_global_and_link_local_addresses() {
+    let addrs = [
+        ifaddr("lo", "2001:db8:ff::2/128"),
+        ifaddr("eth0", "fe80::2/64"),
+        ifaddr("eth0", "2001:db8::2/64"),
+        ifaddr("eth0", "192.0.2.2/24"),
+        ifaddr("eth1", "fe80::b/64"),
+    ];
+    let v6 = |s: &str| Some(s.parse::<Ipv6Addr>().unwrap());
+    // Between link-local addresses (a default gateway fe80::1 on eth0):
+    // the global address of eth0, then our link-local one.
+    let nh = pick_next_hops(&addrs, ip("fe80::2"), ip("fe80::1"), Some("eth0"));
+    assert_eq!(nh.ipv6, v6("2001:db8::2"));
+    assert_eq!(nh.ipv6_link_local, v6("fe80::2"));
+    assert_eq!(nh.ipv4, Some(Ipv4Addr::new(192, 0, 2, 2)));
+    // On eth1 there is no global address: the node's global address on lo
+    // (unnumbered), no IPv4 next hop.
+    let nh = pick_next_hops(&addrs, ip("fe80::b"), ip("fe80::1"), Some("eth1"));
+    assert_eq!(nh.ipv6, v6("2001:db8:ff::2"));
+    assert_eq!(nh.ipv6_link_local, v6("fe80::b"));
+    assert_eq!(nh.ipv4, None);
+    // No global IPv6 address at all: no IPv6 next hop (the routes are not
+    // sent), and no lone link-local one either.
+    let nh = pick_next_hops(&addrs[1..2], ip("fe80::2"), ip("fe80::1"), Some("eth0"));
+    assert_eq!((nh.ipv6, nh.ipv6_link_local), (None, None));
+    // A global session on-link: our address, then eth0's link-local.
+    let nh = pick_next_hops(&addrs, ip("2001:db8::2"), ip("2001:db8::1"), None);
+    assert_eq!(nh.ipv6, v6("2001:db8::2"));
+    assert_eq!(nh.ipv6_link_local, v6("fe80::2"));
+    // Not on-link (multihop): the global address alone.
+    let nh = pick_next_hops(&addrs, ip("2001:db8::2"), ip("2001:db8:1::2"), None);
+    assert_eq!(nh.ipv6, v6("2001:db8::2"));
+    assert_eq!(nh.ipv6_link_local, None);
+    // IPv4 session: IPv6 routes get eth0's global and link-local addresses.
+    let nh = pick_next_hops(&addrs, ip("192.0.2.2"), ip("192.0.2.1"), None);
+    assert_eq!(nh.ipv4, Some(Ipv4Addr::new(192, 0, 2, 2)));
+    assert_eq!(nh.ipv6, v6("2001:db8::2"));
+    assert_eq!(nh.ipv6_link_local, v6("fe80::2"));
+}
+
+#[tokio::test]
+async fn a_link_local_peer_is_reached_on_its_interface() {
+    let (_listener, _, mut spec) = scripted_peer("", false).await;
+    spec.address = ip("fe80::1");
+    spec.interface = Some(Interface {
+        name: "eth0".into(),
+        index: 7,
+    });
+    assert_eq!(
+        spec.socket_addr().to_string(),
+        format!("[fe80::1%7]:{}", spec.peer.port)
+    );
+    assert_eq!(spec.display_address(), "fe80::1%eth0");
+    let from = |scope| {
+        SocketAddr::V6(SocketAddrV6::new(
+            "fe80::1".parse().unwrap(),
+            40000,
+            0,
+            scope,
+        ))
+    };
+    assert!(spec.is_from(from(7)));
+    assert!(!spec.is_from(from(8)), "the same address on another link");
 }
