@@ -10,7 +10,8 @@
 //!   it by server-side apply of the status subresource. So a change costs
 //!   one write, a flapping peer at most one write per interval, and a quiet
 //!   node none. The object itself (name, owner reference to the Node) is
-//!   applied first, once, and again if the status write finds it gone. A
+//!   applied first, once, and again if the status write finds it gone; an
+//!   unchanged status is rewritten every [`RESYNC`]. A
 //!   failure is logged once per streak and retried after
 //!   [`RETRY_AFTER`]: the status is informative and never holds up routing.
 
@@ -37,6 +38,9 @@ pub const FIELD_MANAGER: &str = "holdfast";
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 /// After a failed write, the next attempt waits this long at least.
 pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+/// An unchanged status is written again after this long, so an object
+/// deleted by hand comes back even on a quiet node.
+pub const RESYNC: Duration = Duration::from_secs(300);
 
 /// The object's `status`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -249,15 +253,17 @@ impl Writer {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut written: Option<NodeStatusBody> = None;
+        let mut written_at = tokio::time::Instant::now();
         let mut failing = false;
         let mut not_before = tokio::time::Instant::now();
         loop {
             tick.tick().await;
-            if tokio::time::Instant::now() < not_before {
+            let now = tokio::time::Instant::now();
+            if now < not_before {
                 continue;
             }
             let body = build(&status(), Timestamp::now(), written.as_ref());
-            if written.as_ref() == Some(&body) {
+            if written.as_ref() == Some(&body) && now.duration_since(written_at) < RESYNC {
                 continue;
             }
             match self.write(&body).await {
@@ -267,6 +273,7 @@ impl Writer {
                     }
                     failing = false;
                     written = Some(body);
+                    written_at = now;
                 }
                 Err(error) => {
                     // Once per streak: a cluster without the CRD must not
@@ -289,6 +296,17 @@ impl Writer {
     }
 
     async fn write(&mut self, body: &NodeStatusBody) -> Result<(), kube::Error> {
+        match self.try_write(body).await {
+            // Deleted behind our back: apply the object again, at once.
+            Err(kube::Error::Api(e)) if e.code == 404 && self.owned => {
+                self.owned = false;
+                self.try_write(body).await
+            }
+            other => other,
+        }
+    }
+
+    async fn try_write(&mut self, body: &NodeStatusBody) -> Result<(), kube::Error> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         if !self.owned {
             let node = self.nodes.get(&self.node).await?;
@@ -303,19 +321,10 @@ impl Writer {
             self.owned = true;
         }
         let patch = status_patch(&self.node, body);
-        match self
-            .api
+        self.api
             .patch_status(&self.node, &params, &Patch::Apply(&patch))
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                // Deleted behind our back: applied again on the next try.
-                self.owned = false;
-                Err(kube::Error::Api(e))
-            }
-            Err(e) => Err(e),
-        }
+            .map(drop)
     }
 }
 
