@@ -115,8 +115,14 @@ fn start() -> Daemon {
 fn the_metrics_listener_serves_metrics_and_health_only() {
     let d = start();
     let scrape = wait_get(d.metrics, "/metrics", 200);
-    assert!(scrape.contains("\nholdfast_peer_established{peer=\"tor1\""), "{scrape}");
-    assert!(scrape.contains("\nprocess_resident_memory_bytes "), "{scrape}");
+    assert!(
+        scrape.contains("\nholdfast_peer_established{peer=\"tor1\""),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("\nprocess_resident_memory_bytes "),
+        "{scrape}"
+    );
     assert_eq!(wait_get(d.metrics, "/healthz", 200), "ok\n");
     assert_eq!(wait_get(d.metrics, "/readyz", 200), "ready\n");
     for path in ["/v1/status", "/v1/explain/198.51.100.10"] {
@@ -161,8 +167,14 @@ fn a_real_scrape_passes_promtool_check_metrics() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    println!("promtool check metrics: exit {:?} {text:?}", out.status.code());
-    assert!(out.status.success(), "promtool check metrics: {text}\n{scrape}");
+    println!(
+        "promtool check metrics: exit {:?} {text:?}",
+        out.status.code()
+    );
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {text}\n{scrape}"
+    );
     assert!(text.trim().is_empty(), "promtool found problems: {text}");
 }
 
@@ -233,7 +245,10 @@ fn the_prometheus_rule_passes_promtool_and_holds_the_readme_alerts() {
         text.contains(&format!("SUCCESS: {} rules found", shipped.len())),
         "{text}"
     );
-    assert_eq!(documented, shipped, "README.md's alerts and the PrometheusRule's");
+    assert_eq!(
+        documented, shipped,
+        "README.md's alerts and the PrometheusRule's"
+    );
 }
 
 /// The component added to a rack's overlay, rendered by the real kubectl.
@@ -272,8 +287,16 @@ fn the_monitoring_component_renders_into_a_rack_overlay() {
         "kubectl kustomize: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for kind in ["PodMonitor", "PrometheusRule", "DaemonSet", "CustomResourceDefinition"] {
-        assert!(yaml.contains(&format!("\nkind: {kind}\n")), "no {kind}:\n{yaml}");
+    for kind in [
+        "PodMonitor",
+        "PrometheusRule",
+        "DaemonSet",
+        "CustomResourceDefinition",
+    ] {
+        assert!(
+            yaml.contains(&format!("\nkind: {kind}\n")),
+            "no {kind}:\n{yaml}"
+        );
     }
     // The port the PodMonitor scrapes, by name, next to the api port.
     assert!(

@@ -47,8 +47,15 @@ fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> String {
 /// Installs the shipped CRD the way a cluster admin would.
 fn install_crd(kubeconfig: &Path, cache: &Path) {
     let crd = crd_file().display().to_string();
-    let out = kubectl(kubeconfig, cache, &["create", "--validate=false", "-f", &crd]);
-    assert!(out.contains("bgpnodestatuses.holdfast.dev created"), "{out}");
+    let out = kubectl(
+        kubeconfig,
+        cache,
+        &["create", "--validate=false", "-f", &crd],
+    );
+    assert!(
+        out.contains("bgpnodestatuses.holdfast.dev created"),
+        "{out}"
+    );
 }
 
 fn fixture() -> Status {
@@ -114,7 +121,10 @@ async fn the_writer_creates_its_object_owned_by_the_node_and_writes_only_changes
     );
 
     let obj = eventually("the BGPNodeStatus with its status", async || {
-        api.get("n1").await.ok().filter(|o| o.data.get("status").is_some())
+        api.get("n1")
+            .await
+            .ok()
+            .filter(|o| o.data.get("status").is_some())
     })
     .await;
     let owner = &obj.metadata.owner_references.as_ref().expect("owned")[0];
@@ -148,6 +158,7 @@ async fn the_writer_creates_its_object_owned_by_the_node_and_writes_only_changes
     }
     let writes = status_writes(&standin);
     let bound = (flapping.as_millis() / interval.as_millis()) as usize + 2;
+    println!("{writes} status writes in {flapping:?} of a peer flapping every 50 ms");
     assert!(
         (2..=bound).contains(&writes),
         "{writes} status writes in {flapping:?} of flapping (60 changes); at most {bound}"
@@ -166,9 +177,10 @@ async fn the_writer_creates_its_object_owned_by_the_node_and_writes_only_changes
         .expect("deleted");
     shared.lock().unwrap().peers[1].state = "Connect".into();
     let back = eventually("the BGPNodeStatus again", async || {
-        api.get("n1").await.ok().filter(|o| {
-            o.data["status"]["peers"][1]["state"] == "Connect"
-        })
+        api.get("n1")
+            .await
+            .ok()
+            .filter(|o| o.data["status"]["peers"][1]["state"] == "Connect")
     })
     .await;
     assert!(back.metadata.owner_references.is_some());
@@ -230,12 +242,16 @@ fn the_daemon_writes_its_node_status_for_kubectl_get() {
             .ok()?;
         serde_json::from_slice(&out.stdout).ok()
     };
-    let obj = wait_until(LONG, "the BGPNodeStatus of node-1 with tor1 Established and the route", || {
-        read().filter(|o| {
-            o["status"]["peers"][0]["state"] == "Established"
-                && o["status"]["routes"]["advertised"] == 1
-        })
-    });
+    let obj = wait_until(
+        LONG,
+        "the BGPNodeStatus of node-1 with tor1 Established and the route",
+        || {
+            read().filter(|o| {
+                o["status"]["peers"][0]["state"] == "Established"
+                    && o["status"]["routes"]["advertised"] == 1
+            })
+        },
+    );
     let status = &obj["status"];
     assert_eq!(status["asn"], 65001);
     assert_eq!(status["routerID"], NODE);
@@ -255,27 +271,117 @@ fn the_daemon_writes_its_node_status_for_kubectl_get() {
     println!("kubectl get bgpnodestatuses:\n{table}");
     let rows: Vec<Vec<&str>> = table
         .lines()
-        .map(|l| l.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect())
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
         .collect();
     assert_eq!(
         rows[0],
-        ["NAME", "ASN", "PEERS UP", "PEERS", "ADVERTISED", "HELD", "AGE"],
+        [
+            "NAME",
+            "ASN",
+            "PEERS UP",
+            "PEERS",
+            "ADVERTISED",
+            "HELD",
+            "AGE"
+        ],
         "{table}"
     );
-    assert_eq!(&rows[1][..6], ["node-1", "65001", "1", "1", "1", "0"], "{table}");
+    assert_eq!(
+        &rows[1][..6],
+        ["node-1", "65001", "1", "1", "1", "0"],
+        "{table}"
+    );
     let wide = kubectl(&host_kubeconfig, &cache, &["get", "bgpns", "-o", "wide"]);
     println!("kubectl get bgpns -o wide:\n{wide}");
     assert!(wide.contains("Healthy"), "{wide}");
 
     // The session goes down: the status says so.
     frr.configure(&["router bgp 65000", &format!("neighbor {NODE} shutdown")]);
-    wait_until(LONG, "tor1 no longer Established in the BGPNodeStatus", || {
-        read().filter(|o| {
-            o["status"]["peers"][0]["state"] != "Established"
-                && o["status"]["peersEstablished"] == 0
-        })
-    });
+    wait_until(
+        LONG,
+        "tor1 no longer Established in the BGPNodeStatus",
+        || {
+            read().filter(|o| {
+                o["status"]["peers"][0]["state"] != "Established"
+                    && o["status"]["peersEstablished"] == 0
+            })
+        },
+    );
     let table = kubectl(&host_kubeconfig, &cache, &["get", "bgpnodestatuses"]);
     println!("after the session went down:\n{table}");
     drop(holdfast);
+}
+
+/// With the file source the daemon has no cluster: even with a KUBECONFIG
+/// in its environment it never talks to the API server.
+#[test]
+fn the_file_source_writes_no_node_status() {
+    let standin = StandIn::start().expect("stand-in");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = standin.kubeconfig(dir.path()).expect("kubeconfig");
+    let cache = dir.path().join("cache");
+    install_crd(&kubeconfig, &cache);
+    standin.create(&node("n1", "192.0.2.2", &[])).unwrap();
+    standin.clear_requests();
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port")
+    };
+    let api_port = free();
+    let vips = dir.path().join("vips.toml");
+    std::fs::write(&vips, "[[vip]]\naddress = \"198.51.100.10\"\n").unwrap();
+    let config = dir.path().join("holdfast.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"n1\"\napi = \"127.0.0.1:{api_port}\"\n\
+             [[peer]]\nname = \"tor1\"\naddress = \"127.0.0.1\"\nport = {}\nasn = 65000\n\
+             [source]\nkind = \"file\"\npath = \"{}\"\n",
+            free(),
+            vips.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .env("KUBECONFIG", &kubeconfig)
+        .env("NODE_NAME", "n1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("holdfast starts");
+    let api: std::net::SocketAddr = format!("127.0.0.1:{api_port}").parse().unwrap();
+    let ready = wait_until(LONG, "holdfast ready", || {
+        let mut s = std::net::TcpStream::connect(api).ok()?;
+        use std::io::{Read, Write};
+        s.write_all(b"GET /readyz HTTP/1.0\r\n\r\n").ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        (text.split_whitespace().nth(1) == Some("200")).then_some(text)
+    });
+    assert!(ready.contains("ready"));
+    // Two write intervals of the Kubernetes source's writer.
+    std::thread::sleep(holdfast::source::kubernetes::node_status::DEFAULT_INTERVAL * 2);
+    let _ = child.kill();
+    let _ = child.wait();
+    let requests = standin.requests();
+    assert!(
+        requests.is_empty(),
+        "the file source reached the API server: {:?}",
+        requests
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect::<Vec<_>>()
+    );
 }

@@ -264,7 +264,10 @@ fn as_table(st: &State, resource: ResourceId, req: &ApiRequest<'_>, body: &Value
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let (items, meta) = match body.get("items").and_then(Value::as_array) {
-        Some(items) => (items.clone(), body.get("metadata").cloned().unwrap_or_default()),
+        Some(items) => (
+            items.clone(),
+            body.get("metadata").cloned().unwrap_or_default(),
+        ),
         None => (
             vec![body.clone()],
             json!({"resourceVersion": body.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()}),
@@ -277,9 +280,11 @@ fn route(shared: &Arc<Shared>, req: &ApiRequest<'_>) -> Result<Response<Body>, A
     let (target, watch_path) = parse_path(req.path)?;
     let not_allowed = || ApiError::method_not_allowed(req.method, req.path);
     match &target {
-        Target::Collection { resource, .. } | Target::Object { key: ObjectKey { resource, .. }, .. }
-            if !served(&shared.lock(), *resource) =>
-        {
+        Target::Collection { resource, .. }
+        | Target::Object {
+            key: ObjectKey { resource, .. },
+            ..
+        } if !served(&shared.lock(), *resource) => {
             return Err(not_found_path());
         }
         _ => {}
@@ -471,7 +476,9 @@ fn create(
     // A custom resource with the status subresource starts without a
     // status: the API server's strategy drops it on create (a client writes
     // it through /status afterwards).
-    if let (true, Value::Object(map)) = (RESOURCES.get(resource).is_some_and(|r| r.custom), &mut obj) {
+    if let (true, Value::Object(map)) =
+        (RESOURCES.get(resource).is_some_and(|r| r.custom), &mut obj)
+    {
         map.remove("status");
     }
     st.store.create(resource, obj)
@@ -867,7 +874,11 @@ fn resource_list(st: &State, group: &str, version: &str) -> Result<Response<Body
             .and_then(|id| definition(st, id))
             .and_then(|crd| crd.pointer("/spec/names").cloned());
         if let Some(names) = names {
-            for (from, to) in [("singular", "singularName"), ("shortNames", "shortNames"), ("categories", "categories")] {
+            for (from, to) in [
+                ("singular", "singularName"),
+                ("shortNames", "shortNames"),
+                ("categories", "categories"),
+            ] {
                 if let Some(v) = names.get(from) {
                     entry[to] = v.clone();
                 }

@@ -174,7 +174,11 @@ pub(crate) fn table(columns: &[Column], items: &[Value], list_meta: Value, now: 
     let rows: Vec<Value> = items
         .iter()
         .map(|obj| {
-            let mut cells = vec![obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null)];
+            let mut cells = vec![
+                obj.pointer("/metadata/name")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            ];
             cells.extend(columns.iter().map(|c| cell(obj, c, now)));
             json!({
                 "cells": cells,

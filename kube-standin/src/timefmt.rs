@@ -28,7 +28,12 @@ pub(crate) fn rfc3339(unix_secs: u64) -> String {
 /// other form.
 pub(crate) fn parse_rfc3339(text: &str) -> Option<u64> {
     let b = text.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':'
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
     {
         return None;
     }
@@ -40,7 +45,13 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<u64> {
         Some(frac) => frac.trim_start_matches(|c: char| c.is_ascii_digit()),
         None => tail,
     };
-    if tail != "Z" || !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+    if tail != "Z"
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&d)
+        || hh > 23
+        || mm > 59
+        || ss > 60
+    {
         return None;
     }
     Some(days_from_civil(y, m, d)? * 86_400 + hh * 3600 + mm * 60 + ss)
@@ -90,7 +101,10 @@ mod tests {
         for t in [0, 951_782_400, 1_767_225_599, 4_107_542_400] {
             assert_eq!(parse_rfc3339(&rfc3339(t)), Some(t));
         }
-        assert_eq!(parse_rfc3339("2000-02-29T00:00:00.123456Z"), Some(951_782_400));
+        assert_eq!(
+            parse_rfc3339("2000-02-29T00:00:00.123456Z"),
+            Some(951_782_400)
+        );
         assert_eq!(parse_rfc3339("2000-02-29T00:00:00+01:00"), None);
         assert_eq!(parse_rfc3339("yesterday"), None);
     }

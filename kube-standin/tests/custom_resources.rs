@@ -62,13 +62,22 @@ async fn a_crd_made_with_kubectl_serves_its_resource_and_printer_columns() {
         "{err}"
     );
     let e = api.get("n1").await.expect_err("no resource yet");
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 404), "{e:?}");
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 404),
+        "{e:?}"
+    );
 
     let crd = crd_file().display().to_string();
-    let (ok, out, err) = kubectl(&kubeconfig, &cache, &["create", "--validate=false", "-f", &crd]);
+    let (ok, out, err) = kubectl(
+        &kubeconfig,
+        &cache,
+        &["create", "--validate=false", "-f", &crd],
+    );
     assert!(ok, "kubectl create -f {crd}: {out}{err}");
     assert!(
-        out.contains("customresourcedefinition.apiextensions.k8s.io/bgpnodestatuses.holdfast.dev created"),
+        out.contains(
+            "customresourcedefinition.apiextensions.k8s.io/bgpnodestatuses.holdfast.dev created"
+        ),
         "{out}"
     );
 
@@ -103,17 +112,33 @@ async fn a_crd_made_with_kubectl_serves_its_resource_and_printer_columns() {
         .patch_status("n2", &apply(), &Patch::Apply(&status))
         .await
         .expect_err("no n2");
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 404), "{e:?}");
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 404),
+        "{e:?}"
+    );
 
     let (ok, out, err) = kubectl(&kubeconfig, &cache, &["get", "bgpnodestatuses"]);
     assert!(ok, "{err}");
     let lines: Vec<Vec<&str>> = out
         .lines()
-        .map(|l| l.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect())
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
         .collect();
     assert_eq!(
         lines[0],
-        ["NAME", "ASN", "PEERS UP", "PEERS", "ADVERTISED", "HELD", "AGE"],
+        [
+            "NAME",
+            "ASN",
+            "PEERS UP",
+            "PEERS",
+            "ADVERTISED",
+            "HELD",
+            "AGE"
+        ],
         "{out}"
     );
     assert_eq!(&lines[1][..6], ["n1", "65001", "1", "2", "3", "1"], "{out}");
@@ -123,11 +148,20 @@ async fn a_crd_made_with_kubectl_serves_its_resource_and_printer_columns() {
     // -o wide adds the priority-1 columns; the short name works.
     let (ok, out, err) = kubectl(&kubeconfig, &cache, &["get", "bgpns", "-o", "wide"]);
     assert!(ok, "{err}");
-    assert!(out.lines().next().is_some_and(|h| h.contains("DAMPED") && h.contains("SOURCE")), "{out}");
+    assert!(
+        out.lines()
+            .next()
+            .is_some_and(|h| h.contains("DAMPED") && h.contains("SOURCE")),
+        "{out}"
+    );
     assert!(out.contains("Healthy"), "{out}");
 
     // -o json is the object itself, not the table.
-    let (ok, out, err) = kubectl(&kubeconfig, &cache, &["get", "bgpnodestatus", "n1", "-o", "json"]);
+    let (ok, out, err) = kubectl(
+        &kubeconfig,
+        &cache,
+        &["get", "bgpnodestatus", "n1", "-o", "json"],
+    );
     assert!(ok, "{err}");
     let obj: Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(obj["status"]["routes"]["advertised"], 3);
@@ -154,7 +188,10 @@ async fn a_crd_must_be_named_plural_dot_group() {
         .create(&Default::default(), &crd)
         .await
         .expect_err("misnamed CRD");
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 422), "{e:?}");
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 422),
+        "{e:?}"
+    );
     // And without its CRD, the resource is not served.
     let api = node_statuses(&c.client);
     assert!(api.list(&Default::default()).await.is_err());

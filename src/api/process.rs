@@ -216,10 +216,16 @@ mod tests {
             }
         );
         let mut f = files();
-        f.limits = f.limits.replace("1048576              1048576", "unlimited            unlimited");
+        f.limits = f.limits.replace(
+            "1048576              1048576",
+            "unlimited            unlimited",
+        );
         assert_eq!(parse(&f).expect("parses").max_fds, None);
         f.auxv = auxv(&[(AT_PAGESZ, 4096)]);
-        assert_eq!(parse(&f), Err("no AT_CLKTCK in /proc/self/auxv".to_string()));
+        assert_eq!(
+            parse(&f),
+            Err("no AT_CLKTCK in /proc/self/auxv".to_string())
+        );
     }
 
     #[test]

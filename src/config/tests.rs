@@ -1208,11 +1208,15 @@ fn metrics_is_a_second_listener_on_another_socket() {
     let same = "[speaker]\nasn = 65001\napi = \"127.0.0.1:9179\"\nmetrics = \"127.0.0.1:9179\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
     assert_eq!(
         problems(same),
-        ["4:11: metrics must differ from api (127.0.0.1:9179): api already serves /metrics; leave metrics out, or give it another port"]
+        [
+            "4:11: metrics must differ from api (127.0.0.1:9179): api already serves /metrics; leave metrics out, or give it another port"
+        ]
     );
     let bad = "[speaker]\nasn = 65001\nmetrics = \"9180\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
     assert_eq!(
         problems(bad),
-        ["3:11: metrics must be an address and port such as \"127.0.0.1:9179\" or \"[::1]:9179\", got \"9180\""]
+        [
+            "3:11: metrics must be an address and port such as \"127.0.0.1:9179\" or \"[::1]:9179\", got \"9180\""
+        ]
     );
 }

@@ -86,9 +86,9 @@ pub fn render(dir: &std::path::Path) -> Result<Rendered, String> {
             "ClusterRoleBinding" => r.cluster_role_bindings.push(typed(&o.value, origin)?),
             "DaemonSet" => r.daemon_sets.push(typed(&o.value, origin)?),
             "ConfigMap" => r.config_maps.push(typed(&o.value, origin)?),
-            "CustomResourceDefinition" => r
-                .custom_resource_definitions
-                .push(typed(&o.value, origin)?),
+            "CustomResourceDefinition" => {
+                r.custom_resource_definitions.push(typed(&o.value, origin)?)
+            }
             other => return Err(format!("{origin}: unexpected kind {other:?}")),
         }
     }

@@ -312,11 +312,7 @@ impl Writer {
             let node = self.nodes.get(&self.node).await?;
             let uid = node.metadata.uid.unwrap_or_default();
             self.api
-                .patch(
-                    &self.node,
-                    &params,
-                    &Patch::Apply(object(&self.node, &uid)),
-                )
+                .patch(&self.node, &params, &Patch::Apply(object(&self.node, &uid)))
                 .await?;
             self.owned = true;
         }
@@ -425,7 +421,12 @@ mod tests {
         assert_eq!(o["metadata"]["name"], "n1");
         let owner = &o["metadata"]["ownerReferences"][0];
         assert_eq!(
-            (&owner["apiVersion"], &owner["kind"], &owner["name"], &owner["uid"]),
+            (
+                &owner["apiVersion"],
+                &owner["kind"],
+                &owner["name"],
+                &owner["uid"]
+            ),
             (&json!("v1"), &json!("Node"), &json!("n1"), &json!("u-1"))
         );
         assert!(o.get("status").is_none());
