@@ -26,7 +26,7 @@ command -v cargo >/dev/null && command -v rustup >/dev/null || {
 
 step "installing test dependencies (Debian packages, rustup targets)"
 need=()
-for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv; do
+for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv prometheus; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -34,8 +34,10 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
 fi
 # The packages' own services are not wanted: tests start their daemons in
-# namespaces. (On machines without systemd these are no-ops.)
-for s in frr bird gobgpd exabgp; do
+# namespaces, and prometheus is installed for promtool only (tests/
+# monitoring.rs); its server must not run. (On machines without systemd
+# these are no-ops.)
+for s in frr bird gobgpd exabgp prometheus; do
   systemctl disable --now "$s" >/dev/null 2>&1 || true
 done
 rustup target add x86_64-unknown-linux-musl >/dev/null

@@ -93,6 +93,114 @@ fn every_overlay_and_the_base_render_into_typed_objects() {
         the(&r.cluster_role_bindings, "ClusterRoleBinding", &dir);
         the(&r.daemon_sets, "DaemonSet", &dir);
         the(&r.config_maps, "ConfigMap", &dir);
+        the(
+            &r.custom_resource_definitions,
+            "CustomResourceDefinition",
+            &dir,
+        );
+    }
+}
+
+/// The BGPNodeStatus CRD is what holdfast writes and DESIGN.md names:
+/// cluster-scoped, v1alpha1 with a status subresource, and printer columns
+/// reading fields the writer fills in.
+#[test]
+fn the_node_status_crd_matches_what_holdfast_writes() {
+    use holdfast::source::kubernetes::node_status::{self, NodeStatusBody};
+    let r = render("deploy/base");
+    let crd = the(
+        &r.custom_resource_definitions,
+        "CustomResourceDefinition",
+        "deploy/base",
+    );
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("bgpnodestatuses.holdfast.dev")
+    );
+    assert_eq!(crd.spec.group, node_status::GROUP);
+    assert_eq!(crd.spec.scope, "Cluster");
+    assert_eq!(crd.spec.names.kind, node_status::KIND);
+    assert_eq!(crd.spec.names.plural, node_status::PLURAL);
+    let [version] = crd.spec.versions.as_slice() else {
+        panic!("one version")
+    };
+    assert_eq!(version.name, node_status::VERSION);
+    assert!(version.served && version.storage);
+    assert!(
+        version
+            .subresources
+            .as_ref()
+            .is_some_and(|s| s.status.is_some()),
+        "the status subresource"
+    );
+    // Every column reads a field of the written object.
+    let written = serde_json::json!({
+        "metadata": {"creationTimestamp": "x"},
+        "status": NodeStatusBody::default(),
+    });
+    let columns = version
+        .additional_printer_columns
+        .as_deref()
+        .unwrap_or_default();
+    assert!(columns.len() >= 5, "{columns:?}");
+    for c in columns {
+        let pointer = c.json_path.replace('.', "/");
+        assert!(
+            written.pointer(&pointer).is_some(),
+            "printer column {} reads {}, which holdfast does not write",
+            c.name,
+            c.json_path
+        );
+    }
+    // And the schema has every field holdfast writes, nested ones too: an
+    // API server prunes fields its schema lacks, silently.
+    let schema = version
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| s.properties.as_ref())
+        .and_then(|p| p.get("status"))
+        .expect("a status schema");
+    let status: holdfast::status::Status =
+        serde_json::from_str(include_str!("fixtures/api/status.json")).expect("the fixture");
+    let full = node_status::build(&status, k8s_openapi::jiff::Timestamp::UNIX_EPOCH, None);
+    let full = serde_json::to_value(&full).expect("JSON");
+    assert!(full["peers"][1]["lastError"].is_string() && full["peers"][0]["bfd"].is_string());
+    schema_covers(schema, &full, "status");
+}
+
+type Schema = k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+
+fn schema_covers(schema: &Schema, value: &serde_json::Value, path: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray;
+    let declared = schema.type_.as_deref().unwrap_or("?");
+    match value {
+        serde_json::Value::Object(map) => {
+            assert_eq!(declared, "object", "{path}");
+            let props = schema
+                .properties
+                .as_ref()
+                .unwrap_or_else(|| panic!("{path}: no properties"));
+            for (k, v) in map {
+                let sub = props
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{path}.{k} is written but not in the CRD's schema"));
+                schema_covers(sub, v, &format!("{path}.{k}"));
+            }
+        }
+        serde_json::Value::Array(items) => {
+            assert_eq!(declared, "array", "{path}");
+            let Some(JSONSchemaPropsOrArray::Schema(item)) = schema.items.as_ref() else {
+                panic!("{path}: no items schema")
+            };
+            for v in items {
+                schema_covers(item, v, &format!("{path}[]"));
+            }
+        }
+        serde_json::Value::String(_) => assert_eq!(declared, "string", "{path}"),
+        serde_json::Value::Number(_) => assert_eq!(declared, "integer", "{path}"),
+        serde_json::Value::Bool(_) => assert_eq!(declared, "boolean", "{path}"),
+        serde_json::Value::Null => {}
     }
 }
 
@@ -112,6 +220,12 @@ fn rbac_grants_exactly_what_the_kubernetes_source_needs() {
     for group in ["events.k8s.io"] {
         for verb in ["create", "patch"] {
             expected.insert((group.to_string(), "events".to_string(), verb.to_string()));
+        }
+    }
+    // This node's BGPNodeStatus: server-side apply of it and its status.
+    for resource in ["bgpnodestatuses", "bgpnodestatuses/status"] {
+        for verb in ["get", "create", "patch"] {
+            expected.insert(("holdfast.dev".into(), resource.into(), verb.into()));
         }
     }
     for dir in ["deploy/base"]

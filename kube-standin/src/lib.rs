@@ -36,6 +36,7 @@ mod selector;
 mod server;
 mod state;
 mod store;
+mod table;
 mod timefmt;
 mod watch;
 

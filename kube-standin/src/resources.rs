@@ -16,6 +16,11 @@ pub(crate) struct ResourceType {
     /// the main resource leave `.status` alone and writes to `/status` change
     /// only `.status`, as the real API server does.
     pub has_status: bool,
+    /// Defined by a CustomResourceDefinition: served only while the CRD
+    /// named `PLURAL.GROUP` exists in the store (created by the test, e.g.
+    /// with `kubectl create -f` of the shipped YAML), and its
+    /// `additionalPrinterColumns` shape `kubectl get`'s table.
+    pub custom: bool,
 }
 
 impl ResourceType {
@@ -26,6 +31,12 @@ impl ResourceType {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+
+    /// The name of the CustomResourceDefinition that defines a custom
+    /// resource: `PLURAL.GROUP`.
+    pub fn crd_name(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
     }
 
     pub fn list_kind(&self) -> String {
@@ -53,6 +64,27 @@ const fn row(
         kind,
         namespaced,
         has_status,
+        custom: false,
+    }
+}
+
+/// A resource defined by a CustomResourceDefinition (see
+/// [`ResourceType::custom`]); it always has the status subresource here.
+const fn custom(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> ResourceType {
+    ResourceType {
+        group,
+        version,
+        plural,
+        kind,
+        namespaced,
+        has_status: true,
+        custom: true,
     }
 }
 
@@ -75,6 +107,22 @@ pub(crate) const RESOURCES: &[ResourceType] = &[
     ),
     row("events.k8s.io", "v1", "events", "Event", true, false),
     row("coordination.k8s.io", "v1", "leases", "Lease", true, false),
+    row(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+        true,
+    ),
+    // holdfast's own (deploy/base/bgpnodestatus-crd.yaml).
+    custom(
+        "holdfast.dev",
+        "v1alpha1",
+        "bgpnodestatuses",
+        "BGPNodeStatus",
+        false,
+    ),
 ];
 
 /// Index into [`RESOURCES`].
@@ -100,15 +148,20 @@ pub(crate) fn in_group_version<'a>(
         .filter(move |r| r.group == group && r.version == version)
 }
 
-/// The non-core groups, in table order, each once.
-pub(crate) fn groups() -> Vec<&'static str> {
-    let mut out: Vec<&'static str> = Vec::new();
+/// The non-core groups with their version, in table order, each once.
+pub(crate) fn groups() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
     for r in RESOURCES {
-        if !r.group.is_empty() && !out.contains(&r.group) {
-            out.push(r.group);
+        if !r.group.is_empty() && !out.iter().any(|(g, _)| *g == r.group) {
+            out.push((r.group, r.version));
         }
     }
     out
+}
+
+/// The CustomResourceDefinitions themselves.
+pub(crate) fn crds() -> Option<ResourceId> {
+    by_path("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 }
 
 /// Both kinds of Event: `core/v1` and `events.k8s.io/v1`.
@@ -136,7 +189,15 @@ mod tests {
         assert_eq!(by_path("", "v1", "widgets"), None);
         assert_eq!(
             groups(),
-            ["discovery.k8s.io", "events.k8s.io", "coordination.k8s.io"]
+            [
+                ("discovery.k8s.io", "v1"),
+                ("events.k8s.io", "v1"),
+                ("coordination.k8s.io", "v1"),
+                ("apiextensions.k8s.io", "v1"),
+                ("holdfast.dev", "v1alpha1"),
+            ]
         );
+        let custom = by_path("holdfast.dev", "v1alpha1", "bgpnodestatuses").expect("custom");
+        assert_eq!(RESOURCES[custom].crd_name(), "bgpnodestatuses.holdfast.dev");
     }
 }

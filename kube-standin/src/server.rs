@@ -9,6 +9,7 @@ use crate::query;
 use crate::resources::{self, RESOURCES, ResourceId, ResourceType};
 use crate::state::{Availability, RequestRecord, Shared, State};
 use crate::store::ObjectKey;
+use crate::table;
 use crate::watch::{self, WatchSpec};
 use http_body_util::BodyExt;
 use hyper::body::{Bytes, Incoming};
@@ -65,6 +66,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let accept = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     shared.lock().requests.push(RequestRecord {
         method: method.clone(),
         path: path.clone(),
@@ -90,6 +97,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         path: &path,
         params: query::parse(&raw_query),
         content_type: &content_type,
+        accept: &accept,
         body: &body,
     };
     Ok(route(&shared, &request).unwrap_or_else(|e| error_response(&e)))
@@ -117,6 +125,7 @@ struct ApiRequest<'a> {
     path: &'a str,
     params: Vec<(String, String)>,
     content_type: &'a str,
+    accept: &'a str,
     body: &'a Bytes,
 }
 
@@ -220,17 +229,76 @@ fn parse_path(path: &str) -> Result<(Target, bool), ApiError> {
     Ok((target, watch))
 }
 
+/// The CRD object that defines `resource`, if it is a custom resource
+/// whose CRD exists.
+fn definition(st: &State, resource: ResourceId) -> Option<Value> {
+    let rt = RESOURCES.get(resource).filter(|r| r.custom)?;
+    let key = ObjectKey {
+        resource: resources::crds()?,
+        namespace: String::new(),
+        name: rt.crd_name(),
+    };
+    st.store.get(&key).cloned()
+}
+
+/// Whether the server has `resource` now: a custom resource only while its
+/// CRD exists, as on a real API server.
+fn served(st: &State, resource: ResourceId) -> bool {
+    match RESOURCES.get(resource) {
+        Some(r) if r.custom => definition(st, resource).is_some(),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+/// The answer to a GET of a custom resource as a `Table`, when the client
+/// asked for one (`kubectl get`).
+fn as_table(st: &State, resource: ResourceId, req: &ApiRequest<'_>, body: &Value) -> Option<Value> {
+    if !table::wants_table(req.accept) {
+        return None;
+    }
+    let crd = definition(st, resource)?;
+    let rt = RESOURCES.get(resource)?;
+    let columns = table::columns(&crd, rt.version);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (items, meta) = match body.get("items").and_then(Value::as_array) {
+        Some(items) => (
+            items.clone(),
+            body.get("metadata").cloned().unwrap_or_default(),
+        ),
+        None => (
+            vec![body.clone()],
+            json!({"resourceVersion": body.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()}),
+        ),
+    };
+    Some(table::table(&columns, &items, meta, now))
+}
+
 fn route(shared: &Arc<Shared>, req: &ApiRequest<'_>) -> Result<Response<Body>, ApiError> {
     let (target, watch_path) = parse_path(req.path)?;
     let not_allowed = || ApiError::method_not_allowed(req.method, req.path);
+    match &target {
+        Target::Collection { resource, .. }
+        | Target::Object {
+            key: ObjectKey { resource, .. },
+            ..
+        } if !served(&shared.lock(), *resource) => {
+            return Err(not_found_path());
+        }
+        _ => {}
+    }
     match (target, req.method) {
         (Target::Version, "GET") => Ok(json_response(200, &version_info())),
         (Target::CoreVersions, "GET") => Ok(json_response(
             200,
             &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
         )),
-        (Target::GroupList, "GET") => Ok(json_response(200, &group_list())),
-        (Target::ResourceList { group, version }, "GET") => resource_list(&group, &version),
+        (Target::GroupList, "GET") => Ok(json_response(200, &group_list(&shared.lock()))),
+        (Target::ResourceList { group, version }, "GET") => {
+            resource_list(&shared.lock(), &group, &version)
+        }
         (
             Target::Collection {
                 resource,
@@ -243,10 +311,9 @@ fn route(shared: &Arc<Shared>, req: &ApiRequest<'_>) -> Result<Response<Body>, A
                 Ok(stream_response(watch::start(shared, spec)))
             } else {
                 let st = shared.lock();
-                Ok(json_response(
-                    200,
-                    &list(&st, resource, namespace.as_deref(), &req.params)?,
-                ))
+                let listed = list(&st, resource, namespace.as_deref(), &req.params)?;
+                let answer = as_table(&st, resource, req, &listed).unwrap_or(listed);
+                Ok(json_response(200, &answer))
             }
         }
         (
@@ -270,7 +337,10 @@ fn route(shared: &Arc<Shared>, req: &ApiRequest<'_>) -> Result<Response<Body>, A
                 "GET" => {
                     let st = shared.lock();
                     let obj = st.store.get(&key).ok_or_else(|| not_found(&key))?;
-                    Ok(json_response(200, obj))
+                    match as_table(&st, key.resource, req, obj) {
+                        Some(t) if !status_only => Ok(json_response(200, &t)),
+                        _ => Ok(json_response(200, obj)),
+                    }
                 }
                 "PUT" => {
                     let obj = parse_body(req.body)?;
@@ -400,6 +470,17 @@ fn create(
     if resources::is_event(resource) {
         validate_event(resource, &obj)?;
     }
+    if Some(resource) == resources::crds() {
+        validate_crd(&obj)?;
+    }
+    // A custom resource with the status subresource starts without a
+    // status: the API server's strategy drops it on create (a client writes
+    // it through /status afterwards).
+    if let (true, Value::Object(map)) =
+        (RESOURCES.get(resource).is_some_and(|r| r.custom), &mut obj)
+    {
+        map.remove("status");
+    }
     st.store.create(resource, obj)
 }
 
@@ -457,6 +538,22 @@ fn validate_event(resource: ResourceId, obj: &Value) -> Result<(), ApiError> {
             missing.join(", ")
         )))
     }
+}
+
+/// The API server's first rule for a CRD: its name is `PLURAL.GROUP`.
+fn validate_crd(obj: &Value) -> Result<(), ApiError> {
+    let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let (name, plural, group) = (
+        text("/metadata/name"),
+        text("/spec/names/plural"),
+        text("/spec/group"),
+    );
+    if plural.is_empty() || group.is_empty() || name != format!("{plural}.{group}") {
+        return Err(ApiError::invalid(format!(
+            "CustomResourceDefinition.apiextensions.k8s.io {name:?} is invalid: metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"
+        )));
+    }
+    Ok(())
 }
 
 /// Rejects a write whose `metadata.resourceVersion` is set but stale: the
@@ -746,27 +843,48 @@ fn version_info() -> Value {
     })
 }
 
-fn group_list() -> Value {
+fn group_list(st: &State) -> Value {
     let groups: Vec<Value> = resources::groups()
         .into_iter()
-        .map(|g| {
-            let gv = json!({"groupVersion": format!("{g}/v1"), "version": "v1"});
+        .filter(|(g, v)| resources::in_group_version(g, v).any(|r| !r.custom || served_type(st, r)))
+        .map(|(g, v)| {
+            let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
             json!({"name": g, "versions": [gv], "preferredVersion": gv})
         })
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-fn resource_list(group: &str, version: &str) -> Result<Response<Body>, ApiError> {
+fn served_type(st: &State, r: &ResourceType) -> bool {
+    resources::by_path(r.group, r.version, r.plural).is_some_and(|id| served(st, id))
+}
+
+fn resource_list(st: &State, group: &str, version: &str) -> Result<Response<Body>, ApiError> {
     let mut list: Vec<Value> = Vec::new();
-    for r in resources::in_group_version(group, version) {
-        list.push(json!({
+    for r in resources::in_group_version(group, version).filter(|r| served_type(st, r)) {
+        let mut entry = json!({
             "name": r.plural,
             "singularName": r.kind.to_lowercase(),
             "namespaced": r.namespaced,
             "kind": r.kind,
             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-        }));
+        });
+        // A custom resource's names come from its CRD.
+        let names = resources::by_path(r.group, r.version, r.plural)
+            .and_then(|id| definition(st, id))
+            .and_then(|crd| crd.pointer("/spec/names").cloned());
+        if let Some(names) = names {
+            for (from, to) in [
+                ("singular", "singularName"),
+                ("shortNames", "shortNames"),
+                ("categories", "categories"),
+            ] {
+                if let Some(v) = names.get(from) {
+                    entry[to] = v.clone();
+                }
+            }
+        }
+        list.push(entry);
         if r.has_status {
             list.push(json!({
                 "name": format!("{}/status", r.plural),

@@ -23,6 +23,52 @@ pub(crate) fn rfc3339(unix_secs: u64) -> String {
     )
 }
 
+/// Seconds since the epoch of an RFC 3339 timestamp in UTC
+/// (`2026-01-02T03:04:05Z`, fractional seconds ignored); `None` for any
+/// other form.
+pub(crate) fn parse_rfc3339(text: &str) -> Option<u64> {
+    let b = text.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| text.get(r)?.parse::<u64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let tail = &text[19..];
+    let tail = match tail.strip_prefix('.') {
+        Some(frac) => frac.trim_start_matches(|c: char| c.is_ascii_digit()),
+        None => tail,
+    };
+    if tail != "Z"
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&d)
+        || hh > 23
+        || mm > 59
+        || ss > 60
+    {
+        return None;
+    }
+    Some(days_from_civil(y, m, d)? * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+/// The inverse of [`civil_from_days`] (Hinnant's `days_from_civil`), for
+/// dates from 1970 on.
+fn days_from_civil(y: u64, m: u64, d: u64) -> Option<u64> {
+    let y = if m <= 2 { y.checked_sub(1)? } else { y };
+    let era = y / 400;
+    let yoe = y % 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146_097 + doe).checked_sub(719_468)
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day), after
 /// Howard Hinnant's `civil_from_days`.
 fn civil_from_days(days: u64) -> (u64, u64, u64) {
@@ -48,5 +94,18 @@ mod tests {
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_767_225_599), "2025-12-31T23:59:59Z");
         assert_eq!(rfc3339(4_107_542_400), "2100-03-01T00:00:00Z");
+    }
+
+    #[test]
+    fn parses_what_it_writes() {
+        for t in [0, 951_782_400, 1_767_225_599, 4_107_542_400] {
+            assert_eq!(parse_rfc3339(&rfc3339(t)), Some(t));
+        }
+        assert_eq!(
+            parse_rfc3339("2000-02-29T00:00:00.123456Z"),
+            Some(951_782_400)
+        );
+        assert_eq!(parse_rfc3339("2000-02-29T00:00:00+01:00"), None);
+        assert_eq!(parse_rfc3339("yesterday"), None);
     }
 }

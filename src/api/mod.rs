@@ -9,6 +9,12 @@
 //! | `GET /v1/status` | JSON of [`Status`] |
 //! | `GET /v1/explain/{vip}` | JSON of [`Explanation`]; 400 `{"error": …}` when `{vip}` is not an IP address |
 //!
+//! `/metrics` ends with the standard `process_*` families ([`process`]).
+//!
+//! `speaker.metrics`, when set, is a second listener with
+//! [`Surface::MetricsOnly`]: `/metrics`, `/healthz` and `/readyz`, and 404
+//! for status and explain, so a scraper on the network reaches nothing else.
+//!
 //! HEAD is answered like GET (RFC 9110 §9.3.2: a server that supports GET
 //! supports HEAD); any other method on a known path is 405 with `Allow`,
 //! and any other path 404. HTTP/1.1 only, over plain TCP on loopback by
@@ -17,6 +23,7 @@
 
 pub mod exposition;
 pub mod metrics;
+pub mod process;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -65,6 +72,15 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// On shutdown, requests in flight get this long to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// Which endpoints a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surface {
+    /// Everything (`speaker.api`).
+    Full,
+    /// `/metrics`, `/healthz`, `/readyz` (`speaker.metrics`).
+    MetricsOnly,
+}
+
 /// Binds `addr`, with the address in the error.
 pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     TcpListener::bind(addr)
@@ -88,6 +104,16 @@ pub async fn serve_listener(
     listener: TcpListener,
     view: Arc<dyn StateView>,
     shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    serve_surface(listener, view, shutdown, Surface::Full).await
+}
+
+/// [`serve_listener`] for the endpoints of `surface` only.
+pub async fn serve_surface(
+    listener: TcpListener,
+    view: Arc<dyn StateView>,
+    shutdown: impl Future<Output = ()>,
+    surface: Surface,
 ) -> io::Result<()> {
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -126,7 +152,7 @@ pub async fn serve_listener(
         let view = view.clone();
         let service = service_fn(move |req: Request<Incoming>| {
             let view = view.clone();
-            async move { Ok::<_, Infallible>(respond(&*view, &req)) }
+            async move { Ok::<_, Infallible>(respond_on(surface, &*view, &req)) }
         });
         let mut builder = http1::Builder::new();
         // half_close: a client may shut its sending side once the request
@@ -163,21 +189,34 @@ enum Endpoint<'a> {
     Explain(&'a str),
 }
 
-fn route(path: &str) -> Option<Endpoint<'_>> {
-    Some(match path {
+fn route(path: &str, surface: Surface) -> Option<Endpoint<'_>> {
+    let endpoint = match path {
         "/metrics" => Endpoint::Metrics,
         "/healthz" => Endpoint::Healthz,
         "/readyz" => Endpoint::Readyz,
         "/v1/status" => Endpoint::Status,
         p => Endpoint::Explain(p.strip_prefix("/v1/explain/")?),
-    })
+    };
+    match (surface, &endpoint) {
+        (Surface::MetricsOnly, Endpoint::Status | Endpoint::Explain(_)) => None,
+        _ => Some(endpoint),
+    }
 }
 
 /// One request, one response; never panics, whatever the request or the
 /// view does.
 pub fn respond<B>(view: &dyn StateView, req: &Request<B>) -> Response<Full<Bytes>> {
+    respond_on(Surface::Full, view, req)
+}
+
+/// [`respond`] for a listener serving `surface`.
+pub fn respond_on<B>(
+    surface: Surface,
+    view: &dyn StateView,
+    req: &Request<B>,
+) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    let Some(endpoint) = route(path) else {
+    let Some(endpoint) = route(path, surface) else {
         return json_error(StatusCode::NOT_FOUND, &format!("no such endpoint: {path}"));
     };
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -195,7 +234,7 @@ pub fn respond<B>(view: &dyn StateView, req: &Request<B>) -> Response<Full<Bytes
         Endpoint::Metrics => response(
             StatusCode::OK,
             metrics::CONTENT_TYPE,
-            render_metrics(&view.status()),
+            render_metrics(&view.status()) + &process::render_current(),
         ),
         Endpoint::Healthz => text(StatusCode::OK, "ok\n".into()),
         Endpoint::Readyz => match view.ready() {

@@ -19,6 +19,9 @@ pub struct Speaker {
     pub router_id: RouterId,
     /// Address of the HTTP API (metrics, health, status).
     pub api: SocketAddr,
+    /// A second listener with `/metrics` and health only, so a scraper on
+    /// the network needs no access to status and explain.
+    pub metrics: Option<SocketAddr>,
     /// Address to accept BGP connections on (the passive side); none means
     /// holdfast only connects out.
     pub listen: Option<SocketAddr>,
@@ -61,6 +64,7 @@ pub(crate) const KEYS: &[&str] = &[
     "asn",
     "router_id",
     "api",
+    "metrics",
     "listen",
     "hostname",
     "node_selector",
@@ -107,6 +111,23 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
     let api = match table.get("api") {
         None => DEFAULT_API.parse().ok(),
         Some(v) => tree::socket_address(v, "api", d),
+    };
+
+    let metrics = match table.get("metrics") {
+        None => Some(None),
+        Some(v) => tree::socket_address(v, "metrics", d).and_then(|addr| {
+            // One socket cannot serve both: the daemon would fail to bind.
+            if api.is_some_and(|api| api == addr) {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "metrics must differ from api ({addr}): api already serves /metrics; leave metrics out, or give it another port"
+                    ),
+                );
+                return None;
+            }
+            Some(Some(addr))
+        }),
     };
 
     let listen = match table.get("listen") {
@@ -172,6 +193,7 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
         asn: asn?,
         router_id: router_id?,
         api: api?,
+        metrics: metrics?,
         listen: listen?,
         hostname: hostname?,
         node_selector: node_selector?,

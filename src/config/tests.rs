@@ -54,6 +54,7 @@ fn minimal_config_gets_documented_defaults() {
             asn: 65001,
             router_id: RouterId::Auto,
             api: SocketAddr::from(([127, 0, 0, 1], 9179)),
+            metrics: None,
             listen: None,
             hostname: None,
             node_selector: None,
@@ -1317,4 +1318,27 @@ fn readme_documents_every_config_key() {
             );
         }
     }
+}
+
+#[test]
+fn metrics_is_a_second_listener_on_another_socket() {
+    let text = "[speaker]\nasn = 65001\nmetrics = \"0.0.0.0:9180\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+    assert_eq!(
+        valid(text).speaker.metrics,
+        Some(SocketAddr::from(([0, 0, 0, 0], 9180)))
+    );
+    let same = "[speaker]\nasn = 65001\napi = \"127.0.0.1:9179\"\nmetrics = \"127.0.0.1:9179\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+    assert_eq!(
+        problems(same),
+        [
+            "4:11: metrics must differ from api (127.0.0.1:9179): api already serves /metrics; leave metrics out, or give it another port"
+        ]
+    );
+    let bad = "[speaker]\nasn = 65001\nmetrics = \"9180\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+    assert_eq!(
+        problems(bad),
+        [
+            "3:11: metrics must be an address and port such as \"127.0.0.1:9179\" or \"[::1]:9179\", got \"9180\""
+        ]
+    );
 }

@@ -894,12 +894,27 @@ pub async fn run(opts: Options) -> Result<(), String> {
         Arc::new(View(shared.clone())),
         until_shutdown(),
     ));
+    // The metrics-only listener: what a scraper on the network may reach.
+    let metrics_api = match config.speaker.metrics {
+        Some(addr) => {
+            let listener = crate::api::bind(addr).await.map_err(|e| e.to_string())?;
+            info!(metrics = %addr, "metrics listening (/metrics, /healthz, /readyz)");
+            Some(tokio::spawn(crate::api::serve_surface(
+                listener,
+                Arc::new(View(shared.clone())),
+                until_shutdown(),
+                crate::api::Surface::MetricsOnly,
+            )))
+        }
+        None => None,
+    };
 
     // The source.
     let (snap_tx, mut snap_rx) = watch::channel(SourceSnapshot::default());
     let mut file_settings = None;
     let mut kube = None;
     let mut kube_config = None;
+    let mut node_status = None;
     match crate::source::file::FileSettings::from_config(&config) {
         Some(settings) => {
             let (tx, rx) = watch::channel(settings);
@@ -921,6 +936,15 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 .unwrap_or_else(|| node.clone());
             let options = kubernetes::Options::new(node_name);
             let client = kubernetes::connect(&options).await?;
+            // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
+            // (the Kubernetes source only: the file source has no cluster).
+            let view = View(shared.clone());
+            node_status = Some(kubernetes::NodeStatusWriter::spawn(
+                client.clone(),
+                options.node_name.clone(),
+                kubernetes::node_status::DEFAULT_INTERVAL,
+                Arc::new(move || crate::api::StateView::status(&view)),
+            ));
             let (tx, rx) = watch::channel(config.clone());
             kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
             kube_config = Some(tx);
@@ -1062,7 +1086,11 @@ pub async fn run(opts: Options) -> Result<(), String> {
     }
     d.shutdown().await;
     let _ = shutdown_tx.send(true);
+    drop(node_status);
     let _ = tokio::time::timeout(Duration::from_secs(2), api).await;
+    if let Some(m) = metrics_api {
+        let _ = tokio::time::timeout(Duration::from_secs(2), m).await;
+    }
     info!("holdfast stopped");
     Ok(())
 }

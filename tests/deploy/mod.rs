@@ -9,6 +9,7 @@ use std::process::Command;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -22,6 +23,7 @@ pub struct Rendered {
     pub cluster_role_bindings: Vec<ClusterRoleBinding>,
     pub daemon_sets: Vec<DaemonSet>,
     pub config_maps: Vec<ConfigMap>,
+    pub custom_resource_definitions: Vec<CustomResourceDefinition>,
 }
 
 /// Deserializes `value` as `T` and serializes it back: k8s-openapi ignores
@@ -124,6 +126,9 @@ pub fn render(dir: &Path) -> Result<Rendered, String> {
             "ClusterRoleBinding" => r.cluster_role_bindings.push(typed(&o, origin)?),
             "DaemonSet" => r.daemon_sets.push(typed(&o, origin)?),
             "ConfigMap" => r.config_maps.push(typed(&o, origin)?),
+            "CustomResourceDefinition" => {
+                r.custom_resource_definitions.push(typed(&o, origin)?)
+            }
             other => return Err(format!("{origin}: unexpected kind {other:?}")),
         }
     }

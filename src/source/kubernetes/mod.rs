@@ -12,6 +12,8 @@
 //!   snapshots ([`spawn`], [`Handle`]).
 //! - `events`, `limit`: Kubernetes Events about this node's routes,
 //!   rate-limited per Service ([`EventRecorder`]).
+//! - `node_status`: this node's `BGPNodeStatus` object, for `kubectl get
+//!   bgpnodestatuses` ([`NodeStatusWriter`]).
 //!
 //! Starting it, in the daemon:
 //!
@@ -42,6 +44,7 @@ mod events;
 mod limit;
 mod link;
 mod node;
+pub mod node_status;
 mod policy;
 mod service;
 mod watch;
@@ -53,6 +56,7 @@ pub use endpoints::SERVICE_NAME_LABEL;
 pub use events::{EventRecorder, REPORTING_CONTROLLER, RouteChange, service_reference};
 pub use limit::EventLimits;
 pub use node::EXCLUDE_LABEL;
+pub use node_status::NodeStatusWriter;
 pub use policy::{
     Cluster, Evaluation, Giver, NAMESPACE_NAME_LABEL, evaluate, needs_namespace_labels,
 };

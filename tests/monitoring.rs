@@ -1,0 +1,311 @@
+//! Monitoring, end to end: the real daemon's metrics-only listener
+//! (`speaker.metrics`), a real scrape checked by `promtool check metrics`,
+//! the optional kustomize component rendered by the real `kubectl
+//! kustomize`, and its PrometheusRule checked by `promtool check rules`
+//! and against README.md's alerts. Loopback only; no root. promtool comes
+//! from Debian's `prometheus` package (scripts/test.sh installs it): a
+//! missing promtool or kubectl fails these tests.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_holdfast");
+/// Generous: a debug binary on a shared two-core machine.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A port free on 127.0.0.1 right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// (status code, body) of `GET path`, or an error while the daemon starts.
+fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n")?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((code, body.to_string()))
+}
+
+fn wait_get(addr: SocketAddr, path: &str, want: u16) -> String {
+    let start = Instant::now();
+    loop {
+        match get(addr, path) {
+            Ok((code, body)) if code == want => return body,
+            other => assert!(
+                start.elapsed() < DEADLINE,
+                "GET {path} on {addr}: want {want}, last {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The daemon with the file source, its API and metrics listener on
+/// loopback, and one peer on a loopback port nobody listens on.
+struct Daemon {
+    child: Child,
+    api: SocketAddr,
+    metrics: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start() -> Daemon {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let vips = dir.path().join("vips.toml");
+    std::fs::write(&vips, "[[vip]]\naddress = \"198.51.100.10\"\n").unwrap();
+    let config = dir.path().join("holdfast.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"n1\"\napi = \"{api}\"\nmetrics = \"{metrics}\"\n\n\
+             [[peer]]\nname = \"tor1\"\naddress = \"127.0.0.1\"\nport = {}\nasn = 65000\nconnect_retry = \"1s\"\n\n\
+             [source]\nkind = \"file\"\npath = \"{}\"\n\n[[advertisement]]\nname = \"public\"\n",
+            free_port(),
+            vips.display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("holdfast.log")).unwrap();
+    let child = Command::new(BIN)
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("holdfast starts");
+    Daemon {
+        child,
+        api,
+        metrics,
+        _dir: dir,
+    }
+}
+
+#[test]
+fn the_metrics_listener_serves_metrics_and_health_only() {
+    let d = start();
+    let scrape = wait_get(d.metrics, "/metrics", 200);
+    assert!(
+        scrape.contains("\nholdfast_peer_established{peer=\"tor1\""),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("\nprocess_resident_memory_bytes "),
+        "{scrape}"
+    );
+    assert_eq!(wait_get(d.metrics, "/healthz", 200), "ok\n");
+    assert_eq!(wait_get(d.metrics, "/readyz", 200), "ready\n");
+    for path in ["/v1/status", "/v1/explain/198.51.100.10"] {
+        let (code, body) = get(d.metrics, path).expect("answers");
+        assert_eq!(code, 404, "{path} on the metrics listener: {body}");
+    }
+    // The api listener still has everything.
+    let status = wait_get(d.api, "/v1/status", 200);
+    assert!(status.contains("\"node\": \"n1\""), "{status}");
+    wait_get(d.api, "/metrics", 200);
+}
+
+#[test]
+fn a_real_scrape_passes_promtool_check_metrics() {
+    let d = start();
+    // Once the VIP is in, every kind of family has a sample.
+    let start = Instant::now();
+    let scrape = loop {
+        let s = wait_get(d.metrics, "/metrics", 200);
+        if s.contains("\nholdfast_routes_advertised 1\n") {
+            break s;
+        }
+        assert!(start.elapsed() < DEADLINE, "the VIP never advertised:\n{s}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs (Debian package prometheus; scripts/test.sh installs it)");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(scrape.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!(
+        "promtool check metrics: exit {:?} {text:?}",
+        out.status.code()
+    );
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {text}\n{scrape}"
+    );
+    assert!(text.trim().is_empty(), "promtool found problems: {text}");
+}
+
+/// The rule groups of the PrometheusRule: its `spec`, one level less
+/// indented, which is a Prometheus rule file.
+fn rule_file_of(prometheus_rule: &str) -> String {
+    let mut lines = prometheus_rule.lines().skip_while(|l| *l != "spec:");
+    assert_eq!(lines.next(), Some("spec:"), "the PrometheusRule has a spec");
+    let mut out = String::new();
+    for l in lines {
+        if !l.is_empty() && !l.starts_with("  ") {
+            break;
+        }
+        out.push_str(l.strip_prefix("  ").unwrap_or(l));
+        out.push('\n');
+    }
+    out
+}
+
+/// (alert, expr, for) of each rule in a YAML list of rules.
+fn alerts(yaml: &str) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = Vec::new();
+    for l in yaml.lines().map(str::trim) {
+        if let Some(name) = l.strip_prefix("- alert: ") {
+            out.push((name.to_string(), String::new(), String::new()));
+        } else if let (Some(e), Some(last)) = (l.strip_prefix("expr: "), out.last_mut()) {
+            last.1 = e.to_string();
+        } else if let (Some(f), Some(last)) = (l.strip_prefix("for: "), out.last_mut()) {
+            last.2 = f.to_string();
+        }
+    }
+    out
+}
+
+#[test]
+fn the_prometheus_rule_passes_promtool_and_holds_the_readme_alerts() {
+    let path = root().join("deploy/components/monitoring/prometheusrule.yaml");
+    let rule = std::fs::read_to_string(&path).expect("the PrometheusRule");
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("holdfast.rules.yaml");
+    let file = rule_file_of(&rule);
+    assert!(file.starts_with("groups:\n"), "{file}");
+    std::fs::write(&rules, &file).unwrap();
+    let out = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output()
+        .expect("promtool runs (Debian package prometheus; scripts/test.sh installs it)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("promtool check rules:\n{text}");
+    assert!(out.status.success(), "promtool check rules: {text}\n{file}");
+
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme
+        .split("### Alerts worth having")
+        .nth(1)
+        .and_then(|s| s.split("```yaml").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README.md has an alerts block");
+    let documented = alerts(section);
+    assert!(documented.len() >= 3, "{documented:?}");
+    let shipped = alerts(&file);
+    assert!(
+        text.contains(&format!("SUCCESS: {} rules found", shipped.len())),
+        "{text}"
+    );
+    assert_eq!(
+        documented, shipped,
+        "README.md's alerts and the PrometheusRule's"
+    );
+}
+
+/// The component added to a rack's overlay, rendered by the real kubectl.
+#[test]
+fn the_monitoring_component_renders_into_a_rack_overlay() {
+    // kustomize takes relative paths only: the overlay lives under the
+    // repository (in target/), and names the others from there.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let up = dir
+        .path()
+        .strip_prefix(root())
+        .expect("CARGO_TARGET_TMPDIR is inside the repository")
+        .components()
+        .map(|_| "..")
+        .collect::<Vec<_>>()
+        .join("/");
+    let base = PathBuf::from(up).join("deploy");
+    let rel = |p: &Path| p.display().to_string();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
+            rel(&base.join("overlays/rack-a")),
+            rel(&base.join("components/monitoring"))
+        ),
+    )
+    .unwrap();
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir.path())
+        .output()
+        .expect("kubectl runs (kubectl 1.32 is installed on these machines)");
+    let yaml = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for kind in [
+        "PodMonitor",
+        "PrometheusRule",
+        "DaemonSet",
+        "CustomResourceDefinition",
+    ] {
+        assert!(
+            yaml.contains(&format!("\nkind: {kind}\n")),
+            "no {kind}:\n{yaml}"
+        );
+    }
+    // The port the PodMonitor scrapes, by name, next to the api port.
+    assert!(
+        yaml.contains("- containerPort: 9180\n          name: metrics\n"),
+        "{yaml}"
+    );
+    let monitor = yaml
+        .split("\nkind: PodMonitor\n")
+        .nth(1)
+        .expect("a PodMonitor");
+    assert!(monitor.contains("    port: metrics\n"), "{monitor}");
+}
