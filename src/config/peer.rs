@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
+use super::read::{FileProblem, MAX_PASSWORD_FILE_LEN};
 use super::speaker::asn;
 use super::tree::{self, Table, Value};
 
@@ -548,12 +549,19 @@ fn password(v: &Value<'_>, cx: &PeerContext<'_>, d: &mut Diagnostics) -> Option<
     if !cx.read_passwords {
         return Some(PeerPassword { file, key: None });
     }
-    match std::fs::read(&file) {
-        Err(err) => {
-            d.error(
-                &v.span(),
-                format!("cannot read password_file {}: {err}", file.display()),
-            );
+    match super::read::read_regular_file(&file, MAX_PASSWORD_FILE_LEN) {
+        Err(problem) => {
+            let shown = file.display();
+            let message = match problem {
+                FileProblem::Io(err) => format!("cannot read password_file {shown}: {err}"),
+                FileProblem::NotRegular(kind) => format!(
+                    "password_file {shown} is {kind}, not a regular file; it must be a regular file of at most {MAX_PASSWORD_FILE_LEN} bytes"
+                ),
+                FileProblem::TooLarge(_) => format!(
+                    "password_file {shown} is larger than {MAX_PASSWORD_FILE_LEN} bytes; it holds one TCP MD5 key of 1 to {MD5_KEY_MAX_LEN} bytes and a line break"
+                ),
+            };
+            d.error(&v.span(), message);
             None
         }
         Ok(contents) => match Md5Key::from_file_contents(&contents) {
