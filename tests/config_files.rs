@@ -132,6 +132,7 @@ fixtures! {
     fixture_source_kind => "source-kind",
     fixture_advertisements => "advertisements",
     fixture_damping => "damping",
+    fixture_addresses => "addresses",
 }
 
 #[test]

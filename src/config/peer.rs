@@ -391,6 +391,15 @@ pub(crate) fn parse_peer(
     let source_address = match table.get("source_address") {
         None => Some(None),
         Some(v) => tree::ip_address(v, "source_address", d).and_then(|ip| {
+            if let Some(v4) = crate::net::v4_mapped(ip) {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "source_address {ip} is an IPv4-mapped IPv6 address; write the IPv4 address \"{v4}\""
+                    ),
+                );
+                return None;
+            }
             let family = PeerAddress::Ip(ip).family();
             match address {
                 Some(peer) if peer.family() != family => {
@@ -509,6 +518,17 @@ fn peer_address(table: &Table<'_, '_>, v: &Value<'_>, d: &mut Diagnostics) -> Op
         );
         return None;
     };
+    // One spelling per address (crate::net): the listener sees an IPv4
+    // router as its IPv4 address, and a mapped one here would never match.
+    if let Some(v4) = crate::net::v4_mapped(ip) {
+        d.error(
+            &v.span(),
+            format!(
+                "peer address {ip} is an IPv4-mapped IPv6 address; write the IPv4 address \"{v4}\""
+            ),
+        );
+        return None;
+    }
     let unusable = match ip {
         IpAddr::V4(v4) => {
             if v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast() {
