@@ -717,6 +717,9 @@ impl crate::api::StateView for View {
     fn status(&self) -> crate::status::Status {
         self.0.lock().expect("shared state lock").status()
     }
+    fn status_page(&self, page: crate::status::RoutePage) -> crate::status::Status {
+        self.0.lock().expect("shared state lock").status_page(page)
+    }
     fn explain(&self, vip: IpAddr) -> crate::status::Explanation {
         self.0.lock().expect("shared state lock").explain(vip)
     }
