@@ -88,7 +88,7 @@ pub const MAX_CONNECTIONS_PER_CLIENT: usize = 64;
 /// Connections kept for `/healthz` and `/readyz` once the others are
 /// taken: the kubelet probes with a new connection each time, and a pod
 /// whose probes fail is restarted.
-pub const HEALTH_CONNECTIONS: usize = 16;
+pub const HEALTH_CONNECTIONS: usize = 32;
 /// A client has this long to send its request head, the first and each
 /// next one on a keep-alive connection (slowloris guard, idle timeout).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -99,6 +99,10 @@ const HEALTH_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest request head read: enough for any request of this API.
 const MAX_REQUEST_HEAD: usize = 16 * 1024;
+/// The kernel's send buffer per connection (it doubles it): a page of
+/// `/v1/status` goes out in a few round trips, and a client that never
+/// reads stalls its connection after this much.
+const SEND_BUFFER: usize = 64 * 1024;
 /// On shutdown, requests in flight get this long to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -161,10 +165,22 @@ pub async fn serve_listener(
             tracing::info!("API: accepting connections again");
             saturated = false;
         }
+        // What a client that never reads can make the kernel hold for it
+        // (autotuning grows a loopback send buffer to megabytes).
+        if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
+            tracing::debug!("API: connection from {remote}: SO_SNDBUF: {e}");
+        }
         let view = view.clone();
         let service = service_fn(move |req: Request<Incoming>| {
             let view = view.clone();
             async move {
+                // One request per turn: a client pipelining hundreds would
+                // otherwise be answered all in one go while every other
+                // connection, health checks included, waits. (A health
+                // lane connection has one request: it goes first.)
+                if lane == guard::Lane::General {
+                    tokio::task::yield_now().await;
+                }
                 Ok::<_, Infallible>(match lane {
                     guard::Lane::General => respond(&*view, &req),
                     guard::Lane::Health => respond_health_only(&*view, &req),

@@ -25,9 +25,10 @@ pub const MAX_CONFIG_LEN: u64 = 1024 * 1024;
 /// and its line break (CR LF at most).
 pub const MAX_PASSWORD_FILE_LEN: u64 = MD5_KEY_MAX_LEN as u64 + 2;
 
-/// The largest VIP file read. 400,000 VIPs written as `[[vip]]`,
-/// `address` (IPv6), `service` and `advertisement` lines are 44 MB
-/// (measured: 110 octets per VIP); 64 MiB leaves headroom above that.
+/// The largest VIP file read. 400,000 VIPs with an `address` and a
+/// `service` each (tests/hostile_api.rs) are 25.5 MB, 64 octets per VIP;
+/// 64 MiB leaves room for an `advertisement` line per VIP, long IPv6
+/// addresses and long service names.
 pub const MAX_VIP_FILE_LEN: u64 = 64 * 1024 * 1024;
 
 /// Why an operator file was not read.
