@@ -39,6 +39,9 @@ impl fmt::Display for Diagnostic {
 /// in `/readyz`. Twenty are enough to see the pattern and fix it.
 pub const MAX_LISTED: usize = 20;
 
+/// The longest line of such a message, in characters (then "…").
+pub const MAX_LINE: usize = 500;
+
 /// The diagnostics as one message, a `path:line:col: message` line each:
 /// the first [`MAX_LISTED`], then `path: … and N more problems` for the
 /// rest.
@@ -46,7 +49,15 @@ pub fn list(diagnostics: &[Diagnostic]) -> String {
     let mut lines: Vec<String> = diagnostics
         .iter()
         .take(MAX_LISTED)
-        .map(ToString::to_string)
+        .map(|d| {
+            // A message quotes the value it is about, which may be a
+            // megabyte of one string.
+            let line = d.to_string();
+            match line.char_indices().nth(MAX_LINE) {
+                Some((cut, _)) => format!("{}…", &line[..cut]),
+                None => line,
+            }
+        })
         .collect();
     if let Some(first_unlisted) = diagnostics.get(MAX_LISTED) {
         let more = diagnostics.len() - MAX_LISTED;
@@ -160,6 +171,13 @@ mod tests {
             lines[MAX_LISTED],
             "vips.toml: … and 399980 more problems (the first 20 are listed)"
         );
+        let long = Diagnostic {
+            message: "x".repeat(1 << 20),
+            ..at(1)
+        };
+        let text = list(&[long]);
+        assert_eq!(text.chars().count(), MAX_LINE + 1);
+        assert!(text.starts_with("vips.toml:1:1: xxx") && text.ends_with("x…"));
         let one_more: Vec<Diagnostic> = (1..=MAX_LISTED + 1).map(at).collect();
         assert!(list(&one_more).ends_with("… and 1 more problem (the first 20 are listed)"));
     }
