@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use local::{Daemon, LONG, config, mkfifo, run_within};
 
-/// Anything that answers at all answers well within this; a hang is
-/// caught by `run_within`'s bound.
+/// Anything that answers at all answers well within this.
 const AT_ONCE: Duration = Duration::from_secs(5);
+/// `run_within`'s bound: past it, the command hangs (and the test fails).
+const HANGS: Duration = Duration::from_secs(20);
 
 #[test]
 fn check_and_run_refuse_a_fifo_password_file_at_once() {
@@ -37,7 +38,7 @@ fn check_and_run_refuse_a_fifo_password_file_at_once() {
     );
     let config = path.to_str().expect("utf-8 path");
 
-    let (status, out, _, took) = run_within(&["check", "--config", config], LONG);
+    let (status, out, _, took) = run_within(&["check", "--config", config], HANGS);
     println!("check with a FIFO password_file: {took:?}");
     assert_eq!(status.code(), Some(1), "{out}");
     assert_eq!(out, format!("{config}:12:17: {why}\n"));
@@ -52,7 +53,7 @@ fn check_and_run_refuse_a_fifo_password_file_at_once() {
             "--state-dir",
             state.to_str().expect("utf-8"),
         ],
-        LONG,
+        HANGS,
     );
     println!("run with a FIFO password_file: {took:?}");
     assert!(!status.success(), "run must refuse: {err}");
@@ -72,7 +73,7 @@ fn check_refuses_dev_zero_as_password_and_as_vip_file() {
     );
     std::fs::write(&path, &config_text).expect("write");
     let config_path = path.to_str().expect("utf-8");
-    let (status, out, _, took) = run_within(&["check", "--config", config_path], LONG);
+    let (status, out, _, took) = run_within(&["check", "--config", config_path], HANGS);
     assert_eq!(status.code(), Some(1));
     assert_eq!(
         out,
@@ -84,7 +85,7 @@ fn check_refuses_dev_zero_as_password_and_as_vip_file() {
 
     // Without the password, check goes on to the VIP file.
     std::fs::write(&path, config(api, std::path::Path::new("/dev/zero"), "")).expect("write");
-    let (status, out, _, took) = run_within(&["check", "--config", config_path], LONG);
+    let (status, out, _, took) = run_within(&["check", "--config", config_path], HANGS);
     assert_eq!(status.code(), Some(1));
     assert_eq!(
         out,

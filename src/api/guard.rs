@@ -246,9 +246,11 @@ mod tests {
         let (client, server) = tokio::io::duplex(64);
         let mut w = WriteDeadline::new(server, Duration::from_millis(200));
         let started = tokio::time::Instant::now();
-        let err = w
-            .write_all(&[0u8; 4096])
+        // Bounded here too: a deadline that never fires fails the test
+        // instead of hanging it.
+        let err = tokio::time::timeout(Duration::from_secs(5), w.write_all(&[0u8; 4096]))
             .await
+            .expect("the deadline fires within 5s")
             .expect_err("the write must time out");
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
         let took = started.elapsed();
