@@ -137,10 +137,7 @@ impl<S> WriteDeadline<S> {
         match sleep.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!(
-                    "the client took no answer for {}s; connection closed",
-                    timeout.as_secs()
-                ),
+                format!("the client took no answer for {timeout:?}; connection closed"),
             ))),
             Poll::Pending => Poll::Pending,
         }
