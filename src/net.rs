@@ -44,7 +44,10 @@ mod tests {
     fn a_mapped_address_is_the_ipv4_address() {
         assert_eq!(unmap(ip("::ffff:192.0.2.1")), ip("192.0.2.1"));
         assert_eq!(unmap(ip("::ffff:c000:201")), ip("192.0.2.1"));
-        assert_eq!(v4_mapped(ip("::ffff:192.0.2.1")), Some("192.0.2.1".parse().expect("v4")));
+        assert_eq!(
+            v4_mapped(ip("::ffff:192.0.2.1")),
+            Some("192.0.2.1".parse().expect("v4"))
+        );
         for other in ["192.0.2.1", "2001:db8::1", "::192.0.2.1", "::1", "::"] {
             assert_eq!(unmap(ip(other)), ip(other), "{other}");
             assert_eq!(v4_mapped(ip(other)), None, "{other}");

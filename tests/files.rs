@@ -171,7 +171,8 @@ fn a_fifo_swapped_in_by_a_reload_keeps_the_daemon_answering_and_the_old_config()
     let peers: Vec<&str> = status.peers.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(peers, ["tor1"], "the old config stays in force");
     assert!(
-        d.log().contains("config reload failed; the running config stays"),
+        d.log()
+            .contains("config reload failed; the running config stays"),
         "{}",
         d.log()
     );

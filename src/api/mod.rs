@@ -131,7 +131,11 @@ pub async fn serve_listener(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let graceful = GracefulShutdown::new();
-    let slots = guard::Slots::new(MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, HEALTH_CONNECTIONS);
+    let slots = guard::Slots::new(
+        MAX_CONNECTIONS,
+        MAX_CONNECTIONS_PER_CLIENT,
+        HEALTH_CONNECTIONS,
+    );
     let mut shutdown = std::pin::pin!(shutdown);
     let mut saturated = false;
     loop {

@@ -239,11 +239,23 @@ fn status_lists_one_page_of_routes_and_says_where_it_lies() {
     let first = Some("198.18.0.0/32".to_string());
     assert_eq!(
         page("/v1/status"),
-        (first.clone(), ROUTE_PAGE_MAX, Some(2500), Some(0), Some(1500))
+        (
+            first.clone(),
+            ROUTE_PAGE_MAX,
+            Some(2500),
+            Some(0),
+            Some(1500)
+        )
     );
     assert_eq!(
         page("/v1/status?offset=2000&limit=1000"),
-        (Some("198.18.7.208/32".into()), 500, Some(2500), Some(2000), Some(0))
+        (
+            Some("198.18.7.208/32".into()),
+            500,
+            Some(2500),
+            Some(2000),
+            Some(0)
+        )
     );
     assert_eq!(
         page("/v1/status?limit=10&x=y"),
@@ -271,7 +283,10 @@ fn status_lists_one_page_of_routes_and_says_where_it_lies() {
     // A list that fits is the whole list, without paging fields.
     let (_, body) = get_status(&Routes(3), "/v1/status");
     assert!(!body.contains("routes_total"), "{body}");
-    assert_eq!(serde_json::from_str::<Status>(&body).unwrap().routes.len(), 3);
+    assert_eq!(
+        serde_json::from_str::<Status>(&body).unwrap().routes.len(),
+        3
+    );
 }
 
 #[test]

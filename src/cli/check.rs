@@ -14,7 +14,8 @@ use crate::config::{self, Source};
 
 pub fn run(path: &Path, skip_password_files: bool, mut out: impl Write) -> std::io::Result<i32> {
     let loaded = if skip_password_files {
-        config::read_text(path, "config file", config::MAX_CONFIG_LEN).and_then(|text| config::parse(path, &text))
+        config::read_text(path, "config file", config::MAX_CONFIG_LEN)
+            .and_then(|text| config::parse(path, &text))
     } else {
         config::load(path)
     };

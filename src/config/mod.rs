@@ -38,12 +38,12 @@ pub use community::{
 };
 pub use diagnostic::{Diagnostic, MAX_LISTED, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};
-pub use read::{
-    FileProblem, MAX_CONFIG_LEN, MAX_PASSWORD_FILE_LEN, MAX_VIP_FILE_LEN, read_regular_file,
-};
 pub use peer::{
     AddressFamily, Bfd, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME, DEFAULT_PORT, Family,
     GracefulRestart, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerPassword,
+};
+pub use read::{
+    FileProblem, MAX_CONFIG_LEN, MAX_PASSWORD_FILE_LEN, MAX_VIP_FILE_LEN, read_regular_file,
 };
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorMismatch, SelectorOperator};
 pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source};

@@ -1212,7 +1212,8 @@ fn an_ipv4_mapped_vip_is_the_ipv4_vip_and_a_duplicate_of_it() {
             "{text:?}"
         );
     }
-    let text = "[[vip]]\naddress = \"198.51.100.10\"\n[[vip]]\naddress = \"::ffff:198.51.100.10\"\n";
+    let text =
+        "[[vip]]\naddress = \"198.51.100.10\"\n[[vip]]\naddress = \"::ffff:198.51.100.10\"\n";
     let diags = parse_vip_file(Path::new("vips.toml"), text, &vip_names()).expect_err("duplicate");
     assert_eq!(
         diags.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -1230,7 +1231,9 @@ fn as_trans_is_neither_our_asn_nor_a_peers() {
     );
     // Its neighbours are ordinary AS numbers.
     for asn in [23455, 23457] {
-        let ok = format!("[speaker]\nasn = {asn}\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = {asn}\n");
+        let ok = format!(
+            "[speaker]\nasn = {asn}\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = {asn}\n"
+        );
         assert!(parse(Path::new("t.toml"), &ok).is_ok(), "{asn}");
     }
 }
@@ -1255,6 +1258,8 @@ fn ipv4_mapped_addresses_are_refused_in_the_config_naming_the_ipv4_form() {
         ]
     );
     // Other IPv6 addresses are as they were.
-    let ok = with_peer("[[peer]]\nname = \"tor2\"\naddress = \"2001:db8::2\"\nasn = 65000\nsource_address = \"2001:db8::11\"\n");
+    let ok = with_peer(
+        "[[peer]]\nname = \"tor2\"\naddress = \"2001:db8::2\"\nasn = 65000\nsource_address = \"2001:db8::11\"\n",
+    );
     assert!(parse(Path::new("t.toml"), &ok).is_ok());
 }

@@ -762,7 +762,10 @@ async fn load_config(path: &Path) -> Result<config::Config, String> {
     match tokio::time::timeout(CONFIG_READ_TIMEOUT, read).await {
         Ok(Ok(Ok(config))) => Ok(config),
         Ok(Ok(Err(diagnostics))) => Err(config::list_diagnostics(&diagnostics)),
-        Ok(Err(e)) => Err(format!("{}: reading the config failed: {e}", path.display())),
+        Ok(Err(e)) => Err(format!(
+            "{}: reading the config failed: {e}",
+            path.display()
+        )),
         Err(_) => Err(format!(
             "{}: the config and its password files were not read within {}s; is the file system hanging?",
             path.display(),

@@ -15,9 +15,8 @@ use crate::session::{PeerRuntime, PeerSpec};
 use crate::speaker::Route;
 use crate::stability::{Absence, KeyState};
 use crate::status::{
-    RoutePage,
-    Explanation, NotificationCount, PeerExplanation, PeerStatus, RouteStatus, SourceStatus,
-    StabilityCounters, Status,
+    Explanation, NotificationCount, PeerExplanation, PeerStatus, RoutePage, RouteStatus,
+    SourceStatus, StabilityCounters, Status,
 };
 
 /// One peer as the API sees it.

@@ -127,7 +127,10 @@ impl Daemon {
         self.api.to_string()
     }
 
-    pub fn get(&self, path: &str) -> Result<holdfast::cli::http::Response, holdfast::cli::http::Error> {
+    pub fn get(
+        &self,
+        path: &str,
+    ) -> Result<holdfast::cli::http::Response, holdfast::cli::http::Error> {
         holdfast::cli::http::get(&self.api(), path)
     }
 
