@@ -220,6 +220,34 @@ fn status_with_400k_vips_is_under_a_megabyte_per_answer() {
     }
     println!("largest /v1/status answer with 400k VIPs: {largest} bytes");
 
+    // 8 clients that ask for the status again and again and never read
+    // (this took the daemon to 1.76 GB when each answer was the whole
+    // list): what they cost is bounded by the page and the send buffer.
+    let before = d.rss_kib();
+    let slow: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = hostile(d.api).expect("connect");
+            let requests = "GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n".repeat(50);
+            let _ = s.write(requests.as_bytes());
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(10));
+    let during = d.rss_kib();
+    let healthz = Instant::now();
+    assert_eq!(d.get("/healthz").expect("/healthz").status, 200);
+    println!(
+        "8 slow readers of /v1/status with 400k VIPs: RSS {} MiB before, {} MiB with them; /healthz then in {:?}",
+        before / 1024,
+        during / 1024,
+        healthz.elapsed()
+    );
+    assert!(
+        during < before + 64 * 1024,
+        "RSS grew from {before} KiB to {during} KiB"
+    );
+    drop(slow);
+
     // holdfast status still works, and says the list goes on.
     let out = std::process::Command::new(BIN)
         .args(["status", "--api", &d.api()])

@@ -167,6 +167,17 @@ impl Daemon {
         }
     }
 
+    /// The daemon's resident memory, in KiB (VmRSS).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("/proc/PID/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status")
+    }
+
     /// Still running?
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().expect("wait").is_none()
