@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod model;
+pub mod net;
 pub mod probe;
 pub mod session;
 pub mod source;

@@ -17,8 +17,79 @@ pub struct Status {
     pub config_error: Option<String>,
     pub source: SourceStatus,
     pub peers: Vec<PeerStatus>,
+    /// The routes, or one page of them (see [`RoutePage`]).
     pub routes: Vec<RouteStatus>,
+    /// Set only when `routes` is not the whole list: how many routes there
+    /// are in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routes_total: Option<usize>,
+    /// Set only when `routes` is not the whole list: the position of its
+    /// first route in the whole list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routes_offset: Option<usize>,
+    /// Set only when `routes` is not the whole list: how many routes come
+    /// after it (0 on the last page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routes_truncated: Option<usize>,
     pub counters: StabilityCounters,
+}
+
+/// The most routes one `/v1/status` answer lists: with 400,000 VIPs the
+/// whole list was 100–150 MB per request. A route is about 300 octets of
+/// JSON, so a page stays well under 1 MB.
+pub const ROUTE_PAGE_MAX: usize = 1000;
+
+/// Which routes a `/v1/status` answer lists: `limit` of them from
+/// `offset`, in prefix order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoutePage {
+    pub offset: usize,
+    pub limit: usize,
+}
+
+impl Default for RoutePage {
+    /// The first page.
+    fn default() -> Self {
+        RoutePage {
+            offset: 0,
+            limit: ROUTE_PAGE_MAX,
+        }
+    }
+}
+
+impl RoutePage {
+    /// Every route: for callers inside the daemon, never for an answer.
+    pub const ALL: RoutePage = RoutePage {
+        offset: 0,
+        limit: usize::MAX,
+    };
+
+    /// The range of a list of `total` routes this page covers.
+    pub fn range(&self, total: usize) -> std::ops::Range<usize> {
+        let start = self.offset.min(total);
+        start..start.saturating_add(self.limit).min(total)
+    }
+
+    /// Cuts a whole status down to this page, and says so in it.
+    pub fn apply(&self, status: &mut Status) {
+        let total = status.routes.len();
+        let range = self.range(total);
+        status.routes.truncate(range.end);
+        status.routes.drain(..range.start);
+        self.mark(status, total);
+    }
+
+    /// Records in a status whose `routes` hold this page of `total`
+    /// routes where the page lies, unless it is the whole list.
+    pub fn mark(&self, status: &mut Status, total: usize) {
+        let range = self.range(total);
+        if range.start == 0 && range.end == total {
+            return;
+        }
+        status.routes_total = Some(total);
+        status.routes_offset = Some(range.start);
+        status.routes_truncated = Some(total - range.end);
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

@@ -133,6 +133,7 @@ fixtures! {
     fixture_advertisements => "advertisements",
     fixture_damping => "damping",
     fixture_hints => "hints",
+    fixture_addresses => "addresses",
 }
 
 #[test]

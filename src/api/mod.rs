@@ -6,7 +6,7 @@
 //! | `GET /metrics` | Prometheus text format 0.0.4 (README.md, "Metrics and the HTTP API") |
 //! | `GET /healthz` | 200 `ok` while the process serves |
 //! | `GET /readyz` | 200 `ready`, or 503 `not ready: REASON` |
-//! | `GET /v1/status` | JSON of [`Status`] |
+//! | `GET /v1/status` | JSON of [`Status`]: at most [`ROUTE_PAGE_MAX`] routes; `?offset=N&limit=M` pages them |
 //! | `GET /v1/explain/{vip}` | JSON of [`Explanation`]; 400 `{"error": …}` when `{vip}` is not an IP address |
 //!
 //! `/metrics` ends with the standard `process_*` families ([`process`]).
@@ -15,6 +15,21 @@
 //! [`Surface::MetricsOnly`]: `/metrics`, `/healthz` and `/readyz`, and 404
 //! for status and explain, so a scraper on the network reaches nothing else.
 //!
+//! # Sharing
+//!
+//! No client can starve the others, the kubelet's probes least of all:
+//!
+//! - [`MAX_CONNECTIONS`] connections are served at once, at most
+//!   [`MAX_CONNECTIONS_PER_CLIENT`] of them from one address;
+//! - past that, [`HEALTH_CONNECTIONS`] more are kept for health checks:
+//!   one request each, answered if it is `/healthz` or `/readyz` (503
+//!   otherwise), then closed; past those, a connection is closed at once;
+//! - a client has [`HEADER_READ_TIMEOUT`] to send a request head (idle
+//!   keep-alive connections included), and [`WRITE_TIMEOUT`] to take an
+//!   answer: one that sends requests and never reads is closed;
+//! - answers are bounded: `/v1/status` lists a page of routes, and the
+//!   error lists it carries show their first problems and a count.
+//!
 //! HEAD is answered like GET (RFC 9110 §9.3.2: a server that supports GET
 //! supports HEAD); any other method on a known path is 405 with `Allow`,
 //! and any other path 404. HTTP/1.1 only, over plain TCP on loopback by
@@ -22,6 +37,7 @@
 //! `holdfast status` needs nothing more.
 
 pub mod exposition;
+mod guard;
 pub mod metrics;
 pub mod process;
 
@@ -42,11 +58,10 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 pub use metrics::render_metrics;
 
-use crate::status::{Explanation, Status};
+use crate::status::{Explanation, ROUTE_PAGE_MAX, RoutePage, Status};
 
 /// What the daemon shows the API. Each call returns a snapshot; the API
 /// holds no state of its own. The calls run on the runtime's worker
@@ -54,8 +69,16 @@ use crate::status::{Explanation, Status};
 /// and not wait on anything (no `.await`, no I/O). A panic in one costs that
 /// request a 500, nothing more.
 pub trait StateView: Send + Sync + 'static {
-    /// The whole state, for `/v1/status` and `/metrics`.
+    /// The whole state, every route included.
     fn status(&self) -> Status;
+    /// The state with one page of its routes, marked as a page when it is
+    /// not the whole list (`/v1/status`; `/metrics` asks for no routes).
+    /// A view that can build just the page should.
+    fn status_page(&self, page: RoutePage) -> Status {
+        let mut status = self.status();
+        page.apply(&mut status);
+        status
+    }
     /// Why this node does or does not advertise `vip`.
     fn explain(&self, vip: IpAddr) -> Explanation;
     /// `Ok` once the config is loaded and the source has synced; else why
@@ -63,12 +86,30 @@ pub trait StateView: Send + Sync + 'static {
     fn ready(&self) -> Result<(), String>;
 }
 
-/// Connections served at once; more are closed at accept. The API is for a
+/// Connections served at once (see "Sharing" above). The API is for a
 /// node-local scraper and a few operators, and a bound keeps a runaway
 /// client from exhausting the daemon's file descriptors.
 pub const MAX_CONNECTIONS: usize = 128;
-/// A client has this long to send its request head (slowloris guard).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Of [`MAX_CONNECTIONS`], the most one client address holds.
+pub const MAX_CONNECTIONS_PER_CLIENT: usize = 64;
+/// Connections kept for `/healthz` and `/readyz` once the others are
+/// taken: the kubelet probes with a new connection each time, and a pod
+/// whose probes fail is restarted.
+pub const HEALTH_CONNECTIONS: usize = 32;
+/// A client has this long to send its request head, the first and each
+/// next one on a keep-alive connection (slowloris guard, idle timeout).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// On a health-lane connection, the request head must come sooner: the
+/// lane is small.
+const HEALTH_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// A client has this long to take an answer (see `guard::WriteDeadline`).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest request head read: enough for any request of this API.
+const MAX_REQUEST_HEAD: usize = 16 * 1024;
+/// The kernel's send buffer per connection (it doubles it): a page of
+/// `/v1/status` goes out in a few round trips, and a client that never
+/// reads stalls its connection after this much.
+const SEND_BUFFER: usize = 64 * 1024;
 /// On shutdown, requests in flight get this long to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -116,7 +157,11 @@ pub async fn serve_surface(
     surface: Surface,
 ) -> io::Result<()> {
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = guard::Slots::new(
+        MAX_CONNECTIONS,
+        MAX_CONNECTIONS_PER_CLIENT,
+        HEALTH_CONNECTIONS,
+    );
     let mut shutdown = std::pin::pin!(shutdown);
     let mut saturated = false;
     loop {
@@ -134,34 +179,58 @@ pub async fn serve_surface(
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let Some(slot) = slots.take(remote.ip()) else {
             // Once per episode, not once per connection: a flood must not
             // become a flood of log lines too.
             if !saturated {
                 tracing::warn!(
-                    "API: {MAX_CONNECTIONS} connections open; closing new ones (first from {remote})"
+                    "API: every connection slot taken, health checks' included; closing new connections (first from {remote})"
                 );
                 saturated = true;
             }
             continue;
         };
-        if saturated {
+        let lane = slot.lane();
+        if saturated && lane == guard::Lane::General {
             tracing::info!("API: accepting connections again");
             saturated = false;
+        }
+        // What a client that never reads can make the kernel hold for it
+        // (autotuning grows a loopback send buffer to megabytes).
+        if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
+            tracing::debug!("API: connection from {remote}: SO_SNDBUF: {e}");
         }
         let view = view.clone();
         let service = service_fn(move |req: Request<Incoming>| {
             let view = view.clone();
-            async move { Ok::<_, Infallible>(respond_on(surface, &*view, &req)) }
+            async move {
+                // One request per turn: a client pipelining hundreds would
+                // otherwise be answered all in one go while every other
+                // connection, health checks included, waits. (A health
+                // lane connection has one request: it goes first.)
+                if lane == guard::Lane::General {
+                    tokio::task::yield_now().await;
+                }
+                Ok::<_, Infallible>(match lane {
+                    guard::Lane::General => respond_on(surface, &*view, &req),
+                    guard::Lane::Health => respond_health_only(surface, &*view, &req),
+                })
+            }
         });
         let mut builder = http1::Builder::new();
         // half_close: a client may shut its sending side once the request
         // is out (`nc -N`, some probes) and still wants the answer.
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .header_read_timeout(match lane {
+                guard::Lane::General => HEADER_READ_TIMEOUT,
+                guard::Lane::Health => HEALTH_HEADER_READ_TIMEOUT,
+            })
+            .max_buf_size(MAX_REQUEST_HEAD)
+            .keep_alive(lane == guard::Lane::General)
             .half_close(true);
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let io = TokioIo::new(guard::WriteDeadline::new(stream, WRITE_TIMEOUT));
+        let conn = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!("API: connection from {remote}: {e}");
@@ -203,6 +272,50 @@ fn route(path: &str, surface: Surface) -> Option<Endpoint<'_>> {
     }
 }
 
+/// On a connection of the health lane: `/healthz` and `/readyz` as ever,
+/// anything else 503 (the client may try again when the API is less busy).
+fn respond_health_only<B>(
+    surface: Surface,
+    view: &dyn StateView,
+    req: &Request<B>,
+) -> Response<Full<Bytes>> {
+    match route(req.uri().path(), surface) {
+        Some(Endpoint::Healthz | Endpoint::Readyz) => respond_on(surface, view, req),
+        _ => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the API is busy: every connection slot is taken, and the ones left answer only /healthz and /readyz",
+        ),
+    }
+}
+
+/// The page of routes a `/v1/status` query asks for: `offset` (default 0)
+/// and `limit` (default and most [`ROUTE_PAGE_MAX`]); other parameters
+/// are ignored.
+pub fn route_page(query: Option<&str>) -> Result<RoutePage, String> {
+    let mut page = RoutePage::default();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let number = || {
+            value
+                .parse::<usize>()
+                .map_err(|_| format!("{key} must be a whole number, got {value:?}"))
+        };
+        match key {
+            "offset" => page.offset = number()?,
+            "limit" => {
+                page.limit = number()?;
+                if page.limit > ROUTE_PAGE_MAX {
+                    return Err(format!(
+                        "limit must be at most {ROUTE_PAGE_MAX}, got {value}; page with offset"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(page)
+}
+
 /// One request, one response; never panics, whatever the request or the
 /// view does.
 pub fn respond<B>(view: &dyn StateView, req: &Request<B>) -> Response<Full<Bytes>> {
@@ -231,10 +344,14 @@ pub fn respond_on<B>(
     // A panic in the daemon's view is a bug there; it costs this request a
     // 500, not the connection or the server.
     let guarded = catch_unwind(AssertUnwindSafe(|| match endpoint {
+        // The metrics show no route one by one.
         Endpoint::Metrics => response(
             StatusCode::OK,
             metrics::CONTENT_TYPE,
-            render_metrics(&view.status()) + &process::render_current(),
+            render_metrics(&view.status_page(RoutePage {
+                offset: 0,
+                limit: 0,
+            })) + &process::render_current(),
         ),
         Endpoint::Healthz => text(StatusCode::OK, "ok\n".into()),
         Endpoint::Readyz => match view.ready() {
@@ -244,7 +361,10 @@ pub fn respond_on<B>(
                 format!("not ready: {why}\n"),
             ),
         },
-        Endpoint::Status => json(&view.status()),
+        Endpoint::Status => match route_page(req.uri().query()) {
+            Ok(page) => json(&view.status_page(page)),
+            Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
+        },
         Endpoint::Explain(raw) => match parse_vip(raw) {
             Ok(vip) => json(&view.explain(vip)),
             Err(e) => json_error(StatusCode::BAD_REQUEST, &e),

@@ -183,3 +183,121 @@ fn vips_parse_as_addresses_or_host_prefixes() {
     assert!(parse_vip("%+1").is_err());
     assert!(parse_vip("%é1").is_err());
 }
+
+/// A view with `n` routes.
+struct Routes(usize);
+
+impl StateView for Routes {
+    fn status(&self) -> Status {
+        Status {
+            routes: (0..self.0)
+                .map(|i| crate::status::RouteStatus {
+                    prefix: format!("198.18.{}.{}/32", i / 256, i % 256),
+                    state: "advertised".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+    fn explain(&self, _: IpAddr) -> Explanation {
+        Explanation::default()
+    }
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn get_status(view: &dyn StateView, uri: &str) -> (StatusCode, String) {
+    let req = Request::builder().uri(uri).body(()).unwrap();
+    let resp = respond(view, &req);
+    let status = resp.status();
+    let bytes = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(resp.into_body().collect())
+        .unwrap()
+        .to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+#[test]
+fn status_lists_one_page_of_routes_and_says_where_it_lies() {
+    let view = Routes(2500);
+    let page = |uri: &str| {
+        let (code, body) = get_status(&view, uri);
+        assert_eq!(code, StatusCode::OK, "{uri}: {body}");
+        let s: Status = serde_json::from_str(&body).unwrap();
+        (
+            s.routes.first().map(|r| r.prefix.clone()),
+            s.routes.len(),
+            s.routes_total,
+            s.routes_offset,
+            s.routes_truncated,
+        )
+    };
+    let first = Some("198.18.0.0/32".to_string());
+    assert_eq!(
+        page("/v1/status"),
+        (
+            first.clone(),
+            ROUTE_PAGE_MAX,
+            Some(2500),
+            Some(0),
+            Some(1500)
+        )
+    );
+    assert_eq!(
+        page("/v1/status?offset=2000&limit=1000"),
+        (
+            Some("198.18.7.208/32".into()),
+            500,
+            Some(2500),
+            Some(2000),
+            Some(0)
+        )
+    );
+    assert_eq!(
+        page("/v1/status?limit=10&x=y"),
+        (first, 10, Some(2500), Some(0), Some(2490))
+    );
+    assert_eq!(
+        page("/v1/status?offset=9999"),
+        (None, 0, Some(2500), Some(2500), Some(0))
+    );
+    for (uri, why) in [
+        (
+            "/v1/status?limit=1001",
+            "limit must be at most 1000, got 1001; page with offset",
+        ),
+        (
+            "/v1/status?offset=-1",
+            "offset must be a whole number, got \"-1\"",
+        ),
+    ] {
+        let (code, body) = get_status(&view, uri);
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{uri}");
+        let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["error"], why, "{uri}");
+    }
+    // A list that fits is the whole list, without paging fields.
+    let (_, body) = get_status(&Routes(3), "/v1/status");
+    assert!(!body.contains("routes_total"), "{body}");
+    assert_eq!(
+        serde_json::from_str::<Status>(&body).unwrap().routes.len(),
+        3
+    );
+}
+
+#[test]
+fn the_health_lane_answers_health_checks_only() {
+    let v = view();
+    let lane = |uri: &str| {
+        let req = Request::builder().uri(uri).body(()).unwrap();
+        respond_health_only(Surface::Full, &v, &req).status()
+    };
+    assert_eq!(lane("/healthz"), StatusCode::OK);
+    assert_eq!(lane("/readyz"), StatusCode::OK);
+    assert_eq!(lane("/v1/status"), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(lane("/metrics"), StatusCode::SERVICE_UNAVAILABLE);
+}

@@ -14,25 +14,22 @@ use crate::config::{self, Source};
 
 pub fn run(path: &Path, skip_password_files: bool, mut out: impl Write) -> std::io::Result<i32> {
     let loaded = if skip_password_files {
-        config::read_text(path).and_then(|text| config::parse(path, &text))
+        config::read_text(path, "config file", config::MAX_CONFIG_LEN)
+            .and_then(|text| config::parse(path, &text))
     } else {
         config::load(path)
     };
     let config = match loaded {
         Ok(c) => c,
         Err(diags) => {
-            for d in diags {
-                writeln!(out, "{d}")?;
-            }
+            writeln!(out, "{}", config::list_diagnostics(&diags))?;
             return Ok(1);
         }
     };
     if let Source::File { path: vips } = &config.source
         && let Err(diags) = config::load_vip_file(vips, &config.advertisement_names())
     {
-        for d in diags {
-            writeln!(out, "{d}")?;
-        }
+        writeln!(out, "{}", config::list_diagnostics(&diags))?;
         return Ok(1);
     }
     Ok(0)

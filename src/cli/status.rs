@@ -106,6 +106,18 @@ pub fn render_status(s: &Status) -> String {
     out.push_str(&render_peers(&s.peers));
     out.push('\n');
     out.push_str(&render_routes(&s.routes));
+    // The API lists a page of routes at a time.
+    if let (Some(total), Some(more)) = (s.routes_total, s.routes_truncated)
+        && more > 0
+    {
+        let next = s.routes_offset.unwrap_or(0) + s.routes.len();
+        let _ = writeln!(
+            out,
+            "… and {more} more route{} ({} of {total} shown); the API lists them page by page: /v1/status?offset={next}",
+            plural(more as u64),
+            s.routes.len()
+        );
+    }
     out
 }
 

@@ -34,6 +34,42 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// How many problems a message lists; the rest are counted. A VIP file of
+/// 400,000 bad lines made a 46 MB message: in the log, in `/v1/status`,
+/// in `/readyz`. Twenty are enough to see the pattern and fix it.
+pub const MAX_LISTED: usize = 20;
+
+/// The longest line of such a message, in characters (then "…").
+pub const MAX_LINE: usize = 500;
+
+/// The diagnostics as one message, a `path:line:col: message` line each:
+/// the first [`MAX_LISTED`], then `path: … and N more problems` for the
+/// rest.
+pub fn list(diagnostics: &[Diagnostic]) -> String {
+    let mut lines: Vec<String> = diagnostics
+        .iter()
+        .take(MAX_LISTED)
+        .map(|d| {
+            // A message quotes the value it is about, which may be a
+            // megabyte of one string.
+            let line = d.to_string();
+            match line.char_indices().nth(MAX_LINE) {
+                Some((cut, _)) => format!("{}…", &line[..cut]),
+                None => line,
+            }
+        })
+        .collect();
+    if let Some(first_unlisted) = diagnostics.get(MAX_LISTED) {
+        let more = diagnostics.len() - MAX_LISTED;
+        lines.push(format!(
+            "{}: … and {more} more problem{} (the first {MAX_LISTED} are listed)",
+            first_unlisted.path.display(),
+            if more == 1 { "" } else { "s" }
+        ));
+    }
+    lines.join("\n")
+}
+
 /// Collects diagnostics for one file, turning byte offsets into line/column.
 pub(crate) struct Diagnostics<'a> {
     path: &'a Path,
@@ -113,6 +149,38 @@ impl<'a> Diagnostics<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_the_first_problems_and_counts_the_rest() {
+        let at = |line| Diagnostic {
+            path: PathBuf::from("vips.toml"),
+            line,
+            col: 1,
+            message: "bad".into(),
+        };
+        let few: Vec<Diagnostic> = (1..=MAX_LISTED).map(at).collect();
+        assert_eq!(list(&few).lines().count(), MAX_LISTED);
+        assert!(!list(&few).contains("more"));
+        let many: Vec<Diagnostic> = (1..=400_000).map(at).collect();
+        let text = list(&many);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), MAX_LISTED + 1);
+        assert_eq!(lines[0], "vips.toml:1:1: bad");
+        assert_eq!(lines[MAX_LISTED - 1], "vips.toml:20:1: bad");
+        assert_eq!(
+            lines[MAX_LISTED],
+            "vips.toml: … and 399980 more problems (the first 20 are listed)"
+        );
+        let long = Diagnostic {
+            message: "x".repeat(1 << 20),
+            ..at(1)
+        };
+        let text = list(&[long]);
+        assert_eq!(text.chars().count(), MAX_LINE + 1);
+        assert!(text.starts_with("vips.toml:1:1: xxx") && text.ends_with("x…"));
+        let one_more: Vec<Diagnostic> = (1..=MAX_LISTED + 1).map(at).collect();
+        assert!(list(&one_more).ends_with("… and 1 more problem (the first 20 are listed)"));
+    }
 
     #[test]
     fn positions_are_one_based_and_count_characters() {

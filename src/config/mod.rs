@@ -14,6 +14,7 @@ mod community;
 mod diagnostic;
 mod duration;
 mod peer;
+pub mod read;
 mod selector;
 mod source;
 mod speaker;
@@ -35,11 +36,14 @@ pub use community::{
     ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,
     parse_community, parse_extended_community, parse_large_community,
 };
-pub use diagnostic::Diagnostic;
+pub use diagnostic::{Diagnostic, MAX_LISTED, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};
 pub use peer::{
     AddressFamily, Bfd, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME, DEFAULT_PORT, Family,
     GracefulRestart, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerPassword,
+};
+pub use read::{
+    FileProblem, MAX_CONFIG_LEN, MAX_PASSWORD_FILE_LEN, MAX_VIP_FILE_LEN, read_regular_file,
 };
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorMismatch, SelectorOperator};
 pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source};
@@ -91,7 +95,7 @@ impl Config {
 /// `password_file` it names (unreadable, empty or over-long keys are
 /// diagnostics at the `password_file` value).
 pub fn load(path: &Path) -> Result<Config, Vec<Diagnostic>> {
-    let text = read_text(path)?;
+    let text = read_text(path, "config file", MAX_CONFIG_LEN)?;
     parse_with(path, &text, true)
 }
 
@@ -109,11 +113,14 @@ pub fn load_vip_file(
     path: &Path,
     advertisement_names: &[String],
 ) -> Result<Vec<VipEntry>, Vec<Diagnostic>> {
-    let text = read_text(path)?;
+    let text = read_text(path, "VIP file", MAX_VIP_FILE_LEN)?;
     parse_vip_file(path, &text, advertisement_names)
 }
 
-pub(crate) fn read_text(path: &Path) -> Result<String, Vec<Diagnostic>> {
+/// Reads a config or VIP file (`what` names it in messages) with
+/// [`read_regular_file`]'s rules: a regular file of at most `limit` bytes,
+/// never a blocking read; problems are one diagnostic at line 1.
+pub fn read_text(path: &Path, what: &str, limit: u64) -> Result<String, Vec<Diagnostic>> {
     let failure = |message: String| {
         vec![Diagnostic {
             path: path.to_path_buf(),
@@ -122,7 +129,7 @@ pub(crate) fn read_text(path: &Path) -> Result<String, Vec<Diagnostic>> {
             message,
         }]
     };
-    let bytes = std::fs::read(path).map_err(|err| failure(format!("cannot read file: {err}")))?;
+    let bytes = read_regular_file(path, limit).map_err(|p| failure(p.describe(what, limit)))?;
     String::from_utf8(bytes).map_err(|err| {
         failure(format!(
             "file is not valid UTF-8 (TOML must be UTF-8): invalid byte at offset {}",

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
+use super::read::{FileProblem, MAX_PASSWORD_FILE_LEN};
 use super::speaker::asn;
 use super::tree::{self, Table, Value};
 
@@ -386,6 +387,15 @@ pub(crate) fn parse_peer(
     let source_address = match table.get("source_address") {
         None => Some(None),
         Some(v) => tree::ip_address(v, "source_address", d).and_then(|ip| {
+            if let Some(v4) = crate::net::v4_mapped(ip) {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "source_address {ip} is an IPv4-mapped IPv6 address; write the IPv4 address \"{v4}\""
+                    ),
+                );
+                return None;
+            }
             let family = PeerAddress::Ip(ip).family();
             match address {
                 Some(peer) if peer.family() != family => {
@@ -504,6 +514,17 @@ fn peer_address(table: &Table<'_, '_>, v: &Value<'_>, d: &mut Diagnostics) -> Op
         );
         return None;
     };
+    // One spelling per address (crate::net): the listener sees an IPv4
+    // router as its IPv4 address, and a mapped one here would never match.
+    if let Some(v4) = crate::net::v4_mapped(ip) {
+        d.error(
+            &v.span(),
+            format!(
+                "peer address {ip} is an IPv4-mapped IPv6 address; write the IPv4 address \"{v4}\""
+            ),
+        );
+        return None;
+    }
     let unusable = match ip {
         IpAddr::V4(v4) => {
             if v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast() {
@@ -544,12 +565,19 @@ fn password(v: &Value<'_>, cx: &PeerContext<'_>, d: &mut Diagnostics) -> Option<
     if !cx.read_passwords {
         return Some(PeerPassword { file, key: None });
     }
-    match std::fs::read(&file) {
-        Err(err) => {
-            d.error(
-                &v.span(),
-                format!("cannot read password_file {}: {err}", file.display()),
-            );
+    match super::read::read_regular_file(&file, MAX_PASSWORD_FILE_LEN) {
+        Err(problem) => {
+            let shown = file.display();
+            let message = match problem {
+                FileProblem::Io(err) => format!("cannot read password_file {shown}: {err}"),
+                FileProblem::NotRegular(kind) => format!(
+                    "password_file {shown} is {kind}, not a regular file; it must be a regular file of at most {MAX_PASSWORD_FILE_LEN} bytes"
+                ),
+                FileProblem::TooLarge(_) => format!(
+                    "password_file {shown} is larger than {MAX_PASSWORD_FILE_LEN} bytes; it holds one TCP MD5 key of 1 to {MD5_KEY_MAX_LEN} bytes and a line break"
+                ),
+            };
+            d.error(&v.span(), message);
             None
         }
         Ok(contents) => match Md5Key::from_file_contents(&contents) {

@@ -73,9 +73,22 @@ pub(crate) const KEYS: &[&str] = &[
 ];
 
 /// Reads an AS number, 1..=4294967295. AS 0 is reserved (RFC 7607) and
-/// must not be used in an OPEN.
+/// must not be used in an OPEN; AS_TRANS is not an AS either.
 pub(crate) fn asn(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<u32> {
-    tree::integer_in(value, key, 1, i128::from(u32::MAX), d)
+    let asn = tree::integer_in(value, key, 1, i128::from(u32::MAX), d)?;
+    // RFC 6793 §9: AS_TRANS (23456) is the placeholder a 4-octet AS number
+    // is written as in 2-octet fields; as a speaker's or peer's own AS it
+    // would be indistinguishable from that placeholder.
+    if asn == u32::from(bgp_proto::consts::AS_TRANS) {
+        d.error(
+            &value.span(),
+            format!(
+                "{key} must not be 23456: that is AS_TRANS, the placeholder for a 4-octet AS number in 2-octet fields (RFC 6793 §9), not an AS"
+            ),
+        );
+        return None;
+    }
+    Some(asn)
 }
 
 pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Option<Speaker> {

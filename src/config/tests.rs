@@ -1342,3 +1342,70 @@ fn metrics_is_a_second_listener_on_another_socket() {
         ]
     );
 }
+
+#[test]
+fn an_ipv4_mapped_vip_is_the_ipv4_vip_and_a_duplicate_of_it() {
+    // The fast path and the TOML parser (a literal string is left to the
+    // latter) read it the same way.
+    for text in [
+        "[[vip]]\naddress = \"::ffff:198.51.100.10\"\n",
+        "[[vip]]\naddress = '::ffff:198.51.100.10'\n",
+    ] {
+        let vips = parse_vip_file(Path::new("vips.toml"), text, &vip_names()).expect("valid");
+        assert_eq!(
+            vips.iter().map(|v| v.address).collect::<Vec<_>>(),
+            vec![IpAddr::V4(Ipv4Addr::new(198, 51, 100, 10))],
+            "{text:?}"
+        );
+    }
+    let text =
+        "[[vip]]\naddress = \"198.51.100.10\"\n[[vip]]\naddress = \"::ffff:198.51.100.10\"\n";
+    let diags = parse_vip_file(Path::new("vips.toml"), text, &vip_names()).expect_err("duplicate");
+    assert_eq!(
+        diags.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        vec!["vips.toml:4:11: duplicate VIP 198.51.100.10 (first listed on line 2)"]
+    );
+}
+
+#[test]
+fn as_trans_is_neither_our_asn_nor_a_peers() {
+    let text = "[speaker]\nasn = 23456\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 23456\n";
+    let why = "must not be 23456: that is AS_TRANS, the placeholder for a 4-octet AS number in 2-octet fields (RFC 6793 §9), not an AS";
+    assert_eq!(
+        problems(text),
+        vec![format!("2:7: asn {why}"), format!("8:7: asn {why}")]
+    );
+    // Its neighbours are ordinary AS numbers.
+    for asn in [23455, 23457] {
+        let ok = format!(
+            "[speaker]\nasn = {asn}\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = {asn}\n"
+        );
+        assert!(parse(Path::new("t.toml"), &ok).is_ok(), "{asn}");
+    }
+}
+
+#[test]
+fn ipv4_mapped_addresses_are_refused_in_the_config_naming_the_ipv4_form() {
+    let text = with_peer(
+        "source_address = \"::ffff:192.0.2.11\"\n[[peer]]\nname = \"tor2\"\naddress = \"::ffff:192.0.2.2\"\nasn = 65000\n",
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:18: source_address ::ffff:192.0.2.11 is an IPv4-mapped IPv6 address; write the IPv4 address \"192.0.2.11\"",
+            "12:11: peer address ::ffff:192.0.2.2 is an IPv4-mapped IPv6 address; write the IPv4 address \"192.0.2.2\"",
+        ]
+    );
+    let text = "[speaker]\nasn = 65001\nlisten = \"[::ffff:0.0.0.0]:179\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+    assert_eq!(
+        problems(text),
+        vec![
+            "3:10: listen [::ffff:0.0.0.0]:179 is an IPv4-mapped IPv6 address; write the IPv4 address and port \"0.0.0.0:179\""
+        ]
+    );
+    // Other IPv6 addresses are as they were.
+    let ok = with_peer(
+        "[[peer]]\nname = \"tor2\"\naddress = \"2001:db8::2\"\nasn = 65000\nsource_address = \"2001:db8::11\"\n",
+    );
+    assert!(parse(Path::new("t.toml"), &ok).is_ok());
+}

@@ -276,7 +276,9 @@ pub(crate) fn duration_checked(
     }
 }
 
-/// An IPv4 or IPv6 address (no prefix length, no port).
+/// An IPv4 or IPv6 address (no prefix length, no port), as written: an
+/// IPv4-mapped one stays IPv6 here; each caller applies its rule
+/// (crate::net).
 pub(crate) fn ip_address(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<IpAddr> {
     let text = string(value, key, d)?;
     match text.parse::<IpAddr>() {
@@ -296,7 +298,8 @@ pub(crate) fn ip_address(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> O
     }
 }
 
-/// An address and port: "127.0.0.1:9179" or "[::1]:9179".
+/// An address and port: "127.0.0.1:9179" or "[::1]:9179"; an IPv4-mapped
+/// address is refused (crate::net).
 pub(crate) fn socket_address(
     value: &Value<'_>,
     key: &str,
@@ -304,7 +307,21 @@ pub(crate) fn socket_address(
 ) -> Option<SocketAddr> {
     let text = string(value, key, d)?;
     match text.parse::<SocketAddr>() {
-        Ok(addr) => Some(addr),
+        Ok(addr) => {
+            let Some(v4) = crate::net::v4_mapped(addr.ip()) else {
+                return Some(addr);
+            };
+            // One spelling per address (crate::net): a mapped address
+            // here is the IPv4 one, which is what to write.
+            d.error(
+                &value.span(),
+                format!(
+                    "{key} {text} is an IPv4-mapped IPv6 address; write the IPv4 address and port \"{v4}:{}\"",
+                    addr.port()
+                ),
+            );
+            None
+        }
         Err(_) => {
             d.error(
                 &value.span(),

@@ -6,6 +6,10 @@
 //! service = "demo/web"        # optional, shown by status and explain
 //! advertisement = "public"    # optional; default: the first [[advertisement]]
 //! ```
+//!
+//! An IPv4-mapped address (`::ffff:198.51.100.10`) is the IPv4 VIP
+//! (crate::net): a generator that writes dual-stack socket addresses gets
+//! its /32, and the two spellings of one VIP are a duplicate.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -88,7 +92,7 @@ fn parse_toml(
             };
             table.reject_unknown_keys(&["address", "service", "advertisement"], &mut d);
             let address = table.required("address", &mut d).and_then(|v| {
-                let ip = tree::ip_address(v, "address", &mut d)?;
+                let ip = crate::net::unmap(tree::ip_address(v, "address", &mut d)?);
                 if !routable_unicast(ip) {
                     d.error(
                         &v.span(),
@@ -201,7 +205,7 @@ mod plain {
         let mut seen: HashSet<IpAddr> = HashSet::new();
         let mut current: Option<Partial> = None;
         let mut finish = |p: Partial| -> Option<()> {
-            let address: IpAddr = p.address?.parse().ok()?;
+            let address = crate::net::unmap(p.address?.parse().ok()?);
             if !super::routable_unicast(address) {
                 return None;
             }

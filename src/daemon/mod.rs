@@ -442,9 +442,10 @@ impl Daemon {
     }
 
     fn on_snapshot(&mut self, snap: SourceSnapshot) {
-        if let Some(e) = &snap.error {
-            warn!("source: {e}");
-        }
+        // Not logged here: each source logs its own problems when they
+        // change (the file source with the count of VIPs kept, the
+        // Kubernetes watchers per watcher); logging them again per
+        // snapshot doubled a VIP file's error list in the log.
         self.snapshot = Arc::new(snap);
         self.sync_probes();
         self.recompute();
@@ -627,14 +628,9 @@ impl Daemon {
     /// changed are started, stopped or reset one by one; unchanged sessions
     /// stay up and send nothing unless their routes changed.
     async fn reload(&mut self) {
-        let new = match config::load(&self.opts.config) {
+        let new = match load_config(&self.opts.config).await {
             Ok(c) => c,
-            Err(diags) => {
-                let text = diags
-                    .iter()
-                    .map(|d| d.to_string())
-                    .collect::<Vec<_>>()
-                    .join("\n");
+            Err(text) => {
                 error!("config reload failed; the running config stays:\n{text}");
                 self.config_error = Some(text);
                 return;
@@ -811,6 +807,9 @@ impl crate::api::StateView for View {
     fn status(&self) -> crate::status::Status {
         self.0.lock().expect("shared state lock").status()
     }
+    fn status_page(&self, page: crate::status::RoutePage) -> crate::status::Status {
+        self.0.lock().expect("shared state lock").status_page(page)
+    }
     fn explain(&self, vip: IpAddr) -> crate::status::Explanation {
         self.0.lock().expect("shared state lock").explain(vip)
     }
@@ -838,14 +837,36 @@ fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime, u64)> {
     Some((m.len(), m.modified().ok()?, m.ino()))
 }
 
+/// Longest wait for the config and its password files to be read. The
+/// reader refuses FIFOs and devices at once; this bounds what is left, a
+/// file system that hangs (a dead NFS server).
+const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads and checks the config on the blocking pool, never on the
+/// runtime's thread: sessions (their keepalives), the API and the sources
+/// keep running while it is read, however the read goes. The error is the
+/// diagnostics as `holdfast check` lists them (the first few, and a count).
+async fn load_config(path: &Path) -> Result<config::Config, String> {
+    let owned = path.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || config::load(&owned));
+    match tokio::time::timeout(CONFIG_READ_TIMEOUT, read).await {
+        Ok(Ok(Ok(config))) => Ok(config),
+        Ok(Ok(Err(diagnostics))) => Err(config::list_diagnostics(&diagnostics)),
+        Ok(Err(e)) => Err(format!(
+            "{}: reading the config failed: {e}",
+            path.display()
+        )),
+        Err(_) => Err(format!(
+            "{}: the config and its password files were not read within {}s; is the file system hanging?",
+            path.display(),
+            CONFIG_READ_TIMEOUT.as_secs()
+        )),
+    }
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> Result<(), String> {
-    let config = config::load(&opts.config).map_err(|d| {
-        d.iter()
-            .map(|d| d.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    })?;
+    let config = load_config(&opts.config).await?;
     let node = node_name(&config);
     let router_id = router_id(&config)?;
     let restarting = restart_marker(&opts.state_dir);

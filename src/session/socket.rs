@@ -239,13 +239,9 @@ pub fn listen(
     tokio::net::TcpListener::from_std(sock.into())
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is.
-pub fn unmap(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
+/// An IPv4-mapped IPv6 address as the IPv4 address it is (the one rule,
+/// in `crate::net`).
+pub use crate::net::unmap;
 
 #[cfg(test)]
 mod tests {

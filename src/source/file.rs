@@ -110,7 +110,7 @@ pub const RACY_WINDOW: Duration = Duration::from_secs(3);
 
 /// A VIP file larger than this is refused rather than read: it is not a
 /// VIP file (the path is wrong), and reading it 4 times a second would hurt.
-pub const MAX_FILE_LEN: u64 = 16 * 1024 * 1024;
+pub const MAX_FILE_LEN: u64 = config::MAX_VIP_FILE_LEN;
 
 /// What the file source needs from the config; a reload that changes it
 /// takes effect without restarting the source.
@@ -586,21 +586,10 @@ fn file_problem(path: &Path, message: String) -> String {
 fn stat(path: &Path) -> Result<Stamp, String> {
     let meta = std::fs::metadata(path)
         .map_err(|err| file_problem(path, format!("cannot read file: {err}")))?;
-    if !meta.is_file() {
-        return Err(file_problem(
-            path,
-            "not a regular file; source.path must name the VIP file".to_string(),
-        ));
-    }
-    if meta.len() > MAX_FILE_LEN {
-        return Err(file_problem(
-            path,
-            format!(
-                "file is {} bytes; a VIP file may be at most {MAX_FILE_LEN} bytes",
-                meta.len()
-            ),
-        ));
-    }
+    // The rule every read applies (config::read_regular_file), here
+    // before the read so that a FIFO or a huge file is never opened.
+    config::read::check(&meta, MAX_FILE_LEN)
+        .map_err(|problem| file_problem(path, problem.describe("VIP file", MAX_FILE_LEN)))?;
     Ok(stamp_of(&meta))
 }
 
@@ -641,7 +630,7 @@ fn now() -> Nanos {
 }
 
 fn read_text(path: &Path) -> Result<String, String> {
-    config::read_text(path).map_err(|d| join(&d))
+    config::read_text(path, "VIP file", MAX_FILE_LEN).map_err(|d| join(&d))
 }
 
 fn parse(
@@ -664,12 +653,10 @@ fn parse(
         .collect())
 }
 
+/// The first problems and a count of the rest: the message goes into the
+/// log, `/v1/status` and `/readyz`.
 fn join(diagnostics: &[Diagnostic]) -> String {
-    diagnostics
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
+    config::list_diagnostics(diagnostics)
 }
 
 fn log_change(path: &Path, before: Option<&SourceSnapshot>, after: &SourceSnapshot) {

@@ -235,3 +235,26 @@ fn an_empty_status_and_a_troubled_daemon() {
     }
     assert!(!text.contains("shown only"), "{text}");
 }
+
+#[test]
+fn a_page_of_routes_says_how_many_more_there_are() {
+    let s = Status {
+        routes: vec![route("advertised"); 2],
+        routes_total: Some(5),
+        routes_offset: Some(0),
+        routes_truncated: Some(3),
+        ..Default::default()
+    };
+    let text = render_status(&s);
+    assert!(
+        text.ends_with(
+            "… and 3 more routes (2 of 5 shown); the API lists them page by page: /v1/status?offset=2\n"
+        ),
+        "{text}"
+    );
+    let whole = Status {
+        routes: vec![route("advertised"); 2],
+        ..Default::default()
+    };
+    assert!(!render_status(&whole).contains("more route"));
+}

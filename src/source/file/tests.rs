@@ -630,8 +630,9 @@ async fn a_directory_is_not_a_vip_file() {
     assert_eq!(
         snapshot.error,
         Some(format!(
-            "{}not a regular file; source.path must name the VIP file",
-            running.error_prefix(1, 1)
+            "{}not a regular file but a directory; a VIP file must be a regular file of at most {} bytes",
+            running.error_prefix(1, 1),
+            super::MAX_FILE_LEN
         ))
     );
     assert!(!snapshot.healthy && !snapshot.synced);

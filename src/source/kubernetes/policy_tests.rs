@@ -178,6 +178,18 @@ fn a_dual_stack_service_gives_both_addresses() {
 }
 
 #[test]
+fn an_ipv4_mapped_address_is_the_ipv4_vip_once() {
+    // Ingress as a dual-stack controller may write it, and the same VIP
+    // again as an external IP: one IPv4 VIP, advertised as its /32.
+    let svc = with_spec(lb("web", &["::ffff:198.51.100.7"]), |s| {
+        s.external_ips = Some(vec!["198.51.100.7".into()]);
+    });
+    let e = once(&default_cfg(), &World::new(vec![svc]));
+    assert_eq!(vips(&e), [ip("198.51.100.7")]);
+    assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+}
+
+#[test]
 fn a_hostname_only_ingress_entry_is_skipped_with_a_warning() {
     let mut svc = lb("web", &["198.51.100.7"]);
     let ingress = svc
