@@ -838,7 +838,11 @@ fn collision_notifications(p: &Value) -> u64 {
         .iter()
         .flat_map(|k| p[*k].as_array().cloned().unwrap_or_default())
         .filter(|n| n["code"] == 6 && n["subcode"] == 7)
-        .map(|n| n["count"].as_u64().unwrap_or(0))
+        .map(|n| {
+            n["count"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("a NOTIFICATION without a count in {p}"))
+        })
         .sum()
 }
 
