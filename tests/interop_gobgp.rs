@@ -119,9 +119,9 @@ fn ebgp_over_ipv4_and_ipv6_transport_with_4_octet_asns() {
 /// fails rather than counting 0.
 fn gobgp_updates_received(neighbor: &Value) -> u64 {
     let received = &neighbor["state"]["messages"]["received"];
-    let total = received["total"].as_u64().unwrap_or_else(|| {
-        panic!("gobgp reports no state.messages.received.total: {neighbor}")
-    });
+    let total = received["total"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("gobgp reports no state.messages.received.total: {neighbor}"));
     assert!(total > 0, "gobgp counts no message received: {neighbor}");
     match received.get("update") {
         None => 0,

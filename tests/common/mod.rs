@@ -245,7 +245,6 @@ pub fn metric_value(
 }
 
 impl Holdfast<'_> {
-
     pub fn peer_state(&self, name: &str) -> String {
         let s = self.status();
         s["peers"]
