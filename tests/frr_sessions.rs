@@ -846,48 +846,113 @@ fn collision_notifications(p: &Value) -> u64 {
         .sum()
 }
 
-/// Connection collision (RFC 4271 §6.8): holdfast listens and connects,
-/// FRR connects too. To make both connections exist at once, holdfast is
-/// frozen (SIGSTOP) while FRR connects to it — the kernel completes the
-/// handshake, FRR sends its OPEN and waits in OpenSent — and thawed: its
-/// ConnectRetryTimer has expired meanwhile, so it connects out as it takes
-/// FRR's connection. Exactly one session must survive, the one opened by
-/// the side with the higher BGP Identifier, and stay: no flapping.
+/// Connections between the node and the router in `state` (`ss` in the
+/// node's namespace): (holdfast opened it, local, peer). holdfast listens
+/// on 179, so a connection whose local port is 179 is FRR's.
+fn bgp_connections(lab: &Lab, state: &str) -> Vec<(bool, std::net::SocketAddr)> {
+    lab.node
+        .tcp_sockets(state)
+        .into_iter()
+        .filter(|(local, peer)| local.port() == 179 || peer.port() == 179)
+        .map(|(local, peer)| (local.port() != 179, peer))
+        .collect()
+}
+
+/// Connection collision (RFC 4271 §6.8), forced: holdfast listens and
+/// connects, FRR connects too, and both connections exist before either
+/// side has sent an OPEN. The link is black-holed while both start, so
+/// each side's SYN hangs (ConnectRetry 30 s on both sides: the attempt is
+/// not restarted); both daemons are frozen (SIGSTOP) and the link
+/// restored, so the kernels complete both handshakes, the retransmitted
+/// SYNs crossing, with nobody to send an OPEN; then both are thawed at
+/// once and each sends an OPEN on both connections. Each receives the
+/// second OPEN while the first connection is in OpenSent or OpenConfirm
+/// and must resolve by BGP Identifier: the connection opened by the side
+/// with the higher one survives — both sides agree, so exactly one session
+/// comes up and stays. The test fails if no Connection Collision
+/// Resolution NOTIFICATION was exchanged, i.e. if there was no collision.
 #[test]
-fn collision_leaves_exactly_one_session() {
+fn collision_keeps_the_connection_of_the_higher_bgp_identifier() {
     testlab::require_root();
     let case = |frr_router_id: &str| {
         let lab = Lab::pair();
+        lab.node_link.blackhole();
+        let mut frr = Frr::start(
+            &lab.router,
+            &frr_conf(
+                65000,
+                frr_router_id,
+                &[("192.0.2.2", 65001)],
+                " neighbor 192.0.2.2 timers connect 30\n",
+            ),
+        );
         let conf = holdfast_conf(
             65001,
             "192.0.2.2",
             "listen = \"0.0.0.0:179\"\n",
-            &[peer("tor", "192.0.2.1", 65000, "")],
+            &[peer("tor", "192.0.2.1", 65000, "connect_retry = \"30s\"\n")],
         );
         let mut node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.90"]));
-        // Nothing listens on the router yet: holdfast's attempts are refused.
-        testlab::wait_until(LONG, "holdfast's connection attempts to be refused", || {
-            let p = peer_status(&node, "tor");
-            p["last_error"]
-                .as_str()
-                .is_some_and(|e| e.contains("refused"))
-                .then_some(())
+        let neighbor = ip("192.0.2.2");
+        // Both SYNs are out and unanswered.
+        testlab::wait_until(LONG, "both sides to be connecting", || {
+            let node_syn = bgp_connections(&lab, "syn-sent").iter().any(|c| c.0);
+            let frr_syn = lab
+                .router
+                .tcp_sockets("syn-sent")
+                .iter()
+                .any(|(_, peer)| peer.port() == 179);
+            (node_syn && frr_syn).then_some(())
         });
         node.kill(testlab::Signal::Stop);
-        let frr = Frr::start(
-            &lab.router,
-            &frr_conf(65000, frr_router_id, &[("192.0.2.2", 65001)], ""),
-        );
-        let neighbor = ip("192.0.2.2");
-        frr.wait_state(neighbor, "OpenSent", LONG);
+        frr.daemon("bgpd").kill(testlab::Signal::Stop);
+        lab.node_link.restore();
+        // The kernels finish both handshakes: FRR's connection waits in
+        // holdfast's accept queue, holdfast's in FRR's.
+        let both = testlab::wait_until(LONG, "both connections to be established", || {
+            let conns = bgp_connections(&lab, "established");
+            let ours = conns.iter().filter(|c| c.0).count();
+            let theirs = conns.iter().filter(|c| !c.0).count();
+            (ours == 1 && theirs == 1).then_some(conns)
+        });
         node.kill(testlab::Signal::Cont);
+        frr.daemon("bgpd").kill(testlab::Signal::Cont);
 
         frr.wait_established(neighbor, LONG);
         frr.wait_prefix("198.51.100.90/32", LONG);
-        wait_holdfast_state(&node, "tor", "Established", LONG);
-        // Settled: watch that it stays so.
+        let p = wait_holdfast_state(&node, "tor", "Established", LONG);
+        // A collision happened and was resolved by NOTIFICATION.
+        let collisions = collision_notifications(&p);
+        assert!(
+            collisions >= 1,
+            "no Connection Collision Resolution NOTIFICATION sent or received, with \
+             both connections up at once ({both:?}): {p}\n{}",
+            node.log()
+        );
+        // §6.8: the survivor was opened by the side with the higher BGP
+        // Identifier. FRR's local port 179 means holdfast opened it.
+        let holdfast_higher = ip("192.0.2.2") > ip(frr_router_id);
+        let n = frr.neighbor(neighbor);
+        assert_eq!(
+            n["portLocal"] == 179,
+            holdfast_higher,
+            "the surviving connection was opened by {}, whose BGP Identifier is lower: {n}\n{p}",
+            if n["portLocal"] == 179 {
+                "holdfast"
+            } else {
+                "FRR"
+            }
+        );
+        let survivors = bgp_connections(&lab, "established");
+        assert_eq!(
+            survivors.iter().map(|c| c.0).collect::<Vec<_>>(),
+            vec![holdfast_higher],
+            "one connection left, opened by the higher BGP Identifier's side"
+        );
+        // And it stays: no flapping, no further collision.
         let start = Instant::now();
         let first = frr.neighbor(neighbor);
+        let transitions = p["established_transitions"].clone();
         while start.elapsed() < Duration::from_secs(5) {
             let n = frr.neighbor(neighbor);
             let p = peer_status(&node, "tor");
@@ -897,46 +962,20 @@ fn collision_leaves_exactly_one_session() {
                 "{n}"
             );
             assert_eq!(p["state"], "Established", "{p}");
-            assert_eq!(p["established_transitions"], 1, "{p}");
+            assert_eq!(p["established_transitions"], transitions, "{p}");
+            assert_eq!(collision_notifications(&p), collisions, "{p}");
             std::thread::sleep(Duration::from_millis(250));
         }
-        let n = frr.neighbor(neighbor);
-        let p = peer_status(&node, "tor");
         assert!(frr.prefix("198.51.100.90/32").is_some());
-        // Both connections reached holdfast: FRR's (accepted when thawed)
-        // and its own.
-        let log = node.log();
-        assert!(log.contains("connection from 192.0.2.1:"), "{log}");
-        let collisions = collision_notifications(&p);
-        if collisions > 0 {
-            // Resolved by comparing BGP Identifiers (§6.8): the survivor
-            // was opened by the side with the higher one. FRR's local port
-            // 179 means holdfast opened it.
-            let holdfast_higher = ip("192.0.2.2") > ip(frr_router_id);
-            assert_eq!(n["portLocal"] == 179, holdfast_higher, "{n}\n{p}");
-        }
-        // Otherwise FRR reached OpenConfirm on its own connection before it
-        // accepted ours and reset ours without an OPEN (it does, at times):
-        // one session all the same.
-        collisions
+        eprintln!(
+            "FRR router-id {frr_router_id}: {collisions} collision NOTIFICATION(s) at holdfast, \
+             established_transitions {transitions}, connections before the thaw {both:?}"
+        );
     };
-    let collisions = std::sync::Mutex::new(Vec::new());
     concurrently(&[
-        ("holdfast's BGP Identifier higher", &|| {
-            let c = case("192.0.2.1");
-            collisions.lock().unwrap().push(c);
-        }),
-        ("FRR's BGP Identifier higher", &|| {
-            let c = case("192.0.2.254");
-            collisions.lock().unwrap().push(c);
-        }),
+        ("holdfast's BGP Identifier higher", &|| case("192.0.2.1")),
+        ("FRR's BGP Identifier higher", &|| case("192.0.2.254")),
     ]);
-    // Both runs usually end in a collision resolved by OPENs; one without
-    // it now and then is FRR's timing, not a failure.
-    eprintln!(
-        "Connection Collision Resolution NOTIFICATIONs at holdfast: {:?}",
-        collisions.lock().unwrap()
-    );
 }
 
 // ------------------------------------------------------------ passive side
