@@ -943,6 +943,12 @@ fn collision_keeps_the_connection_of_the_higher_bgp_identifier() {
                 "FRR"
             }
         );
+        // Both sides chose the same connection: the first session to come
+        // up is the one that stays, at holdfast and at FRR. (Had they
+        // chosen differently, both connections would have closed and a
+        // later, collision-free one would have come up.)
+        assert_eq!(p["established_transitions"], 1, "{p}");
+        assert_eq!(n["connectionsEstablished"], 1, "{n}");
         let survivors = bgp_connections(&lab, "established");
         assert_eq!(
             survivors.iter().map(|c| c.0).collect::<Vec<_>>(),
@@ -967,9 +973,17 @@ fn collision_keeps_the_connection_of_the_higher_bgp_identifier() {
             std::thread::sleep(Duration::from_millis(250));
         }
         assert!(frr.prefix("198.51.100.90/32").is_some());
+        let log = node.log();
+        let said: Vec<&str> = log
+            .lines()
+            .filter(|l| {
+                l.contains("Connection Collision Resolution") || l.contains("connection from")
+            })
+            .collect();
         eprintln!(
             "FRR router-id {frr_router_id}: {collisions} collision NOTIFICATION(s) at holdfast, \
-             established_transitions {transitions}, connections before the thaw {both:?}"
+             established_transitions {transitions}, connections before the thaw {both:?}\n{}",
+            said.join("\n")
         );
     };
     concurrently(&[
