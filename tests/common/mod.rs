@@ -245,6 +245,8 @@ pub fn metric_value(
 }
 
 impl Holdfast<'_> {
+    /// The session state of peer `name`; panics if the status has no such
+    /// peer (an absent peer is not "not Established").
     pub fn peer_state(&self, name: &str) -> String {
         let s = self.status();
         s["peers"]
@@ -252,8 +254,9 @@ impl Holdfast<'_> {
             .unwrap()
             .iter()
             .find(|p| p["name"] == name)
-            .map(|p| p["state"].as_str().unwrap().to_string())
-            .unwrap_or_default()
+            .and_then(|p| p["state"].as_str())
+            .unwrap_or_else(|| panic!("no peer {name} with a state in holdfast status: {s}"))
+            .to_string()
     }
 }
 
