@@ -202,8 +202,12 @@ fn attr(path: &Value, code: u64) -> Option<&Value> {
 
 /// AS_PATH, COMMUNITIES and LARGE_COMMUNITY of a path holdfast sent.
 fn check_attributes(path: &Value, as_path: &[u32]) {
-    let asns: Vec<u32> = attr(path, 2)
-        .and_then(|a| a["as_paths"].as_array())
+    // AS_PATH is well-known mandatory (RFC 4271 §5.1.2), also when empty
+    // (iBGP): the attribute must be there.
+    let as_path_attr =
+        attr(path, 2).unwrap_or_else(|| panic!("no AS_PATH attribute (type 2): {path}"));
+    let asns: Vec<u32> = as_path_attr["as_paths"]
+        .as_array()
         .map(|segments| {
             segments
                 .iter()
