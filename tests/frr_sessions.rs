@@ -858,6 +858,17 @@ fn bgp_connections(lab: &Lab, state: &str) -> Vec<(bool, std::net::SocketAddr)> 
         .collect()
 }
 
+/// Octets waiting unread in each BGP connection of the node (ss's
+/// Recv-Q).
+fn unread_octets(lab: &Lab) -> Vec<u64> {
+    lab.node
+        .run(&["ss", "-H", "-t", "-n", "state", "established"])
+        .lines()
+        .filter(|l| l.contains(":179 ") || l.ends_with(":179"))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
 /// What in FRR 8.4's log shows that FRR itself dropped the session after
 /// a collision: when it keeps the connection it accepted (ours, when our
 /// BGP Identifier is higher), it moves that connection into its main peer
@@ -891,10 +902,11 @@ fn frr_collision_quirk(frr_log: &str) -> Option<String> {
 /// each side's SYN hangs (ConnectRetry 30 s on both sides: the attempt is
 /// not restarted); both daemons are frozen (SIGSTOP) and the link
 /// restored, so the kernels complete both handshakes, the retransmitted
-/// SYNs crossing, with nobody to send an OPEN; then both are thawed at
-/// once and each sends an OPEN on both connections. Each receives the
-/// second OPEN while the first connection is in OpenSent or OpenConfirm
-/// and must resolve by BGP Identifier: the connection opened by the side
+/// SYNs crossing, with nobody to send an OPEN; then FRR is thawed and
+/// sends an OPEN on both, then holdfast, which finds both waiting: it
+/// must resolve by BGP Identifier (§6.8: the second OPEN arrives while the
+/// first connection is in OpenConfirm), and so must FRR when our OPENs
+/// arrive: the connection opened by the side
 /// with the higher one survives — both sides agree, so exactly one session
 /// comes up and stays. The test fails if no Connection Collision
 /// Resolution NOTIFICATION was exchanged, i.e. if there was no collision.
@@ -962,8 +974,15 @@ fn collision_round(frr_router_id: &str) -> Result<(), String> {
         let theirs = conns.iter().filter(|c| !c.0).count();
         (ours == 1 && theirs == 1).then_some(conns)
     });
-    node.kill(testlab::Signal::Cont);
+    // FRR first: it sends its OPEN on both connections and waits, having
+    // received nothing. Then holdfast, which finds both OPENs waiting and
+    // resolves the collision itself, before any Cease from FRR can have
+    // reached it (FRR decides only on our OPENs).
     frr.daemon("bgpd").kill(testlab::Signal::Cont);
+    testlab::wait_until(LONG, "FRR's OPENs to wait at holdfast", || {
+        (unread_octets(&lab).iter().filter(|&&n| n >= 19).count() == 2).then_some(())
+    });
+    node.kill(testlab::Signal::Cont);
 
     frr.wait_established(neighbor, LONG);
     frr.wait_prefix("198.51.100.90/32", LONG);
