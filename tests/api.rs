@@ -1,7 +1,10 @@
 //! The HTTP API served for real on 127.0.0.1 (port 0), read by the real
 //! `holdfast status` / `holdfast explain` binaries and by raw TCP. The
 //! daemon's state is a fixed [`StateView`] built from
-//! tests/fixtures/api/status.json.
+//! tests/fixtures/api/status.json: these tests are about the HTTP layer
+//! and the CLI. `/readyz` and metric values of the real daemon, whose
+//! readiness follows its source, are asserted in tests/frr_wire.rs
+//! (`readiness_and_end_of_rib_wait_for_the_sources_first_complete_view`).
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};

@@ -46,11 +46,8 @@ fn bfd_down_takes_bgp_down_fast_and_bgp_waits_for_bfd() {
             .then_some(())
     });
     assert_eq!(bfd(&node)["detection_time_ms"], 300, "3 × 100 ms");
-    assert!(
-        node.metrics()
-            .contains("holdfast_peer_bfd_up{peer=\"tor1\""),
-        "the metric is there"
-    );
+    let bfd_up = |node: &Holdfast| node.metric("holdfast_peer_bfd_up", &[("peer", "tor1")]);
+    assert_eq!(bfd_up(&node), 1.0, "holdfast_peer_bfd_up while BFD is Up");
 
     // Black-hole the link: frames vanish, nothing resets.
     lab.node_link.blackhole();
@@ -83,6 +80,11 @@ fn bfd_down_takes_bgp_down_fast_and_bgp_waits_for_bfd() {
     assert_ne!(node.peer_state("tor1"), "Established");
     let (_, text) = node.explain("198.51.100.10");
     assert!(text.contains("BFD is Down"), "{text}");
+    assert_eq!(bfd_up(&node), 0.0, "holdfast_peer_bfd_up while BFD is Down");
+    assert_eq!(
+        node.metric("holdfast_peer_established", &[("peer", "tor1")]),
+        0.0
+    );
 
     // The link returns: BFD, then BGP, then the route.
     lab.node_link.restore();
@@ -91,6 +93,7 @@ fn bfd_down_takes_bgp_down_fast_and_bgp_waits_for_bfd() {
     });
     frr.wait_established(NODE.parse().unwrap(), LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
+    assert_eq!(bfd_up(&node), 1.0, "holdfast_peer_bfd_up back to 1");
 }
 
 #[test]
@@ -128,4 +131,9 @@ fn multihop_bfd_two_hops_away() {
             .any(|p| p["peer"] == node_ip.as_str() && p["status"] == "up" && p["multihop"] == true)
             .then_some(())
     });
+    assert_eq!(
+        node.metric("holdfast_peer_bfd_up", &[("peer", "tor1")]),
+        1.0,
+        "holdfast_peer_bfd_up of the multihop session"
+    );
 }

@@ -838,101 +838,231 @@ fn collision_notifications(p: &Value) -> u64 {
         .iter()
         .flat_map(|k| p[*k].as_array().cloned().unwrap_or_default())
         .filter(|n| n["code"] == 6 && n["subcode"] == 7)
-        .map(|n| n["count"].as_u64().unwrap_or(0))
+        .map(|n| {
+            n["count"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("a NOTIFICATION without a count in {p}"))
+        })
         .sum()
 }
 
-/// Connection collision (RFC 4271 §6.8): holdfast listens and connects,
-/// FRR connects too. To make both connections exist at once, holdfast is
-/// frozen (SIGSTOP) while FRR connects to it — the kernel completes the
-/// handshake, FRR sends its OPEN and waits in OpenSent — and thawed: its
-/// ConnectRetryTimer has expired meanwhile, so it connects out as it takes
-/// FRR's connection. Exactly one session must survive, the one opened by
-/// the side with the higher BGP Identifier, and stay: no flapping.
+/// Connections between the node and the router in `state` (`ss` in the
+/// node's namespace): (holdfast opened it, local, peer). holdfast listens
+/// on 179, so a connection whose local port is 179 is FRR's.
+fn bgp_connections(lab: &Lab, state: &str) -> Vec<(bool, std::net::SocketAddr)> {
+    lab.node
+        .tcp_sockets(state)
+        .into_iter()
+        .filter(|(local, peer)| local.port() == 179 || peer.port() == 179)
+        .map(|(local, peer)| (local.port() != 179, peer))
+        .collect()
+}
+
+/// Octets waiting unread in each BGP connection of the node (ss's
+/// Recv-Q).
+fn unread_octets(lab: &Lab) -> Vec<u64> {
+    lab.node
+        .run(&["ss", "-H", "-t", "-n", "state", "established"])
+        .lines()
+        .filter(|l| l.contains(":179 ") || l.ends_with(":179"))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// What in FRR 8.4's log shows that FRR itself dropped the session after
+/// a collision: when it keeps the connection it accepted (ours, when our
+/// BGP Identifier is higher), it moves that connection into its main peer
+/// structure, and at times resolves the collision once more (another
+/// Cease/Connection Collision Resolution sent) or fails to read the moved
+/// socket's addresses, and drops the session it has just established —
+/// while it received no NOTIFICATION from us. A NOTIFICATION from holdfast
+/// in the log is holdfast's doing, and the test's assertions judge it.
+fn frr_collision_quirk(frr_log: &str) -> Option<String> {
+    let dropped = frr_log.contains("%ADJCHANGE: neighbor 192.0.2.2(node-1) in vrf default Down");
+    let from_us = frr_log.contains("%NOTIFICATION: received from neighbor 192.0.2.2");
+    (dropped && !from_us).then(|| {
+        let sent = frr_log
+            .matches("sent to neighbor 192.0.2.2 6/7 (Cease/Connection Collision Resolution)")
+            .count();
+        format!(
+            "FRR dropped its session after the collision without a NOTIFICATION from holdfast \
+             ({sent} Connection Collision Resolution sent by FRR{})",
+            if frr_log.contains("bgp_getsockname() failed for accept") {
+                ", bgp_getsockname() failed for the accepted connection"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
+/// Connection collision (RFC 4271 §6.8), forced: holdfast listens and
+/// connects, FRR connects too, and both connections exist before either
+/// side has sent an OPEN. The link is black-holed while both start, so
+/// each side's SYN hangs (ConnectRetry 30 s on both sides: the attempt is
+/// not restarted); both daemons are frozen (SIGSTOP) and the link
+/// restored, so the kernels complete both handshakes, the retransmitted
+/// SYNs crossing, with nobody to send an OPEN; then FRR is thawed and
+/// sends an OPEN on both, then holdfast, which finds both waiting: it
+/// must resolve by BGP Identifier (§6.8: the second OPEN arrives while the
+/// first connection is in OpenConfirm), and so must FRR when our OPENs
+/// arrive: the connection opened by the side
+/// with the higher one survives — both sides agree, so exactly one session
+/// comes up and stays. The test fails if no Connection Collision
+/// Resolution NOTIFICATION was exchanged, i.e. if there was no collision.
+/// A round in which FRR itself mishandled the collision (see
+/// [`frr_collision_quirk`]) is run again, at most five rounds in all.
 #[test]
-fn collision_leaves_exactly_one_session() {
+fn collision_keeps_the_connection_of_the_higher_bgp_identifier() {
     testlab::require_root();
     let case = |frr_router_id: &str| {
-        let lab = Lab::pair();
-        let conf = holdfast_conf(
-            65001,
-            "192.0.2.2",
-            "listen = \"0.0.0.0:179\"\n",
-            &[peer("tor", "192.0.2.1", 65000, "")],
-        );
-        let mut node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.90"]));
-        // Nothing listens on the router yet: holdfast's attempts are refused.
-        testlab::wait_until(LONG, "holdfast's connection attempts to be refused", || {
-            let p = peer_status(&node, "tor");
-            p["last_error"]
-                .as_str()
-                .is_some_and(|e| e.contains("refused"))
-                .then_some(())
-        });
-        node.kill(testlab::Signal::Stop);
-        let frr = Frr::start(
-            &lab.router,
-            &frr_conf(65000, frr_router_id, &[("192.0.2.2", 65001)], ""),
-        );
-        let neighbor = ip("192.0.2.2");
-        frr.wait_state(neighbor, "OpenSent", LONG);
-        node.kill(testlab::Signal::Cont);
-
-        frr.wait_established(neighbor, LONG);
-        frr.wait_prefix("198.51.100.90/32", LONG);
-        wait_holdfast_state(&node, "tor", "Established", LONG);
-        // Settled: watch that it stays so.
-        let start = Instant::now();
-        let first = frr.neighbor(neighbor);
-        while start.elapsed() < Duration::from_secs(5) {
-            let n = frr.neighbor(neighbor);
-            let p = peer_status(&node, "tor");
-            assert_eq!(n["bgpState"], "Established", "{n}");
-            assert_eq!(
-                n["connectionsEstablished"], first["connectionsEstablished"],
-                "{n}"
-            );
-            assert_eq!(p["state"], "Established", "{p}");
-            assert_eq!(p["established_transitions"], 1, "{p}");
-            std::thread::sleep(Duration::from_millis(250));
+        for round in 1..=5 {
+            match collision_round(frr_router_id) {
+                Ok(()) => return,
+                Err(quirk) => eprintln!(
+                    "FRR router-id {frr_router_id}, round {round}: {quirk}; running it again"
+                ),
+            }
         }
+        panic!("FRR mishandled the collision in five rounds out of five");
+    };
+    concurrently(&[
+        ("holdfast's BGP Identifier higher", &|| case("192.0.2.1")),
+        ("FRR's BGP Identifier higher", &|| case("192.0.2.254")),
+    ]);
+}
+
+/// One forced collision; `Err` when FRR's log shows FRR's own mishandling.
+fn collision_round(frr_router_id: &str) -> Result<(), String> {
+    let lab = Lab::pair();
+    lab.node_link.blackhole();
+    let mut frr = Frr::start(
+        &lab.router,
+        &frr_conf(
+            65000,
+            frr_router_id,
+            &[("192.0.2.2", 65001)],
+            " neighbor 192.0.2.2 timers connect 30\n",
+        ),
+    );
+    let conf = holdfast_conf(
+        65001,
+        "192.0.2.2",
+        "listen = \"0.0.0.0:179\"\n",
+        &[peer("tor", "192.0.2.1", 65000, "connect_retry = \"30s\"\n")],
+    );
+    let mut node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.90"]));
+    let neighbor = ip("192.0.2.2");
+    // Both SYNs are out and unanswered.
+    testlab::wait_until(LONG, "both sides to be connecting", || {
+        let node_syn = bgp_connections(&lab, "syn-sent").iter().any(|c| c.0);
+        let frr_syn = lab
+            .router
+            .tcp_sockets("syn-sent")
+            .iter()
+            .any(|(_, peer)| peer.port() == 179);
+        (node_syn && frr_syn).then_some(())
+    });
+    node.kill(testlab::Signal::Stop);
+    frr.daemon("bgpd").kill(testlab::Signal::Stop);
+    lab.node_link.restore();
+    // The kernels finish both handshakes: FRR's connection waits in
+    // holdfast's accept queue, holdfast's in FRR's.
+    let both = testlab::wait_until(LONG, "both connections to be established", || {
+        let conns = bgp_connections(&lab, "established");
+        let ours = conns.iter().filter(|c| c.0).count();
+        let theirs = conns.iter().filter(|c| !c.0).count();
+        (ours == 1 && theirs == 1).then_some(conns)
+    });
+    // FRR first: it sends its OPEN on both connections and waits, having
+    // received nothing. Then holdfast, which finds both OPENs waiting and
+    // resolves the collision itself, before any Cease from FRR can have
+    // reached it (FRR decides only on our OPENs).
+    frr.daemon("bgpd").kill(testlab::Signal::Cont);
+    testlab::wait_until(LONG, "FRR's OPENs to wait at holdfast", || {
+        (unread_octets(&lab).iter().filter(|&&n| n >= 19).count() == 2).then_some(())
+    });
+    node.kill(testlab::Signal::Cont);
+
+    frr.wait_established(neighbor, LONG);
+    frr.wait_prefix("198.51.100.90/32", LONG);
+    wait_holdfast_state(&node, "tor", "Established", LONG);
+    // FRR's mishandling, when it happens, shows within a second.
+    std::thread::sleep(Duration::from_secs(2));
+    if let Some(quirk) = frr_collision_quirk(&frr.log()) {
+        return Err(quirk);
+    }
+    let p = wait_holdfast_state(&node, "tor", "Established", LONG);
+    // A collision happened and was resolved by NOTIFICATION.
+    let collisions = collision_notifications(&p);
+    assert!(
+        collisions >= 1,
+        "no Connection Collision Resolution NOTIFICATION sent or received, with \
+         both connections up at once ({both:?}): {p}\n{}",
+        node.log()
+    );
+    // The metrics say the same: Cease (6) / Connection Collision
+    // Resolution (7), sent plus received.
+    let e = node.exposition();
+    let in_metrics: f64 = e
+        .samples()
+        .filter(|s| {
+            s.name.starts_with("holdfast_peer_notifications_")
+                && s.labels.iter().any(|(k, v)| k == "code" && v == "6")
+                && s.labels.iter().any(|(k, v)| k == "subcode" && v == "7")
+        })
+        .map(|s| s.value)
+        .sum();
+    assert_eq!(in_metrics, collisions as f64, "{e:?}");
+    // §6.8: the survivor was opened by the side with the higher BGP
+    // Identifier. FRR's local port 179 means holdfast opened it.
+    let holdfast_higher = ip("192.0.2.2") > ip(frr_router_id);
+    let n = frr.neighbor(neighbor);
+    assert_eq!(
+        n["portLocal"] == 179,
+        holdfast_higher,
+        "the surviving connection was opened by {}, whose BGP Identifier is lower: {n}\n{p}",
+        if n["portLocal"] == 179 {
+            "holdfast"
+        } else {
+            "FRR"
+        }
+    );
+    // Both sides chose the same connection: the first session to come up
+    // is the one that stays, at holdfast and at FRR. (Had they chosen
+    // differently, both connections would have closed and a later,
+    // collision-free one would have come up.)
+    assert_eq!(p["established_transitions"], 1, "{p}");
+    assert_eq!(n["connectionsEstablished"], 1, "{n}");
+    let survivors = bgp_connections(&lab, "established");
+    assert_eq!(
+        survivors.iter().map(|c| c.0).collect::<Vec<_>>(),
+        vec![holdfast_higher],
+        "one connection left, opened by the higher BGP Identifier's side"
+    );
+    // And it stays: no flapping, no further collision.
+    let start = Instant::now();
+    let first = frr.neighbor(neighbor);
+    let transitions = p["established_transitions"].clone();
+    while start.elapsed() < Duration::from_secs(5) {
         let n = frr.neighbor(neighbor);
         let p = peer_status(&node, "tor");
-        assert!(frr.prefix("198.51.100.90/32").is_some());
-        // Both connections reached holdfast: FRR's (accepted when thawed)
-        // and its own.
-        let log = node.log();
-        assert!(log.contains("connection from 192.0.2.1:"), "{log}");
-        let collisions = collision_notifications(&p);
-        if collisions > 0 {
-            // Resolved by comparing BGP Identifiers (§6.8): the survivor
-            // was opened by the side with the higher one. FRR's local port
-            // 179 means holdfast opened it.
-            let holdfast_higher = ip("192.0.2.2") > ip(frr_router_id);
-            assert_eq!(n["portLocal"] == 179, holdfast_higher, "{n}\n{p}");
-        }
-        // Otherwise FRR reached OpenConfirm on its own connection before it
-        // accepted ours and reset ours without an OPEN (it does, at times):
-        // one session all the same.
-        collisions
-    };
-    let collisions = std::sync::Mutex::new(Vec::new());
-    concurrently(&[
-        ("holdfast's BGP Identifier higher", &|| {
-            let c = case("192.0.2.1");
-            collisions.lock().unwrap().push(c);
-        }),
-        ("FRR's BGP Identifier higher", &|| {
-            let c = case("192.0.2.254");
-            collisions.lock().unwrap().push(c);
-        }),
-    ]);
-    // Both runs usually end in a collision resolved by OPENs; one without
-    // it now and then is FRR's timing, not a failure.
+        assert_eq!(n["bgpState"], "Established", "{n}");
+        assert_eq!(
+            n["connectionsEstablished"], first["connectionsEstablished"],
+            "{n}"
+        );
+        assert_eq!(p["state"], "Established", "{p}");
+        assert_eq!(p["established_transitions"], transitions, "{p}");
+        assert_eq!(collision_notifications(&p), collisions, "{p}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(frr.prefix("198.51.100.90/32").is_some());
     eprintln!(
-        "Connection Collision Resolution NOTIFICATIONs at holdfast: {:?}",
-        collisions.lock().unwrap()
+        "FRR router-id {frr_router_id}: {collisions} collision NOTIFICATION(s) at holdfast, \
+         connections before the thaw {both:?}"
     );
+    Ok(())
 }
 
 // ------------------------------------------------------------ passive side

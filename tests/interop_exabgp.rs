@@ -398,19 +398,14 @@ impl Receiver<'_> {
     /// holdfast has processed that UPDATE and logged its RFC 7606 verdict,
     /// and returns that log line.
     fn malformed(&self, prefix: &str, code: u8, flags: u8, value: &[u8], error: &str) -> String {
-        let before = self.node.peer_status("tor")["updates_received"]
-            .as_u64()
-            .unwrap_or(0);
+        let before = updates_received(&self.node.peer_status("tor"));
         self.exabgp
             .announce_raw_attribute(prefix, "self", code, flags, value);
         let line = self
             .node
             .wait_log_line(&["malformed UPDATE from the peer (RFC 7606)", error], LONG);
         let status = self.node.peer_status("tor");
-        assert!(
-            status["updates_received"].as_u64().unwrap_or(0) > before,
-            "{status}"
-        );
+        assert!(updates_received(&status) > before, "{status}");
         line
     }
 
@@ -419,16 +414,14 @@ impl Receiver<'_> {
     /// left Established and sent no NOTIFICATION, and ExaBGP received
     /// none.
     fn assert_session_survived(&self) {
-        let before = self.node.peer_status("tor")["updates_received"]
-            .as_u64()
-            .unwrap_or(0);
+        let before = updates_received(&self.node.peer_status("tor"));
         self.exabgp
             .announce("198.51.100.99/32 next-hop self community [65001:7]");
         let status = self.node.wait_peer_status(
             "tor",
             LONG,
             "holdfast to receive the well-formed UPDATE",
-            |p| p["updates_received"].as_u64().unwrap_or(0) > before,
+            |p| updates_received(p) > before,
         );
         assert_eq!(status["state"], "Established", "{status}");
         assert_eq!(status["established_transitions"], 1, "{status}");
@@ -725,7 +718,9 @@ fn sigterm_closes_gracefully_and_withdraw_on_exit_withdraws_then_ceases() {
             Err(payload.clone())
         }
     });
-    let cease = log.find(&payload).unwrap_or(0);
+    let cease = log
+        .find(&payload)
+        .expect("the wait above found the Cease in this log");
     let withdraw = log.find("0005 20C6 3364 0A").unwrap_or(usize::MAX);
     assert!(
         withdraw < cease,

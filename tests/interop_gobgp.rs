@@ -112,6 +112,25 @@ fn ebgp_over_ipv4_and_ipv6_transport_with_4_octet_asns() {
     }
 }
 
+/// `state.messages.received.update` of `gobgp neighbor ADDR -j`. gobgp
+/// leaves protobuf defaults out, so a zero count has no `update` key; the
+/// `received` object itself, with its `total` (OPEN and KEEPALIVEs at
+/// least), must be there, or the JSON is not what this reads and the test
+/// fails rather than counting 0.
+fn gobgp_updates_received(neighbor: &Value) -> u64 {
+    let received = &neighbor["state"]["messages"]["received"];
+    let total = received["total"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("gobgp reports no state.messages.received.total: {neighbor}"));
+    assert!(total > 0, "gobgp counts no message received: {neighbor}");
+    match received.get("update") {
+        None => 0,
+        Some(n) => n
+            .as_u64()
+            .unwrap_or_else(|| panic!("received.update is not a count: {neighbor}")),
+    }
+}
+
 /// Waits until gobgpd has received `count` UPDATEs from `neighbor`
 /// (no more); returns `gobgp neighbor ADDR -j`.
 fn wait_updates_received(gobgp: &Gobgp, neighbor: IpAddr, count: u64) -> Value {
@@ -120,9 +139,7 @@ fn wait_updates_received(gobgp: &Gobgp, neighbor: IpAddr, count: u64) -> Value {
         &format!("gobgpd to receive {count} UPDATEs from {neighbor}"),
         || {
             let json = gobgp.cli_json(&["neighbor", &neighbor.to_string()]);
-            let received = json["state"]["messages"]["received"]["update"]
-                .as_u64()
-                .unwrap_or(0);
+            let received = gobgp_updates_received(&json);
             match received {
                 n if n == count => Ok(json),
                 n if n > count => {
@@ -185,8 +202,12 @@ fn attr(path: &Value, code: u64) -> Option<&Value> {
 
 /// AS_PATH, COMMUNITIES and LARGE_COMMUNITY of a path holdfast sent.
 fn check_attributes(path: &Value, as_path: &[u32]) {
-    let asns: Vec<u32> = attr(path, 2)
-        .and_then(|a| a["as_paths"].as_array())
+    // AS_PATH is well-known mandatory (RFC 4271 §5.1.2), also when empty
+    // (iBGP): the attribute must be there.
+    let as_path_attr =
+        attr(path, 2).unwrap_or_else(|| panic!("no AS_PATH attribute (type 2): {path}"));
+    let asns: Vec<u32> = as_path_attr["as_paths"]
+        .as_array()
         .map(|segments| {
             segments
                 .iter()

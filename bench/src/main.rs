@@ -137,20 +137,25 @@ impl Receiver {
     pub fn summary(&mut self) -> (bool, u64) {
         let v = self.json("show bgp ipv4 unicast summary json");
         let peer = &v["peers"][NODE];
-        (
-            peer["state"] == "Established",
-            peer["pfxRcd"].as_u64().unwrap_or(0),
-        )
+        let received = peer["pfxRcd"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no peers.{NODE}.pfxRcd in FRR's summary: {v}"));
+        (peer["state"] == "Established", received)
     }
 
+    /// A missing counter fails the run: it must never read as 0 UPDATEs.
     pub fn updates(&mut self) -> u64 {
         let v = self.json(&format!("show bgp neighbors {NODE} json"));
-        v[NODE]["messageStats"]["updatesRecv"].as_u64().unwrap_or(0)
+        v[NODE]["messageStats"]["updatesRecv"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {NODE}.messageStats.updatesRecv in FRR's JSON: {v}"))
     }
 
     pub fn total_prefixes(&mut self) -> u64 {
         let v = self.json("show bgp ipv4 unicast statistics json");
-        v["ipv4Unicast"][0]["totalPrefixes"].as_u64().unwrap_or(0)
+        v["ipv4Unicast"][0]["totalPrefixes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no ipv4Unicast[0].totalPrefixes in FRR's statistics: {v}"))
     }
 
     /// Octets the router's end of the link received (all of it: BGP, TCP

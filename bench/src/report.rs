@@ -102,7 +102,7 @@ pub fn read_codec(dir: &Path) -> Option<Codec> {
     Some(Codec {
         messages: corpus["messages"].as_u64()?,
         bytes: corpus["bytes"].as_u64()?,
-        excluded: corpus["excluded"].as_u64().unwrap_or(0),
+        excluded: corpus["excluded"].as_u64()?,
         refused: corpus["refused_by"]
             .as_object()
             .map(|o| {

@@ -309,17 +309,25 @@ impl Frr {
     }
 
     /// UPDATE messages received from the neighbor (`messageStats.updatesRecv`).
+    /// Panics with the neighbor's JSON if FRR does not report the counter:
+    /// a missing counter must never read as "no UPDATEs".
     pub fn updates_received(&self, addr: IpAddr) -> u64 {
-        self.neighbor(addr)["messageStats"]["updatesRecv"]
-            .as_u64()
-            .unwrap_or(0)
+        self.message_stat(addr, "updatesRecv")
     }
 
-    /// UPDATE messages sent to the neighbor (`messageStats.updatesSent`).
+    /// UPDATE messages sent to the neighbor (`messageStats.updatesSent`);
+    /// panics like [`Frr::updates_received`].
     pub fn updates_sent(&self, addr: IpAddr) -> u64 {
-        self.neighbor(addr)["messageStats"]["updatesSent"]
-            .as_u64()
-            .unwrap_or(0)
+        self.message_stat(addr, "updatesSent")
+    }
+
+    /// One counter of the neighbor's `messageStats`; panics with the JSON
+    /// FRR printed when it is not there or not a number.
+    pub fn message_stat(&self, addr: IpAddr, key: &str) -> u64 {
+        let neighbor = self.neighbor(addr);
+        neighbor["messageStats"][key].as_u64().unwrap_or_else(|| {
+            panic!("FRR reports no messageStats.{key} for neighbor {addr}: {neighbor}")
+        })
     }
 
     /// `show bgp ipv4|ipv6 unicast PREFIX json` for an exact prefix

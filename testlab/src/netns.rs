@@ -12,7 +12,7 @@
 //! namespaces and directories whose creator pid is gone (set
 //! `TESTLAB_NO_SWEEP` to disable that).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -235,6 +235,24 @@ impl Netns {
         out.lines()
             .filter_map(|line| line.split_whitespace().nth(3))
             .filter_map(|local| local.rsplit(':').next()?.parse().ok())
+            .collect()
+    }
+
+    /// TCP sockets of the namespace in one `state` (as `ss` names them:
+    /// `established`, `syn-sent`, …), each as (local, peer) address, from
+    /// `ss -Htn state STATE`. IPv4 peers of a dual-stack socket show as
+    /// IPv4-mapped IPv6 addresses.
+    pub fn tcp_sockets(&self, state: &str) -> Vec<(SocketAddr, SocketAddr)> {
+        let out = self.run(&["ss", "-H", "-t", "-n", "state", state]);
+        out.lines()
+            .filter_map(|line| {
+                // With one state asked for, ss leaves the State column out:
+                // Recv-Q Send-Q Local Peer [Process].
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let local = fields.get(2)?.parse().ok()?;
+                let peer = fields.get(3)?.parse().ok()?;
+                Some((local, peer))
+            })
             .collect()
     }
 

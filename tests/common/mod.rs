@@ -183,6 +183,70 @@ impl<'a> Holdfast<'a> {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `GET path` on the API (127.0.0.1:9179 in the namespace): the status
+    /// code and the body. Panics if the answer is not HTTP.
+    pub fn http_get(&self, path: &str) -> (u16, String) {
+        let script = format!(
+            "exec 3<>/dev/tcp/127.0.0.1/9179; printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
+        );
+        let out = self.ns.exec(&["bash", "-c", &script]);
+        let answer = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (head, body) = answer
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("GET {path}: no HTTP answer: {answer:?}"));
+        let code = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("GET {path}: no status code in {head:?}"));
+        (code, body.to_owned())
+    }
+
+    /// The parsed `/metrics` exposition.
+    pub fn exposition(&self) -> holdfast::api::exposition::Exposition {
+        let (code, body) = self.http_get("/metrics");
+        assert_eq!(code, 200, "GET /metrics: {body}");
+        holdfast::api::exposition::parse(&body)
+            .unwrap_or_else(|e| panic!("/metrics does not parse ({e}):\n{body}"))
+    }
+
+    /// The value of the one series of `name` whose labels include
+    /// `labels`. Panics with the whole family when there is none or more
+    /// than one: a metric that is missing never reads as 0.
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        metric_value(&self.exposition(), name, labels)
+    }
+}
+
+/// The value of the one series of `name` in `e` whose labels include
+/// `labels`; panics when there is not exactly one.
+pub fn metric_value(
+    e: &holdfast::api::exposition::Exposition,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> f64 {
+    let matching: Vec<_> = e
+        .samples()
+        .filter(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.iter().any(|(lk, lv)| lk == k && lv == v))
+        })
+        .collect();
+    match matching.as_slice() {
+        [one] => one.value,
+        _ => panic!(
+            "{} series of {name} with labels {labels:?}; the samples of {name}: {:?}",
+            matching.len(),
+            e.samples().filter(|s| s.name == name).collect::<Vec<_>>()
+        ),
+    }
+}
+
+impl Holdfast<'_> {
+    /// The session state of peer `name`; panics if the status has no such
+    /// peer (an absent peer is not "not Established").
     pub fn peer_state(&self, name: &str) -> String {
         let s = self.status();
         s["peers"]
@@ -190,8 +254,9 @@ impl<'a> Holdfast<'a> {
             .unwrap()
             .iter()
             .find(|p| p["name"] == name)
-            .map(|p| p["state"].as_str().unwrap().to_string())
-            .unwrap_or_default()
+            .and_then(|p| p["state"].as_str())
+            .unwrap_or_else(|| panic!("no peer {name} with a state in holdfast status: {s}"))
+            .to_string()
     }
 }
 

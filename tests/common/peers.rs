@@ -139,3 +139,17 @@ impl Holdfast<'_> {
         )
     }
 }
+
+/// A counter of a peer's status (`updates_received`, `messages_sent`, …);
+/// panics with the status when it is missing: a counter that is not there
+/// must never read as 0.
+pub fn counter(peer: &Value, key: &str) -> u64 {
+    peer[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {key:?} in holdfast's peer status: {peer}"))
+}
+
+/// UPDATEs holdfast received from the peer, by its status.
+pub fn updates_received(peer: &Value) -> u64 {
+    counter(peer, "updates_received")
+}
