@@ -14,8 +14,7 @@ fn holdfast() -> Command {
 
 #[test]
 fn decode_verifies_the_exabgp_corpus() {
-    let corpus =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("corpora/exabgp-qa/vectors.jsonl");
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpora/exabgp-qa/vectors.jsonl");
     let text =
         std::fs::read_to_string(&corpus).unwrap_or_else(|e| panic!("{}: {e}", corpus.display()));
     // The plain 4-octet-AS, no-ADD-PATH messages (the others need flags).
@@ -79,12 +78,17 @@ fn decode_verify_exits_non_zero_on_a_message_that_does_not_decode() {
         .stdin
         .take()
         .unwrap()
-        .write_all(b"ffffffffffffffffffffffffffffffff001304\nffffffffffffffffffffffffffffffff001204\n")
+        .write_all(
+            b"ffffffffffffffffffffffffffffffff001304\nffffffffffffffffffffffffffffffff001204\n",
+        )
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "decode --verify must fail");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("line 2: does not decode"), "stderr: {stderr}");
+    assert!(
+        stderr.contains("line 2: does not decode"),
+        "stderr: {stderr}"
+    );
 }
 
 #[test]

@@ -323,7 +323,10 @@ mod tests {
         let bad = "ffffffffffffffffffffffffffffffff001204\n";
         let (v, code) = decode(bad, true);
         assert_eq!(v[0]["error"]["code"], 1);
-        assert_eq!(code, 1, "--verify must fail on a message that does not decode");
+        assert_eq!(
+            code, 1,
+            "--verify must fail on a message that does not decode"
+        );
         let (_, code) = decode(bad, false);
         assert_eq!(code, 0, "without --verify a decode error is a result");
     }
