@@ -245,10 +245,11 @@ pub struct LogLimiter {
     last_summary: Option<Instant>,
 }
 
-/// Per source: 5 lines at once, then one per 10 s (a summary included).
+/// Per source: 5 lines at once, then one a minute (a summary included):
+/// a flood that lasts an hour costs 65 lines, whatever its rate.
 pub const PER_SOURCE: Limits = Limits {
     burst: 5,
-    refill: Duration::from_secs(10),
+    refill: Duration::from_secs(60),
     max_keys: 1024,
 };
 
@@ -385,13 +386,13 @@ pub fn flush() {
         let n = s.suppressed;
         match (s.kind, s.top) {
             (Some(kind), Some(top)) if s.sources == 1 => tracing::warn!(
-                kind = kind.as_str(),
+                kind = %kind.as_str(),
                 source = %top,
                 suppressed = n,
                 "suppressed {n} similar lines"
             ),
             (Some(kind), top) => tracing::warn!(
-                kind = kind.as_str(),
+                kind = %kind.as_str(),
                 sources = s.sources,
                 most_from = top.as_deref().map(tracing::field::display),
                 suppressed = n,

@@ -863,7 +863,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         asn = config.speaker.asn,
         router_id = %router_id,
         restarting,
-        version = env!("CARGO_PKG_VERSION"),
+        version = %env!("CARGO_PKG_VERSION"),
         "holdfast starting"
     );
     let stability = Arc::new(Mutex::new(
@@ -1079,7 +1079,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let _ = tokio::time::timeout(Duration::from_secs(2), api).await;
     // A planned stop: one line, whatever the number of peers.
     info!(
-        signal,
+        signal = signal.map(tracing::field::display),
         sessions_closed_for_graceful_restart = graceful,
         sessions_withdrawn = withdrawn,
         "holdfast stopped"

@@ -456,7 +456,7 @@ impl Driver {
             });
             if let Some(Stopping::Bfd(_)) = self.stopping.take() {
                 // Not Established: no Down line said it.
-                warn!(peer = %self.name(), address = %self.spec.address, diag, "BFD went down: BGP waits for it");
+                warn!(peer = %self.name(), address = %self.spec.address, %diag, "BFD went down: BGP waits for it");
             }
             self.set_error(format!("BFD down ({diag}): waiting for BFD to come back"));
         }
