@@ -615,7 +615,7 @@ impl Driver {
                 peer = %self.name(),
                 %address,
                 error = why,
-                "peer not reachable; retrying (repeats are summarised every {})",
+                "session not established; retrying (repeats are summarised every {})",
                 logging::duration(logging::DOWN_SUMMARY_EVERY)
             ),
             DownVerdict::Summary { failures, since } => warn!(
