@@ -270,3 +270,25 @@ fn withdraw_causes_read_as_the_operator_configured_them() {
     );
     assert_eq!(WithdrawCause::from_state(&KeyState::Advertised), None);
 }
+
+#[test]
+fn a_summary_waits_for_the_summary_period_even_with_tokens_to_spare() {
+    let mut l = LogLimiter::new(limits(1, S, 16), limits(100, S, 16), 10 * S);
+    let t0 = Instant::now();
+    l.check(Kind::RouteRefresh, "tor1", t0);
+    assert_eq!(l.check(Kind::RouteRefresh, "tor1", t0), Verdict::Suppress);
+    let first = l.flush(t0 + S);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0].suppressed, 1);
+    assert_eq!(first[0].top.as_deref(), Some("tor1"));
+    assert!(logged(l.check(Kind::RouteRefresh, "tor1", t0 + 2 * S)));
+    assert_eq!(
+        l.check(Kind::RouteRefresh, "tor1", t0 + 2 * S),
+        Verdict::Suppress
+    );
+    // The source has a token again at 3 s, but the last summary was 2 s ago.
+    assert_eq!(l.flush(t0 + 3 * S), vec![]);
+    let next = l.flush(t0 + 11 * S);
+    assert_eq!(next.len(), 1, "{next:?}");
+    assert_eq!(next[0].suppressed, 1);
+}
