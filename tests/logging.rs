@@ -307,15 +307,25 @@ fn a_flood_of_route_refresh_from_a_peer_makes_a_bounded_number_of_lines() {
 }
 
 /// `--log-format json`: every line is a JSON object with the timestamp,
-/// level, message and fields at the top level, values plain.
+/// level, message and fields at the top level, values plain. (Without a
+/// hold-down, a VIP removed from the file is withdrawn by the snapshot
+/// that drops it: its line too has the Service and the reason.)
 #[test]
 fn json_log_lines_parse_with_their_fields() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let mut d = Daemon::start(&peer_config(port), VIP_FILE, &["--log-format", "json"]);
+    let config = format!(
+        "{}\n[stability]\nwithdraw_hold_down = \"0s\"\n",
+        peer_config(port)
+    );
+    let mut d = Daemon::start(&config, VIP_FILE, &["--log-format", "json"]);
     let (_s, _drain) = scripted_session(&listener);
     d.wait_line(&["session Up"]);
     d.wait_line(&["advertised"]);
+    let tmp = d.dir.join("vips.toml.tmp");
+    std::fs::write(&tmp, "").unwrap();
+    std::fs::rename(&tmp, d.dir.join("vips.toml")).unwrap();
+    d.wait_line(&["withdrawn"]);
     d.terminate();
 
     let log = d.log();
@@ -343,6 +353,13 @@ fn json_log_lines_parse_with_their_fields() {
     let advertised = find("advertised");
     assert_eq!(advertised["prefix"], "198.51.100.10/32");
     assert_eq!(advertised["service"], "demo/web");
+    let withdrawn = find("withdrawn");
+    assert_eq!(withdrawn["prefix"], "198.51.100.10/32");
+    assert_eq!(withdrawn["service"], "demo/web");
+    assert_eq!(
+        withdrawn["reason"],
+        "removed from the VIP file, no hold-down"
+    );
     let stopped = find("holdfast stopped");
     assert_eq!(stopped["signal"], "SIGTERM");
     assert_eq!(stopped["sessions_closed_for_graceful_restart"], 1);
@@ -431,8 +448,11 @@ fn session_changes_withdrawals_and_shutdown_read_as_one_line_each() {
             c => Err(format!("{c}")),
         }
     });
+    // Every failed retry is a line at some level (the first at WARN, the
+    // others at debug — holdfast=debug here).
     wait_for(LONG, "retries while the link is down", || {
-        match count(&h.log(), "peer still down") {
+        let log = h.log();
+        match count(&log, "peer still down") + count(&log, "session not established") {
             c if c >= 10 => Ok(()),
             c => Err(format!("{c} retries")),
         }

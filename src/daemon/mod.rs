@@ -990,7 +990,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
                         }
                     }
                     Err(e) => {
-                        warn!("accept: {e}");
+                        // Out of descriptors under a connection flood, say.
+                        if let Some(note) = logging::allow(Kind::Connection, "listener") {
+                            warn!("accept: {e}{note}");
+                        }
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
