@@ -708,13 +708,13 @@ impl Driver {
                     rt.end_of_rib_sent = false;
                 }
                 Action::NotificationSent { notification } => {
-                    let what = format!("sent NOTIFICATION {}", notification.describe());
-                    self.notification_line(ends_session, &what);
+                    let what = format!("sent NOTIFICATION: {}", notification.describe());
+                    self.notification_line(ends_session, &notification, &what);
                 }
                 Action::NotificationReceived { notification } => {
-                    let what = format!("received NOTIFICATION {}", notification.describe());
-                    self.notification_line(ends_session, &what);
-                    self.set_error(what);
+                    let what = format!("received NOTIFICATION: {}", notification.describe());
+                    self.notification_line(ends_session, &notification, &what);
+                    self.set_error(format!("received NOTIFICATION {}", notification.describe()));
                 }
                 Action::UpdateReceived(u) => {
                     if let Some(action) = u.action
@@ -737,10 +737,13 @@ impl Driver {
 
     /// A NOTIFICATION sent or received: said by the Down line when it ends
     /// the session; a failure to reach the session when it is not up; and
-    /// otherwise (collision resolution on a second connection) a line of
-    /// its own, limited like anything a peer can repeat.
-    fn notification_line(&mut self, ends_session: bool, what: &str) {
-        if ends_session {
+    /// otherwise a line of its own, limited like anything a peer can
+    /// repeat. Collision resolution (RFC 4271 §6.8) closing the second of
+    /// two connections is routine: debug only.
+    fn notification_line(&mut self, ends_session: bool, n: &Notification, what: &str) {
+        let collision = n.code == bgp_proto::consts::notify::CEASE
+            && n.subcode == cease::CONNECTION_COLLISION_RESOLUTION;
+        if ends_session || collision {
             debug!(peer = %self.name(), "{what}");
         } else if self.up.is_none() {
             if self.stopping.is_none() {
