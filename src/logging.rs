@@ -473,9 +473,9 @@ impl DownLog {
 /// A duration as the config writes it: "30s", "1500ms", "5m".
 pub fn duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         format!("{ms}ms")
-    } else if ms % 60_000 == 0 && ms >= 60_000 {
+    } else if ms.is_multiple_of(60_000) && ms >= 60_000 {
         format!("{}m", ms / 60_000)
     } else {
         format!("{}s", ms / 1000)

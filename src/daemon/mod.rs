@@ -48,6 +48,12 @@ const LOG_EACH_CHANGE_UP_TO: usize = 20;
 /// A withdrawn route's Service, and why it went.
 type WithdrawNote = (Option<Arc<str>>, WithdrawCause);
 
+/// What a stability update is given: the present set and the absences.
+type UpdateInput<'a> = (
+    &'a BTreeMap<IpNet, Route>,
+    &'a BTreeMap<IpNet, stability::Absence>,
+);
+
 fn stability_params(c: &Config) -> stability::Params {
     let s = &c.stability;
     stability::Params {
@@ -322,10 +328,7 @@ impl Daemon {
         &self,
         st: &Stability<IpNet, Route>,
         now: Instant,
-        update: Option<(
-            &BTreeMap<IpNet, Route>,
-            &BTreeMap<IpNet, stability::Absence>,
-        )>,
+        update: Option<UpdateInput<'_>>,
     ) -> BTreeMap<IpNet, WithdrawNote> {
         let service = |p: &IpNet| st.advertised_route(p).and_then(|r| r.service.clone());
         let mut notes = BTreeMap::new();

@@ -476,10 +476,9 @@ impl Driver {
         // SYN (MD5) or apply from here on (minimum TTL).
         if let Some(hops) = self.spec.socket_options().ttl_security_hops
             && let Err(e) = holdfast_sockopt::set_ttl_security(&stream, hops)
+            && let Some(note) = logging::allow(Kind::Connection, self.name())
         {
-            if let Some(note) = logging::allow(Kind::Connection, self.name()) {
-                warn!(peer = %self.name(), "GTSM on the accepted connection from {peer}: {e}{note}");
-            }
+            warn!(peer = %self.name(), "GTSM on the accepted connection from {peer}: {e}{note}");
         }
         let id = self.register(stream);
         debug!(peer = %self.name(), conn = id.0, "connection from {peer}");
