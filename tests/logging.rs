@@ -294,7 +294,8 @@ fn a_flood_of_route_refresh_from_a_peer_makes_a_bounded_number_of_lines() {
         s.write_all(&batch).expect("holdfast reads");
     }
 
-    let log = wait_for(LONG, "every ROUTE-REFRESH in the log", || {
+    // The summary waits for the peer's next token: up to a minute.
+    let log = wait_for(3 * LONG, "every ROUTE-REFRESH in the log", || {
         let log = d.log();
         match accounted(&log, "answering ROUTE-REFRESH", "route-refresh") {
             REQUESTS => Ok(log),
