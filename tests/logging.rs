@@ -307,6 +307,63 @@ fn a_flood_of_route_refresh_from_a_peer_makes_a_bounded_number_of_lines() {
     assert!(lines <= 10, "{lines} lines:\n{log}");
 }
 
+/// The issue measured 26 MB of malformed UPDATEs becoming 132 MB of log:
+/// now a configured peer's stream of them makes a handful of lines.
+#[test]
+fn a_flood_of_malformed_updates_from_a_peer_makes_a_bounded_number_of_lines() {
+    const UPDATES: u64 = 20_000;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut d = Daemon::start(&peer_config(port), VIP_FILE, &[]);
+    let (mut s, _drain) = scripted_session(&listener);
+    d.wait_line(&["session Up", "peer=tor"]);
+    let before = d.lines();
+
+    // An UPDATE for 198.51.100.0/24 whose LARGE_COMMUNITY is 5 octets
+    // long: RFC 8092 §6 and RFC 7606 make it treat-as-withdraw, the
+    // session stays up.
+    let attrs: &[u8] = &[
+        0x40, 1, 1, 0, // ORIGIN IGP
+        0x40, 2, 6, 2, 1, 0, 0, 0xfd, 0xe8, // AS_PATH 65000
+        0x40, 3, 4, 127, 0, 0, 1, // NEXT_HOP
+        0xc0, 32, 5, 1, 2, 3, 4, 5, // LARGE_COMMUNITY, malformed
+    ];
+    let nlri: &[u8] = &[24, 198, 51, 100];
+    let mut one = vec![0xff; 16];
+    let len = 19 + 2 + 2 + attrs.len() + nlri.len();
+    one.extend_from_slice(&(len as u16).to_be_bytes());
+    one.push(2);
+    one.extend_from_slice(&[0, 0]);
+    one.extend_from_slice(&(attrs.len() as u16).to_be_bytes());
+    one.extend_from_slice(attrs);
+    one.extend_from_slice(nlri);
+    let batch: Vec<u8> = one.repeat(1000);
+    for _ in 0..UPDATES / 1000 {
+        s.write_all(&batch).expect("holdfast reads");
+    }
+
+    // The summary waits for the peer's next token: up to a minute.
+    let log = wait_for(3 * LONG, "every malformed UPDATE in the log", || {
+        let log = d.log();
+        match accounted(&log, "malformed UPDATE from the peer", "malformed-update") {
+            UPDATES => Ok(log),
+            n => Err(format!("{n} accounted for")),
+        }
+    });
+    let lines = log.lines().count() - before;
+    eprintln!(
+        "{UPDATES} malformed UPDATEs ({} bytes): {lines} lines, {} bytes of log",
+        UPDATES * one.len() as u64,
+        log.len()
+    );
+    assert!(lines <= 10, "{lines} lines:\n{log}");
+    assert!(
+        log.contains("Attribute Length Error (attribute type 32)"),
+        "{log}"
+    );
+    assert!(!log.contains("session Down"), "{log}");
+}
+
 /// `--log-format json`: every line is a JSON object with the timestamp,
 /// level, message and fields at the top level, values plain. (Without a
 /// hold-down, a VIP removed from the file is withdrawn by the snapshot
