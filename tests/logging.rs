@@ -364,6 +364,42 @@ fn a_flood_of_malformed_updates_from_a_peer_makes_a_bounded_number_of_lines() {
     assert!(!log.contains("session Down"), "{log}");
 }
 
+/// A reload that shortens the hold-down withdraws what has been held
+/// longer than the new one: that line too names the Service and why.
+#[test]
+fn a_withdrawal_caused_by_a_shorter_hold_down_names_its_service_and_reason() {
+    let port = free_port();
+    let config = |hold: &str| {
+        format!(
+            "{}\n[stability]\nwithdraw_hold_down = \"{hold}\"\n",
+            listener_config(port)
+        )
+    };
+    let mut d = Daemon::start(&config("1h"), VIP_FILE, &[]);
+    d.wait_line(&["advertised", "prefix=198.51.100.10/32"]);
+    let vips = d.dir.join("vips.toml");
+    let tmp = d.dir.join("vips.toml.tmp");
+    std::fs::write(&tmp, "").unwrap();
+    std::fs::rename(&tmp, &vips).unwrap();
+    d.wait_line(&["VIP file read", "removed=1"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!d.log().contains("withdrawn"), "{}", d.log());
+    // The daemon notices the config file's change by itself.
+    let tmp = d.dir.join("holdfast.toml.tmp");
+    std::fs::write(
+        &tmp,
+        config("1s").replace("VIPS", &vips.display().to_string()),
+    )
+    .unwrap();
+    std::fs::rename(&tmp, d.dir.join("holdfast.toml")).unwrap();
+    let line = d.wait_line(&["withdrawn", "prefix=198.51.100.10/32"]);
+    assert!(line.contains("service=demo/web"), "{line}");
+    assert!(
+        line.contains("reason=\"removed from the VIP file, hold-down 1s elapsed\""),
+        "{line}"
+    );
+}
+
 /// `--log-format json`: every line is a JSON object with the timestamp,
 /// level, message and fields at the top level, values plain. (Without a
 /// hold-down, a VIP removed from the file is withdrawn by the snapshot

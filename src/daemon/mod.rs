@@ -319,31 +319,34 @@ impl Daemon {
 
     /// For the withdraw lines: the Service and the cause of each prefix the
     /// next stability call may withdraw, read before the call (after it,
-    /// the layer has forgotten them). Due absences, and for an update, the
-    /// advertised prefixes it reports absent (withdrawn at once when their
-    /// reason has no delay) — or with no hold-down, every advertised prefix
-    /// missing from `present`. Skipped for a bulk change nobody would see
-    /// at info level.
+    /// the layer has forgotten them). Absences due by `now` (every absence
+    /// with `all_absent`: new timers may make any of them due), and for an
+    /// update, the advertised prefixes it reports absent (withdrawn at once
+    /// when their reason has no delay) — or with no hold-down, every
+    /// advertised prefix missing from `present`. Skipped for a bulk change
+    /// nobody would see at info level.
     fn withdraw_notes(
         &self,
         st: &Stability<IpNet, Route>,
         now: Instant,
+        all_absent: bool,
         update: Option<UpdateInput<'_>>,
     ) -> BTreeMap<IpNet, WithdrawNote> {
         let service = |p: &IpNet| st.advertised_route(p).and_then(|r| r.service.clone());
         let mut notes = BTreeMap::new();
         if update.is_none() || self.next_deadline.is_some_and(|d| d <= now) {
             for (p, state) in st.states() {
-                let due = match &state {
-                    stability::KeyState::HeldDown { until, .. }
-                    | stability::KeyState::Draining { until, .. } => {
-                        until.is_some_and(|t| t <= now)
-                    }
-                    stability::KeyState::Damped { until_estimate, .. } => {
-                        until_estimate.is_some_and(|t| t <= now)
-                    }
-                    _ => false,
-                };
+                let due = all_absent
+                    || match &state {
+                        stability::KeyState::HeldDown { until, .. }
+                        | stability::KeyState::Draining { until, .. } => {
+                            until.is_some_and(|t| t <= now)
+                        }
+                        stability::KeyState::Damped { until_estimate, .. } => {
+                            until_estimate.is_some_and(|t| t <= now)
+                        }
+                        _ => false,
+                    };
                 if let Some(cause) = WithdrawCause::from_state(&state).filter(|_| due) {
                     notes.insert(*p, (service(p), cause));
                 }
@@ -373,13 +376,9 @@ impl Daemon {
     /// Logs the changes, hands the new tables to the sessions and tells
     /// Kubernetes. `changes` is dropped before the tables are built: for a
     /// bulk load it holds every route (6 MB of the peak with 100k VIPs).
-    fn apply(&mut self, changes: Vec<stability::Change<IpNet, Route>>) {
-        self.apply_noted(changes, &BTreeMap::new());
-    }
-
-    /// [`Self::apply`], with what [`Self::withdraw_notes`] read before the
-    /// change, for the withdraw lines.
-    fn apply_noted(
+    /// `notes`, from [`Self::withdraw_notes`] before the change, give the
+    /// withdraw lines their Service and reason.
+    fn apply(
         &mut self,
         changes: Vec<stability::Change<IpNet, Route>>,
         notes: &BTreeMap<IpNet, WithdrawNote>,
@@ -566,7 +565,7 @@ impl Daemon {
             .collect();
         let (changes, notes) = {
             let mut st = self.stability.lock().expect("stability lock");
-            let notes = self.withdraw_notes(&st, now, Some((&present, &absences)));
+            let notes = self.withdraw_notes(&st, now, false, Some((&present, &absences)));
             (st.update(now, &present, &absences, snap.healthy), notes)
         };
         // Gone before the peer tables are built: with 100k VIPs this map
@@ -578,7 +577,7 @@ impl Daemon {
             // VIPs are due for advertisement by `now + advertise_delay`.
             self.first_synced = Some(now);
         }
-        self.apply_noted(changes, &notes);
+        self.apply(changes, &notes);
     }
 
     /// End-of-RIB tells a peer that it has all our routes; after a restart
@@ -721,15 +720,16 @@ impl Daemon {
         }
         // Stability parameters.
         if old.stability != self.config.stability {
-            let set = self
-                .stability
-                .lock()
-                .expect("stability lock")
-                .set_params(Instant::now(), stability_params(&self.config));
+            let now = Instant::now();
+            let (set, notes) = {
+                let mut st = self.stability.lock().expect("stability lock");
+                let notes = self.withdraw_notes(&st, now, true, None);
+                (st.set_params(now, stability_params(&self.config)), notes)
+            };
             match set {
                 Ok(changes) => {
                     self.stability_dirty = true;
-                    self.apply(changes);
+                    self.apply(changes, &notes);
                 }
                 Err(e) => error!("stability parameters: {e}"),
             }
@@ -1038,11 +1038,11 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 let now = Instant::now();
                 let (changes, notes) = {
                     let mut st = d.stability.lock().expect("stability lock");
-                    let notes = d.withdraw_notes(&st, now, None);
+                    let notes = d.withdraw_notes(&st, now, false, None);
                     (st.poll(now), notes)
                 };
                 d.stability_dirty = true;
-                d.apply_noted(changes, &notes);
+                d.apply(changes, &notes);
             }
             Some(r) = probe_rx.recv() => d.on_probe(r),
             Some((stream, from)) = accept_rx.recv() => {
