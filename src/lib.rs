@@ -8,6 +8,7 @@ pub mod cli;
 #[deny(missing_docs)]
 pub mod config;
 pub mod daemon;
+pub mod logging;
 pub mod model;
 pub mod net;
 pub mod probe;

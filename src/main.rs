@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use holdfast::cli;
+use holdfast::logging::Format;
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +36,9 @@ enum Command {
         /// Log filter (tracing EnvFilter syntax); also $HOLDFAST_LOG.
         #[arg(long, value_name = "FILTER")]
         log: Option<String>,
+        /// Log lines as plain text or as one JSON object per line.
+        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+        log_format: String,
     },
     /// Validate a configuration file: exit 0, or exit 1 with PATH:LINE:COL: message lines.
     Check {
@@ -121,9 +125,10 @@ fn man(dir: Option<PathBuf>, out: &mut impl io::Write) -> io::Result<i32> {
     Ok(0)
 }
 
-/// Logs go to stderr, one line per event; `--log` or `$HOLDFAST_LOG`
-/// (EnvFilter syntax) choose what, `info` by default.
-fn init_logging(filter: Option<String>) {
+/// Logs go to stderr, one line per event (text, or a JSON object with
+/// `--log-format json`); `--log` or `$HOLDFAST_LOG` (EnvFilter syntax)
+/// choose what, `info` by default.
+fn init_logging(filter: Option<String>, format: Format) {
     let filter = filter
         .or_else(|| std::env::var("HOLDFAST_LOG").ok())
         .unwrap_or_else(|| "info".into());
@@ -131,15 +136,30 @@ fn init_logging(filter: Option<String>) {
         eprintln!("holdfast: log filter {filter:?}: {e}; using \"info\"");
         tracing_subscriber::EnvFilter::new("info")
     });
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&io::stderr()))
-        .init();
+        .with_writer(io::stderr);
+    match format {
+        Format::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&io::stderr()))
+            .init(),
+        // Fields at the top level next to `timestamp`, `level`, `target`
+        // and `message`, so that log pipelines index them as they are.
+        Format::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
 }
 
-fn run_daemon(opts: holdfast::daemon::Options, log: Option<String>) -> io::Result<i32> {
-    init_logging(log);
+fn run_daemon(
+    opts: holdfast::daemon::Options,
+    log: Option<String>,
+    format: Format,
+) -> io::Result<i32> {
+    init_logging(log, format);
     // One thread: a per-node daemon should cost the node as little as
     // possible, and nothing here needs more.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -164,6 +184,7 @@ fn main() -> ExitCode {
             withdraw_on_exit,
             state_dir,
             log,
+            log_format,
         } => run_daemon(
             holdfast::daemon::Options {
                 config,
@@ -171,6 +192,7 @@ fn main() -> ExitCode {
                 state_dir,
             },
             log,
+            log_format.parse().unwrap_or_default(),
         ),
         Command::Check {
             config,

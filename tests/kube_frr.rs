@@ -648,7 +648,11 @@ fn an_api_outage_and_410_touch_no_route() {
     );
     // And the daemon is ready again, its source synced and healthy.
     let (code, body) = c.node.http_get("/readyz");
-    assert_eq!((code, body.trim()), (200, "ready"), "/readyz after the outage");
+    assert_eq!(
+        (code, body.trim()),
+        (200, "ready"),
+        "/readyz after the outage"
+    );
     assert_eq!(c.node.metric("holdfast_source_synced", &[]), 1.0);
     assert_eq!(c.node.metric("holdfast_source_healthy", &[]), 1.0);
 }

@@ -234,7 +234,7 @@ impl Bfd {
                             }
                         }
                         Output::StateChange { from, to, diag } => {
-                            info!(peer = %name, %from, %to, diag = diag.as_str(), "BFD state change");
+                            info!(peer = %name, %from, %to, diag = %diag.as_str(), "BFD state change");
                             let _ = status_tx.send(BfdStatus {
                                 state: to,
                                 since: Instant::now(),

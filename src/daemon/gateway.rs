@@ -15,6 +15,16 @@ pub struct Gateway {
     pub interface: Option<Interface>,
 }
 
+/// `192.0.2.1`, or `fe80::1%eth0` for a link-local gateway (RFC 4007 §11).
+impl std::fmt::Display for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.interface {
+            Some(i) => write!(f, "{}%{}", self.address, i.name),
+            None => write!(f, "{}", self.address),
+        }
+    }
+}
+
 /// The IPv4 default gateway from `/proc/net/route` text: the lowest-metric
 /// route to 0.0.0.0/0 with a gateway.
 pub fn parse_ipv4(route: &str) -> Option<Ipv4Addr> {

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 use crate::config::{self, Config, PeerAddress, RouterId};
+use crate::logging::{self, Kind, WithdrawCause};
 use crate::model::SourceSnapshot;
 use crate::probe;
 use crate::session::{self, PeerHandle, PeerSpec, StopHow};
@@ -44,6 +45,15 @@ pub struct Options {
 /// Up to this many route changes at once are logged one by one at info
 /// level; more are summed up in one line.
 const LOG_EACH_CHANGE_UP_TO: usize = 20;
+
+/// A withdrawn route's Service, and why it went.
+type WithdrawNote = (Option<Arc<str>>, WithdrawCause);
+
+/// What a stability update is given: the present set and the absences.
+type UpdateInput<'a> = (
+    &'a BTreeMap<IpNet, Route>,
+    &'a BTreeMap<IpNet, stability::Absence>,
+);
 
 fn stability_params(c: &Config) -> stability::Params {
     let s = &c.stability;
@@ -378,10 +388,72 @@ impl Daemon {
             .collect()
     }
 
+    /// For the withdraw lines: the Service and the cause of each prefix the
+    /// next stability call may withdraw, read before the call (after it,
+    /// the layer has forgotten them). Absences due by `now` (every absence
+    /// with `all_absent`: new timers may make any of them due), and for an
+    /// update, the advertised prefixes it reports absent (withdrawn at once
+    /// when their reason has no delay) — or with no hold-down, every
+    /// advertised prefix missing from `present`. Skipped for a bulk change
+    /// nobody would see at info level.
+    fn withdraw_notes(
+        &self,
+        st: &Stability<IpNet, Route>,
+        now: Instant,
+        all_absent: bool,
+        update: Option<UpdateInput<'_>>,
+    ) -> BTreeMap<IpNet, WithdrawNote> {
+        let service = |p: &IpNet| st.advertised_route(p).and_then(|r| r.service.clone());
+        let mut notes = BTreeMap::new();
+        if update.is_none() || self.next_deadline.is_some_and(|d| d <= now) {
+            for (p, state) in st.states() {
+                let due = all_absent
+                    || match &state {
+                        stability::KeyState::HeldDown { until, .. }
+                        | stability::KeyState::Draining { until, .. } => {
+                            until.is_some_and(|t| t <= now)
+                        }
+                        stability::KeyState::Damped { until_estimate, .. } => {
+                            until_estimate.is_some_and(|t| t <= now)
+                        }
+                        _ => false,
+                    };
+                if let Some(cause) = WithdrawCause::from_state(&state).filter(|_| due) {
+                    notes.insert(*p, (service(p), cause));
+                }
+            }
+        }
+        if let Some((present, absences)) = update {
+            for (p, absence) in absences {
+                if !notes.contains_key(p) && st.state(p) == Some(stability::KeyState::Advertised) {
+                    notes.insert(*p, (service(p), WithdrawCause::Absence(*absence)));
+                }
+            }
+            if st.params().withdraw_hold_down.is_zero() {
+                for (p, r) in st.advertised() {
+                    if !present.contains_key(p) && !notes.contains_key(p) {
+                        let cause = WithdrawCause::Absence(stability::Absence::Vanished);
+                        notes.insert(*p, (r.service.clone(), cause));
+                    }
+                }
+            }
+        }
+        if notes.len() > LOG_EACH_CHANGE_UP_TO && !tracing::enabled!(tracing::Level::DEBUG) {
+            notes.clear();
+        }
+        notes
+    }
+
     /// Logs the changes, hands the new tables to the sessions and tells
     /// Kubernetes. `changes` is dropped before the tables are built: for a
     /// bulk load it holds every route (6 MB of the peak with 100k VIPs).
-    fn apply(&mut self, changes: Vec<stability::Change<IpNet, Route>>) {
+    /// `notes`, from [`Self::withdraw_notes`] before the change, give the
+    /// withdraw lines their Service and reason.
+    fn apply(
+        &mut self,
+        changes: Vec<stability::Change<IpNet, Route>>,
+        notes: &BTreeMap<IpNet, WithdrawNote>,
+    ) {
         if changes.is_empty() {
             return;
         }
@@ -402,16 +474,33 @@ impl Daemon {
         // One line per route for the everyday few; a bulk load (a VIP file
         // of 100k) gets one summary line at info, and the routes at debug.
         let bulk = changes.len() > LOG_EACH_CHANGE_UP_TO;
+        let from_file = self.file_settings.is_some();
+        let params = stability_params(&self.config);
         for c in &changes {
             match c {
-                stability::Change::Advertise(p, r) if bulk => {
-                    debug!(prefix = %p, service = ?r.service, "advertise")
-                }
                 stability::Change::Advertise(p, r) => {
-                    info!(prefix = %p, service = ?r.service, "advertise")
+                    let service = r.service.as_deref().map(tracing::field::display);
+                    if bulk {
+                        debug!(prefix = %p, service, "advertised")
+                    } else {
+                        info!(prefix = %p, service, "advertised")
+                    }
                 }
-                stability::Change::Withdraw(p) if bulk => debug!(prefix = %p, "withdraw"),
-                stability::Change::Withdraw(p) => info!(prefix = %p, "withdraw"),
+                stability::Change::Withdraw(p) => {
+                    let (service, reason) = match notes.get(p) {
+                        Some((service, cause)) => {
+                            (service.as_deref(), cause.describe(&params, from_file))
+                        }
+                        None => (None, "no longer wanted by the source".to_owned()),
+                    };
+                    let service = service.map(tracing::field::display);
+                    let reason = reason.as_str();
+                    if bulk {
+                        debug!(prefix = %p, service, reason, "withdrawn")
+                    } else {
+                        info!(prefix = %p, service, reason, "withdrawn")
+                    }
+                }
             }
         }
         if bulk {
@@ -542,12 +631,11 @@ impl Daemon {
                 },
             )
             .collect();
-        let changes = self.stability.lock().expect("stability lock").update(
-            now,
-            &present,
-            &absences,
-            snap.healthy,
-        );
+        let (changes, notes) = {
+            let mut st = self.stability.lock().expect("stability lock");
+            let notes = self.withdraw_notes(&st, now, false, Some((&present, &absences)));
+            (st.update(now, &present, &absences, snap.healthy), notes)
+        };
         // Gone before the peer tables are built: with 100k VIPs this map
         // was 4 MB of the peak.
         drop(present);
@@ -557,7 +645,7 @@ impl Daemon {
             // VIPs are due for advertisement by `now + advertise_delay`.
             self.first_synced = Some(now);
         }
-        self.apply(changes);
+        self.apply(changes, &notes);
     }
 
     /// End-of-RIB tells a peer that it has all our routes; after a restart
@@ -711,15 +799,16 @@ impl Daemon {
         }
         // Stability parameters.
         if old.stability != self.config.stability {
-            let set = self
-                .stability
-                .lock()
-                .expect("stability lock")
-                .set_params(Instant::now(), stability_params(&self.config));
+            let now = Instant::now();
+            let (set, notes) = {
+                let mut st = self.stability.lock().expect("stability lock");
+                let notes = self.withdraw_notes(&st, now, true, None);
+                (st.set_params(now, stability_params(&self.config)), notes)
+            };
             match set {
                 Ok(changes) => {
                     self.stability_dirty = true;
-                    self.apply(changes);
+                    self.apply(changes, &notes);
                 }
                 Err(e) => error!("stability parameters: {e}"),
             }
@@ -771,15 +860,21 @@ impl Daemon {
             })
             .collect();
         for (p, now) in moved {
-            info!(peer = %p.name, gateway = ?now, "default gateway changed");
+            match &now {
+                Ok(gateway) => info!(peer = %p.name, %gateway, "default gateway changed"),
+                Err(why) => info!(peer = %p.name, "default gateway gone: {why}"),
+            }
             self.stop_peer(&p.name, StopHow::Deconfigured).await;
             self.start_peer(&p);
         }
     }
 
-    async fn shutdown(&mut self) {
+    /// Ends every session; returns how many ended for graceful restart and
+    /// how many withdrew their routes.
+    async fn shutdown(&mut self) -> (usize, usize) {
         let names: Vec<String> = self.peers.keys().cloned().collect();
         let mut any_graceful = false;
+        let (mut graceful, mut withdrawn) = (0, 0);
         for name in names {
             let gr = self
                 .peers
@@ -787,8 +882,10 @@ impl Daemon {
                 .is_some_and(|p| p.config.graceful_restart.enabled);
             let how = if gr && !self.opts.withdraw_on_exit {
                 any_graceful = true;
+                graceful += 1;
                 StopHow::Graceful
             } else {
+                withdrawn += 1;
                 StopHow::Withdraw(format!("{}: holdfast shutting down", self.node))
             };
             self.stop_peer(&name, how).await;
@@ -798,6 +895,7 @@ impl Daemon {
         if !any_graceful {
             let _ = std::fs::remove_file(self.opts.state_dir.join("running"));
         }
+        (graceful, withdrawn)
     }
 }
 
@@ -876,7 +974,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         asn = config.speaker.asn,
         router_id = %router_id,
         restarting,
-        version = env!("CARGO_PKG_VERSION"),
+        version = %env!("CARGO_PKG_VERSION"),
         "holdfast starting"
     );
     let stability = Arc::new(Mutex::new(
@@ -1032,7 +1130,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
                         }
                     }
                     Err(e) => {
-                        warn!("accept: {e}");
+                        // Out of descriptors under a connection flood, say.
+                        if let Some(note) = logging::allow(Kind::Connection, "listener") {
+                            warn!("accept: {e}{note}");
+                        }
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
@@ -1052,6 +1153,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let mut gateway_check = Instant::now();
     d.refresh_shared();
 
+    let mut signal = None;
     loop {
         let deadline = d.next_deadline;
         let stability_timer = async {
@@ -1070,25 +1172,35 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 d.on_snapshot(snap);
             }
             () = stability_timer => {
-                let changes = d.stability.lock().expect("stability lock").poll(Instant::now());
+                let now = Instant::now();
+                let (changes, notes) = {
+                    let mut st = d.stability.lock().expect("stability lock");
+                    let notes = d.withdraw_notes(&st, now, false, None);
+                    (st.poll(now), notes)
+                };
                 d.stability_dirty = true;
-                d.apply(changes);
+                d.apply(changes, &notes);
             }
             Some(r) = probe_rx.recv() => d.on_probe(r),
             Some((stream, from)) = accept_rx.recv() => {
                 match d.peers.values().find(|p| p.handle.as_ref().is_some_and(|h| h.spec.is_from(from))) {
                     Some(p) => p.handle.as_ref().expect("matched on a handle").incoming(stream),
-                    None => warn!(%from, "connection from an address that is not a configured peer: closed"),
+                    None => {
+                        if let Some(note) = logging::allow(Kind::NotAPeer, &from.ip().to_string()) {
+                            warn!(%from, "connection from an address that is not a configured peer: closed{note}");
+                        }
+                    }
                 }
             }
-            _ = sigterm.recv() => { info!("SIGTERM"); break; }
-            _ = sigint.recv() => { info!("SIGINT"); break; }
+            _ = sigterm.recv() => { signal = Some("SIGTERM"); break; }
+            _ = sigint.recv() => { signal = Some("SIGINT"); break; }
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the config");
                 d.reload().await;
                 config_stamp = stamp(&opts.config);
             }
             _ = every_second.tick() => {
+                logging::flush();
                 let s = stamp(&opts.config);
                 if s != config_stamp {
                     config_stamp = s;
@@ -1105,13 +1217,19 @@ pub async fn run(opts: Options) -> Result<(), String> {
         d.check_routes_ready();
         d.refresh_shared();
     }
-    d.shutdown().await;
+    let (graceful, withdrawn) = d.shutdown().await;
     let _ = shutdown_tx.send(true);
     drop(node_status);
     let _ = tokio::time::timeout(Duration::from_secs(2), api).await;
     if let Some(m) = metrics_api {
         let _ = tokio::time::timeout(Duration::from_secs(2), m).await;
     }
-    info!("holdfast stopped");
+    // A planned stop: one line, whatever the number of peers.
+    info!(
+        signal = signal.map(tracing::field::display),
+        sessions_closed_for_graceful_restart = graceful,
+        sessions_withdrawn = withdrawn,
+        "holdfast stopped"
+    );
     Ok(())
 }

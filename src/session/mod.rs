@@ -23,6 +23,7 @@ use tracing::{debug, info, warn};
 
 use crate::bfd::driver::BfdStatus;
 use crate::config;
+use crate::logging::{self, DownLog, DownVerdict, Kind};
 use crate::speaker::{self, AdjRibOut, EncodeParams, NextHops, PeerTable};
 use socket::SocketOptions;
 
@@ -218,6 +219,26 @@ pub enum StopHow {
     Reconfigured,
 }
 
+impl StopHow {
+    /// For the log.
+    fn describe(&self) -> &'static str {
+        match self {
+            StopHow::Graceful => "graceful restart (no NOTIFICATION)",
+            StopHow::Withdraw(_) => "routes withdrawn, Cease/Administrative Shutdown",
+            StopHow::Deconfigured => "peer removed from the config",
+            StopHow::Reconfigured => "peer settings changed",
+        }
+    }
+}
+
+/// A session end we cause ourselves.
+enum Stopping {
+    /// The daemon asked (shutdown, reload): it logs that itself.
+    Planned,
+    /// BFD went down (its diagnostic).
+    Bfd(String),
+}
+
 enum Command {
     Incoming(TcpStream),
     /// The restart is over (its time passed): later OPENs go without R.
@@ -361,10 +382,13 @@ struct Driver {
     conns: HashMap<ConnId, ConnIo>,
     next_conn: u64,
     connecting: Option<JoinHandle<()>>,
-    /// The last connection failure logged, so that the same failure
-    /// repeated every ConnectRetryTime is logged once (at warn), not every
-    /// time.
-    last_connect_error: Option<String>,
+    /// Failures while the session is not up: the first is logged, then a
+    /// summary every few minutes, so that a peer that stays unreachable
+    /// does not fill the log every ConnectRetryTime.
+    down_log: DownLog,
+    /// Why the next Down happens, when we bring it about (the FSM only
+    /// sees a ManualStop).
+    stopping: Option<Stopping>,
     up: Option<Up>,
     /// Routes changed since the last sync.
     dirty: bool,
@@ -396,7 +420,8 @@ impl Driver {
             conns: HashMap::new(),
             next_conn: 1,
             connecting: None,
-            last_connect_error: None,
+            down_log: DownLog::new(crate::logging::DOWN_SUMMARY_EVERY),
+            stopping: None,
             up: None,
             dirty: false,
             mrai_until: None,
@@ -490,12 +515,16 @@ impl Driver {
                 .as_ref()
                 .map(|b| b.borrow().diag.as_str())
                 .unwrap_or("gone");
-            warn!(peer = %self.name(), diag, "BFD went down: tearing the BGP session down");
             self.started = false;
+            self.stopping = Some(Stopping::Bfd(diag.to_owned()));
             let n = Notification::cease(cease::BFD_DOWN);
             self.event(Event::ManualStop {
                 notification: Some(n),
             });
+            if let Some(Stopping::Bfd(_)) = self.stopping.take() {
+                // Not Established: no Down line said it.
+                warn!(peer = %self.name(), address = %self.spec.address, %diag, "BFD went down: BGP waits for it");
+            }
             self.set_error(format!("BFD down ({diag}): waiting for BFD to come back"));
         }
     }
@@ -516,7 +545,9 @@ impl Driver {
         // checked and set before its OPEN is read. A connection that fails
         // (or where GTSM could not be set) is closed unread.
         if let Err(e) = socket::accepted(&stream, &self.spec.socket_options()) {
-            warn!(peer = %self.name(), "connection from {peer} refused: {e}");
+            if let Some(note) = logging::allow(Kind::Connection, self.name()) {
+                warn!(peer = %self.name(), "connection from {peer} refused: {e}{note}");
+            }
             return;
         }
         let id = self.register(stream);
@@ -639,13 +670,33 @@ impl Driver {
     /// would otherwise fill the log every ConnectRetryTime).
     fn connect_failed(&mut self, why: String) {
         let why = format!("connect: {why}");
-        if self.last_connect_error.as_ref() == Some(&why) {
-            debug!(peer = %self.name(), "{why}");
-        } else {
-            warn!(peer = %self.name(), "{why}");
-            self.last_connect_error = Some(why.clone());
-        }
+        self.failure(&why);
         self.set_error(why);
+    }
+
+    /// A failure while the session is not up (a connection attempt, an
+    /// OPEN refused): the first of a run is logged, then a summary every
+    /// few minutes while the peer stays down.
+    fn failure(&mut self, why: &str) {
+        let address = self.spec.address;
+        match self.down_log.failure(Instant::now()) {
+            DownVerdict::First => warn!(
+                peer = %self.name(),
+                %address,
+                error = why,
+                "session not established; retrying (repeats are summarised every {})",
+                logging::duration(logging::DOWN_SUMMARY_EVERY)
+            ),
+            DownVerdict::Summary { failures, since } => warn!(
+                peer = %self.name(),
+                %address,
+                failures,
+                last_error = why,
+                "peer still down: {failures} failed attempts in {}",
+                logging::duration(Duration::from_secs(since.elapsed().as_secs()))
+            ),
+            DownVerdict::Quiet => debug!(peer = %self.name(), error = why, "peer still down"),
+        }
     }
 
     fn set_error(&self, e: String) {
@@ -653,6 +704,9 @@ impl Driver {
     }
 
     fn actions(&mut self, actions: Vec<Action>) {
+        // A NOTIFICATION that ends an Established session is said in its
+        // Down line.
+        let ends_session = actions.iter().any(|a| matches!(a, Action::Down { .. }));
         for a in actions {
             match a {
                 Action::Connect => self.connect(),
@@ -682,7 +736,9 @@ impl Driver {
                 }
                 Action::Close { conn } => self.close(conn),
                 Action::StateChange { from, to, reason } => {
-                    info!(peer = %self.name(), %from, %to, %reason, "state change");
+                    // The steps are detail: the Up and Down lines are
+                    // what an operator reads.
+                    debug!(peer = %self.name(), %from, %to, %reason, "state change");
                     let mut rt = self.runtime.lock().expect("peer runtime lock");
                     rt.state = to;
                     rt.state_since = Instant::now();
@@ -692,12 +748,28 @@ impl Driver {
                     }
                     if to == State::Established {
                         rt.last_error = None;
-                        self.last_connect_error = None;
                     }
                 }
                 Action::Up { conn, negotiated } => self.session_up(conn, *negotiated),
                 Action::Down { reason } => {
-                    warn!(peer = %self.name(), %reason, "session down");
+                    let address = self.spec.address;
+                    match self.stopping.take() {
+                        Some(Stopping::Planned) => {
+                            debug!(peer = %self.name(), %address, "session Down: stopped")
+                        }
+                        Some(Stopping::Bfd(diag)) => warn!(
+                            peer = %self.name(),
+                            %address,
+                            reason = format!("BFD down ({diag})").as_str(),
+                            "session Down"
+                        ),
+                        None => warn!(
+                            peer = %self.name(),
+                            %address,
+                            reason = reason.to_string().as_str(),
+                            "session Down"
+                        ),
+                    }
                     self.up = None;
                     self.end_of_rib_pending = false;
                     self.rib.clear();
@@ -708,15 +780,24 @@ impl Driver {
                     rt.end_of_rib_sent = false;
                 }
                 Action::NotificationSent { notification } => {
-                    warn!(peer = %self.name(), "sent NOTIFICATION: {}", notification.describe());
+                    let what = format!("sent NOTIFICATION: {}", notification.describe());
+                    self.notification_line(ends_session, &notification, &what);
                 }
                 Action::NotificationReceived { notification } => {
-                    warn!(peer = %self.name(), "received NOTIFICATION: {}", notification.describe());
+                    let what = format!("received NOTIFICATION: {}", notification.describe());
+                    self.notification_line(ends_session, &notification, &what);
                     self.set_error(format!("received NOTIFICATION {}", notification.describe()));
                 }
                 Action::UpdateReceived(u) => {
-                    if let Some(action) = u.action {
-                        warn!(peer = %self.name(), %action, errors = ?u.errors, "malformed UPDATE from the peer (RFC 7606)");
+                    if let Some(action) = u.action
+                        && let Some(note) = logging::allow(Kind::MalformedUpdate, self.name())
+                    {
+                        warn!(
+                            peer = %self.name(),
+                            %action,
+                            errors = u.errors.join("; ").as_str(),
+                            "malformed UPDATE from the peer (RFC 7606){note}"
+                        );
                     }
                 }
                 Action::RouteRefresh { family, enhanced } => self.route_refresh(family, enhanced),
@@ -724,6 +805,25 @@ impl Driver {
         }
         let mut rt = self.runtime.lock().expect("peer runtime lock");
         rt.stats = self.fsm.stats().clone();
+    }
+
+    /// A NOTIFICATION sent or received: said by the Down line when it ends
+    /// the session; a failure to reach the session when it is not up; and
+    /// otherwise a line of its own, limited like anything a peer can
+    /// repeat. Collision resolution (RFC 4271 §6.8) closing the second of
+    /// two connections is routine: debug only.
+    fn notification_line(&mut self, ends_session: bool, n: &Notification, what: &str) {
+        let collision = n.code == bgp_proto::consts::notify::CEASE
+            && n.subcode == cease::CONNECTION_COLLISION_RESOLUTION;
+        if ends_session || collision {
+            debug!(peer = %self.name(), "{what}");
+        } else if self.up.is_none() {
+            if self.stopping.is_none() {
+                self.failure(what);
+            }
+        } else if let Some(note) = logging::allow(Kind::Notification, self.name()) {
+            info!(peer = %self.name(), "{what}{note}");
+        }
     }
 
     fn connect(&mut self) {
@@ -761,12 +861,15 @@ impl Driver {
             .copied()
             .filter(|f| configured.contains(f))
             .collect();
+        let failures = self.down_log.up();
         info!(
             peer = %self.name(),
+            address = %self.spec.address,
             hold_time = negotiated.hold_time,
-            families = ?families.iter().map(|f| f.name()).collect::<Vec<_>>(),
-            peer_hostname = ?negotiated.peer_hostname,
-            "session established"
+            families = %families.iter().map(|f| f.name()).collect::<Vec<_>>().join(","),
+            peer_hostname = negotiated.peer_hostname.as_deref().map(tracing::field::display),
+            failed_attempts = (failures > 0).then_some(failures),
+            "session Up"
         );
         let params = EncodeParams {
             local_asn: self.spec.local_asn,
@@ -910,7 +1013,9 @@ impl Driver {
         {
             messages.push(eor);
         }
-        info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH");
+        if let Some(note) = logging::allow(Kind::RouteRefresh, self.name()) {
+            info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH{note}");
+        }
         self.event(Event::SendUpdates(messages));
     }
 
@@ -944,7 +1049,8 @@ impl Driver {
             // the reset costs the datapath nothing.
             StopHow::Reconfigured => Some(Notification::cease(cease::OTHER_CONFIGURATION_CHANGE)),
         };
-        info!(peer = %self.name(), ?how, "stopping session");
+        debug!(peer = %self.name(), how = how.describe(), "stopping session");
+        self.stopping = Some(Stopping::Planned);
         let flushes: Vec<oneshot::Receiver<()>> = self
             .conns
             .values_mut()

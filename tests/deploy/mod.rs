@@ -126,9 +126,7 @@ pub fn render(dir: &Path) -> Result<Rendered, String> {
             "ClusterRoleBinding" => r.cluster_role_bindings.push(typed(&o, origin)?),
             "DaemonSet" => r.daemon_sets.push(typed(&o, origin)?),
             "ConfigMap" => r.config_maps.push(typed(&o, origin)?),
-            "CustomResourceDefinition" => {
-                r.custom_resource_definitions.push(typed(&o, origin)?)
-            }
+            "CustomResourceDefinition" => r.custom_resource_definitions.push(typed(&o, origin)?),
             other => return Err(format!("{origin}: unexpected kind {other:?}")),
         }
     }

@@ -532,8 +532,14 @@ impl Runner {
         let plan = Plan::of(&config);
         self.config = config;
         if plan != self.plan {
+            let namespaces = if plan.namespaces.is_empty() {
+                "all".to_owned()
+            } else {
+                plan.namespaces.join(",")
+            };
             tracing::info!(
-                ?plan,
+                %namespaces,
+                namespace_labels = plan.namespace_labels,
                 "the config changes what is watched; restarting the watchers"
             );
             let generation = self.watchers.generation.wrapping_add(1);
