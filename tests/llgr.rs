@@ -54,7 +54,11 @@ fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
     );
     frr.wait_established(neighbor, LONG);
     let route = frr.wait_prefix(PREFIX, LONG);
-    assert_eq!(community(&route), "", "a fresh route carries no community: {route}");
+    assert_eq!(
+        community(&route),
+        "",
+        "a fresh route carries no community: {route}"
+    );
 
     node.kill(Signal::Kill);
     node.wait_exit();
@@ -62,7 +66,8 @@ fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
     frr.wait_state_not(neighbor, "Established", LONG);
     // Past restart_time (5 s) plus slack: GR alone would have dropped it.
     let route = wait_until(LONG, "the route marked LLGR_STALE", || {
-        frr.prefix(PREFIX).filter(|r| community(r).contains("llgr-stale"))
+        frr.prefix(PREFIX)
+            .filter(|r| community(r).contains("llgr-stale"))
     });
     assert!(
         killed.elapsed() >= Duration::from_secs(5),

@@ -103,12 +103,15 @@ fn ready_only_once_the_router_has_the_routes_and_end_of_rib() {
         frr.prefix("198.51.100.70/32")
     });
     assert_eq!(route["prefix"], "198.51.100.70/32");
-    assert!(
-        wait_until(Duration::from_secs(2), "End-of-RIB at FRR", || {
-            end_of_rib_received(&frr, neighbor).then_some(true)
-        })
+    assert!(wait_until(
+        Duration::from_secs(2),
+        "End-of-RIB at FRR",
+        || { end_of_rib_received(&frr, neighbor).then_some(true) }
+    ));
+    eprintln!(
+        "readyz turned 200 {:?} after polling began",
+        start.elapsed()
     );
-    eprintln!("readyz turned 200 {:?} after polling began", start.elapsed());
 }
 
 /// Two peers, one of them never answering (its router in maintenance): not

@@ -269,18 +269,15 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
             Some(stability),
             Some(advertisements),
             Some(resync),
-        ) if d.is_empty() =>
-        {
-            Ok(Config {
-                path: path.to_path_buf(),
-                speaker,
-                peers,
-                source,
-                resync,
-                stability,
-                advertisements,
-            })
-        }
+        ) if d.is_empty() => Ok(Config {
+            path: path.to_path_buf(),
+            speaker,
+            peers,
+            source,
+            resync,
+            stability,
+            advertisements,
+        }),
         _ => Err(d.into_sorted()),
     }
 }

@@ -277,7 +277,10 @@ impl Shared {
             .map(|p| {
                 let rt = p.runtime.as_ref().map(|rt| {
                     let rt = rt.lock().expect("peer runtime lock");
-                    (rt.state == bgp_proto::fsm::State::Established, rt.end_of_rib_sent)
+                    (
+                        rt.state == bgp_proto::fsm::State::Established,
+                        rt.end_of_rib_sent,
+                    )
                 });
                 PeerReadiness {
                     name: p.name.clone(),
@@ -587,10 +590,18 @@ mod readiness_tests {
 
     #[test]
     fn waits_for_the_source_first() {
-        let r = readiness(false, Some("VIP file missing"), &[peer("tor1", true, true)], LATE, WAIT);
+        let r = readiness(
+            false,
+            Some("VIP file missing"),
+            &[peer("tor1", true, true)],
+            LATE,
+            WAIT,
+        );
         assert_eq!(
             r,
-            Readiness::NotReady("waiting for the source's first complete view: VIP file missing".into())
+            Readiness::NotReady(
+                "waiting for the source's first complete view: VIP file missing".into()
+            )
         );
     }
 
@@ -610,7 +621,10 @@ mod readiness_tests {
     #[test]
     fn every_peer_synced_is_ready_at_once() {
         let peers = [peer("tor1", true, true), peer("tor2", true, true)];
-        assert_eq!(readiness(true, None, &peers, EARLY, WAIT), Readiness::Ready(None));
+        assert_eq!(
+            readiness(true, None, &peers, EARLY, WAIT),
+            Readiness::Ready(None)
+        );
     }
 
     #[test]
@@ -633,10 +647,15 @@ mod readiness_tests {
     #[test]
     fn no_peer_at_all_after_the_wait_does_not_block_a_rollout() {
         let peers = [peer("tor1", false, false), peer("tor2", false, false)];
-        assert!(matches!(readiness(true, None, &peers, EARLY, WAIT), Readiness::NotReady(_)));
+        assert!(matches!(
+            readiness(true, None, &peers, EARLY, WAIT),
+            Readiness::NotReady(_)
+        ));
         assert_eq!(
             readiness(true, None, &peers, LATE, WAIT),
-            Readiness::Ready(Some("no peer established after 1m; not blocking the rollout".into()))
+            Readiness::Ready(Some(
+                "no peer established after 1m; not blocking the rollout".into()
+            ))
         );
     }
 

@@ -338,18 +338,24 @@ fn long_lived_graceful_restart_capability_follows_the_config() {
         restarting: false,
     };
     let llgr = |spec: &PeerSpec| {
-        spec.capabilities()
-            .into_iter()
-            .find_map(|c| match c {
-                Capability::LongLivedGracefulRestart(l) => Some(l),
-                _ => None,
-            })
+        spec.capabilities().into_iter().find_map(|c| match c {
+            Capability::LongLivedGracefulRestart(l) => Some(l),
+            _ => None,
+        })
     };
     assert_eq!(
         llgr(&spec),
         Some(vec![
-            LlgrFamily { family: Family::IPV4_UNICAST, flags: 0, stale_time: 60 },
-            LlgrFamily { family: Family::IPV6_UNICAST, flags: 0, stale_time: 60 },
+            LlgrFamily {
+                family: Family::IPV4_UNICAST,
+                flags: 0,
+                stale_time: 60
+            },
+            LlgrFamily {
+                family: Family::IPV6_UNICAST,
+                flags: 0,
+                stale_time: 60
+            },
         ])
     );
     spec.peer.graceful_restart.long_lived_stale_time = None;

@@ -26,8 +26,14 @@ const OLD: Duration = Duration::from_secs(10);
 #[test]
 fn nothing_when_the_adj_rib_out_is_the_desired_table() {
     let t = table(&[("198.51.100.10/32", 1), ("2001:db8::10/128", 1)]);
-    assert_eq!(check_peer(&t, &t.clone(), true, OLD, SETTLE), PeerCheck::InSync);
-    assert_eq!(check_peer(&PeerTable::new(), &PeerTable::new(), true, OLD, SETTLE), PeerCheck::InSync);
+    assert_eq!(
+        check_peer(&t, &t.clone(), true, OLD, SETTLE),
+        PeerCheck::InSync
+    );
+    assert_eq!(
+        check_peer(&PeerTable::new(), &PeerTable::new(), true, OLD, SETTLE),
+        PeerCheck::InSync
+    );
 }
 
 #[test]
@@ -46,7 +52,11 @@ fn a_missing_route_is_sent_again() {
 #[test]
 fn an_extra_route_is_withdrawn() {
     let desired = table(&[("198.51.100.11/32", 1)]);
-    let advertised = table(&[("198.51.100.10/32", 1), ("198.51.100.11/32", 1), ("203.0.113.1/32", 1)]);
+    let advertised = table(&[
+        ("198.51.100.10/32", 1),
+        ("198.51.100.11/32", 1),
+        ("203.0.113.1/32", 1),
+    ]);
     assert_eq!(
         check_peer(&desired, &advertised, true, OLD, SETTLE),
         PeerCheck::Repair(Repair {
@@ -77,7 +87,10 @@ fn a_session_still_following_a_change_is_left_alone() {
         PeerCheck::Skip
     );
     // No session with the whole table and End-of-RIB yet.
-    assert_eq!(check_peer(&desired, &advertised, false, OLD, SETTLE), PeerCheck::Skip);
+    assert_eq!(
+        check_peer(&desired, &advertised, false, OLD, SETTLE),
+        PeerCheck::Skip
+    );
     assert!(matches!(
         check_peer(&desired, &advertised, true, SETTLE, SETTLE),
         PeerCheck::Repair(_)
