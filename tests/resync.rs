@@ -61,7 +61,9 @@ fn resync_runs_every_period_and_repairs_nothing_when_nothing_was_missed() {
     };
     let before = runs(&node.log());
     wait_until(LONG, "three more resyncs", || {
-        (runs(&node.log()) >= before + 3).then_some(())
+        let log = node.log();
+        assert!(!log.contains("resync: the"), "a repair was logged:\n{log}");
+        (runs(&log) >= before + 3).then_some(())
     });
     assert!(
         !node.log().contains("resync: the"),
