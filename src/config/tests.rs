@@ -793,7 +793,7 @@ fn long_lived_stale_time() {
             "graceful_restart = { enabled = false, long_lived_stale_time = \"60s\" }\n"
         )),
         vec![
-            "9:62: long_lived_stale_time needs graceful restart: RFC 9494 §4.2 sends the long-lived capability only beside the Graceful Restart one (enabled = false here)"
+            "9:63: long_lived_stale_time needs graceful restart: RFC 9494 §4.2 sends the long-lived capability only beside the Graceful Restart one (enabled = false here)"
         ]
     );
 }
