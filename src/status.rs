@@ -197,6 +197,10 @@ pub struct StabilityCounters {
     pub damping_suppressions: u64,
     pub advertisements: u64,
     pub withdrawals: u64,
+    /// Routes and VIPs the periodic reconcile (`[source] resync`) found
+    /// wrong and repaired.
+    #[serde(default)]
+    pub reconcile_repairs: u64,
 }
 
 /// `/v1/explain/{vip}`.

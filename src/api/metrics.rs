@@ -350,6 +350,12 @@ pub fn render_metrics(status: &Status) -> String {
             Value::Int(c.damping_suppressions),
         ),
         single(
+            "holdfast_reconcile_repairs_total",
+            Counter,
+            "Routes and VIPs the periodic reconcile ([source] resync) found different from the source and repaired: each a missed event.",
+            Value::Int(c.reconcile_repairs),
+        ),
+        single(
             "holdfast_route_advertisements_total",
             Counter,
             "Route advertisements decided (first advertisements and attribute changes).",

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `GET /metrics` | Prometheus text format 0.0.4 (README.md, "Metrics and the HTTP API") |
 //! | `GET /healthz` | 200 `ok` while the process serves |
-//! | `GET /readyz` | 200 `ready`, or 503 `not ready: REASON` |
+//! | `GET /readyz` | 200 `ready` (or `ready: NOTE`), or 503 `not ready: REASON` |
 //! | `GET /v1/status` | JSON of [`Status`]: at most [`ROUTE_PAGE_MAX`] routes; `?offset=N&limit=M` pages them |
 //! | `GET /v1/explain/{vip}` | JSON of [`Explanation`]; 400 `{"error": …}` when `{vip}` is not an IP address |
 //!
@@ -84,6 +84,11 @@ pub trait StateView: Send + Sync + 'static {
     /// `Ok` once the config is loaded and the source has synced; else why
     /// not, in words (`/readyz` answers 503 with it).
     fn ready(&self) -> Result<(), String>;
+    /// Ready with an optional note (readiness did not wait for a peer that
+    /// is down), or not ready and why. `/readyz` answers with it.
+    fn readiness(&self) -> Result<Option<String>, String> {
+        self.ready().map(|()| None)
+    }
 }
 
 /// Connections served at once (see "Sharing" above). The API is for a
@@ -354,8 +359,9 @@ pub fn respond_on<B>(
             })) + &process::render_current(),
         ),
         Endpoint::Healthz => text(StatusCode::OK, "ok\n".into()),
-        Endpoint::Readyz => match view.ready() {
-            Ok(()) => text(StatusCode::OK, "ready\n".into()),
+        Endpoint::Readyz => match view.readiness() {
+            Ok(None) => text(StatusCode::OK, "ready\n".into()),
+            Ok(Some(note)) => text(StatusCode::OK, format!("ready: {note}\n")),
             Err(why) => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("not ready: {why}\n"),

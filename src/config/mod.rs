@@ -67,6 +67,9 @@ pub struct Config {
     pub peers: Vec<Peer>,
     /// `[source]`.
     pub source: Source,
+    /// `[source] resync`: how often the desired set is rebuilt from the
+    /// source and every Adj-RIB-Out checked against it; zero: never.
+    pub resync: std::time::Duration,
     /// `[stability]` (all defaults when absent).
     pub stability: Stability,
     /// `[[advertisement]]`, in file order; when the file has none, the one
@@ -222,8 +225,12 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         }),
     };
 
+    let mut resync = Some(source::DEFAULT_RESYNC);
     let source = match section("source", &mut d) {
-        Some(table) => source::parse_source(&table, config_dir, &mut d),
+        Some(table) => {
+            resync = source::parse_resync(&table, &mut d);
+            source::parse_source(&table, config_dir, &mut d)
+        }
         None => {
             if !root.contains("source") {
                 d.error(
@@ -261,19 +268,23 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         }),
     };
 
-    match (speaker, peers, source, stability, advertisements) {
-        (Some(speaker), Some(peers), Some(source), Some(stability), Some(advertisements))
-            if d.is_empty() =>
-        {
-            Ok(Config {
-                path: path.to_path_buf(),
-                speaker,
-                peers,
-                source,
-                stability,
-                advertisements,
-            })
-        }
+    match (speaker, peers, source, stability, advertisements, resync) {
+        (
+            Some(speaker),
+            Some(peers),
+            Some(source),
+            Some(stability),
+            Some(advertisements),
+            Some(resync),
+        ) if d.is_empty() => Ok(Config {
+            path: path.to_path_buf(),
+            speaker,
+            peers,
+            source,
+            resync,
+            stability,
+            advertisements,
+        }),
         _ => Err(d.into_sorted()),
     }
 }

@@ -203,6 +203,10 @@ pub struct GracefulRestart {
     pub notification: bool,
     /// F bit (RFC 4724 §3): forwarding state preserved across a restart.
     pub forwarding_state: bool,
+    /// Long-lived graceful restart (RFC 9494): once `restart_time` has run
+    /// out, the router keeps our routes this much longer as LLGR_STALE.
+    /// `None`: the capability is not advertised.
+    pub long_lived_stale_time: Option<Duration>,
 }
 
 impl Default for GracefulRestart {
@@ -212,6 +216,7 @@ impl Default for GracefulRestart {
             restart_time: Duration::from_secs(120),
             notification: true,
             forwarding_state: true,
+            long_lived_stale_time: None,
         }
     }
 }
@@ -684,12 +689,16 @@ fn families(v: &Value<'_>, d: &mut Diagnostics) -> Option<Vec<Family>> {
     Some(families)
 }
 
+/// RFC 9494 §3: the Long-Lived Stale Time field is 24 bits of seconds.
+pub const LLGR_MAX_STALE_TIME: u64 = 0x00ff_ffff;
+
 /// Keys of `graceful_restart`.
 pub(crate) const GRACEFUL_RESTART_KEYS: &[&str] = &[
     "enabled",
     "restart_time",
     "notification",
     "forwarding_state",
+    "long_lived_stale_time",
 ];
 
 /// Keys of `bfd`.
@@ -724,11 +733,39 @@ fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestar
             Ok(())
         }),
     };
+    let long_lived_stale_time = match table.get("long_lived_stale_time") {
+        None => Some(None),
+        Some(v) => tree::duration_checked(v, "long_lived_stale_time", d, |t| {
+            // RFC 9494 §3: the Long-Lived Stale Time is 24 bits of seconds.
+            if t.subsec_nanos() != 0 || t.is_zero() || t.as_secs() > LLGR_MAX_STALE_TIME {
+                return Err(format!(
+                    "long_lived_stale_time must be whole seconds in 1s..={LLGR_MAX_STALE_TIME}s (24 bits, RFC 9494 §3), got {}",
+                    format_duration(t)
+                ));
+            }
+            Ok(())
+        })
+        .map(Some),
+    };
+    // RFC 9494 §4.2: LLGR is advertised only together with the Graceful
+    // Restart capability.
+    if let (Some(false), Some(Some(_)), Some(v)) = (
+        enabled,
+        long_lived_stale_time,
+        table.get("long_lived_stale_time"),
+    ) {
+        d.error(
+            &v.span(),
+            "long_lived_stale_time needs graceful restart: RFC 9494 §4.2 sends the long-lived capability only beside the Graceful Restart one (enabled = false here)",
+        );
+        return None;
+    }
     Some(GracefulRestart {
         enabled: enabled?,
         restart_time: restart_time?,
         notification: notification?,
         forwarding_state: forwarding_state?,
+        long_lived_stale_time: long_lived_stale_time?,
     })
 }
 

@@ -1,6 +1,7 @@
 //! `[source]`: where the desired set of VIPs comes from.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
 use super::selector::{dns_label_problem, label_key_problem};
@@ -34,8 +35,28 @@ pub struct KubernetesSource {
     pub require_class: bool,
 }
 
+/// `[source] resync` by default.
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(300);
+
+/// `[source] resync`: a duration, "0s" for never, else at least 1s.
+pub(crate) fn parse_resync(table: &Table<'_, '_>, d: &mut Diagnostics) -> Option<Duration> {
+    match table.get("resync") {
+        None => Some(DEFAULT_RESYNC),
+        Some(v) => tree::duration_checked(v, "resync", d, |t| {
+            if !t.is_zero() && t < Duration::from_secs(1) {
+                return Err(format!(
+                    "resync must be \"0s\" (off) or at least 1s, got {}",
+                    super::format_duration(t)
+                ));
+            }
+            Ok(())
+        }),
+    }
+}
+
 pub(crate) const KEYS: &[&str] = &[
     "kind",
+    "resync",
     "path",
     "namespaces",
     "load_balancer_classes",

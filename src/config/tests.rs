@@ -84,6 +84,7 @@ fn minimal_config_gets_documented_defaults() {
                 restart_time: secs(120),
                 notification: true,
                 forwarding_state: true,
+                long_lived_stale_time: None,
             },
             bfd: None,
         }]
@@ -238,6 +239,7 @@ fn full_schema_parses_to_the_values_written() {
             restart_time: secs(4095),
             notification: false,
             forwarding_state: false,
+            long_lived_stale_time: None,
         }
     );
     assert_eq!(
@@ -760,6 +762,56 @@ fn graceful_restart_time_fits_twelve_bits() {
             "9:37: restart_time must be whole seconds in 0s..=4095s (12 bits, RFC 4724 §3), got 1h8m16s",
             "9:46: unknown key \"restart_tim\" in [[peer]] graceful_restart (did you mean \"restart_time\"?)",
         ]
+    );
+}
+
+#[test]
+fn long_lived_stale_time() {
+    let config = valid(&with_peer(
+        "graceful_restart = { restart_time = \"5s\", long_lived_stale_time = \"1h\" }\n",
+    ));
+    assert_eq!(
+        config.peers[0].graceful_restart.long_lived_stale_time,
+        Some(secs(3600))
+    );
+    assert_eq!(
+        valid(&with_peer("")).peers[0]
+            .graceful_restart
+            .long_lived_stale_time,
+        None
+    );
+    // 24 bits of seconds (RFC 9494 §3), and never without GR (§4.2).
+    assert_eq!(
+        problems(&with_peer(
+            "graceful_restart = { long_lived_stale_time = \"16777216s\" }\n"
+        )),
+        vec![
+            "9:46: long_lived_stale_time must be whole seconds in 1s..=16777215s (24 bits, RFC 9494 §3), got 4660h20m16s"
+        ]
+    );
+    assert_eq!(
+        problems(&with_peer(
+            "graceful_restart = { enabled = false, long_lived_stale_time = \"60s\" }\n"
+        )),
+        vec![
+            "9:63: long_lived_stale_time needs graceful restart: RFC 9494 §4.2 sends the long-lived capability only beside the Graceful Restart one (enabled = false here)"
+        ]
+    );
+}
+
+#[test]
+fn source_resync() {
+    let head = |resync: &str| {
+        format!(
+            "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"file\"\npath = \"v.toml\"\n{resync}"
+        )
+    };
+    assert_eq!(valid(&head("")).resync, secs(300));
+    assert_eq!(valid(&head("resync = \"0s\"\n")).resync, Duration::ZERO);
+    assert_eq!(valid(&head("resync = \"30s\"\n")).resync, secs(30));
+    assert_eq!(
+        problems(&head("resync = \"100ms\"\n")),
+        vec!["11:10: resync must be \"0s\" (off) or at least 1s, got 100ms"]
     );
 }
 

@@ -42,6 +42,13 @@ pub struct Options {
     pub state_dir: PathBuf,
 }
 
+/// The periodic reconcile leaves a session alone for this long (plus its
+/// MRAI) after its table changed: it may still be sending.
+const RESYNC_SETTLE: Duration = Duration::from_secs(2);
+
+/// A VIP file changed this recently is left to the file source at a resync.
+const RESYNC_FILE_QUIET: Duration = Duration::from_secs(5);
+
 /// Up to this many route changes at once are logged one by one at info
 /// level; more are summed up in one line.
 const LOG_EACH_CHANGE_UP_TO: usize = 20;
@@ -120,6 +127,9 @@ struct Peer {
     waiting: Option<String>,
     /// Its BFD session (RFC 5880), when configured.
     bfd: Option<crate::bfd::driver::BfdSession>,
+    /// When its desired table last changed (the periodic reconcile leaves
+    /// a session alone while it may still be following a change).
+    table_changed: Instant,
 }
 
 struct Daemon {
@@ -160,6 +170,10 @@ struct Daemon {
     /// The passive side (`speaker.listen`), whose TTL settings follow the
     /// peers.
     listener: Option<Arc<tokio::net::TcpListener>>,
+    /// The periodic reconcile (`[source] resync`).
+    resync: crate::source::resync::Schedule,
+    /// Routes and VIPs the reconciles have repaired.
+    reconcile_repairs: u64,
 }
 
 /// One probed VIP.
@@ -236,6 +250,7 @@ impl Daemon {
             table: tx,
             waiting: None,
             bfd: None,
+            table_changed: Instant::now(),
         };
         match Self::resolve(p) {
             Ok(gw) => {
@@ -366,8 +381,8 @@ impl Daemon {
             speaker::peer_tables(&self.config, st.advertised())
         };
         for (name, table) in tables {
-            if let Some(p) = self.peers.get(&name) {
-                p.table.send_if_modified(|cur| {
+            if let Some(p) = self.peers.get_mut(&name) {
+                let modified = p.table.send_if_modified(|cur| {
                     if **cur == table {
                         false
                     } else {
@@ -375,6 +390,9 @@ impl Daemon {
                         true
                     }
                 });
+                if modified {
+                    p.table_changed = Instant::now();
+                }
             }
         }
     }
@@ -666,6 +684,76 @@ impl Daemon {
         }
     }
 
+    /// The periodic reconcile (`[source] resync`, see `source::resync`):
+    /// the desired set rebuilt from the source, then every session's
+    /// Adj-RIB-Out compared with its desired table. What differs is
+    /// repaired, logged once per resync and counted.
+    async fn reconcile(&mut self) {
+        use crate::source::resync::{PeerCheck, check_peer, set_differences};
+        let mut repaired = 0u64;
+        // The file, read from scratch, whatever its watch and polls saw —
+        // unless it changed in the last few seconds (the source is still on
+        // it) or the source is unhealthy (it reports that problem itself).
+        if let Some(settings) = crate::source::file::FileSettings::from_config(&self.config)
+            && self.snapshot.healthy
+        {
+            let fresh = tokio::task::spawn_blocking(move || {
+                let recent = std::fs::metadata(&settings.path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_none_or(|age| age < RESYNC_FILE_QUIET);
+                (!recent).then(|| crate::source::file::FileSource::new(settings).read())
+            })
+            .await;
+            if let Ok(Some(Ok(vips))) = fresh {
+                let n = set_differences(&self.snapshot.vips, &vips);
+                if n > 0 {
+                    warn!(
+                        differences = n,
+                        "resync: the VIP file differs from the set in force (a missed change): applying it"
+                    );
+                    let mut snap = (*self.snapshot).clone();
+                    snap.vips = Arc::new(vips);
+                    self.snapshot = Arc::new(snap);
+                    self.recompute();
+                    repaired += n as u64;
+                }
+            }
+        }
+        // The Kubernetes source evaluates its stores afresh (and counts).
+        if let Some(k) = &self.kube {
+            k.resync();
+        }
+        let now = Instant::now();
+        for (name, p) in &self.peers {
+            let Some(h) = &p.handle else { continue };
+            let rt = h.snapshot();
+            let synced = rt.state == bgp_proto::fsm::State::Established && rt.end_of_rib_sent;
+            let settle = p.config.min_route_advertisement_interval + RESYNC_SETTLE;
+            let desired = p.table.borrow().clone();
+            let age = now.saturating_duration_since(p.table_changed);
+            if let PeerCheck::Repair(r) = check_peer(&desired, &rt.advertised, synced, age, settle)
+            {
+                warn!(
+                    peer = %name,
+                    missing = r.announce.len(),
+                    extra = r.withdraw.len(),
+                    first = %r.announce.first().or(r.withdraw.first()).map(ToString::to_string).unwrap_or_default(),
+                    "resync: the Adj-RIB-Out differs from the desired table: repairing"
+                );
+                // The session diffs its Adj-RIB-Out against the table again
+                // and sends what differs.
+                p.table.send_modify(|_| {});
+                repaired += r.len() as u64;
+            }
+        }
+        self.reconcile_repairs += repaired;
+        if repaired == 0 {
+            debug!("resync: every peer's routes match the source");
+        }
+    }
+
     fn refresh_shared(&mut self) {
         if std::mem::take(&mut self.stability_dirty) {
             self.next_deadline = self
@@ -678,6 +766,8 @@ impl Daemon {
         s.config = self.config.clone();
         s.config_error = self.config_error.clone();
         s.snapshot = self.snapshot.clone();
+        s.reconcile_repairs =
+            self.reconcile_repairs + self.kube.as_ref().map_or(0, |k| k.resync_repairs());
         s.probes = self
             .probes
             .iter()
@@ -912,18 +1002,12 @@ impl crate::api::StateView for View {
         self.0.lock().expect("shared state lock").explain(vip)
     }
     fn ready(&self) -> Result<(), String> {
-        let s = self.0.lock().expect("shared state lock");
-        if s.ready() {
-            Ok(())
-        } else {
-            Err(format!(
-                "waiting for the source's first complete view{}",
-                s.snapshot
-                    .error
-                    .as_ref()
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_default()
-            ))
+        self.readiness().map(|_| ())
+    }
+    fn readiness(&self) -> Result<Option<String>, String> {
+        match self.0.lock().expect("shared state lock").readiness() {
+            state::Readiness::Ready(note) => Ok(note),
+            state::Readiness::NotReady(why) => Err(why),
         }
     }
 }
@@ -994,6 +1078,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         peers: Vec::new(),
         probes: BTreeMap::new(),
         source_explain: None,
+        reconcile_repairs: 0,
     }));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let until_shutdown = move || {
@@ -1098,6 +1183,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         stability_dirty: true,
         next_deadline: None,
         listener: None,
+        resync: crate::source::resync::Schedule::new(config.resync, Instant::now()),
+        reconcile_repairs: 0,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -1208,6 +1295,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
                     d.reload().await;
                 }
                 d.follow_restart();
+                d.resync.set_every(d.config.resync, Instant::now());
+                if d.resync.due(Instant::now()) {
+                    d.reconcile().await;
+                }
                 if gateway_check.elapsed() >= Duration::from_secs(5) {
                     gateway_check = Instant::now();
                     d.check_gateways().await;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 
@@ -69,6 +69,8 @@ pub struct Shared {
     pub probes: BTreeMap<IpAddr, ProbeView>,
     /// The source's own account of a VIP (the Kubernetes source's rules).
     pub source_explain: Option<Arc<dyn Fn(IpAddr) -> Vec<String> + Send + Sync>>,
+    /// Routes and VIPs the periodic reconciles repaired.
+    pub reconcile_repairs: u64,
 }
 
 pub type SharedState = Arc<Mutex<Shared>>;
@@ -167,9 +169,133 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
     s
 }
 
+/// One peer as readiness sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerReadiness {
+    pub name: String,
+    pub established: bool,
+    /// The whole table and End-of-RIB went out on the current session.
+    pub end_of_rib_sent: bool,
+}
+
+/// What `/readyz` answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// Ready; with a note when it did not wait for every peer.
+    Ready(Option<String>),
+    NotReady(String),
+}
+
+/// The shortest wait for the peers before readiness stops waiting for
+/// those that are down.
+pub const MIN_PEER_WAIT: Duration = Duration::from_secs(10);
+
+/// How long after start readiness waits for every peer to come up: two
+/// connect retries of the slowest peer (the first attempt at start, one
+/// retry), at least [`MIN_PEER_WAIT`].
+pub fn peer_wait(config: &Config) -> Duration {
+    config
+        .peers
+        .iter()
+        .map(|p| p.connect_retry * 2)
+        .max()
+        .unwrap_or_default()
+        .max(MIN_PEER_WAIT)
+}
+
+fn names(peers: &[&PeerReadiness]) -> String {
+    peers
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The readiness rule. A rolling update moves on to the next node only when
+/// this one is ready, so ready means the routers have this node's routes:
+///
+/// 1. the source has delivered its first complete view;
+/// 2. every Established peer has been sent the whole table and End-of-RIB
+///    (RFC 4724 §4.1 — so a restarted node's peers have dropped their stale
+///    routes and hold the fresh ones);
+/// 3. every configured peer is Established — or `peer_wait` has passed
+///    since start: a peer still down then (its router in maintenance) no
+///    longer blocks the rollout, and the answer says so.
+pub fn readiness(
+    source_synced: bool,
+    source_error: Option<&str>,
+    peers: &[PeerReadiness],
+    since_start: Duration,
+    peer_wait: Duration,
+) -> Readiness {
+    if !source_synced {
+        return Readiness::NotReady(format!(
+            "waiting for the source's first complete view{}",
+            source_error.map(|e| format!(": {e}")).unwrap_or_default()
+        ));
+    }
+    let syncing: Vec<&PeerReadiness> = peers
+        .iter()
+        .filter(|p| p.established && !p.end_of_rib_sent)
+        .collect();
+    if !syncing.is_empty() {
+        return Readiness::NotReady(format!(
+            "peer{} {} Established, not yet sent the whole table and End-of-RIB",
+            if syncing.len() == 1 { "" } else { "s" },
+            names(&syncing)
+        ));
+    }
+    let down: Vec<&PeerReadiness> = peers.iter().filter(|p| !p.established).collect();
+    if down.is_empty() {
+        return Readiness::Ready(None);
+    }
+    let wait = crate::config::format_duration(peer_wait);
+    let what = format!(
+        "peer{} {} not Established",
+        if down.len() == 1 { "" } else { "s" },
+        names(&down)
+    );
+    if since_start < peer_wait {
+        return Readiness::NotReady(format!(
+            "{what} ({:.0}s since start; waiting up to {wait} before not blocking the rollout)",
+            since_start.as_secs_f64()
+        ));
+    }
+    Readiness::Ready(Some(if down.len() == peers.len() {
+        format!("no peer established after {wait}; not blocking the rollout")
+    } else {
+        format!("{what} after {wait}; not blocking the rollout")
+    }))
+}
+
 impl Shared {
-    pub fn ready(&self) -> bool {
-        self.snapshot.synced
+    /// The readiness rule ([`readiness`]) applied to the daemon's state.
+    pub fn readiness(&self) -> Readiness {
+        let peers: Vec<PeerReadiness> = self
+            .peers
+            .iter()
+            .map(|p| {
+                let rt = p.runtime.as_ref().map(|rt| {
+                    let rt = rt.lock().expect("peer runtime lock");
+                    (
+                        rt.state == bgp_proto::fsm::State::Established,
+                        rt.end_of_rib_sent,
+                    )
+                });
+                PeerReadiness {
+                    name: p.name.clone(),
+                    established: rt.is_some_and(|r| r.0),
+                    end_of_rib_sent: rt.is_some_and(|r| r.1),
+                }
+            })
+            .collect();
+        readiness(
+            self.snapshot.synced,
+            self.snapshot.error.as_deref(),
+            &peers,
+            Instant::now().saturating_duration_since(self.started),
+            peer_wait(&self.config),
+        )
     }
 
     fn advertised_to(&self, prefix: &IpNet) -> Vec<String> {
@@ -270,6 +396,7 @@ impl Shared {
                 damping_suppressions: c.suppressions,
                 advertisements: c.advertisements,
                 withdrawals: c.withdrawals,
+                reconcile_repairs: self.reconcile_repairs,
             },
         };
         page.mark(&mut status, views.len());
@@ -455,4 +582,105 @@ pub fn route_views(st: &crate::stability::Stability<IpNet, Route>) -> Vec<RouteV
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod readiness_tests {
+    use super::*;
+
+    fn peer(name: &str, established: bool, end_of_rib_sent: bool) -> PeerReadiness {
+        PeerReadiness {
+            name: name.into(),
+            established,
+            end_of_rib_sent,
+        }
+    }
+
+    const WAIT: Duration = Duration::from_secs(60);
+    const EARLY: Duration = Duration::from_secs(3);
+    const LATE: Duration = Duration::from_secs(61);
+
+    #[test]
+    fn waits_for_the_source_first() {
+        let r = readiness(
+            false,
+            Some("VIP file missing"),
+            &[peer("tor1", true, true)],
+            LATE,
+            WAIT,
+        );
+        assert_eq!(
+            r,
+            Readiness::NotReady(
+                "waiting for the source's first complete view: VIP file missing".into()
+            )
+        );
+    }
+
+    #[test]
+    fn an_established_peer_without_end_of_rib_blocks_whatever_the_time() {
+        let peers = [peer("tor1", true, true), peer("tor2", true, false)];
+        for t in [EARLY, LATE, Duration::from_secs(100_000)] {
+            assert_eq!(
+                readiness(true, None, &peers, t, WAIT),
+                Readiness::NotReady(
+                    "peer tor2 Established, not yet sent the whole table and End-of-RIB".into()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn every_peer_synced_is_ready_at_once() {
+        let peers = [peer("tor1", true, true), peer("tor2", true, true)];
+        assert_eq!(
+            readiness(true, None, &peers, EARLY, WAIT),
+            Readiness::Ready(None)
+        );
+    }
+
+    #[test]
+    fn a_peer_down_blocks_until_the_wait_is_over_then_not() {
+        let peers = [peer("tor1", true, true), peer("tor2", false, false)];
+        assert_eq!(
+            readiness(true, None, &peers, EARLY, WAIT),
+            Readiness::NotReady(
+                "peer tor2 not Established (3s since start; waiting up to 1m before not blocking the rollout)".into()
+            )
+        );
+        assert_eq!(
+            readiness(true, None, &peers, LATE, WAIT),
+            Readiness::Ready(Some(
+                "peer tor2 not Established after 1m; not blocking the rollout".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn no_peer_at_all_after_the_wait_does_not_block_a_rollout() {
+        let peers = [peer("tor1", false, false), peer("tor2", false, false)];
+        assert!(matches!(
+            readiness(true, None, &peers, EARLY, WAIT),
+            Readiness::NotReady(_)
+        ));
+        assert_eq!(
+            readiness(true, None, &peers, LATE, WAIT),
+            Readiness::Ready(Some(
+                "no peer established after 1m; not blocking the rollout".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn the_wait_is_two_connect_retries_of_the_slowest_peer() {
+        let text = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\
+                    [[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\nconnect_retry = \"2s\"\n\
+                    [[peer]]\nname = \"b\"\naddress = \"192.0.2.3\"\nasn = 65000\nconnect_retry = \"20s\"\n\
+                    [source]\nkind = \"file\"\npath = \"vips.toml\"\n";
+        let config = crate::config::parse(std::path::Path::new("t.toml"), text).unwrap();
+        assert_eq!(peer_wait(&config), Duration::from_secs(40));
+        let mut one = config.clone();
+        one.peers.truncate(1);
+        assert_eq!(peer_wait(&one), MIN_PEER_WAIT);
+    }
 }

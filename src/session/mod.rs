@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bgp_proto::capability::{GrFamily, GracefulRestart as GrCap};
+use bgp_proto::capability::{GrFamily, GracefulRestart as GrCap, LlgrFamily};
 use bgp_proto::consts::notify::cease;
 use bgp_proto::fsm::{self, Action, ConnId, Direction, Event, Negotiated, Session, State};
 use bgp_proto::{Capability, Family, Message, Notification, RouteRefresh, Update};
@@ -143,6 +143,22 @@ impl PeerSpec {
                     })
                     .collect(),
             }));
+            // RFC 9494 §4.2: the long-lived capability goes only beside
+            // the Graceful Restart one; §3: one stale time per family.
+            if let Some(stale) = gr.long_lived_stale_time {
+                caps.push(Capability::LongLivedGracefulRestart(
+                    self.families()
+                        .into_iter()
+                        .map(|family| LlgrFamily {
+                            family,
+                            // The F bit (0x80), as in the GR capability.
+                            flags: if gr.forwarding_state { 0x80 } else { 0 },
+                            // 24 bits; the config checks the range.
+                            stale_time: stale.as_secs().min(0x00ff_ffff) as u32,
+                        })
+                        .collect(),
+                ));
+            }
         }
         caps.push(Capability::ExtendedMessage);
         caps.push(Capability::fqdn(&self.hostname, ""));

@@ -316,3 +316,51 @@ async fn a_link_local_peer_is_reached_on_its_interface() {
     assert!(spec.is_from(from(7)));
     assert!(!spec.is_from(from(8)), "the same address on another link");
 }
+
+/// RFC 9494 §4.2: the long-lived capability goes with the GR one, one
+/// stale time per configured family (§3); never without GR.
+#[test]
+fn long_lived_graceful_restart_capability_follows_the_config() {
+    use bgp_proto::capability::LlgrFamily;
+    let text = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\
+                [[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n\
+                graceful_restart = { restart_time = \"5s\", long_lived_stale_time = \"60s\", forwarding_state = false }\n\
+                [source]\nkind = \"file\"\npath = \"vips.toml\"\n\
+                [[advertisement]]\nname = \"public\"\n";
+    let config = config::parse(Path::new("test.toml"), text).expect("a valid config");
+    let mut spec = PeerSpec {
+        peer: config.peers[0].clone(),
+        address: "192.0.2.1".parse().unwrap(),
+        interface: None,
+        local_asn: 65001,
+        router_id: Ipv4Addr::new(192, 0, 2, 2),
+        hostname: "node-1".into(),
+        restarting: false,
+    };
+    let llgr = |spec: &PeerSpec| {
+        spec.capabilities().into_iter().find_map(|c| match c {
+            Capability::LongLivedGracefulRestart(l) => Some(l),
+            _ => None,
+        })
+    };
+    assert_eq!(
+        llgr(&spec),
+        Some(vec![
+            LlgrFamily {
+                family: Family::IPV4_UNICAST,
+                flags: 0,
+                stale_time: 60
+            },
+            LlgrFamily {
+                family: Family::IPV6_UNICAST,
+                flags: 0,
+                stale_time: 60
+            },
+        ])
+    );
+    spec.peer.graceful_restart.long_lived_stale_time = None;
+    assert_eq!(llgr(&spec), None);
+    spec.peer.graceful_restart.long_lived_stale_time = Some(Duration::from_secs(60));
+    spec.peer.graceful_restart.enabled = false;
+    assert_eq!(llgr(&spec), None, "LLGR without GR");
+}

@@ -10,6 +10,7 @@
 
 pub mod file;
 pub mod kubernetes;
+pub mod resync;
 
 use std::future::Future;
 

@@ -126,6 +126,9 @@ pub async fn connect(options: &Options) -> Result<Client, String> {
 #[derive(Debug)]
 pub struct Handle {
     latest: Arc<Mutex<Arc<Evaluation>>>,
+    resync: mpsc::UnboundedSender<()>,
+    /// VIPs a resync found the last evaluation wrong about.
+    resync_repairs: Arc<std::sync::atomic::AtomicU64>,
     events: EventRecorder,
     task: JoinHandle<()>,
 }
@@ -149,6 +152,18 @@ impl Handle {
     /// Kubernetes source knows (see [`Evaluation::explain`]).
     pub fn explain(&self, address: std::net::IpAddr) -> Vec<String> {
         self.evaluation().explain(address)
+    }
+
+    /// Periodic reconcile: evaluate the stores afresh, as if every object
+    /// had just changed.
+    pub fn resync(&self) {
+        let _ = self.resync.send(());
+    }
+
+    /// VIPs on which resyncs found the last evaluation wrong, so far.
+    pub fn resync_repairs(&self) -> u64 {
+        self.resync_repairs
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The Event recorder for this node's route changes.
@@ -187,10 +202,15 @@ pub fn spawn(
                 .collect()
         }),
     );
-    let runner = Runner::new(client, options, config, snapshots, Arc::clone(&latest));
+    let mut runner = Runner::new(client, options, config, snapshots, Arc::clone(&latest));
+    let (resync, resync_rx) = mpsc::unbounded_channel();
+    let resync_repairs = Arc::clone(&runner.resync_repairs);
+    runner.resync_rx = Some(resync_rx);
     let task = tokio::spawn(runner.run());
     Handle {
         latest,
+        resync,
+        resync_repairs,
         events,
         task,
     }
@@ -408,6 +428,14 @@ fn strip_namespace(namespace: &mut Namespace) {
     namespace.status = None;
 }
 
+/// The next resync request; never without a channel.
+async fn recv_resync(rx: &mut Option<mpsc::UnboundedReceiver<()>>) -> Option<()> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The loop behind [`spawn`].
 struct Runner {
     client: Client,
@@ -430,6 +458,11 @@ struct Runner {
     due: Option<tokio::time::Instant>,
     /// When the last evaluation was made (the debounce window runs from it).
     last_evaluation: Option<tokio::time::Instant>,
+    /// Resync requests from the daemon.
+    resync_rx: Option<mpsc::UnboundedReceiver<()>>,
+    /// The next evaluation answers a resync: count what it corrects.
+    resync_pending: bool,
+    resync_repairs: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Runner {
@@ -460,6 +493,9 @@ impl Runner {
             fresh: false,
             due: None,
             last_evaluation: None,
+            resync_rx: None,
+            resync_pending: false,
+            resync_repairs: Arc::default(),
         }
     }
 
@@ -498,6 +534,13 @@ impl Runner {
                     }
                 }
                 () = sleep_until(wake_at), if wake_at.is_some() => self.on_tick(),
+                Some(()) = recv_resync(&mut self.resync_rx) => {
+                    // The stores are evaluated afresh, whatever the watch
+                    // events said (a lost event left the last evaluation
+                    // behind).
+                    self.resync_pending = true;
+                    self.schedule();
+                }
             }
             // An evaluation due now runs now, not at the timer's next tick.
             if self
@@ -608,6 +651,17 @@ impl Runner {
             namespaces: namespaces.as_deref(),
         };
         let next = evaluate(&self.last, &self.config, &cluster, now);
+        if std::mem::take(&mut self.resync_pending) {
+            let n = crate::source::resync::set_differences(&self.last.vips, &next.vips);
+            if n > 0 {
+                tracing::warn!(
+                    differences = n,
+                    "resync: the evaluation in force was behind the watched objects (a missed event): corrected"
+                );
+                self.resync_repairs
+                    .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         for warning in next.warnings.difference(&self.last.warnings) {
             tracing::warn!("{warning}");
         }

@@ -1,0 +1,116 @@
+//! Long-lived graceful restart (RFC 9494) against FRR as the helper:
+//! holdfast killed for longer than its `restart_time` keeps its route at the
+//! router as LLGR_STALE (community 65535:6, FRR's `llgr-stale`) instead of
+//! losing it; when holdfast is back the fresh route replaces it.
+
+mod common;
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+use testlab::{Frr, Lab, Signal, wait_until};
+
+fn conf(graceful_restart: &str) -> String {
+    format!(
+        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
+         [[peer]]\nname = \"tor\"\naddress = \"192.0.2.1\"\nasn = 65000\nhold_time = \"9s\"\n\
+         keepalive = \"3s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\
+         graceful_restart = {graceful_restart}\n\n\
+         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n\
+         [[advertisement]]\nname = \"public\"\n"
+    )
+}
+
+/// FRR keeps a peer's routes as LLGR_STALE for at most its own
+/// `long-lived-graceful-restart stale-time` (the helper's local limit,
+/// RFC 9494 §4.2 lets it have one; FRR's default 0 means never), and only
+/// when the peer advertised the capability.
+const FRR_LLGR: &str = " bgp long-lived-graceful-restart stale-time 120\n";
+
+const PREFIX: &str = "198.51.100.90/32";
+
+fn community(route: &Value) -> String {
+    route["paths"][0]["community"]["string"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
+    let frr = Frr::start(
+        &lab.router,
+        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], FRR_LLGR),
+    );
+    let mut node = Holdfast::start(
+        &lab.node,
+        &conf("{ restart_time = \"5s\", long_lived_stale_time = \"60s\" }"),
+        &vips(&["198.51.100.90"]),
+    );
+    frr.wait_established(neighbor, LONG);
+    let route = frr.wait_prefix(PREFIX, LONG);
+    assert_eq!(
+        community(&route),
+        "",
+        "a fresh route carries no community: {route}"
+    );
+
+    node.kill(Signal::Kill);
+    node.wait_exit();
+    let killed = Instant::now();
+    frr.wait_state_not(neighbor, "Established", LONG);
+    // Past restart_time (5 s) plus slack: GR alone would have dropped it.
+    let route = wait_until(LONG, "the route marked LLGR_STALE", || {
+        frr.prefix(PREFIX)
+            .filter(|r| community(r).contains("llgr-stale"))
+    });
+    assert!(
+        killed.elapsed() >= Duration::from_secs(5),
+        "LLGR_STALE before restart_time ran out: {route}"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let route = frr
+        .prefix(PREFIX)
+        .unwrap_or_else(|| panic!("the route is gone {:?} after the kill", killed.elapsed()));
+    assert!(community(&route).contains("llgr-stale"), "{route}");
+    assert!(killed.elapsed() > Duration::from_secs(8));
+
+    node.run(&[]);
+    frr.wait_established(neighbor, LONG);
+    let route = wait_until(LONG, "the refreshed route, without LLGR_STALE", || {
+        frr.prefix(PREFIX)
+            .filter(|r| !community(r).contains("llgr-stale") && r["paths"][0]["stale"] != true)
+    });
+    assert_eq!(community(&route), "", "{route}");
+}
+
+/// Without `long_lived_stale_time`, FRR drops the route once restart_time
+/// has run out: what the test above guards against.
+#[test]
+fn without_llgr_the_route_goes_after_restart_time() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
+    let frr = Frr::start(
+        &lab.router,
+        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], FRR_LLGR),
+    );
+    let mut node = Holdfast::start(
+        &lab.node,
+        &conf("{ restart_time = \"5s\" }"),
+        &vips(&["198.51.100.90"]),
+    );
+    frr.wait_established(neighbor, LONG);
+    frr.wait_prefix(PREFIX, LONG);
+    node.kill(Signal::Kill);
+    node.wait_exit();
+    frr.wait_state_not(neighbor, "Established", LONG);
+    wait_until(LONG, "the route dropped after restart_time", || {
+        frr.prefix(PREFIX).is_none().then_some(())
+    });
+}
