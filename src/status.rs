@@ -125,6 +125,12 @@ pub struct StabilityCounters {
     pub damping_suppressions: u64,
     pub advertisements: u64,
     pub withdrawals: u64,
+    /// Withdrawals the mass-withdrawal guard holds back now.
+    #[serde(default)]
+    pub withdrawals_deferred: u64,
+    /// Withdrawals the guard has held back since the daemon started.
+    #[serde(default)]
+    pub withdrawals_deferred_total: u64,
 }
 
 /// `/v1/explain/{vip}`.

@@ -102,6 +102,14 @@ pub fn render_status(s: &Status) -> String {
         "route advertisements: {}, withdrawals: {}",
         c.advertisements, c.withdrawals
     );
+    if c.withdrawals_deferred > 0 {
+        let _ = writeln!(
+            out,
+            "mass-withdrawal guard: {} withdrawal{} deferred (stability.max_withdraw_fraction)",
+            c.withdrawals_deferred,
+            plural(c.withdrawals_deferred)
+        );
+    }
     out.push('\n');
     out.push_str(&render_peers(&s.peers));
     out.push('\n');
@@ -237,6 +245,10 @@ pub fn route_state(r: &RouteStatus) -> String {
                 .map(|t| format!(", withdraws in about {t}"))
                 .unwrap_or_default();
             format!("damped{fom}{until}")
+        }
+        "deferred" => {
+            let why = absence.map(|a| format!(" ({a})")).unwrap_or_default();
+            format!("deferred{why}: the mass-withdrawal guard paces its withdrawal")
         }
         "draining" => {
             let why = absence.map(|a| format!(" ({a})")).unwrap_or_default();

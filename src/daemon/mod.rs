@@ -57,6 +57,10 @@ fn stability_params(c: &Config) -> stability::Params {
             reuse_threshold: d.reuse_threshold,
             max_suppress: d.max_suppress,
         }),
+        guard: stability::GuardParams {
+            max_withdraw_fraction: s.max_withdraw_fraction,
+            withdraw_interval: s.withdraw_interval(),
+        },
     }
 }
 

@@ -39,6 +39,8 @@ pub struct RouteView {
     pub state: KeyState,
     pub route: Option<Route>,
     pub figure_of_merit: Option<f64>,
+    /// Its withdrawal is due but the mass-withdrawal guard holds it back.
+    pub deferred: bool,
 }
 
 /// A probed VIP (issue 7/7).
@@ -195,6 +197,7 @@ impl Shared {
             .iter()
             .map(|r| {
                 let (state, left) = match &r.state {
+                    _ if r.deferred => ("deferred", None),
                     KeyState::Advertised => ("advertised", None),
                     KeyState::PendingAdvertise { until } => ("pending", secs_until(*until, now)),
                     KeyState::HeldDown { until, .. } => ("held-down", secs_until(*until, now)),
@@ -254,6 +257,8 @@ impl Shared {
                 damping_suppressions: c.suppressions,
                 advertisements: c.advertisements,
                 withdrawals: c.withdrawals,
+                withdrawals_deferred: c.withdrawals_deferred,
+                withdrawals_deferred_total: c.withdrawals_deferred_total,
             },
         }
     }
@@ -263,7 +268,10 @@ impl Shared {
         let prefix = IpNet::from(ip);
         let now = Instant::now();
         let mut reasons = Vec::new();
-        let route_owned = route_view(&self.stability.lock().expect("stability lock"), &prefix);
+        let (route_owned, guard) = {
+            let st = self.stability.lock().expect("stability lock");
+            (route_view(&st, &prefix), st.guard_view())
+        };
         let route = route_owned.as_ref();
         let at_source = self.snapshot.vips.get(&ip);
         let from_source = self
@@ -342,6 +350,11 @@ impl Shared {
             None if at_source.is_some() => reasons.push("it is not in the routing table yet".into()),
             None => {}
         }
+        if route.is_some_and(|r| r.deferred)
+            && let Some(g) = guard
+        {
+            reasons.push(guard_words(&g, now));
+        }
         let advertised_to = self.advertised_to(&prefix);
         let ads: Vec<String> = route
             .and_then(|r| r.route.as_ref())
@@ -408,8 +421,24 @@ fn route_view(st: &crate::stability::Stability<IpNet, Route>, prefix: &IpNet) ->
         prefix: *prefix,
         route: st.advertised_route(prefix).cloned(),
         figure_of_merit: st.figure_of_merit(prefix),
+        deferred: st.deferred(prefix),
         state,
     })
+}
+
+/// `holdfast explain`'s line for a withdrawal the guard holds back.
+fn guard_words(g: &crate::stability::GuardView, now: Instant) -> String {
+    format!(
+        "withdrawal deferred by the mass-withdrawal guard: {} of {} routes would go at once \
+         (more than stability.max_withdraw_fraction); {} held back, released at \
+         stability.withdraw_rate{}",
+        g.would_go,
+        g.routes,
+        g.deferred,
+        secs_until(g.next_release, now)
+            .map(|s| format!(", the next in {s:.1}s"))
+            .unwrap_or_default()
+    )
 }
 
 pub fn route_views(st: &crate::stability::Stability<IpNet, Route>) -> Vec<RouteView> {
@@ -424,6 +453,7 @@ pub fn route_views(st: &crate::stability::Stability<IpNet, Route>) -> Vec<RouteV
                 prefix: *k,
                 route,
                 figure_of_merit: st.figure_of_merit(k),
+                deferred: st.deferred(k),
                 state,
             }
         })

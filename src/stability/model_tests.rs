@@ -70,6 +70,12 @@ fn params() -> impl Strategy<Value = Params> {
             withdraw_hold_down: Duration::from_millis(hold),
             delete_delay: Duration::from_millis(delete),
             damping: None,
+            // The model is of hold-down, delay and damping; the guard's
+            // pacing has its own tests (`guard_tests`).
+            guard: crate::stability::GuardParams {
+                max_withdraw_fraction: 1.0,
+                ..Default::default()
+            },
         })
 }
 
