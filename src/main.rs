@@ -76,6 +76,18 @@ enum Command {
         #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
         api: String,
     },
+    /// Planned withdrawal of this node's routes: GRACEFUL_SHUTDOWN (RFC 8326) first, withdrawn after graceful_shutdown_wait.
+    Drain {
+        /// The daemon's API address (`speaker.api`).
+        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
+        api: String,
+    },
+    /// End a drain: this node's routes are advertised normally again.
+    Undrain {
+        /// The daemon's API address (`speaker.api`).
+        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
+        api: String,
+    },
 }
 
 /// Logs go to stderr, one line per event; `--log` or `$HOLDFAST_LOG`
@@ -164,6 +176,8 @@ fn main() -> ExitCode {
         }
         Command::Status { api, json } => cli::status::run(&api, json, io::stdout().lock()),
         Command::Explain { vip, api } => cli::explain::run(&api, &vip, io::stdout().lock()),
+        Command::Drain { api } => cli::drain::run(&api, true, io::stdout().lock()),
+        Command::Undrain { api } => cli::drain::run(&api, false, io::stdout().lock()),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

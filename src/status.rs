@@ -19,6 +19,22 @@ pub struct Status {
     pub peers: Vec<PeerStatus>,
     pub routes: Vec<RouteStatus>,
     pub counters: StabilityCounters,
+    /// The planned withdrawal of this node's routes, while one is under way
+    /// (`holdfast drain`, or SIGTERM without graceful restart).
+    #[serde(default)]
+    pub drain: Option<DrainStatus>,
+}
+
+/// `holdfast drain` / `undrain`, and the drain part of `/v1/status`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DrainStatus {
+    /// "draining" (routes carry GRACEFUL_SHUTDOWN), "drained" (withdrawn)
+    /// or "active".
+    pub state: String,
+    /// Seconds until the routes are withdrawn, while draining.
+    pub seconds_left: Option<f64>,
+    /// The daemon is shutting down (SIGTERM) once the drain is over.
+    pub exiting: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

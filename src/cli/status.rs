@@ -54,6 +54,9 @@ pub fn render_status(s: &Status) -> String {
     if !s.config_path.is_empty() {
         let _ = writeln!(out, "config {}", s.config_path);
     }
+    if let Some(d) = &s.drain {
+        let _ = writeln!(out, "{}", super::drain::drain_words(d));
+    }
     if let Some(e) = &s.config_error {
         let _ = writeln!(out, "config reload FAILED, running the previous config:");
         for line in e.lines() {

@@ -1,6 +1,7 @@
 //! `[speaker]`: this node's BGP identity and local endpoints.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
 use super::selector::{LabelSelector, dns_subdomain_problem, parse_selector};
@@ -32,7 +33,17 @@ pub struct Speaker {
     /// cordoned or has a NoExecute taint (a drain is deliberate),
     /// so traffic drains before maintenance.
     pub drain_on_cordon: bool,
+    /// RFC 8326: before a planned withdrawal (`holdfast drain`, a cordon,
+    /// SIGTERM without graceful restart) the routes carry GRACEFUL_SHUTDOWN
+    /// this long; zero withdraws at once.
+    pub graceful_shutdown_wait: Duration,
 }
+
+/// `graceful_shutdown_wait`'s default.
+pub const DEFAULT_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
+/// The longest `graceful_shutdown_wait`: a drain is minutes at most, and the
+/// DaemonSet's terminationGracePeriodSeconds has to cover it.
+pub const MAX_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(3600);
 
 /// How the BGP Identifier is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +62,7 @@ pub(crate) const KEYS: &[&str] = &[
     "hostname",
     "node_selector",
     "drain_on_cordon",
+    "graceful_shutdown_wait",
 ];
 
 /// Reads an AS number, 1..=4294967295. AS 0 is reserved (RFC 7607) and
@@ -123,6 +135,20 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
         Some(v) => tree::boolean(v, "drain_on_cordon", d),
     };
 
+    let graceful_shutdown_wait = match table.get("graceful_shutdown_wait") {
+        None => Some(DEFAULT_GRACEFUL_SHUTDOWN_WAIT),
+        Some(v) => tree::duration(v, "graceful_shutdown_wait", d).and_then(|t| {
+            if t > MAX_GRACEFUL_SHUTDOWN_WAIT {
+                d.error(
+                    &v.span(),
+                    "graceful_shutdown_wait must be at most 1h (\"0s\" skips the wait)",
+                );
+                return None;
+            }
+            Some(t)
+        }),
+    };
+
     Some(Speaker {
         asn: asn?,
         router_id: router_id?,
@@ -131,5 +157,6 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
         hostname: hostname?,
         node_selector: node_selector?,
         drain_on_cordon: drain_on_cordon?,
+        graceful_shutdown_wait: graceful_shutdown_wait?,
     })
 }

@@ -58,6 +58,7 @@ fn minimal_config_gets_documented_defaults() {
             hostname: None,
             node_selector: None,
             drain_on_cordon: true,
+            graceful_shutdown_wait: secs(15),
         }
     );
     assert_eq!(
@@ -860,6 +861,23 @@ fn stability_and_damping() {
         vec![
             "11:16: damping could never engage: the penalty ceiling reuse_threshold × 2^(max_suppress/half_life) = 1061 does not exceed suppress_threshold (2000) (RFC 2439 §4.2); raise max_suppress (30m) or lower half_life (1h)"
         ]
+    );
+}
+
+#[test]
+fn graceful_shutdown_wait_is_a_bounded_duration() {
+    let config = valid(&with_peer("").replace(
+        "asn = 65001\n",
+        "asn = 65001\ngraceful_shutdown_wait = \"0s\"\n",
+    ));
+    assert_eq!(config.speaker.graceful_shutdown_wait, Duration::ZERO);
+    let text = with_peer("").replace(
+        "asn = 65001\n",
+        "asn = 65001\ngraceful_shutdown_wait = \"2h\"\n",
+    );
+    assert_eq!(
+        problems(&text),
+        vec!["3:26: graceful_shutdown_wait must be at most 1h (\"0s\" skips the wait)"]
     );
 }
 

@@ -8,6 +8,7 @@
 //!    └── config reload ────┴──────────── SIGHUP / file change ───────────────┘
 //! ```
 
+mod drain;
 mod gateway;
 mod state;
 
@@ -57,6 +58,7 @@ fn stability_params(c: &Config) -> stability::Params {
             reuse_threshold: d.reuse_threshold,
             max_suppress: d.max_suppress,
         }),
+        graceful_shutdown_wait: c.speaker.graceful_shutdown_wait,
         guard: stability::GuardParams {
             max_withdraw_fraction: s.max_withdraw_fraction,
             withdraw_interval: s.withdraw_interval(),
@@ -148,6 +150,8 @@ struct Daemon {
     stability_dirty: bool,
     /// `stability.next_deadline()` as of the last change.
     next_deadline: Option<Instant>,
+    /// `holdfast drain` and the shutdown sequence (shared with the API).
+    drain: drain::SharedControl,
 }
 
 /// One probed VIP.
@@ -284,11 +288,22 @@ impl Daemon {
 
     /// Recomputes every peer's table and hands changed ones to the sessions.
     fn publish_tables(&mut self) {
-        let tables = {
+        let (tables, drained) = {
             let st = self.stability.lock().expect("stability lock");
-            speaker::peer_tables(&self.config, st.advertised())
+            let drained: std::collections::BTreeSet<IpNet> = st.drained().copied().collect();
+            (speaker::peer_tables(&self.config, st.advertised()), drained)
         };
+        let control = self.drain.0.lock().expect("drain lock");
         for (name, table) in tables {
+            // RFC 8326 §3: routes of a drained node (cordoned, excluded)
+            // carry GRACEFUL_SHUTDOWN until the stability layer withdraws
+            // them; `holdfast drain` and a shutdown do the same to all.
+            let table = if drained.is_empty() {
+                table
+            } else {
+                speaker::drain::mark_graceful_shutdown(table, |p| drained.contains(p))
+            };
+            let table = control.shape(&name, table);
             if let Some(p) = self.peers.get(&name) {
                 p.table.send_if_modified(|cur| {
                     if **cur == table {
@@ -630,8 +645,11 @@ impl Daemon {
                 self.start_peer(p);
             }
         }
+        self.drain.0.lock().expect("drain lock").wait = self.config.speaker.graceful_shutdown_wait;
         // Stability parameters.
-        if old.stability != self.config.stability {
+        if old.stability != self.config.stability
+            || old.speaker.graceful_shutdown_wait != self.config.speaker.graceful_shutdown_wait
+        {
             let set = self
                 .stability
                 .lock()
@@ -695,6 +713,68 @@ impl Daemon {
         }
     }
 
+    /// SIGTERM: answers whether the daemon stops now. When some peers will
+    /// lose this node's routes (no graceful restart, or
+    /// `--withdraw-on-exit`) and `graceful_shutdown_wait` is not zero,
+    /// their routes first carry GRACEFUL_SHUTDOWN for the wait (RFC 8326
+    /// §3) and the daemon stops when it is over; a second signal stops it
+    /// at once.
+    fn begin_exit(&mut self) -> bool {
+        let withdrawing: std::collections::BTreeSet<String> = self
+            .peers
+            .values()
+            .filter(|p| !p.config.graceful_restart.enabled || self.opts.withdraw_on_exit)
+            .map(|p| p.config.name.clone())
+            .collect();
+        let now = Instant::now();
+        {
+            let mut control = self.drain.0.lock().expect("drain lock");
+            if control.exiting {
+                info!("second signal: stopping without waiting");
+                return true;
+            }
+            control.exiting = true;
+            if withdrawing.is_empty() || control.wait.is_zero() {
+                return true;
+            }
+            let wait = control.wait;
+            if control.drain.start(now, wait) {
+                control.scope = drain::Scope::Peers(withdrawing.clone());
+                info!(
+                    peers = ?withdrawing,
+                    "routes marked GRACEFUL_SHUTDOWN (RFC 8326) for {wait:?}; withdrawn and the sessions closed after that"
+                );
+            }
+            if !matches!(
+                control.drain.phase(),
+                speaker::DrainPhase::GracefulShutdown { .. }
+            ) {
+                // Drained already: nothing to wait for.
+                return true;
+            }
+        }
+        self.publish_tables();
+        false
+    }
+
+    /// The drain's timer: answers whether the daemon stops now (a shutdown
+    /// whose wait is over).
+    fn poll_drain(&mut self) -> bool {
+        let (moved, exiting) = {
+            let mut control = self.drain.0.lock().expect("drain lock");
+            (control.drain.poll(Instant::now()), control.exiting)
+        };
+        if moved && exiting {
+            // The sessions withdraw every route, then Cease (shutdown()).
+            return true;
+        }
+        if moved {
+            info!("graceful_shutdown_wait over: this node's routes are withdrawn (holdfast undrain brings them back)");
+            self.publish_tables();
+        }
+        false
+    }
+
     async fn shutdown(&mut self) {
         let names: Vec<String> = self.peers.keys().cloned().collect();
         let mut any_graceful = false;
@@ -719,14 +799,53 @@ impl Daemon {
     }
 }
 
-struct View(SharedState);
+struct View(SharedState, drain::SharedControl);
 
 impl crate::api::StateView for View {
     fn status(&self) -> crate::status::Status {
-        self.0.lock().expect("shared state lock").status()
+        let mut status = self.0.lock().expect("shared state lock").status();
+        let control = self.1.0.lock().expect("drain lock");
+        if control.drain.draining() || control.exiting {
+            status.drain = Some(control.status(Instant::now()));
+        }
+        status
     }
     fn explain(&self, vip: IpAddr) -> crate::status::Explanation {
-        self.0.lock().expect("shared state lock").explain(vip)
+        let mut explanation = self.0.lock().expect("shared state lock").explain(vip);
+        let control = self.1.0.lock().expect("drain lock");
+        let d = control.status(Instant::now());
+        let why = match (d.state.as_str(), d.seconds_left) {
+            ("draining", Some(left)) => Some(format!(
+                "this node is draining: its routes carry GRACEFUL_SHUTDOWN (RFC 8326) and are withdrawn in {left:.1}s"
+            )),
+            ("drained", _) => Some(
+                "this node is drained (holdfast drain): its routes are withdrawn until holdfast undrain".to_string(),
+            ),
+            _ => None,
+        };
+        if let Some(why) = why {
+            explanation.reasons.push(why);
+        }
+        explanation
+    }
+    fn drain(&self, on: bool) -> Result<crate::status::DrainStatus, String> {
+        let (control, wake) = &*self.1;
+        let answer = control
+            .lock()
+            .expect("drain lock")
+            .set(on, Instant::now());
+        if answer.is_ok() {
+            info!(
+                "{}",
+                if on {
+                    "holdfast drain: routes marked GRACEFUL_SHUTDOWN, withdrawn after graceful_shutdown_wait"
+                } else {
+                    "holdfast undrain: routes advertised normally again"
+                }
+            );
+            wake.notify_one();
+        }
+        answer
     }
     fn ready(&self) -> Result<(), String> {
         let s = self.0.lock().expect("shared state lock");
@@ -797,6 +916,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
         }
     };
 
+    // Not kept across a restart: a restarted holdfast advertises normally
+    // (README, "holdfast drain").
+    let drain_control = drain::shared(config.speaker.graceful_shutdown_wait);
+
     // The API first: /healthz answers while everything else starts.
     let api_listener = crate::api::bind(config.speaker.api)
         .await
@@ -804,7 +927,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     info!(api = %config.speaker.api, "HTTP API listening");
     let api = tokio::spawn(crate::api::serve_listener(
         api_listener,
-        Arc::new(View(shared.clone())),
+        Arc::new(View(shared.clone(), drain_control.clone())),
         until_shutdown(),
     ));
 
@@ -867,6 +990,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         first_synced: None,
         stability_dirty: true,
         next_deadline: None,
+        drain: drain_control.clone(),
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -923,7 +1047,20 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 None => std::future::pending().await,
             }
         };
+        let drain_deadline = d.drain.0.lock().expect("drain lock").drain.deadline();
+        let drain_timer = async {
+            match drain_deadline {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            () = drain_control.1.notified() => d.publish_tables(),
+            () = drain_timer => {
+                if d.poll_drain() {
+                    break;
+                }
+            }
             changed = snap_rx.changed() => {
                 if changed.is_err() {
                     error!("the source stopped");
@@ -945,8 +1082,18 @@ pub async fn run(opts: Options) -> Result<(), String> {
                     None => warn!(%from, "connection from an address that is not a configured peer: closed"),
                 }
             }
-            _ = sigterm.recv() => { info!("SIGTERM"); break; }
-            _ = sigint.recv() => { info!("SIGINT"); break; }
+            _ = sigterm.recv() => {
+                info!("SIGTERM");
+                if d.begin_exit() {
+                    break;
+                }
+            }
+            _ = sigint.recv() => {
+                info!("SIGINT");
+                if d.begin_exit() {
+                    break;
+                }
+            }
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the config");
                 d.reload().await;

@@ -246,6 +246,8 @@ impl Shared {
             },
             peers: self.peers.iter().map(|p| peer_status(p, now)).collect(),
             routes,
+            // The daemon's view adds the drain (daemon::drain).
+            drain: None,
             counters: StabilityCounters {
                 routes_advertised: views
                     .iter()

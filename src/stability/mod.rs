@@ -27,8 +27,11 @@
 //!   hold-down is withdrawn at that instant; a call 1 ns earlier keeps it.
 //! - **Deleted** (Service deleted, class or type changed, opt-out
 //!   annotation) → withdrawn after `delete_delay` (default 0: at once).
-//! - **Drained** (node cordoned or excluded) and **ProbeFailed** (the
-//!   datapath is broken) → withdrawn at once; no hold-down, no damping.
+//! - **Drained** (node cordoned or excluded) → withdrawn after
+//!   `graceful_shutdown_wait` (RFC 8326: the speaker marks such prefixes
+//!   GRACEFUL_SHUTDOWN meanwhile; 0 withdraws at once); **ProbeFailed**
+//!   (the datapath is broken) → withdrawn at once. No hold-down, no
+//!   damping, no mass-withdrawal guard for either.
 //! - **Attribute change** of an advertised prefix → one `Advertise` with the
 //!   new attributes (BGP's implicit replace, RFC 4271 §3.1), never a
 //!   withdraw first. A prefix held down that comes back with other
@@ -231,7 +234,12 @@ impl<V> Entry<V> {
                     }
                 }
                 Absence::Deleted => absence.reason_since.checked_add(params.delete_delay),
-                Absence::Drained | Absence::ProbeFailed => Some(absence.reason_since),
+                // RFC 8326 §3: a planned withdrawal waits while the routes
+                // carry GRACEFUL_SHUTDOWN (the speaker adds it).
+                Absence::Drained => absence
+                    .reason_since
+                    .checked_add(params.graceful_shutdown_wait),
+                Absence::ProbeFailed => Some(absence.reason_since),
             },
         }
     }
@@ -443,6 +451,15 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// Prefixes still advertised whose node is drained: the speaker marks
+    /// them GRACEFUL_SHUTDOWN until they go (RFC 8326 §3).
+    pub fn drained(&self) -> impl Iterator<Item = &K> {
+        self.entries.iter().filter_map(|(k, e)| match &e.phase {
+            Phase::Absent { absence, .. } if absence.reason == Absence::Drained => Some(k),
+            _ => None,
+        })
     }
 
     /// Whether the mass-withdrawal guard holds back the withdrawal of `key`.

@@ -70,6 +70,7 @@ fn params() -> impl Strategy<Value = Params> {
             withdraw_hold_down: Duration::from_millis(hold),
             delete_delay: Duration::from_millis(delete),
             damping: None,
+            graceful_shutdown_wait: Duration::ZERO,
             // The model is of hold-down, delay and damping; the guard's
             // pacing has its own tests (`guard_tests`).
             guard: crate::stability::GuardParams {

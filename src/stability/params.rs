@@ -28,6 +28,11 @@ pub struct Params {
     pub delete_delay: Duration,
     /// Damping of absences (`[stability.damping]`); `None` turns it off.
     pub damping: Option<DampingParams>,
+    /// A prefix whose node is drained (cordoned, excluded) stays advertised
+    /// this long — the speaker marks it GRACEFUL_SHUTDOWN meanwhile (RFC
+    /// 8326) — then goes. 0 (the default here; the daemon passes
+    /// `speaker.graceful_shutdown_wait`) withdraws at once.
+    pub graceful_shutdown_wait: Duration,
     /// The mass-withdrawal guard (`max_withdraw_fraction`, `withdraw_rate`).
     pub guard: GuardParams,
 }
@@ -39,6 +44,7 @@ impl Default for Params {
             withdraw_hold_down: Duration::from_secs(30),
             delete_delay: Duration::ZERO,
             damping: None,
+            graceful_shutdown_wait: Duration::ZERO,
             guard: GuardParams::default(),
         }
     }
@@ -145,6 +151,7 @@ impl Params {
         check_max("stability.advertise_delay", self.advertise_delay)?;
         check_max("stability.withdraw_hold_down", self.withdraw_hold_down)?;
         check_max("stability.delete_delay", self.delete_delay)?;
+        check_max("speaker.graceful_shutdown_wait", self.graceful_shutdown_wait)?;
         if let Some(damping) = &self.damping {
             damping.validate()?;
         }
