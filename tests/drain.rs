@@ -210,3 +210,68 @@ fn sigterm_without_graceful_restart_shuts_down_gracefully() {
         .unwrap_or_else(|| panic!("FRR logged no NOTIFICATION:\n{log}"));
     assert!(withdrawn < notification, "{log}");
 }
+
+/// The mass-withdrawal guard in the daemon: a VIP file emptied at once
+/// withdraws half the routes, holds the rest back, and says so in explain,
+/// status and /metrics; FRR keeps the held-back routes.
+#[test]
+fn an_emptied_vip_file_is_withdrawn_progressively() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start_with_zebra(
+        &lab.router,
+        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
+    );
+    let all = ["198.51.100.20", "198.51.100.21", "198.51.100.22", "198.51.100.23"];
+    // One held-back withdrawal an hour: the test sees the guard hold.
+    let conf = conf(65001, 65000, "0s", "").replace(
+        "[stability]\n",
+        "[stability]\nwithdraw_hold_down = \"0s\"\nmax_withdraw_fraction = 0.5\nwithdraw_rate = \"1/h\"\n",
+    );
+    let node = Holdfast::start(&lab.node, &conf, &vips(&all));
+    frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
+    for a in all {
+        frr.wait_prefix(&format!("{a}/32"), LONG);
+    }
+    node.write_vips("");
+    // Prefix order: the first two go at once, the last two are held back.
+    for a in &all[..2] {
+        frr.wait_no_prefix(&format!("{a}/32"), LONG);
+    }
+    let (code, why) = node.explain(all[3]);
+    assert_eq!(code, 0, "still advertised: {why}");
+    assert!(
+        why.contains(
+            "withdrawal deferred by the mass-withdrawal guard: 4 of 4 routes would go at once"
+        ),
+        "{why}"
+    );
+    let status = node.status();
+    assert_eq!(status["counters"]["withdrawals_deferred"], 2, "{status}");
+    let states: Vec<&str> = status["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["deferred", "deferred"], "{status}");
+    let metrics = node.metrics();
+    assert!(metrics.contains("\nholdfast_withdrawals_deferred 2\n"), "{metrics}");
+    assert!(metrics.contains("\nholdfast_withdrawals_deferred_total 2\n"), "{metrics}");
+    for a in &all[2..] {
+        assert!(frr.prefix(&format!("{a}/32")).is_some(), "{a} kept at FRR");
+    }
+    // Back in the file: the held-back ones cost nothing, the others return.
+    node.write_vips(&vips(&all));
+    for a in all {
+        frr.wait_prefix(&format!("{a}/32"), LONG);
+    }
+    testlab::wait_for(LONG, "nothing deferred", || {
+        let s = node.status();
+        if s["counters"]["withdrawals_deferred"] == 0 {
+            Ok(())
+        } else {
+            Err(format!("{}", s["counters"]))
+        }
+    });
+}

@@ -637,7 +637,11 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             .guard
             .step(&self.params.guard, now, guarded_due, on_wire)
         {
-            if let Some(entry) = self.entries.get_mut(&key) {
+            // Only what is still absent: the guard hands back keys it was
+            // given as due in this very step.
+            if let Some(entry) = self.entries.get_mut(&key)
+                && matches!(entry.phase, Phase::Absent { .. })
+            {
                 delta.note(&key, entry.wire());
                 entry.phase = Phase::Withdrawn;
             }
