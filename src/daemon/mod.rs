@@ -152,6 +152,9 @@ struct Daemon {
     next_deadline: Option<Instant>,
     /// `holdfast drain` and the shutdown sequence (shared with the API).
     drain: drain::SharedControl,
+    /// The tables last published marked some routes of a drained node
+    /// GRACEFUL_SHUTDOWN.
+    drained_marked: bool,
 }
 
 /// One probed VIP.
@@ -293,6 +296,7 @@ impl Daemon {
             let drained: std::collections::BTreeSet<IpNet> = st.drained().copied().collect();
             (speaker::peer_tables(&self.config, st.advertised()), drained)
         };
+        self.drained_marked = !drained.is_empty();
         let control = self.drain.0.lock().expect("drain lock");
         for (name, table) in tables {
             // RFC 8326 §3: routes of a drained node (cordoned, excluded)
@@ -504,7 +508,24 @@ impl Daemon {
             // VIPs are due for advertisement by `now + advertise_delay`.
             self.first_synced = Some(now);
         }
+        // A node drained (or undrained) inside graceful_shutdown_wait
+        // changes no route in the stability layer, only the attributes
+        // the speaker sends (GRACEFUL_SHUTDOWN): the tables are rebuilt
+        // for it too.
+        let unchanged = changes.is_empty();
         self.apply(changes);
+        if unchanged {
+            let drained = self
+                .stability
+                .lock()
+                .expect("stability lock")
+                .drained()
+                .next()
+                .is_some();
+            if drained || self.drained_marked {
+                self.publish_tables();
+            }
+        }
     }
 
     /// End-of-RIB tells a peer that it has all our routes; after a restart
@@ -991,6 +1012,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         stability_dirty: true,
         next_deadline: None,
         drain: drain_control.clone(),
+        drained_marked: false,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
