@@ -9,7 +9,8 @@ use common::*;
 use serde_json::Value;
 use testlab::{Frr, Lab, Netns};
 
-const AD: &str = "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nlocal_pref = 200\n";
+const AD: &str =
+    "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nlocal_pref = 200\n";
 const VIP: &str = "198.51.100.10";
 const PREFIX: &str = "198.51.100.10/32";
 
@@ -27,7 +28,10 @@ fn conf(node_asn: u32, router_asn: u32, wait: &str, peer_extra: &str) -> String 
         "hostname = \"node-1\"\n",
         &format!("hostname = \"node-1\"\ngraceful_shutdown_wait = \"{wait}\"\n"),
     )
-    .replace("connect_retry = \"1s\"\n", &format!("connect_retry = \"1s\"\n{peer_extra}"))
+    .replace(
+        "connect_retry = \"1s\"\n",
+        &format!("connect_retry = \"1s\"\n{peer_extra}"),
+    )
 }
 
 /// `holdfast drain` or `undrain` inside the node's namespace: its output.
@@ -55,7 +59,10 @@ fn wait_path(frr: &Frr, what: &str, pick: impl Fn(&Value) -> bool) -> Value {
 }
 
 fn communities(path: &Value) -> String {
-    path["community"]["string"].as_str().unwrap_or("").to_string()
+    path["community"]["string"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
 }
 
 /// FRR 8.4 names GRACEFUL_SHUTDOWN (65535:0): `graceful-shutdown` in
@@ -69,7 +76,9 @@ fn gshut(path: &Value) -> bool {
 /// How many withdrawals of the VIP FRR has logged (`debug bgp updates in`).
 fn withdrawals(frr: &Frr) -> usize {
     frr.log()
-        .matches(&format!("rcvd UPDATE about {PREFIX} IPv4 unicast -- withdrawn"))
+        .matches(&format!(
+            "rcvd UPDATE about {PREFIX} IPv4 unicast -- withdrawn"
+        ))
         .count()
 }
 
@@ -94,16 +103,29 @@ fn undrain_inside_the_wait_restores_the_route_without_a_withdrawal() {
     assert_eq!(normal["locPrf"], 200, "{normal}");
 
     let said = cli(&lab.node, "drain");
-    assert!(said.starts_with("draining: routes carry GRACEFUL_SHUTDOWN"), "{said}");
+    assert!(
+        said.starts_with("draining: routes carry GRACEFUL_SHUTDOWN"),
+        "{said}"
+    );
     let drained = wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
     // RFC 8326: the advertisement's own community stays; LOCAL_PREF 0 for
     // an internal peer.
-    assert_eq!(communities(&drained), "65001:100 graceful-shutdown", "{drained}");
+    assert_eq!(
+        communities(&drained),
+        "65001:100 graceful-shutdown",
+        "{drained}"
+    );
     assert_eq!(drained["locPrf"], 0, "{drained}");
     let status = node.status();
     assert_eq!(status["drain"]["state"], "draining", "{status}");
-    assert!(status["drain"]["seconds_left"].as_f64().unwrap() > 60.0, "{status}");
-    assert!(node.status_text().contains("draining: routes carry GRACEFUL_SHUTDOWN"));
+    assert!(
+        status["drain"]["seconds_left"].as_f64().unwrap() > 60.0,
+        "{status}"
+    );
+    assert!(
+        node.status_text()
+            .contains("draining: routes carry GRACEFUL_SHUTDOWN")
+    );
     let (code, why) = node.explain(VIP);
     assert_eq!(code, 0, "still advertised while draining: {why}");
     assert!(why.contains("this node is draining"), "{why}");
@@ -181,7 +203,12 @@ fn sigterm_without_graceful_restart_shuts_down_gracefully() {
     );
     let mut node = Holdfast::start(
         &lab.node,
-        &conf(65001, 65000, "3s", "graceful_restart = { enabled = false }\n"),
+        &conf(
+            65001,
+            65000,
+            "3s",
+            "graceful_restart = { enabled = false }\n",
+        ),
         &vips(&[VIP]),
     );
     let neighbor = "192.0.2.2".parse().unwrap();
@@ -191,19 +218,32 @@ fn sigterm_without_graceful_restart_shuts_down_gracefully() {
     let before = Instant::now();
     node.kill(testlab::Signal::Term);
     wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
-    assert_eq!(frr.state(neighbor), "Established", "the session stays for the wait");
+    assert_eq!(
+        frr.state(neighbor),
+        "Established",
+        "the session stays for the wait"
+    );
     let status = node.status();
     assert_eq!(status["drain"]["exiting"], true, "{status}");
     frr.wait_no_prefix(PREFIX, LONG);
-    assert!(before.elapsed() >= WAIT, "withdrawn after {:?}", before.elapsed());
+    assert!(
+        before.elapsed() >= WAIT,
+        "withdrawn after {:?}",
+        before.elapsed()
+    );
     assert!(node.wait_exit().success(), "{}", node.log());
     frr.wait_state_not(neighbor, "Established", LONG);
     let n = frr.neighbor(neighbor);
-    assert_eq!(n["lastNotificationReason"], "Cease/Administrative Shutdown", "{n}");
+    assert_eq!(
+        n["lastNotificationReason"], "Cease/Administrative Shutdown",
+        "{n}"
+    );
     // The withdrawal came as an UPDATE before the NOTIFICATION.
     let log = frr.log();
     let withdrawn = log
-        .find(&format!("rcvd UPDATE about {PREFIX} IPv4 unicast -- withdrawn"))
+        .find(&format!(
+            "rcvd UPDATE about {PREFIX} IPv4 unicast -- withdrawn"
+        ))
         .unwrap_or_else(|| panic!("FRR logged no withdrawal:\n{log}"));
     let notification = log
         .find("%NOTIFICATION")
@@ -222,7 +262,12 @@ fn an_emptied_vip_file_is_withdrawn_progressively() {
         &lab.router,
         &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
     );
-    let all = ["198.51.100.20", "198.51.100.21", "198.51.100.22", "198.51.100.23"];
+    let all = [
+        "198.51.100.20",
+        "198.51.100.21",
+        "198.51.100.22",
+        "198.51.100.23",
+    ];
     // One held-back withdrawal an hour: the test sees the guard hold.
     let conf = conf(65001, 65000, "0s", "").replace(
         "[stability]\n",
@@ -256,8 +301,14 @@ fn an_emptied_vip_file_is_withdrawn_progressively() {
         .collect();
     assert_eq!(states, ["deferred", "deferred"], "{status}");
     let metrics = node.metrics();
-    assert!(metrics.contains("\nholdfast_withdrawals_deferred 2\n"), "{metrics}");
-    assert!(metrics.contains("\nholdfast_withdrawals_deferred_total 2\n"), "{metrics}");
+    assert!(
+        metrics.contains("\nholdfast_withdrawals_deferred 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("\nholdfast_withdrawals_deferred_total 2\n"),
+        "{metrics}"
+    );
     for a in &all[2..] {
         assert!(frr.prefix(&format!("{a}/32")).is_some(), "{a} kept at FRR");
     }

@@ -40,8 +40,12 @@ pub fn drain_words(d: &DrainStatus) -> String {
             "draining: routes carry GRACEFUL_SHUTDOWN (65535:0), withdrawn in {}{exiting}",
             time_left(left)
         ),
-        ("draining", None) => format!("draining: routes carry GRACEFUL_SHUTDOWN (65535:0){exiting}"),
-        ("drained", _) => format!("drained: routes withdrawn (holdfast undrain brings them back){exiting}"),
+        ("draining", None) => {
+            format!("draining: routes carry GRACEFUL_SHUTDOWN (65535:0){exiting}")
+        }
+        ("drained", _) => {
+            format!("drained: routes withdrawn (holdfast undrain brings them back){exiting}")
+        }
         ("active", _) => "not draining: routes advertised normally".into(),
         (other, _) => format!("drain state {other}{exiting}"),
     }

@@ -790,7 +790,9 @@ impl Daemon {
             return true;
         }
         if moved {
-            info!("graceful_shutdown_wait over: this node's routes are withdrawn (holdfast undrain brings them back)");
+            info!(
+                "graceful_shutdown_wait over: this node's routes are withdrawn (holdfast undrain brings them back)"
+            );
             self.publish_tables();
         }
         false
@@ -851,10 +853,7 @@ impl crate::api::StateView for View {
     }
     fn drain(&self, on: bool) -> Result<crate::status::DrainStatus, String> {
         let (control, wake) = &*self.1;
-        let answer = control
-            .lock()
-            .expect("drain lock")
-            .set(on, Instant::now());
+        let answer = control.lock().expect("drain lock").set(on, Instant::now());
         if answer.is_ok() {
             info!(
                 "{}",

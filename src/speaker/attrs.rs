@@ -29,7 +29,8 @@ impl RouteAttrs {
     /// community alone.
     pub fn graceful_shutdown(&self) -> Self {
         let mut out = self.clone();
-        out.communities.push(bgp_proto::community::well_known::GRACEFUL_SHUTDOWN);
+        out.communities
+            .push(bgp_proto::community::well_known::GRACEFUL_SHUTDOWN);
         out.local_pref = Some(0);
         out.canonical()
     }

@@ -44,9 +44,7 @@ impl Node {
         };
         let keys = keys(n);
         let present: BTreeMap<IpNet, u32> = keys.iter().map(|k| (*k, 1)).collect();
-        let out = node
-            .s
-            .update(node.t0, &present, &BTreeMap::new(), true);
+        let out = node.s.update(node.t0, &present, &BTreeMap::new(), true);
         assert_eq!(out.len(), n as usize);
         (node, keys)
     }
@@ -106,7 +104,11 @@ fn a_node_losing_all_its_routes_withdraws_half_then_the_rest_at_the_rate() {
     assert_eq!(node.deadline(), Some(secs(31)));
 
     let first = withdrawn(&node.poll(secs(31)));
-    assert_eq!(first, keys[..50].to_vec(), "the first step withdraws the allowed half");
+    assert_eq!(
+        first,
+        keys[..50].to_vec(),
+        "the first step withdraws the allowed half"
+    );
     let c = node.s.counters();
     assert_eq!(c.withdrawals_deferred, 50);
     assert_eq!(c.withdrawals_deferred_total, 50);
@@ -159,7 +161,13 @@ fn a_late_poll_releases_what_the_rate_allows_by_then_and_no_more() {
 fn a_small_loss_passes_at_once() {
     let (mut node, keys) = Node::with_routes(100, params(0.5));
     // Exactly the allowed share (50 of 100) is not a mass withdrawal.
-    let out = node.source(secs(1), &keys[50..], &keys[..50], Some(Absence::Deleted), true);
+    let out = node.source(
+        secs(1),
+        &keys[50..],
+        &keys[..50],
+        Some(Absence::Deleted),
+        true,
+    );
     assert_eq!(withdrawn(&out), keys[..50].to_vec());
     assert_eq!(node.s.counters().withdrawals_deferred_total, 0);
     assert_eq!(node.s.guard_view(), None);
@@ -174,7 +182,13 @@ fn a_small_loss_passes_at_once() {
 #[test]
 fn one_more_than_the_share_is_held_back() {
     let (mut node, keys) = Node::with_routes(100, params(0.5));
-    let out = node.source(secs(1), &keys[51..], &keys[..51], Some(Absence::Deleted), true);
+    let out = node.source(
+        secs(1),
+        &keys[51..],
+        &keys[..51],
+        Some(Absence::Deleted),
+        true,
+    );
     assert_eq!(withdrawn(&out), keys[..50].to_vec());
     assert_eq!(node.s.counters().withdrawals_deferred, 1);
     assert_eq!(withdrawn(&node.poll(secs(1) + INTERVAL)), vec![keys[50]]);
@@ -248,7 +262,13 @@ fn a_vip_coming_back_while_deferred_costs_nothing() {
 fn withdrawals_due_during_an_episode_join_the_queue() {
     let (mut node, keys) = Node::with_routes(100, params(0.5));
     // 60 deleted: 50 go, 10 held back.
-    node.source(secs(1), &keys[60..], &keys[..60], Some(Absence::Deleted), true);
+    node.source(
+        secs(1),
+        &keys[60..],
+        &keys[..60],
+        Some(Absence::Deleted),
+        true,
+    );
     assert_eq!(node.s.counters().withdrawals_deferred, 10);
     // One more deleted 50 ms later: a small step, but the guard is still
     // pacing, so it waits its turn.
@@ -279,7 +299,13 @@ fn an_unhealthy_source_stops_the_releases_and_a_healthy_one_starts_afresh() {
     node.source(secs(1), &[], &keys, None, true);
     assert_eq!(withdrawn(&node.poll(secs(31))).len(), 50);
     // The source notices its API is broken: the last known set stands.
-    let out = node.source(secs(31) + Duration::from_millis(10), &[], &keys, None, false);
+    let out = node.source(
+        secs(31) + Duration::from_millis(10),
+        &[],
+        &keys,
+        None,
+        false,
+    );
     assert!(withdrawn(&out).is_empty());
     assert_eq!(node.deadline(), None);
     assert!(node.poll(secs(60)).is_empty());

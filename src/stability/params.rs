@@ -151,7 +151,10 @@ impl Params {
         check_max("stability.advertise_delay", self.advertise_delay)?;
         check_max("stability.withdraw_hold_down", self.withdraw_hold_down)?;
         check_max("stability.delete_delay", self.delete_delay)?;
-        check_max("speaker.graceful_shutdown_wait", self.graceful_shutdown_wait)?;
+        check_max(
+            "speaker.graceful_shutdown_wait",
+            self.graceful_shutdown_wait,
+        )?;
         if let Some(damping) = &self.damping {
             damping.validate()?;
         }

@@ -995,7 +995,10 @@ fn a_drained_node_keeps_its_routes_for_the_graceful_shutdown_wait() {
     lab.present.clear();
     let drained = BTreeMap::from([(vip(VIP), Absence::Drained), (vip(VIP2), Absence::Drained)]);
     assert_eq!(lab.push(secs(1), &drained, true), vec![]);
-    assert_eq!(lab.s.drained().copied().collect::<Vec<_>>(), vec![vip(VIP), vip(VIP2)]);
+    assert_eq!(
+        lab.s.drained().copied().collect::<Vec<_>>(),
+        vec![vip(VIP), vip(VIP2)]
+    );
     assert_eq!(
         lab.state(VIP),
         Some(KeyState::Draining {

@@ -59,9 +59,7 @@ impl Peer {
     }
 
     fn send(&mut self, table: PeerTable) -> Vec<bgp_proto::Update> {
-        let delta = self
-            .rib
-            .diff(&Arc::new(table), &[Family::IPV4_UNICAST]);
+        let delta = self.rib.diff(&Arc::new(table), &[Family::IPV4_UNICAST]);
         let (messages, _) = encode(&delta, &self.params);
         messages
             .iter()
