@@ -104,6 +104,18 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Planned withdrawal of this node's routes: GRACEFUL_SHUTDOWN (RFC 8326) first, withdrawn after graceful_shutdown_wait.
+    Drain {
+        /// The daemon's API address (`speaker.api`).
+        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
+        api: String,
+    },
+    /// End a drain: this node's routes are advertised normally again.
+    Undrain {
+        /// The daemon's API address (`speaker.api`).
+        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
+        api: String,
+    },
 }
 
 /// `holdfast completions SHELL`.
@@ -233,6 +245,8 @@ fn main() -> ExitCode {
         }
         Command::Completions { shell } => completions(shell, &mut io::stdout().lock()),
         Command::Man { dir } => man(dir, &mut io::stdout().lock()),
+        Command::Drain { api } => cli::drain::run(&api, true, io::stdout().lock()),
+        Command::Undrain { api } => cli::drain::run(&api, false, io::stdout().lock()),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

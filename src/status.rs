@@ -32,6 +32,22 @@ pub struct Status {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routes_truncated: Option<usize>,
     pub counters: StabilityCounters,
+    /// The planned withdrawal of this node's routes, while one is under way
+    /// (`holdfast drain`, or SIGTERM without graceful restart).
+    #[serde(default)]
+    pub drain: Option<DrainStatus>,
+}
+
+/// `holdfast drain` / `undrain`, and the drain part of `/v1/status`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DrainStatus {
+    /// "draining" (routes carry GRACEFUL_SHUTDOWN), "drained" (withdrawn)
+    /// or "active".
+    pub state: String,
+    /// Seconds until the routes are withdrawn, while draining.
+    pub seconds_left: Option<f64>,
+    /// The daemon is shutting down (SIGTERM) once the drain is over.
+    pub exiting: bool,
 }
 
 /// The most routes one `/v1/status` answer lists: with 400,000 VIPs the
@@ -201,6 +217,12 @@ pub struct StabilityCounters {
     /// wrong and repaired.
     #[serde(default)]
     pub reconcile_repairs: u64,
+    /// Withdrawals the mass-withdrawal guard holds back now.
+    #[serde(default)]
+    pub withdrawals_deferred: u64,
+    /// Withdrawals the guard has held back since the daemon started.
+    #[serde(default)]
+    pub withdrawals_deferred_total: u64,
 }
 
 /// `/v1/explain/{vip}`.

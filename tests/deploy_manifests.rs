@@ -587,9 +587,12 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
             .unwrap_or_else(|| panic!("{dir}: RollingUpdate"));
         assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(1)), "{dir}");
         assert_eq!(rolling.max_surge, Some(IntOrString::Int(0)), "{dir}");
-        // The daemon stops sessions one by one, up to 3 s each, then the
-        // API within 2 s (src/daemon).
-        let needed = 3 * config.peers.len() as i64 + 2;
+        // The daemon first waits graceful_shutdown_wait with the routes
+        // marked GRACEFUL_SHUTDOWN (RFC 8326; peers without graceful
+        // restart), then stops sessions one by one, up to 3 s each, then
+        // the API within 2 s (src/daemon).
+        let wait = config.speaker.graceful_shutdown_wait.as_secs() as i64;
+        let needed = wait + 3 * config.peers.len() as i64 + 2;
         let grace = p.termination_grace_period_seconds.unwrap_or(30);
         assert!(grace >= needed, "{dir}: {grace} s < {needed} s");
 

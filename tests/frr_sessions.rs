@@ -754,10 +754,12 @@ fn administrative_shutdown_withdraws_and_frr_shows_our_message() {
                 frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], "")
             ),
         );
+        // Straight to the withdrawal: the RFC 8326 phase before it is
+        // tests/drain.rs's.
         let conf = holdfast_conf(
             65001,
             "192.0.2.2",
-            "",
+            "graceful_shutdown_wait = \"0s\"",
             &[peer("tor", "192.0.2.1", 65000, peer_extra)],
         );
         let mut node = Holdfast::start_with(

@@ -30,7 +30,7 @@ struct Cluster<'a> {
 
 fn config(hold_down: &str, speaker: &str, stability: &str, extra: &str) -> String {
     format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n{speaker}\n\n\
+        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\ngraceful_shutdown_wait = \"2s\"\n{speaker}\n\n\
          [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
          [source]\nkind = \"kubernetes\"\n\n\
          [stability]\nwithdraw_hold_down = \"{hold_down}\"\n{stability}\n\n\
@@ -450,11 +450,12 @@ fn an_excluded_node_advertises_nothing() {
 }
 
 #[test]
-fn a_cordoned_node_drains_at_once() {
+fn a_cordoned_node_shuts_down_gracefully_without_the_hold_down() {
     let lab = Lab::pair();
     let c = start(&lab, "30s", "", &[]);
     c.api.create(&service("web", &["198.51.100.60"])).unwrap();
     c.frr.wait_prefix("198.51.100.60/32", LONG);
+    let cordoned = std::time::Instant::now();
     c.api
         .patch::<Node>(
             None,
@@ -462,9 +463,29 @@ fn a_cordoned_node_drains_at_once() {
             &json!({ "spec": { "unschedulable": true } }),
         )
         .unwrap();
-    // A drain is deliberate: no 30 s hold-down.
+    // RFC 8326: first GRACEFUL_SHUTDOWN, the route still there...
+    testlab::wait_for(LONG, "the route marked GRACEFUL_SHUTDOWN", || {
+        let route = c.frr.prefix("198.51.100.60/32").ok_or("no route")?;
+        let list = &route["paths"][0]["community"]["list"];
+        if list
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x == "gracefulShutdown"))
+        {
+            Ok(())
+        } else {
+            Err(format!("{route}"))
+        }
+    });
+    // ...then withdrawn after graceful_shutdown_wait (2 s), not the 30 s
+    // hold-down: a drain is deliberate.
     c.frr
-        .wait_no_prefix("198.51.100.60/32", Duration::from_secs(5));
+        .wait_no_prefix("198.51.100.60/32", Duration::from_secs(10));
+    assert!(
+        cordoned.elapsed() >= Duration::from_secs(2),
+        "withdrawn {:?} after the cordon",
+        cordoned.elapsed()
+    );
+    assert!(cordoned.elapsed() < Duration::from_secs(30));
     let (_, text) = c.node.explain("198.51.100.60");
     assert!(text.contains("cordon"), "{text}");
     c.api

@@ -125,7 +125,12 @@ fn the_metrics_listener_serves_metrics_and_health_only() {
     );
     assert_eq!(wait_get(d.metrics, "/healthz", 200), "ok\n");
     assert_eq!(wait_get(d.metrics, "/readyz", 200), "ready\n");
-    for path in ["/v1/status", "/v1/explain/198.51.100.10"] {
+    for path in [
+        "/v1/status",
+        "/v1/explain/198.51.100.10",
+        "/v1/drain",
+        "/v1/undrain",
+    ] {
         let (code, body) = get(d.metrics, path).expect("answers");
         assert_eq!(code, 404, "{path} on the metrics listener: {body}");
     }

@@ -367,6 +367,18 @@ pub fn render_metrics(status: &Status) -> String {
             "Route withdrawals decided.",
             Value::Int(c.withdrawals),
         ),
+        single(
+            "holdfast_withdrawals_deferred",
+            Gauge,
+            "Withdrawals the mass-withdrawal guard holds back now.",
+            Value::Int(c.withdrawals_deferred),
+        ),
+        single(
+            "holdfast_withdrawals_deferred_total",
+            Counter,
+            "Withdrawals the mass-withdrawal guard has held back since the daemon started.",
+            Value::Int(c.withdrawals_deferred_total),
+        ),
         source_healthy,
         source_synced,
         source_vips,

@@ -8,6 +8,8 @@
 //! | `GET /readyz` | 200 `ready` (or `ready: NOTE`), or 503 `not ready: REASON` |
 //! | `GET /v1/status` | JSON of [`Status`]: at most [`ROUTE_PAGE_MAX`] routes; `?offset=N&limit=M` pages them |
 //! | `GET /v1/explain/{vip}` | JSON of [`Explanation`]; 400 `{"error": …}` when `{vip}` is not an IP address |
+//! | `POST /v1/drain` | starts a planned withdrawal (RFC 8326 graceful shutdown, then withdraw); JSON of [`DrainStatus`] |
+//! | `POST /v1/undrain` | ends it: the routes are advertised normally again; JSON of [`DrainStatus`], 409 while shutting down |
 //!
 //! `/metrics` ends with the standard `process_*` families ([`process`]).
 //!
@@ -31,7 +33,8 @@
 //!   error lists it carries show their first problems and a count.
 //!
 //! HEAD is answered like GET (RFC 9110 §9.3.2: a server that supports GET
-//! supports HEAD); any other method on a known path is 405 with `Allow`,
+//! supports HEAD); the drain endpoints take POST only (they change state,
+//! RFC 9110 §9.2.1); any other method on a known path is 405 with `Allow`,
 //! and any other path 404. HTTP/1.1 only, over plain TCP on loopback by
 //! default: the API carries nothing secret, and a node-local scraper or
 //! `holdfast status` needs nothing more.
@@ -61,7 +64,7 @@ use tokio::net::TcpListener;
 
 pub use metrics::render_metrics;
 
-use crate::status::{Explanation, ROUTE_PAGE_MAX, RoutePage, Status};
+use crate::status::{DrainStatus, Explanation, ROUTE_PAGE_MAX, RoutePage, Status};
 
 /// What the daemon shows the API. Each call returns a snapshot; the API
 /// holds no state of its own. The calls run on the runtime's worker
@@ -88,6 +91,12 @@ pub trait StateView: Send + Sync + 'static {
     /// is down), or not ready and why. `/readyz` answers with it.
     fn readiness(&self) -> Result<Option<String>, String> {
         self.ready().map(|()| None)
+    }
+    /// `holdfast drain` (`on`) or `undrain`: the drain as it stands after
+    /// the call, or why it was refused (a 409).
+    fn drain(&self, on: bool) -> Result<DrainStatus, String> {
+        let _ = on;
+        Err("this daemon does not drain".into())
     }
 }
 
@@ -261,6 +270,8 @@ enum Endpoint<'a> {
     Readyz,
     Status,
     Explain(&'a str),
+    /// `/v1/drain` (true) and `/v1/undrain`.
+    Drain(bool),
 }
 
 fn route(path: &str, surface: Surface) -> Option<Endpoint<'_>> {
@@ -269,10 +280,14 @@ fn route(path: &str, surface: Surface) -> Option<Endpoint<'_>> {
         "/healthz" => Endpoint::Healthz,
         "/readyz" => Endpoint::Readyz,
         "/v1/status" => Endpoint::Status,
+        "/v1/drain" => Endpoint::Drain(true),
+        "/v1/undrain" => Endpoint::Drain(false),
         p => Endpoint::Explain(p.strip_prefix("/v1/explain/")?),
     };
     match (surface, &endpoint) {
-        (Surface::MetricsOnly, Endpoint::Status | Endpoint::Explain(_)) => None,
+        (Surface::MetricsOnly, Endpoint::Status | Endpoint::Explain(_) | Endpoint::Drain(_)) => {
+            None
+        }
         _ => Some(endpoint),
     }
 }
@@ -337,7 +352,17 @@ pub fn respond_on<B>(
     let Some(endpoint) = route(path, surface) else {
         return json_error(StatusCode::NOT_FOUND, &format!("no such endpoint: {path}"));
     };
-    if req.method() != Method::GET && req.method() != Method::HEAD {
+    if matches!(endpoint, Endpoint::Drain(_)) {
+        if req.method() != Method::POST {
+            let mut r = json_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &format!("{} is not allowed on {path}; use POST", req.method()),
+            );
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+    } else if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = json_error(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("{} is not allowed on {path}; use GET", req.method()),
@@ -374,6 +399,10 @@ pub fn respond_on<B>(
         Endpoint::Explain(raw) => match parse_vip(raw) {
             Ok(vip) => json(&view.explain(vip)),
             Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
+        },
+        Endpoint::Drain(on) => match view.drain(on) {
+            Ok(status) => json(&status),
+            Err(why) => json_error(StatusCode::CONFLICT, &why),
         },
     }));
     guarded.unwrap_or_else(|_| {

@@ -9,6 +9,8 @@ use super::*;
 struct View {
     ready: Mutex<Result<(), String>>,
     panics: bool,
+    /// Drain calls seen (`true`: drain); an undrain is refused.
+    drains: Mutex<Vec<bool>>,
 }
 
 impl StateView for View {
@@ -32,12 +34,24 @@ impl StateView for View {
     fn ready(&self) -> Result<(), String> {
         self.ready.lock().unwrap().clone()
     }
+    fn drain(&self, on: bool) -> Result<crate::status::DrainStatus, String> {
+        self.drains.lock().unwrap().push(on);
+        if !on {
+            return Err("shutting down".into());
+        }
+        Ok(crate::status::DrainStatus {
+            state: "draining".into(),
+            seconds_left: Some(15.0),
+            exiting: false,
+        })
+    }
 }
 
 fn view() -> View {
     View {
         ready: Mutex::new(Ok(())),
         panics: false,
+        drains: Mutex::new(Vec::new()),
     }
 }
 
@@ -300,4 +314,35 @@ fn the_health_lane_answers_health_checks_only() {
     assert_eq!(lane("/readyz"), StatusCode::OK);
     assert_eq!(lane("/v1/status"), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(lane("/metrics"), StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[test]
+fn drain_and_undrain_take_post_only() {
+    let v = view();
+    let (s, t, b) = call(&v, "POST", "/v1/drain");
+    assert_eq!((s, t.as_str()), (StatusCode::OK, "application/json"));
+    let d: crate::status::DrainStatus = serde_json::from_str(&b).unwrap();
+    assert_eq!((d.state.as_str(), d.seconds_left), ("draining", Some(15.0)));
+    // A refusal is a conflict with the daemon's state, with the reason.
+    let (s, _, b) = call(&v, "POST", "/v1/undrain");
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert!(b.contains("shutting down"), "{b}");
+    // Reading must never drain: GET and HEAD are refused, and the view is
+    // not called for them.
+    for method in ["GET", "HEAD", "PUT"] {
+        let req = Request::builder()
+            .method(method)
+            .uri("/v1/drain")
+            .body(())
+            .unwrap();
+        let resp = respond(&v, &req);
+        assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED, "{method}");
+        assert_eq!(resp.headers().get(ALLOW).unwrap(), "POST");
+    }
+    // And POST on a read endpoint stays refused.
+    assert_eq!(
+        call(&v, "POST", "/v1/status").0,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+    assert_eq!(*v.drains.lock().unwrap(), vec![true, false]);
 }

@@ -1,4 +1,4 @@
-//! A minimal HTTP/1.1 GET over a blocking TCP stream, for `holdfast status`
+//! A minimal HTTP/1.1 GET (and bodiless POST) over a blocking TCP stream, for `holdfast status`
 //! and `holdfast explain`: one request, `Connection: close`, the answer read
 //! to the end. No runtime, no pool; bounded in time and size.
 
@@ -88,6 +88,15 @@ fn reason(e: &io::Error) -> String {
 
 /// `GET path` from the API at `api` (`host:port`).
 pub fn get(api: &str, path: &str) -> Result<Response, Error> {
+    request(api, "GET", path)
+}
+
+/// `POST path` (no body) to the API at `api`.
+pub fn post(api: &str, path: &str) -> Result<Response, Error> {
+    request(api, "POST", path)
+}
+
+fn request(api: &str, method: &str, path: &str) -> Result<Response, Error> {
     let unreachable = |reason: String| Error::Unreachable {
         api: api.to_string(),
         reason,
@@ -124,7 +133,7 @@ pub fn get(api: &str, path: &str) -> Result<Response, Error> {
     stream.set_read_timeout(Some(TIMEOUT)).map_err(io_err)?;
     stream.set_write_timeout(Some(TIMEOUT)).map_err(io_err)?;
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {api}\r\nUser-Agent: holdfast/{}\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {api}\r\nUser-Agent: holdfast/{}\r\nAccept: */*\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         env!("CARGO_PKG_VERSION")
     );
     stream.write_all(request.as_bytes()).map_err(io_err)?;

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod decode;
+pub mod drain;
 pub mod explain;
 pub mod http;
 pub mod status;

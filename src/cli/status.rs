@@ -54,6 +54,9 @@ pub fn render_status(s: &Status) -> String {
     if !s.config_path.is_empty() {
         let _ = writeln!(out, "config {}", s.config_path);
     }
+    if let Some(d) = &s.drain {
+        let _ = writeln!(out, "{}", super::drain::drain_words(d));
+    }
     if let Some(e) = &s.config_error {
         let _ = writeln!(out, "config reload FAILED, running the previous config:");
         for line in e.lines() {
@@ -102,6 +105,14 @@ pub fn render_status(s: &Status) -> String {
         "route advertisements: {}, withdrawals: {}",
         c.advertisements, c.withdrawals
     );
+    if c.withdrawals_deferred > 0 {
+        let _ = writeln!(
+            out,
+            "mass-withdrawal guard: {} withdrawal{} deferred (stability.max_withdraw_fraction)",
+            c.withdrawals_deferred,
+            plural(c.withdrawals_deferred)
+        );
+    }
     out.push('\n');
     out.push_str(&render_peers(&s.peers));
     out.push('\n');
@@ -249,6 +260,10 @@ pub fn route_state(r: &RouteStatus) -> String {
                 .map(|t| format!(", withdraws in about {t}"))
                 .unwrap_or_default();
             format!("damped{fom}{until}")
+        }
+        "deferred" => {
+            let why = absence.map(|a| format!(" ({a})")).unwrap_or_default();
+            format!("deferred{why}: the mass-withdrawal guard paces its withdrawal")
         }
         "draining" => {
             let why = absence.map(|a| format!(" ({a})")).unwrap_or_default();

@@ -1,6 +1,7 @@
 //! `[speaker]`: this node's BGP identity and local endpoints.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
 use super::selector::{LabelSelector, dns_subdomain_problem, label_key_problem, parse_selector};
@@ -40,6 +41,10 @@ pub struct Speaker {
     /// listed never drain (the node lifecycle controller's automatic
     /// `not-ready` and `unreachable` cannot be listed).
     pub drain_taints: Vec<String>,
+    /// RFC 8326: before a planned withdrawal (`holdfast drain`, a cordon,
+    /// SIGTERM without graceful restart) the routes carry GRACEFUL_SHUTDOWN
+    /// this long; zero withdraws at once.
+    pub graceful_shutdown_wait: Duration,
 }
 
 /// NoExecute taints the node lifecycle controller adds on its own when a
@@ -50,6 +55,12 @@ pub const AUTOMATIC_TAINTS: &[&str] = &[
     "node.kubernetes.io/not-ready",
     "node.kubernetes.io/unreachable",
 ];
+
+/// `graceful_shutdown_wait`'s default.
+pub const DEFAULT_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
+/// The longest `graceful_shutdown_wait`: a drain is minutes at most, and the
+/// DaemonSet's terminationGracePeriodSeconds has to cover it.
+pub const MAX_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(3600);
 
 /// How the BGP Identifier is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +81,7 @@ pub(crate) const KEYS: &[&str] = &[
     "node_selector",
     "drain_on_cordon",
     "drain_taints",
+    "graceful_shutdown_wait",
 ];
 
 /// Reads an AS number, 1..=4294967295. AS 0 is reserved (RFC 7607) and
@@ -201,6 +213,19 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
             |n| format!("\"{n}\""),
         ),
     };
+    let graceful_shutdown_wait = match table.get("graceful_shutdown_wait") {
+        None => Some(DEFAULT_GRACEFUL_SHUTDOWN_WAIT),
+        Some(v) => tree::duration(v, "graceful_shutdown_wait", d).and_then(|t| {
+            if t > MAX_GRACEFUL_SHUTDOWN_WAIT {
+                d.error(
+                    &v.span(),
+                    "graceful_shutdown_wait must be at most 1h (\"0s\" skips the wait)",
+                );
+                return None;
+            }
+            Some(t)
+        }),
+    };
 
     Some(Speaker {
         asn: asn?,
@@ -212,5 +237,6 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
         node_selector: node_selector?,
         drain_on_cordon: drain_on_cordon?,
         drain_taints: drain_taints?,
+        graceful_shutdown_wait: graceful_shutdown_wait?,
     })
 }

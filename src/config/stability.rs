@@ -25,7 +25,15 @@ pub struct Stability {
     /// RFC 2439-style damping of VIPs that keep flapping; none when
     /// disabled.
     pub damping: Option<Damping>,
+    /// Mass-withdrawal guard: at most this share of this node's routes is
+    /// withdrawn in one step; the rest goes at `withdraw_rate`. 1.0 is off.
+    pub max_withdraw_fraction: f64,
+    /// Withdrawals per second once the guard holds them back.
+    pub withdraw_rate: f64,
 }
+
+/// `withdraw_rate`'s default, per second.
+pub const DEFAULT_WITHDRAW_RATE: f64 = 10.0;
 
 impl Default for Stability {
     fn default() -> Self {
@@ -35,9 +43,24 @@ impl Default for Stability {
             delete_delay: Duration::ZERO,
             local_endpoint_delay: Duration::ZERO,
             damping: None,
+            max_withdraw_fraction: crate::stability::DEFAULT_MAX_WITHDRAW_FRACTION,
+            withdraw_rate: DEFAULT_WITHDRAW_RATE,
         }
     }
 }
+
+impl Stability {
+    /// The time between two withdrawals the guard has held back.
+    pub fn withdraw_interval(&self) -> Duration {
+        // The parser keeps the rate within MIN_RATE..=MAX_RATE, so the
+        // interval is at least 1 µs and at most an hour.
+        Duration::from_secs_f64(1.0 / self.withdraw_rate)
+    }
+}
+
+/// `withdraw_rate` bounds, per second: one an hour, a million a second.
+const MIN_RATE: f64 = 1.0 / 3600.0;
+const MAX_RATE: f64 = 1_000_000.0;
 
 /// Flap damping after RFC 2439 §4.2, applied to VIP absences: each absence
 /// adds `penalty`; the penalty decays with `half_life`. Above
@@ -78,6 +101,8 @@ pub(crate) const STABILITY_KEYS: &[&str] = &[
     "delete_delay",
     "local_endpoint_delay",
     "damping",
+    "max_withdraw_fraction",
+    "withdraw_rate",
 ];
 
 /// Keys of `[stability.damping]`.
@@ -105,13 +130,104 @@ pub(crate) fn parse_stability(table: &Table<'_, '_>, d: &mut Diagnostics) -> Opt
         None => Some(None),
         Some(v) => parse_damping(v, d),
     };
+    let max_withdraw_fraction = match table.get("max_withdraw_fraction") {
+        None => Some(defaults.max_withdraw_fraction),
+        Some(v) => parse_fraction(v, d),
+    };
+    let withdraw_rate = match table.get("withdraw_rate") {
+        None => Some(defaults.withdraw_rate),
+        Some(v) => parse_rate(v, d),
+    };
     Some(Stability {
         withdraw_hold_down: withdraw_hold_down?,
         advertise_delay: advertise_delay?,
         delete_delay: delete_delay?,
         local_endpoint_delay: local_endpoint_delay?,
         damping: damping?,
+        max_withdraw_fraction: max_withdraw_fraction?,
+        withdraw_rate: withdraw_rate?,
     })
+}
+
+/// A number, integer or float.
+fn number(value: &tree::Value<'_>) -> Option<f64> {
+    match value.get_ref() {
+        toml::de::DeValue::Float(f) => f.as_str().parse().ok(),
+        toml::de::DeValue::Integer(i) => i.as_str().parse().ok(),
+        _ => None,
+    }
+}
+
+/// `max_withdraw_fraction`: a number in (0, 1].
+fn parse_fraction(value: &tree::Value<'_>, d: &mut Diagnostics) -> Option<f64> {
+    let key = "max_withdraw_fraction";
+    match number(value) {
+        Some(f) if f > 0.0 && f <= 1.0 => Some(f),
+        Some(f) => {
+            d.error(
+                &value.span(),
+                format!("{key} must be more than 0 and at most 1 (1 turns the guard off), got {f}"),
+            );
+            None
+        }
+        None => {
+            d.error(
+                &value.span(),
+                format!("{key} must be a number such as 0.5, more than 0 and at most 1"),
+            );
+            None
+        }
+    }
+}
+
+/// `withdraw_rate`: `"10/s"`, `"30/m"`, `"100/h"`, or a number (per second).
+fn parse_rate(value: &tree::Value<'_>, d: &mut Diagnostics) -> Option<f64> {
+    let key = "withdraw_rate";
+    let per_second = match value.get_ref() {
+        toml::de::DeValue::String(s) => {
+            let parsed = s.split_once('/').and_then(|(n, unit)| {
+                let n: f64 = n.trim().parse().ok()?;
+                let per = match unit.trim() {
+                    "s" => 1.0,
+                    "m" | "min" => 60.0,
+                    "h" => 3600.0,
+                    _ => return None,
+                };
+                Some(n / per)
+            });
+            let Some(rate) = parsed else {
+                d.error(
+                    &value.span(),
+                    format!(
+                        "{key} must be withdrawals per unit of time, such as \"10/s\", \"30/m\" or \"100/h\", got \"{}\"",
+                        s.as_ref()
+                    ),
+                );
+                return None;
+            };
+            rate
+        }
+        _ => match number(value) {
+            Some(rate) => rate,
+            None => {
+                d.error(
+                    &value.span(),
+                    format!("{key} must be a string such as \"10/s\" or a number (per second)"),
+                );
+                return None;
+            }
+        },
+    };
+    if !(MIN_RATE..=MAX_RATE).contains(&per_second) {
+        d.error(
+            &value.span(),
+            format!(
+                "{key} must be more than 0: at least one withdrawal an hour (\"1/h\") and at most {MAX_RATE} a second"
+            ),
+        );
+        return None;
+    }
+    Some(per_second)
 }
 
 fn parse_damping(value: &tree::Value<'_>, d: &mut Diagnostics) -> Option<Option<Damping>> {

@@ -60,6 +60,7 @@ fn minimal_config_gets_documented_defaults() {
             node_selector: None,
             drain_on_cordon: true,
             drain_taints: Vec::new(),
+            graceful_shutdown_wait: secs(15),
         }
     );
     assert_eq!(
@@ -105,6 +106,8 @@ fn minimal_config_gets_documented_defaults() {
             delete_delay: Duration::ZERO,
             local_endpoint_delay: Duration::ZERO,
             damping: None,
+            max_withdraw_fraction: 0.5,
+            withdraw_rate: 10.0,
         }
     );
     assert_eq!(
@@ -159,6 +162,8 @@ withdraw_hold_down = "1m30s"
 advertise_delay = "500ms"
 delete_delay = "5s"
 local_endpoint_delay = "2s"
+max_withdraw_fraction = 0.25
+withdraw_rate = "30/m"
 [stability.damping]
 half_life = "10m"
 penalty = 500
@@ -279,6 +284,8 @@ fn full_schema_parses_to_the_values_written() {
                 reuse_threshold: 1000,
                 max_suppress: secs(3600),
             }),
+            max_withdraw_fraction: 0.25,
+            withdraw_rate: 0.5,
         }
     );
 
@@ -1006,6 +1013,82 @@ fn stability_and_damping() {
         problems(&text),
         vec![
             "11:16: damping could never engage: the penalty ceiling reuse_threshold × 2^(max_suppress/half_life) = 1061 does not exceed suppress_threshold (2000) (RFC 2439 §4.2); raise max_suppress (30m) or lower half_life (1h)"
+        ]
+    );
+}
+
+#[test]
+fn graceful_shutdown_wait_is_a_bounded_duration() {
+    let config = valid(&with_peer("").replace(
+        "asn = 65001\n",
+        "asn = 65001\ngraceful_shutdown_wait = \"0s\"\n",
+    ));
+    assert_eq!(config.speaker.graceful_shutdown_wait, Duration::ZERO);
+    let text = with_peer("").replace(
+        "asn = 65001\n",
+        "asn = 65001\ngraceful_shutdown_wait = \"2h\"\n",
+    );
+    assert_eq!(
+        problems(&text),
+        vec!["3:26: graceful_shutdown_wait must be at most 1h (\"0s\" skips the wait)"]
+    );
+}
+
+#[test]
+fn mass_withdrawal_guard_keys() {
+    let config = valid(&with_peer(""));
+    assert_eq!(config.stability.max_withdraw_fraction, 0.5);
+    assert_eq!(config.stability.withdraw_rate, 10.0);
+    assert_eq!(
+        config.stability.withdraw_interval(),
+        Duration::from_millis(100)
+    );
+    for (rate, per_second) in [
+        ("\"10/s\"", 10.0),
+        ("\"30/m\"", 0.5),
+        ("\"30/min\"", 0.5),
+        ("\"360/h\"", 0.1),
+        ("4", 4.0),
+        ("2.5", 2.5),
+    ] {
+        let config = valid(&format!(
+            "{}[stability]\nmax_withdraw_fraction = 1\nwithdraw_rate = {rate}\n",
+            with_peer("")
+        ));
+        assert_eq!(config.stability.withdraw_rate, per_second, "{rate}");
+        assert_eq!(config.stability.max_withdraw_fraction, 1.0);
+    }
+    let text = format!(
+        "{}[stability]\nmax_withdraw_fraction = 0\nwithdraw_rate = \"0/s\"\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "10:25: max_withdraw_fraction must be more than 0 and at most 1 (1 turns the guard off), got 0",
+            "11:17: withdraw_rate must be more than 0: at least one withdrawal an hour (\"1/h\") and at most 1000000 a second",
+        ]
+    );
+    let text = format!(
+        "{}[stability]\nmax_withdraw_fraction = 1.5\nwithdraw_rate = \"10 per second\"\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "10:25: max_withdraw_fraction must be more than 0 and at most 1 (1 turns the guard off), got 1.5",
+            "11:17: withdraw_rate must be withdrawals per unit of time, such as \"10/s\", \"30/m\" or \"100/h\", got \"10 per second\"",
+        ]
+    );
+    let text = format!(
+        "{}[stability]\nmax_withdraw_fraction = \"half\"\nwithdraw_rate = true\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "10:25: max_withdraw_fraction must be a number such as 0.5, more than 0 and at most 1",
+            "11:17: withdraw_rate must be a string such as \"10/s\" or a number (per second)",
         ]
     );
 }

@@ -8,6 +8,7 @@
 //!    └── config reload ────┴──────────── SIGHUP / file change ───────────────┘
 //! ```
 
+mod drain;
 mod gateway;
 mod restart;
 mod state;
@@ -76,6 +77,11 @@ fn stability_params(c: &Config) -> stability::Params {
             reuse_threshold: d.reuse_threshold,
             max_suppress: d.max_suppress,
         }),
+        graceful_shutdown_wait: c.speaker.graceful_shutdown_wait,
+        guard: stability::GuardParams {
+            max_withdraw_fraction: s.max_withdraw_fraction,
+            withdraw_interval: s.withdraw_interval(),
+        },
     }
 }
 
@@ -174,6 +180,11 @@ struct Daemon {
     resync: crate::source::resync::Schedule,
     /// Routes and VIPs the reconciles have repaired.
     reconcile_repairs: u64,
+    /// `holdfast drain` and the shutdown sequence (shared with the API).
+    drain: drain::SharedControl,
+    /// The tables last published marked some routes of a drained node
+    /// GRACEFUL_SHUTDOWN.
+    drained_marked: bool,
 }
 
 /// One probed VIP.
@@ -376,11 +387,23 @@ impl Daemon {
 
     /// Recomputes every peer's table and hands changed ones to the sessions.
     fn publish_tables(&mut self) {
-        let tables = {
+        let (tables, drained) = {
             let st = self.stability.lock().expect("stability lock");
-            speaker::peer_tables(&self.config, st.advertised())
+            let drained: std::collections::BTreeSet<IpNet> = st.drained().copied().collect();
+            (speaker::peer_tables(&self.config, st.advertised()), drained)
         };
+        self.drained_marked = !drained.is_empty();
+        let control = self.drain.0.lock().expect("drain lock");
         for (name, table) in tables {
+            // RFC 8326 §3: routes of a drained node (cordoned, excluded)
+            // carry GRACEFUL_SHUTDOWN until the stability layer withdraws
+            // them; `holdfast drain` and a shutdown do the same to all.
+            let table = if drained.is_empty() {
+                table
+            } else {
+                speaker::drain::mark_graceful_shutdown(table, |p| drained.contains(p))
+            };
+            let table = control.shape(&name, table);
             if let Some(p) = self.peers.get_mut(&name) {
                 let modified = p.table.send_if_modified(|cur| {
                     if **cur == table {
@@ -663,7 +686,24 @@ impl Daemon {
             // VIPs are due for advertisement by `now + advertise_delay`.
             self.first_synced = Some(now);
         }
+        // A node drained (or undrained) inside graceful_shutdown_wait
+        // changes no route in the stability layer, only the attributes
+        // the speaker sends (GRACEFUL_SHUTDOWN): the tables are rebuilt
+        // for it too.
+        let unchanged = changes.is_empty();
         self.apply(changes, &notes);
+        if unchanged {
+            let drained = self
+                .stability
+                .lock()
+                .expect("stability lock")
+                .drained()
+                .next()
+                .is_some();
+            if drained || self.drained_marked {
+                self.publish_tables();
+            }
+        }
     }
 
     /// End-of-RIB tells a peer that it has all our routes; after a restart
@@ -887,8 +927,11 @@ impl Daemon {
                 }
             }
         }
+        self.drain.0.lock().expect("drain lock").wait = self.config.speaker.graceful_shutdown_wait;
         // Stability parameters.
-        if old.stability != self.config.stability {
+        if old.stability != self.config.stability
+            || old.speaker.graceful_shutdown_wait != self.config.speaker.graceful_shutdown_wait
+        {
             let now = Instant::now();
             let (set, notes) = {
                 let mut st = self.stability.lock().expect("stability lock");
@@ -959,6 +1002,70 @@ impl Daemon {
         }
     }
 
+    /// SIGTERM: answers whether the daemon stops now. When some peers will
+    /// lose this node's routes (no graceful restart, or
+    /// `--withdraw-on-exit`) and `graceful_shutdown_wait` is not zero,
+    /// their routes first carry GRACEFUL_SHUTDOWN for the wait (RFC 8326
+    /// §3) and the daemon stops when it is over; a second signal stops it
+    /// at once.
+    fn begin_exit(&mut self) -> bool {
+        let withdrawing: std::collections::BTreeSet<String> = self
+            .peers
+            .values()
+            .filter(|p| !p.config.graceful_restart.enabled || self.opts.withdraw_on_exit)
+            .map(|p| p.config.name.clone())
+            .collect();
+        let now = Instant::now();
+        {
+            let mut control = self.drain.0.lock().expect("drain lock");
+            if control.exiting {
+                info!("second signal: stopping without waiting");
+                return true;
+            }
+            control.exiting = true;
+            if withdrawing.is_empty() || control.wait.is_zero() {
+                return true;
+            }
+            let wait = control.wait;
+            if control.drain.start(now, wait) {
+                control.scope = drain::Scope::Peers(withdrawing.clone());
+                info!(
+                    peers = ?withdrawing,
+                    "routes marked GRACEFUL_SHUTDOWN (RFC 8326) for {wait:?}; withdrawn and the sessions closed after that"
+                );
+            }
+            if !matches!(
+                control.drain.phase(),
+                speaker::DrainPhase::GracefulShutdown { .. }
+            ) {
+                // Drained already: nothing to wait for.
+                return true;
+            }
+        }
+        self.publish_tables();
+        false
+    }
+
+    /// The drain's timer: answers whether the daemon stops now (a shutdown
+    /// whose wait is over).
+    fn poll_drain(&mut self) -> bool {
+        let (moved, exiting) = {
+            let mut control = self.drain.0.lock().expect("drain lock");
+            (control.drain.poll(Instant::now()), control.exiting)
+        };
+        if moved && exiting {
+            // The sessions withdraw every route, then Cease (shutdown()).
+            return true;
+        }
+        if moved {
+            info!(
+                "graceful_shutdown_wait over: this node's routes are withdrawn (holdfast undrain brings them back)"
+            );
+            self.publish_tables();
+        }
+        false
+    }
+
     /// Ends every session; returns how many ended for graceful restart and
     /// how many withdrew their routes.
     async fn shutdown(&mut self) -> (usize, usize) {
@@ -989,17 +1096,53 @@ impl Daemon {
     }
 }
 
-struct View(SharedState);
+struct View(SharedState, drain::SharedControl);
 
 impl crate::api::StateView for View {
     fn status(&self) -> crate::status::Status {
-        self.0.lock().expect("shared state lock").status()
+        let mut status = self.0.lock().expect("shared state lock").status();
+        let control = self.1.0.lock().expect("drain lock");
+        if control.drain.draining() || control.exiting {
+            status.drain = Some(control.status(Instant::now()));
+        }
+        status
     }
     fn status_page(&self, page: crate::status::RoutePage) -> crate::status::Status {
         self.0.lock().expect("shared state lock").status_page(page)
     }
     fn explain(&self, vip: IpAddr) -> crate::status::Explanation {
-        self.0.lock().expect("shared state lock").explain(vip)
+        let mut explanation = self.0.lock().expect("shared state lock").explain(vip);
+        let control = self.1.0.lock().expect("drain lock");
+        let d = control.status(Instant::now());
+        let why = match (d.state.as_str(), d.seconds_left) {
+            ("draining", Some(left)) => Some(format!(
+                "this node is draining: its routes carry GRACEFUL_SHUTDOWN (RFC 8326) and are withdrawn in {left:.1}s"
+            )),
+            ("drained", _) => Some(
+                "this node is drained (holdfast drain): its routes are withdrawn until holdfast undrain".to_string(),
+            ),
+            _ => None,
+        };
+        if let Some(why) = why {
+            explanation.reasons.push(why);
+        }
+        explanation
+    }
+    fn drain(&self, on: bool) -> Result<crate::status::DrainStatus, String> {
+        let (control, wake) = &*self.1;
+        let answer = control.lock().expect("drain lock").set(on, Instant::now());
+        if answer.is_ok() {
+            info!(
+                "{}",
+                if on {
+                    "holdfast drain: routes marked GRACEFUL_SHUTDOWN, withdrawn after graceful_shutdown_wait"
+                } else {
+                    "holdfast undrain: routes advertised normally again"
+                }
+            );
+            wake.notify_one();
+        }
+        answer
     }
     fn ready(&self) -> Result<(), String> {
         self.readiness().map(|_| ())
@@ -1088,6 +1231,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
         }
     };
 
+    // Not kept across a restart: a restarted holdfast advertises normally
+    // (README, "holdfast drain").
+    let drain_control = drain::shared(config.speaker.graceful_shutdown_wait);
+
     // The API first: /healthz answers while everything else starts.
     let api_listener = crate::api::bind(config.speaker.api)
         .await
@@ -1095,7 +1242,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     info!(api = %config.speaker.api, "HTTP API listening");
     let api = tokio::spawn(crate::api::serve_listener(
         api_listener,
-        Arc::new(View(shared.clone())),
+        Arc::new(View(shared.clone(), drain_control.clone())),
         until_shutdown(),
     ));
     // The metrics-only listener: what a scraper on the network may reach.
@@ -1105,7 +1252,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             info!(metrics = %addr, "metrics listening (/metrics, /healthz, /readyz)");
             Some(tokio::spawn(crate::api::serve_surface(
                 listener,
-                Arc::new(View(shared.clone())),
+                Arc::new(View(shared.clone(), drain_control.clone())),
                 until_shutdown(),
                 crate::api::Surface::MetricsOnly,
             )))
@@ -1142,7 +1289,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             let client = kubernetes::connect(&options).await?;
             // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
             // (the Kubernetes source only: the file source has no cluster).
-            let view = View(shared.clone());
+            let view = View(shared.clone(), drain_control.clone());
             node_status = Some(kubernetes::NodeStatusWriter::spawn(
                 client.clone(),
                 options.node_name.clone(),
@@ -1185,6 +1332,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         listener: None,
         resync: crate::source::resync::Schedule::new(config.resync, Instant::now()),
         reconcile_repairs: 0,
+        drain: drain_control.clone(),
+        drained_marked: false,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -1249,7 +1398,20 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 None => std::future::pending().await,
             }
         };
+        let drain_deadline = d.drain.0.lock().expect("drain lock").drain.deadline();
+        let drain_timer = async {
+            match drain_deadline {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            () = drain_control.1.notified() => d.publish_tables(),
+            () = drain_timer => {
+                if d.poll_drain() {
+                    break;
+                }
+            }
             changed = snap_rx.changed() => {
                 if changed.is_err() {
                     error!("the source stopped");
@@ -1279,8 +1441,18 @@ pub async fn run(opts: Options) -> Result<(), String> {
                     }
                 }
             }
-            _ = sigterm.recv() => { signal = Some("SIGTERM"); break; }
-            _ = sigint.recv() => { signal = Some("SIGINT"); break; }
+            _ = sigterm.recv() => {
+                signal = Some("SIGTERM");
+                if d.begin_exit() {
+                    break;
+                }
+            }
+            _ = sigint.recv() => {
+                signal = Some("SIGINT");
+                if d.begin_exit() {
+                    break;
+                }
+            }
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the config");
                 d.reload().await;

@@ -39,6 +39,8 @@ pub struct RouteView {
     pub state: KeyState,
     pub route: Option<Route>,
     pub figure_of_merit: Option<f64>,
+    /// Its withdrawal is due but the mass-withdrawal guard holds it back.
+    pub deferred: bool,
 }
 
 /// A probed VIP (issue 7/7).
@@ -334,6 +336,7 @@ impl Shared {
             .iter()
             .map(|r| {
                 let (state, left) = match &r.state {
+                    _ if r.deferred => ("deferred", None),
                     KeyState::Advertised => ("advertised", None),
                     KeyState::PendingAdvertise { until } => ("pending", secs_until(*until, now)),
                     KeyState::HeldDown { until, .. } => ("held-down", secs_until(*until, now)),
@@ -385,6 +388,8 @@ impl Shared {
             routes_total: None,
             routes_offset: None,
             routes_truncated: None,
+            // The daemon's view adds the drain (daemon::drain).
+            drain: None,
             counters: StabilityCounters {
                 routes_advertised: views
                     .iter()
@@ -397,6 +402,8 @@ impl Shared {
                 advertisements: c.advertisements,
                 withdrawals: c.withdrawals,
                 reconcile_repairs: self.reconcile_repairs,
+                withdrawals_deferred: c.withdrawals_deferred,
+                withdrawals_deferred_total: c.withdrawals_deferred_total,
             },
         };
         page.mark(&mut status, views.len());
@@ -408,7 +415,10 @@ impl Shared {
         let prefix = IpNet::from(ip);
         let now = Instant::now();
         let mut reasons = Vec::new();
-        let route_owned = route_view(&self.stability.lock().expect("stability lock"), &prefix);
+        let (route_owned, guard) = {
+            let st = self.stability.lock().expect("stability lock");
+            (route_view(&st, &prefix), st.guard_view())
+        };
         let route = route_owned.as_ref();
         let at_source = self.snapshot.vips.get(&ip);
         let from_source = self
@@ -496,6 +506,11 @@ impl Shared {
             None if at_source.is_some() => reasons.push("it is not in the routing table yet".into()),
             None => {}
         }
+        if route.is_some_and(|r| r.deferred)
+            && let Some(g) = guard
+        {
+            reasons.push(guard_words(&g, now));
+        }
         let advertised_to = self.advertised_to(&prefix);
         let ads: Vec<String> = route
             .and_then(|r| r.route.as_ref())
@@ -562,8 +577,24 @@ fn route_view(st: &crate::stability::Stability<IpNet, Route>, prefix: &IpNet) ->
         prefix: *prefix,
         route: st.advertised_route(prefix).cloned(),
         figure_of_merit: st.figure_of_merit(prefix),
+        deferred: st.deferred(prefix),
         state,
     })
+}
+
+/// `holdfast explain`'s line for a withdrawal the guard holds back.
+fn guard_words(g: &crate::stability::GuardView, now: Instant) -> String {
+    format!(
+        "withdrawal deferred by the mass-withdrawal guard: {} of {} routes would go at once \
+         (more than stability.max_withdraw_fraction); {} held back, released at \
+         stability.withdraw_rate{}",
+        g.would_go,
+        g.routes,
+        g.deferred,
+        secs_until(g.next_release, now)
+            .map(|s| format!(", the next in {s:.1}s"))
+            .unwrap_or_default()
+    )
 }
 
 pub fn route_views(st: &crate::stability::Stability<IpNet, Route>) -> Vec<RouteView> {
@@ -578,6 +609,7 @@ pub fn route_views(st: &crate::stability::Stability<IpNet, Route>) -> Vec<RouteV
                 prefix: *k,
                 route,
                 figure_of_merit: st.figure_of_merit(k),
+                deferred: st.deferred(k),
                 state,
             }
         })

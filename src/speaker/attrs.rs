@@ -19,6 +19,22 @@ pub struct RouteAttrs {
 }
 
 impl RouteAttrs {
+    /// The same route marked for a planned withdrawal: RFC 8326 §3 has the
+    /// initiator re-advertise its paths with the GRACEFUL_SHUTDOWN community
+    /// (65535:0, §5) before it withdraws them, so that receivers move
+    /// traffic to other paths while this one still works; towards internal
+    /// peers the paths also carry LOCAL_PREF 0 (RFC 8326 Appendix C.1), for
+    /// routers that do not act on the community. LOCAL_PREF is only ever
+    /// sent to iBGP peers (RFC 4271 §5.1.5), so eBGP peers get the
+    /// community alone.
+    pub fn graceful_shutdown(&self) -> Self {
+        let mut out = self.clone();
+        out.communities
+            .push(bgp_proto::community::well_known::GRACEFUL_SHUTDOWN);
+        out.local_pref = Some(0);
+        out.canonical()
+    }
+
     /// Sorted and without duplicates, so that equal sets compare equal.
     pub fn canonical(mut self) -> Self {
         self.communities.sort_unstable();

@@ -5,9 +5,11 @@
 //! nothing changed.
 
 mod attrs;
+pub mod drain;
 mod rib;
 
 pub use attrs::{EncodeParams, NextHops, RouteAttrs};
+pub use drain::{Drain, DrainPhase};
 pub use rib::{AdjRibOut, Delta, encode};
 
 use std::collections::BTreeMap;

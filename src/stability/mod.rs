@@ -33,8 +33,11 @@
 //!   readiness keeps flapping is held like a flapping address.
 //! - **Deleted** (Service deleted, class or type changed, opt-out
 //!   annotation) → withdrawn after `delete_delay` (default 0: at once).
-//! - **Drained** (node cordoned or excluded) and **ProbeFailed** (the
-//!   datapath is broken) → withdrawn at once; no hold-down, no damping.
+//! - **Drained** (node cordoned or excluded) → withdrawn after
+//!   `graceful_shutdown_wait` (RFC 8326: the speaker marks such prefixes
+//!   GRACEFUL_SHUTDOWN meanwhile; 0 withdraws at once); **ProbeFailed**
+//!   (the datapath is broken) → withdrawn at once. No hold-down, no
+//!   damping, no mass-withdrawal guard for either.
 //! - **Attribute change** of an advertised prefix → one `Advertise` with the
 //!   new attributes (BGP's implicit replace, RFC 4271 §3.1), never a
 //!   withdraw first. A prefix held down that comes back with other
@@ -99,9 +102,12 @@
 //! clock, spawns or does IO: tests run on simulated time.
 
 mod damping;
+mod guard;
 mod params;
 mod view;
 
+#[cfg(test)]
+mod guard_tests;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
@@ -115,6 +121,7 @@ use damping::FlapHistory;
 /// Up to this many new prefixes in one update are inserted one by one;
 /// more are merged into the table in one go (see [`Stability::update`]).
 const FEW_NEW_KEYS: usize = 64;
+pub use guard::{DEFAULT_MAX_WITHDRAW_FRACTION, GuardParams, GuardView};
 pub use params::{DampingParams, MAX_TIMER, Params, ParamsError};
 pub use view::{Counters, KeyState};
 
@@ -161,6 +168,8 @@ pub struct Stability<K, V> {
     /// The latest instant passed in; views are as of this instant.
     now: Option<Instant>,
     counters: Counters,
+    /// Paces mass withdrawals (`guard` module).
+    guard: guard::Guard<K>,
 }
 
 #[derive(Debug, Clone)]
@@ -217,7 +226,10 @@ impl AbsenceRecord {
             Absence::Vanished => self.clock.checked_add(params.withdraw_hold_down),
             Absence::NoLocalEndpoint => self.reason_since.checked_add(params.local_endpoint_delay),
             Absence::Deleted => self.reason_since.checked_add(params.delete_delay),
-            Absence::Drained | Absence::ProbeFailed => Some(self.reason_since),
+            // RFC 8326 §3: a planned withdrawal waits while the routes
+            // carry GRACEFUL_SHUTDOWN (the speaker adds it).
+            Absence::Drained => self.reason_since.checked_add(params.graceful_shutdown_wait),
+            Absence::ProbeFailed => Some(self.reason_since),
         }
     }
 }
@@ -297,6 +309,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             source_healthy: true,
             now: None,
             counters: Counters::default(),
+            guard: guard::Guard::new(),
         })
     }
 
@@ -454,10 +467,43 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// later than the last instant passed in. Every deadline changes the
     /// wire (an advertisement or a withdrawal is due then).
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.entries
-            .values()
-            .filter_map(|e| e.deadline(&self.params, self.source_healthy))
-            .min()
+        let entries = if self.guard.is_idle() {
+            self.entries
+                .values()
+                .filter_map(|e| e.deadline(&self.params, self.source_healthy))
+                .min()
+        } else {
+            // A withdrawal the guard holds back is due already; it goes at
+            // the guard's pace, not at its own deadline.
+            self.entries
+                .iter()
+                .filter(|(k, _)| !self.guard.holds(k))
+                .filter_map(|(_, e)| e.deadline(&self.params, self.source_healthy))
+                .min()
+        };
+        match (entries, self.guard.next_release(&self.params.guard)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Prefixes still advertised whose node is drained: the speaker marks
+    /// them GRACEFUL_SHUTDOWN until they go (RFC 8326 §3).
+    pub fn drained(&self) -> impl Iterator<Item = &K> {
+        self.entries.iter().filter_map(|(k, e)| match &e.phase {
+            Phase::Absent { absence, .. } if absence.reason == Absence::Drained => Some(k),
+            _ => None,
+        })
+    }
+
+    /// Whether the mass-withdrawal guard holds back the withdrawal of `key`.
+    pub fn deferred(&self, key: &K) -> bool {
+        self.guard.holds(key)
+    }
+
+    /// The mass-withdrawal guard's episode, when it holds withdrawals back.
+    pub fn guard_view(&self) -> Option<GuardView> {
+        self.guard.view(&self.params.guard)
     }
 
     /// What the routers should currently hold: every advertised prefix and
@@ -511,6 +557,11 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             .count();
         Counters {
             held_down: u64::try_from(held_down).unwrap_or(u64::MAX),
+            withdrawals_deferred: self
+                .guard
+                .view(&self.params.guard)
+                .map_or(0, |v| v.deferred as u64),
+            withdrawals_deferred_total: self.guard.deferred_total(),
             ..self.counters
         }
     }
@@ -578,13 +629,27 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     }
 
     /// Carries out every transition due at or before `now`. Each prefix has
-    /// at most one due: Pending → Advertised, or Absent → Withdrawn.
+    /// at most one due: Pending → Advertised, or Absent → Withdrawn. The
+    /// withdrawals the mass-withdrawal guard covers go through it.
     fn fire_due(&mut self, now: Instant, delta: &mut Delta<K, V>) {
+        let guarded = self.params.guard.enabled() || !self.guard.is_idle();
+        let mut on_wire = 0usize;
+        let mut guarded_due = Vec::new();
         for (key, entry) in self.entries.iter_mut() {
             let due = entry
                 .deadline(&self.params, self.source_healthy)
                 .is_some_and(|deadline| deadline <= now);
+            if guarded && entry.wire().is_some() {
+                on_wire += 1;
+            }
             if !due {
+                continue;
+            }
+            if guarded
+                && let Phase::Absent { absence, .. } = &entry.phase
+                && guard::guards(absence.reason)
+            {
+                guarded_due.push(key.clone());
                 continue;
             }
             delta.note(key, entry.wire());
@@ -593,6 +658,22 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                 Phase::Absent { .. } => Phase::Withdrawn,
                 other => other,
             };
+        }
+        if !guarded {
+            return;
+        }
+        for key in self
+            .guard
+            .step(&self.params.guard, now, guarded_due, on_wire)
+        {
+            // Only what is still absent: the guard hands back keys it was
+            // given as due in this very step.
+            if let Some(entry) = self.entries.get_mut(&key)
+                && matches!(entry.phase, Phase::Absent { .. })
+            {
+                delta.note(&key, entry.wire());
+                entry.phase = Phase::Withdrawn;
+            }
         }
     }
 

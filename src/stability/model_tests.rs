@@ -73,6 +73,13 @@ fn params() -> impl Strategy<Value = Params> {
             delete_delay: Duration::from_millis(delete),
             local_endpoint_delay: Duration::from_millis(local),
             damping: None,
+            graceful_shutdown_wait: Duration::ZERO,
+            // The model is of hold-down, delay and damping; the guard's
+            // pacing has its own tests (`guard_tests`).
+            guard: crate::stability::GuardParams {
+                max_withdraw_fraction: 1.0,
+                ..Default::default()
+            },
         })
 }
 

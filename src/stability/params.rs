@@ -5,6 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::GuardParams;
+
 /// The longest timer this layer accepts. Nothing operational needs a longer
 /// hold-down or suppression, and the bound keeps every deadline (an input
 /// instant plus at most a few such durations) far inside what `Instant` can
@@ -12,7 +14,7 @@ use std::time::Duration;
 pub const MAX_TIMER: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
 /// Timers of the stability layer (`[stability]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Params {
     /// A prefix that newly appears is advertised only once it has been
     /// present this long, so that a burst of appear/vanish costs nothing.
@@ -30,6 +32,13 @@ pub struct Params {
     pub local_endpoint_delay: Duration,
     /// Damping of absences (`[stability.damping]`); `None` turns it off.
     pub damping: Option<DampingParams>,
+    /// A prefix whose node is drained (cordoned, excluded) stays advertised
+    /// this long — the speaker marks it GRACEFUL_SHUTDOWN meanwhile (RFC
+    /// 8326) — then goes. 0 (the default here; the daemon passes
+    /// `speaker.graceful_shutdown_wait`) withdraws at once.
+    pub graceful_shutdown_wait: Duration,
+    /// The mass-withdrawal guard (`max_withdraw_fraction`, `withdraw_rate`).
+    pub guard: GuardParams,
 }
 
 impl Default for Params {
@@ -40,6 +49,8 @@ impl Default for Params {
             delete_delay: Duration::ZERO,
             local_endpoint_delay: Duration::ZERO,
             damping: None,
+            graceful_shutdown_wait: Duration::ZERO,
+            guard: GuardParams::default(),
         }
     }
 }
@@ -105,6 +116,8 @@ pub enum ParamsError {
     /// `suppress_threshold` (damping could never start), or is not a finite
     /// number (`max_suppress` is absurdly long next to `half_life`).
     UnusableCeiling { ceiling: f64, suppress: u32 },
+    /// `max_withdraw_fraction` outside (0, 1].
+    Fraction { value: f64 },
 }
 
 impl fmt::Display for ParamsError {
@@ -127,6 +140,10 @@ impl fmt::Display for ParamsError {
                  finite and above suppress_threshold ({suppress}); raise max_suppress or \
                  lower half_life"
             ),
+            ParamsError::Fraction { value } => write!(
+                f,
+                "stability.max_withdraw_fraction = {value} must be more than 0 and at most 1"
+            ),
         }
     }
 }
@@ -140,8 +157,22 @@ impl Params {
         check_max("stability.withdraw_hold_down", self.withdraw_hold_down)?;
         check_max("stability.delete_delay", self.delete_delay)?;
         check_max("stability.local_endpoint_delay", self.local_endpoint_delay)?;
+        check_max(
+            "speaker.graceful_shutdown_wait",
+            self.graceful_shutdown_wait,
+        )?;
         if let Some(damping) = &self.damping {
             damping.validate()?;
+        }
+        let fraction = self.guard.max_withdraw_fraction;
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(ParamsError::Fraction { value: fraction });
+        }
+        check_max("stability.withdraw_rate", self.guard.withdraw_interval)?;
+        if self.guard.withdraw_interval.is_zero() {
+            return Err(ParamsError::Zero {
+                field: "stability.withdraw_rate",
+            });
         }
         Ok(())
     }

@@ -1035,7 +1035,15 @@ fn time_never_runs_backwards() {
 
 #[test]
 fn output_is_in_prefix_order_one_change_per_prefix() {
-    let mut lab = Lab::new(hold(secs(1)));
+    // All three at once would be a mass withdrawal: the guard (its own
+    // tests in guard_tests) is off here.
+    let mut lab = Lab::new(Params {
+        guard: GuardParams {
+            max_withdraw_fraction: 1.0,
+            ..GuardParams::default()
+        },
+        ..hold(secs(1))
+    });
     lab.present = BTreeMap::from([
         (vip(VIP6), "public"),
         (vip(VIP2), "public"),
@@ -1111,4 +1119,50 @@ fn states_list_every_prefix_present_or_advertised() {
     );
     assert_eq!(lab.s.counters().held_down, 2);
     assert_eq!(KeyState::Advertised.absence(), None);
+}
+
+#[test]
+fn a_drained_node_keeps_its_routes_for_the_graceful_shutdown_wait() {
+    let mut lab = Lab::new(Params {
+        graceful_shutdown_wait: secs(15),
+        ..Params::default()
+    });
+    lab.show(ms(0), VIP, "public");
+    lab.show(ms(0), VIP2, "public");
+    // Cordoned at 1 s: still advertised (the speaker marks them
+    // GRACEFUL_SHUTDOWN), withdrawn 15 s later, no hold-down on top.
+    lab.present.clear();
+    let drained = BTreeMap::from([(vip(VIP), Absence::Drained), (vip(VIP2), Absence::Drained)]);
+    assert_eq!(lab.push(secs(1), &drained, true), vec![]);
+    assert_eq!(
+        lab.s.drained().copied().collect::<Vec<_>>(),
+        vec![vip(VIP), vip(VIP2)]
+    );
+    assert_eq!(
+        lab.state(VIP),
+        Some(KeyState::Draining {
+            reason: Absence::Drained,
+            since: lab.at(secs(1)),
+            until: Some(lab.at(secs(16))),
+        })
+    );
+    assert_eq!(lab.deadline(), Some(secs(16)));
+    assert_eq!(lab.poll(secs(16) - ms(1)), vec![]);
+    // Both at once: a drain is not slowed by the mass-withdrawal guard.
+    assert_eq!(lab.poll(secs(16)), vec![wd(VIP), wd(VIP2)]);
+    assert_eq!(lab.s.drained().count(), 0);
+}
+
+#[test]
+fn an_uncordoned_node_keeps_its_routes_without_an_update() {
+    let mut lab = Lab::new(Params {
+        graceful_shutdown_wait: secs(15),
+        ..Params::default()
+    });
+    lab.show(ms(0), VIP, "public");
+    assert_eq!(lab.lose(secs(1), VIP, Some(Absence::Drained)), vec![]);
+    // Uncordoned inside the wait: nothing was withdrawn, nothing is sent.
+    assert_eq!(lab.show(secs(5), VIP, "public"), vec![]);
+    assert_eq!(lab.state(VIP), Some(KeyState::Advertised));
+    assert_eq!(lab.s.drained().count(), 0);
 }

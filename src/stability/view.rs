@@ -73,4 +73,9 @@ pub struct Counters {
     /// Prefixes advertised right now although the source does not have
     /// them (held down, damped or draining).
     pub held_down: u64,
+    /// Withdrawals the mass-withdrawal guard holds back right now (a gauge;
+    /// also counted in `held_down`).
+    pub withdrawals_deferred: u64,
+    /// Withdrawals the guard has ever held back.
+    pub withdrawals_deferred_total: u64,
 }

@@ -129,6 +129,8 @@ fn values_follow_the_status() {
     assert_eq!(v("holdfast_damping_suppressions_total", &[]), 1.0);
     assert_eq!(v("holdfast_route_advertisements_total", &[]), 30.0);
     assert_eq!(v("holdfast_route_withdrawals_total", &[]), 2.0);
+    assert_eq!(v("holdfast_withdrawals_deferred", &[]), 3.0);
+    assert_eq!(v("holdfast_withdrawals_deferred_total", &[]), 40.0);
     assert_eq!(v("holdfast_source_healthy", &[("kind", "kubernetes")]), 1.0);
     assert_eq!(v("holdfast_source_synced", &[("kind", "kubernetes")]), 1.0);
     assert_eq!(v("holdfast_source_vips", &[("kind", "kubernetes")]), 4.0);

@@ -15,6 +15,18 @@ fn route(state: &str) -> RouteStatus {
 }
 
 #[test]
+fn a_deferred_route_says_the_guard_paces_it() {
+    let r = RouteStatus {
+        absence: Some("vanished".into()),
+        ..route("deferred")
+    };
+    assert_eq!(
+        route_state(&r),
+        "deferred (vanished): the mass-withdrawal guard paces its withdrawal"
+    );
+}
+
+#[test]
 fn the_whole_status_reads_as_expected() {
     let expected = "\
 holdfast 0.1.0 on node worker-1, up 3d04h05m
@@ -25,6 +37,7 @@ routes advertised: 6, held down: 4
 withdrawals absorbed by hold-down: 519
 absences absorbed by damping: 3, damping suppressions: 1
 route advertisements: 30, withdrawals: 2
+mass-withdrawal guard: 3 withdrawals deferred (stability.max_withdraw_fraction)
 
 Neighbor                         Address                         AS  MsgRcvd  MsgSent   Up/Down  State/PfxSnt
 tor1                             192.0.2.1                    65000     1234     1240  01:02:03             5
