@@ -1,6 +1,8 @@
 //! The knobs of the stability layer: `[stability]` and `[stability.damping]`
-//! in the config file. The config layer parses them; this module only checks
-//! that a set of values is one the state machine can run with.
+//! in the config file. They are defined and defaulted here, once; the
+//! config layer parses the file into them and calls [`Params::validate`] at
+//! load time (with the offending line), so `holdfast check`, `run` and a
+//! reload judge a file the same way.
 
 use std::fmt;
 use std::time::Duration;
@@ -46,7 +48,7 @@ impl Default for Params {
 
 /// RFC 2439 damping parameters (§4.2 "configuration parameters"), applied to
 /// absences of a VIP rather than to routes received from a peer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DampingParams {
     /// The figure of merit halves every `half_life` (RFC 2439 "decay half
     /// life"). Default 15 min.
