@@ -118,11 +118,7 @@ fn a_refused_reload_keeps_the_old_config_sets_the_metric_and_logs_one_line() {
         AD,
         "withdraw_hold_down = \"1s\"",
     );
-    let mut node = Holdfast::start(
-        &lab.node,
-        &good,
-        &vips(&["198.51.100.10", "198.51.100.11"]),
-    );
+    let mut node = Holdfast::start(&lab.node, &good, &vips(&["198.51.100.10", "198.51.100.11"]));
     frr.wait_established(node_ip(), LONG);
     testlab::wait_until(LONG, "FRR has both VIPs", || {
         (frr.prefix("198.51.100.10/32").is_some() && frr.prefix("198.51.100.11/32").is_some())
@@ -161,9 +157,15 @@ fn a_refused_reload_keeps_the_old_config_sets_the_metric_and_logs_one_line() {
             .collect();
         let attempts = log
             .lines()
-            .filter(|l| l.contains("SIGHUP: reloading") || l.contains("config file changed: reloading"))
+            .filter(|l| {
+                l.contains("SIGHUP: reloading") || l.contains("config file changed: reloading")
+            })
             .count();
-        assert_eq!(refused.len(), attempts, "one line per refused reload:\n{log}");
+        assert_eq!(
+            refused.len(),
+            attempts,
+            "one line per refused reload:\n{log}"
+        );
         assert!(
             refused.iter().all(|l| l.contains(&expected)),
             "every refusal names {expected}:\n{log}"
@@ -188,9 +190,11 @@ fn a_refused_reload_keeps_the_old_config_sets_the_metric_and_logs_one_line() {
         (metric(&node.metrics(), "holdfast_config_reload_error") == 1.0).then_some(())
     });
     node.write_vips(&vips(&["198.51.100.10"]));
-    testlab::wait_until(LONG, "FRR loses 198.51.100.11 after the old hold-down", || {
-        frr.prefix("198.51.100.11/32").is_none().then_some(())
-    });
+    testlab::wait_until(
+        LONG,
+        "FRR loses 198.51.100.11 after the old hold-down",
+        || frr.prefix("198.51.100.11/32").is_none().then_some(()),
+    );
     assert!(frr.prefix("198.51.100.10/32").is_some());
 }
 
@@ -288,12 +292,16 @@ fn an_edit_made_while_a_reload_runs_is_applied() {
         resets < 4 && reloaded == 1,
         "the first reload was over before the second edit ({resets} resets): the test needs a slower reload"
     );
-    testlab::wait_until(Duration::from_secs(30), "the second edit applied (peer late added)", || {
-        node.log()
-            .lines()
-            .any(|l| l.contains("peer added") && l.contains("late"))
-            .then_some(())
-    });
+    testlab::wait_until(
+        Duration::from_secs(30),
+        "the second edit applied (peer late added)",
+        || {
+            node.log()
+                .lines()
+                .any(|l| l.contains("peer added") && l.contains("late"))
+                .then_some(())
+        },
+    );
 }
 
 #[test]
@@ -304,7 +312,10 @@ fn a_connect_retry_change_resets_nothing_and_counters_survive_a_reset() {
     let conf = |hold: &str, retry: &str| {
         node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "")
             .replace("hold_time = \"9s\"", &format!("hold_time = \"{hold}\""))
-            .replace("connect_retry = \"1s\"", &format!("connect_retry = \"{retry}\""))
+            .replace(
+                "connect_retry = \"1s\"",
+                &format!("connect_retry = \"{retry}\""),
+            )
     };
     let node = Holdfast::start(&lab.node, &conf("9s", "1s"), &vips(&["198.51.100.10"]));
     frr.wait_established(node_ip(), LONG);
@@ -321,7 +332,11 @@ fn a_connect_retry_change_resets_nothing_and_counters_survive_a_reset() {
     let sent = peer_metric(&scrape, "holdfast_peer_updates_sent_total", "tor1");
     assert!(sent > 0.0, "updates sent before the reload: {sent}");
     assert_eq!(
-        peer_metric(&scrape, "holdfast_peer_established_transitions_total", "tor1"),
+        peer_metric(
+            &scrape,
+            "holdfast_peer_established_transitions_total",
+            "tor1"
+        ),
         1.0
     );
 
@@ -332,11 +347,20 @@ fn a_connect_retry_change_resets_nothing_and_counters_survive_a_reset() {
     });
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(connections(), 1, "FRR saw the session reset");
-    assert_eq!(log_lines(&node, "resetting its session"), 0, "{}", node.log());
+    assert_eq!(
+        log_lines(&node, "resetting its session"),
+        0,
+        "{}",
+        node.log()
+    );
     let scrape = node.metrics();
     assert!(peer_metric(&scrape, "holdfast_peer_updates_sent_total", "tor1") >= sent);
     assert_eq!(
-        peer_metric(&scrape, "holdfast_peer_established_transitions_total", "tor1"),
+        peer_metric(
+            &scrape,
+            "holdfast_peer_established_transitions_total",
+            "tor1"
+        ),
         1.0
     );
 
@@ -356,7 +380,11 @@ fn a_connect_retry_change_resets_nothing_and_counters_survive_a_reset() {
     });
     let scrape = node.metrics();
     assert_eq!(
-        peer_metric(&scrape, "holdfast_peer_established_transitions_total", "tor1"),
+        peer_metric(
+            &scrape,
+            "holdfast_peer_established_transitions_total",
+            "tor1"
+        ),
         2.0,
         "established transitions of both sessions"
     );

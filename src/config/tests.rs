@@ -521,7 +521,17 @@ fn duration_hints_are_built_from_the_value_and_each_is_taken_back() {
         ),
         (stability("withdraw_hold_down"), "\"1.5m\"", &["90s"]),
         (stability("withdraw_hold_down"), "30", &["30s", "30ms"]),
-        (damping("half_life"), "\"0.5s\"", &["500ms"]),
+        // With the default max_suppress (60m), a half_life of 500ms puts
+        // the damping ceiling at 750 × 2^7200: refused, by `run` too. A
+        // short max_suppress makes the suggestion one the daemon runs.
+        (
+            format!(
+                "{}[stability.damping]\nmax_suppress = \"1s\"\nhalf_life = {{V}}\n",
+                with_peer("")
+            ),
+            "\"0.5s\"",
+            &["500ms"],
+        ),
         (damping("half_life"), "\"60s1m\"", &["2m"]),
     ];
     for (template, written, expected) in cases {
@@ -922,6 +932,34 @@ fn source_kinds_and_their_keys() {
             require_class: true,
         })
     );
+}
+
+/// The stability layer's own judgement, at load time and at the value:
+/// what `check` accepts, `run` and a reload accept too.
+#[test]
+fn stability_values_the_stability_layer_refuses_are_refused_where_written() {
+    let at = |stability: &str| problems(&format!("{}[stability]\n{stability}", with_peer("")));
+    assert_eq!(
+        at("withdraw_hold_down = \"8761h\"\n"),
+        vec![
+            "10:22: stability.withdraw_hold_down = 31539600s is longer than the maximum of 31536000s"
+        ]
+    );
+    assert_eq!(
+        at("delete_delay = \"8761h\"\n"),
+        vec!["10:16: stability.delete_delay = 31539600s is longer than the maximum of 31536000s"]
+    );
+    let damping = at("[stability.damping]\nhalf_life = \"1ms\"\nmax_suppress = \"1000h\"\n");
+    assert_eq!(damping.len(), 1, "{damping:?}");
+    assert!(
+        damping[0].starts_with("12:16: stability.damping: the figure of merit is capped at"),
+        "{damping:?}"
+    );
+    // At the maximum itself: accepted.
+    valid(&format!(
+        "{}[stability]\nwithdraw_hold_down = \"8760h\"\n",
+        with_peer("")
+    ));
 }
 
 #[test]

@@ -877,7 +877,12 @@ impl Daemon {
         let ttl = listener_ttl(new);
         match bind_listener(addr, &keys, ttl, self.accept_tx.clone()) {
             Ok(l) => Ok(Some(l)),
-            Err(e) if self.listener.as_ref().is_some_and(|l| l.addr.port() == addr.port()) => {
+            Err(e)
+                if self
+                    .listener
+                    .as_ref()
+                    .is_some_and(|l| l.addr.port() == addr.port()) =>
+            {
                 let old = self.listener.take().expect("checked above");
                 let (old_addr, old_keys) = (old.addr, old.keys.clone());
                 drop(old);

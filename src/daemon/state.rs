@@ -47,7 +47,10 @@ pub(super) fn add_stats(into: &mut Stats, more: &Stats) {
     into.established_transitions += more.established_transitions;
     for (into, more) in [
         (&mut into.notifications_sent, &more.notifications_sent),
-        (&mut into.notifications_received, &more.notifications_received),
+        (
+            &mut into.notifications_received,
+            &more.notifications_received,
+        ),
     ] {
         for &(code, subcode, n) in more {
             match into.iter_mut().find(|e| e.0 == code && e.1 == subcode) {
@@ -152,7 +155,10 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
         });
     }
     let mut stats = p.carried.clone();
-    let rt = p.runtime.as_ref().map(|rt| rt.lock().expect("peer runtime lock").clone());
+    let rt = p
+        .runtime
+        .as_ref()
+        .map(|rt| rt.lock().expect("peer runtime lock").clone());
     if let Some(rt) = &rt {
         add_stats(&mut stats, &rt.stats);
     }

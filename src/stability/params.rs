@@ -126,8 +126,12 @@ impl fmt::Display for ParamsError {
                 f,
                 "stability.damping: the figure of merit is capped at \
                  reuse_threshold * 2^(max_suppress / half_life) = {ceiling}, which must be \
-                 finite and above suppress_threshold ({suppress}); raise max_suppress or \
-                 lower half_life"
+                 finite and above suppress_threshold ({suppress}); {}",
+                if ceiling.is_finite() {
+                    "raise max_suppress or lower half_life"
+                } else {
+                    "lower max_suppress or raise half_life"
+                }
             ),
         }
     }
