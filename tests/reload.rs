@@ -389,3 +389,53 @@ fn a_connect_retry_change_resets_nothing_and_counters_survive_a_reset() {
         "established transitions of both sessions"
     );
 }
+
+#[test]
+fn a_reload_moves_the_api_and_the_listening_address() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let conf = |speaker: &str| {
+        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "").replace(
+            "hostname = \"node-1\"\n",
+            &format!("hostname = \"node-1\"\n{speaker}"),
+        )
+    };
+    let mut node = Holdfast::start(
+        &lab.node,
+        &conf("listen = \"0.0.0.0:179\"\n"),
+        &vips(&["198.51.100.10"]),
+    );
+    frr.wait_established(node_ip(), LONG);
+    let localhost: IpAddr = "127.0.0.1".parse().unwrap();
+    let probe = |port: u16| lab.node.tcp_probe(localhost, port, Duration::from_secs(1));
+    assert_eq!(probe(9179), testlab::TcpProbe::Connected);
+
+    node.write_config(&conf(
+        "listen = \"192.0.2.2:1179\"\napi = \"127.0.0.1:9180\"\n",
+    ));
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "the API on 127.0.0.1:9180", || {
+        (probe(9180) == testlab::TcpProbe::Connected).then_some(())
+    });
+    testlab::wait_until(LONG, "the API gone from 127.0.0.1:9179", || {
+        (probe(9179) != testlab::TcpProbe::Connected).then_some(())
+    });
+    let node_addr = node_ip();
+    testlab::wait_until(LONG, "BGP accepted on 192.0.2.2:1179", || {
+        (lab.router
+            .tcp_probe(node_addr, 1179, Duration::from_secs(1))
+            == testlab::TcpProbe::Connected)
+            .then_some(())
+    });
+    testlab::wait_until(LONG, "BGP no longer accepted on port 179", || {
+        (lab.router.tcp_probe(node_addr, 179, Duration::from_secs(1))
+            != testlab::TcpProbe::Connected)
+            .then_some(())
+    });
+    assert_eq!(
+        frr.neighbor(node_ip())["connectionsEstablished"].as_u64(),
+        Some(1),
+        "moving the listener reset no session"
+    );
+}
