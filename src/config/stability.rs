@@ -5,94 +5,24 @@ use std::time::Duration;
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
 use super::tree::{self, Table};
+use crate::stability::ParamsError;
 
-/// `[stability]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Stability {
-    /// A VIP that disappears stays advertised until it has been absent this
-    /// long; coming back within the window costs no UPDATE.
-    pub withdraw_hold_down: Duration,
-    /// Wait this long after a VIP first appears before advertising it, so
-    /// bursts of changes go out together.
-    pub advertise_delay: Duration,
-    /// Hold-down for definitive removals (Service deleted, opted out), which
-    /// cannot be flaps.
-    pub delete_delay: Duration,
-    /// Delay before withdrawing a VIP of a Service with traffic policy
-    /// `Local` once this node has no ready endpoint of it (the datapath
-    /// drops its traffic from then on).
-    pub local_endpoint_delay: Duration,
-    /// RFC 2439-style damping of VIPs that keep flapping; none when
-    /// disabled.
-    pub damping: Option<Damping>,
-    /// Mass-withdrawal guard: at most this share of this node's routes is
-    /// withdrawn in one step; the rest goes at `withdraw_rate`. 1.0 is off.
-    pub max_withdraw_fraction: f64,
-    /// Withdrawals per second once the guard holds them back.
-    pub withdraw_rate: f64,
-}
+/// `[stability]`: the stability layer's own parameter type, so that each
+/// value is defined and defaulted once (`stability::Params`). The config
+/// layer fills it in and judges it with the layer's own `validate`, at the
+/// offending line, so `check`, `run` and a reload refuse the same files.
+pub use crate::stability::Params as Stability;
+
+/// `[stability.damping]`: flap damping after RFC 2439 §4.2, applied to VIP
+/// absences (`stability::DampingParams`).
+pub use crate::stability::DampingParams as Damping;
 
 /// `withdraw_rate`'s default, per second.
 pub const DEFAULT_WITHDRAW_RATE: f64 = 10.0;
 
-impl Default for Stability {
-    fn default() -> Self {
-        Stability {
-            withdraw_hold_down: Duration::from_secs(30),
-            advertise_delay: Duration::ZERO,
-            delete_delay: Duration::ZERO,
-            local_endpoint_delay: Duration::ZERO,
-            damping: None,
-            max_withdraw_fraction: crate::stability::DEFAULT_MAX_WITHDRAW_FRACTION,
-            withdraw_rate: DEFAULT_WITHDRAW_RATE,
-        }
-    }
-}
-
-impl Stability {
-    /// The time between two withdrawals the guard has held back.
-    pub fn withdraw_interval(&self) -> Duration {
-        // The parser keeps the rate within MIN_RATE..=MAX_RATE, so the
-        // interval is at least 1 µs and at most an hour.
-        Duration::from_secs_f64(1.0 / self.withdraw_rate)
-    }
-}
-
 /// `withdraw_rate` bounds, per second: one an hour, a million a second.
 const MIN_RATE: f64 = 1.0 / 3600.0;
 const MAX_RATE: f64 = 1_000_000.0;
-
-/// Flap damping after RFC 2439 §4.2, applied to VIP absences: each absence
-/// adds `penalty`; the penalty decays with `half_life`. Above
-/// `suppress_threshold` the VIP is held advertised through absences until
-/// the penalty decays below `reuse_threshold` (or `max_suppress` passes).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Damping {
-    /// Time for the penalty to halve.
-    pub half_life: Duration,
-    /// Penalty added per absence.
-    pub penalty: u32,
-    /// Penalty above which the VIP is held advertised.
-    pub suppress_threshold: u32,
-    /// Penalty below which normal hold-down applies again; less than
-    /// `suppress_threshold`.
-    pub reuse_threshold: u32,
-    /// Longest time a VIP is held by damping.
-    pub max_suppress: Duration,
-}
-
-impl Default for Damping {
-    /// RFC 2439 §4.2's example values.
-    fn default() -> Self {
-        Damping {
-            half_life: Duration::from_secs(15 * 60),
-            penalty: 1000,
-            suppress_threshold: 2000,
-            reuse_threshold: 750,
-            max_suppress: Duration::from_secs(60 * 60),
-        }
-    }
-}
 
 /// Keys of `[stability]`.
 pub(crate) const STABILITY_KEYS: &[&str] = &[
@@ -131,22 +61,66 @@ pub(crate) fn parse_stability(table: &Table<'_, '_>, d: &mut Diagnostics) -> Opt
         Some(v) => parse_damping(v, d),
     };
     let max_withdraw_fraction = match table.get("max_withdraw_fraction") {
-        None => Some(defaults.max_withdraw_fraction),
+        None => Some(defaults.guard.max_withdraw_fraction),
         Some(v) => parse_fraction(v, d),
     };
     let withdraw_rate = match table.get("withdraw_rate") {
-        None => Some(defaults.withdraw_rate),
+        None => Some(DEFAULT_WITHDRAW_RATE),
         Some(v) => parse_rate(v, d),
     };
-    Some(Stability {
+    let params = Stability {
         withdraw_hold_down: withdraw_hold_down?,
         advertise_delay: advertise_delay?,
         delete_delay: delete_delay?,
         local_endpoint_delay: local_endpoint_delay?,
         damping: damping?,
-        max_withdraw_fraction: max_withdraw_fraction?,
-        withdraw_rate: withdraw_rate?,
-    })
+        // The daemon fills it in from `speaker.graceful_shutdown_wait`.
+        graceful_shutdown_wait: Duration::ZERO,
+        guard: crate::stability::GuardParams {
+            max_withdraw_fraction: max_withdraw_fraction?,
+            // The parser keeps the rate within MIN_RATE..=MAX_RATE, so the
+            // interval is at least 1 µs and at most an hour.
+            withdraw_interval: Duration::from_secs_f64(1.0 / withdraw_rate?),
+        },
+    };
+    // The one judgement of these values: the stability layer's own, so
+    // nothing `check` accepts is refused later by `run` or a reload.
+    match params.validate() {
+        Ok(()) => Some(params),
+        Err(e) => {
+            let at = offending_span(table, &e);
+            d.error(&at, e.to_string());
+            None
+        }
+    }
+}
+
+/// Where in `[stability]` the value `e` complains about is written: the
+/// key's value when the file sets it, else the table (a default is never
+/// refused on its own, but a default next to a set value can be).
+fn offending_span(table: &Table<'_, '_>, e: &ParamsError) -> std::ops::Range<usize> {
+    let key = match e {
+        ParamsError::TooLong { field, .. } | ParamsError::Zero { field } => *field,
+        ParamsError::ReuseNotBelowSuppress { .. } => "stability.damping.reuse_threshold",
+        ParamsError::UnusableCeiling { .. } => "stability.damping.max_suppress",
+        ParamsError::Fraction { .. } => "stability.max_withdraw_fraction",
+    };
+    let mut path = key.split('.').skip(1);
+    let span_in = |t: &Table<'_, '_>, k: &str| t.get(k).map(|v| v.span());
+    match (path.next(), path.next()) {
+        (Some("damping"), Some(inner)) => {
+            let Some(damping) = table.get("damping") else {
+                return table.span();
+            };
+            match damping.get_ref() {
+                toml::de::DeValue::Table(t) => t.get(inner).map(|v| v.span()),
+                _ => None,
+            }
+            .unwrap_or(damping.span())
+        }
+        (Some(k), None) => span_in(table, k).unwrap_or(table.span()),
+        _ => table.span(),
+    }
 }
 
 /// A number, integer or float.

@@ -106,8 +106,8 @@ fn minimal_config_gets_documented_defaults() {
             delete_delay: Duration::ZERO,
             local_endpoint_delay: Duration::ZERO,
             damping: None,
-            max_withdraw_fraction: 0.5,
-            withdraw_rate: 10.0,
+            graceful_shutdown_wait: Duration::ZERO,
+            guard: crate::stability::GuardParams::default(),
         }
     );
     assert_eq!(
@@ -284,8 +284,11 @@ fn full_schema_parses_to_the_values_written() {
                 reuse_threshold: 1000,
                 max_suppress: secs(3600),
             }),
-            max_withdraw_fraction: 0.25,
-            withdraw_rate: 0.5,
+            graceful_shutdown_wait: Duration::ZERO,
+            guard: crate::stability::GuardParams {
+                max_withdraw_fraction: 0.25,
+                withdraw_interval: secs(2),
+            },
         }
     );
 
@@ -531,7 +534,17 @@ fn duration_hints_are_built_from_the_value_and_each_is_taken_back() {
         ),
         (stability("withdraw_hold_down"), "\"1.5m\"", &["90s"]),
         (stability("withdraw_hold_down"), "30", &["30s", "30ms"]),
-        (damping("half_life"), "\"0.5s\"", &["500ms"]),
+        // With the default max_suppress (60m), a half_life of 500ms puts
+        // the damping ceiling at 750 × 2^7200: refused, by `run` too. A
+        // short max_suppress makes the suggestion one the daemon runs.
+        (
+            format!(
+                "{}[stability.damping]\nmax_suppress = \"1s\"\nhalf_life = {{V}}\n",
+                with_peer("")
+            ),
+            "\"0.5s\"",
+            &["500ms"],
+        ),
         (damping("half_life"), "\"60s1m\"", &["2m"]),
     ];
     for (template, written, expected) in cases {
@@ -984,6 +997,34 @@ fn source_kinds_and_their_keys() {
     );
 }
 
+/// The stability layer's own judgement, at load time and at the value:
+/// what `check` accepts, `run` and a reload accept too.
+#[test]
+fn stability_values_the_stability_layer_refuses_are_refused_where_written() {
+    let at = |stability: &str| problems(&format!("{}[stability]\n{stability}", with_peer("")));
+    assert_eq!(
+        at("withdraw_hold_down = \"8761h\"\n"),
+        vec![
+            "10:22: stability.withdraw_hold_down = 31539600s is longer than the maximum of 31536000s"
+        ]
+    );
+    assert_eq!(
+        at("delete_delay = \"8761h\"\n"),
+        vec!["10:16: stability.delete_delay = 31539600s is longer than the maximum of 31536000s"]
+    );
+    let damping = at("[stability.damping]\nhalf_life = \"1ms\"\nmax_suppress = \"1000h\"\n");
+    assert_eq!(damping.len(), 1, "{damping:?}");
+    assert!(
+        damping[0].starts_with("12:16: stability.damping: the figure of merit is capped at"),
+        "{damping:?}"
+    );
+    // At the maximum itself: accepted.
+    valid(&format!(
+        "{}[stability]\nwithdraw_hold_down = \"8760h\"\n",
+        with_peer("")
+    ));
+}
+
 #[test]
 fn stability_and_damping() {
     let config = valid(&format!("{}[stability.damping]\n", with_peer("")));
@@ -1037,10 +1078,9 @@ fn graceful_shutdown_wait_is_a_bounded_duration() {
 #[test]
 fn mass_withdrawal_guard_keys() {
     let config = valid(&with_peer(""));
-    assert_eq!(config.stability.max_withdraw_fraction, 0.5);
-    assert_eq!(config.stability.withdraw_rate, 10.0);
+    assert_eq!(config.stability.guard.max_withdraw_fraction, 0.5);
     assert_eq!(
-        config.stability.withdraw_interval(),
+        config.stability.guard.withdraw_interval,
         Duration::from_millis(100)
     );
     for (rate, per_second) in [
@@ -1055,8 +1095,12 @@ fn mass_withdrawal_guard_keys() {
             "{}[stability]\nmax_withdraw_fraction = 1\nwithdraw_rate = {rate}\n",
             with_peer("")
         ));
-        assert_eq!(config.stability.withdraw_rate, per_second, "{rate}");
-        assert_eq!(config.stability.max_withdraw_fraction, 1.0);
+        assert_eq!(
+            config.stability.guard.withdraw_interval,
+            Duration::from_secs_f64(1.0 / per_second),
+            "{rate}"
+        );
+        assert_eq!(config.stability.guard.max_withdraw_fraction, 1.0);
     }
     let text = format!(
         "{}[stability]\nmax_withdraw_fraction = 0\nwithdraw_rate = \"0/s\"\n",

@@ -63,25 +63,13 @@ type UpdateInput<'a> = (
     &'a BTreeMap<IpNet, stability::Absence>,
 );
 
+/// The stability layer's parameters: the config layer produced and
+/// validated them (`config::Stability` is `stability::Params`); the drain's
+/// wait comes from `[speaker]`.
 fn stability_params(c: &Config) -> stability::Params {
-    let s = &c.stability;
     stability::Params {
-        advertise_delay: s.advertise_delay,
-        withdraw_hold_down: s.withdraw_hold_down,
-        delete_delay: s.delete_delay,
-        local_endpoint_delay: s.local_endpoint_delay,
-        damping: s.damping.as_ref().map(|d| stability::DampingParams {
-            half_life: d.half_life,
-            penalty: d.penalty,
-            suppress_threshold: d.suppress_threshold,
-            reuse_threshold: d.reuse_threshold,
-            max_suppress: d.max_suppress,
-        }),
         graceful_shutdown_wait: c.speaker.graceful_shutdown_wait,
-        guard: stability::GuardParams {
-            max_withdraw_fraction: s.max_withdraw_fraction,
-            withdraw_interval: s.withdraw_interval(),
-        },
+        ..c.stability.clone()
     }
 }
 
@@ -136,6 +124,34 @@ struct Peer {
     /// When its desired table last changed (the periodic reconcile leaves
     /// a session alone while it may still be following a change).
     table_changed: Instant,
+    /// The counters of its earlier sessions: they belong to the peer's
+    /// name and survive a reset.
+    carried: bgp_proto::fsm::Stats,
+}
+
+/// A connection accepted by the passive side, with its source.
+type Accepted = (tokio::net::TcpStream, std::net::SocketAddr);
+
+/// The passive side (`speaker.listen`) as it is bound now.
+struct Listener {
+    addr: std::net::SocketAddr,
+    socket: Arc<tokio::net::TcpListener>,
+    /// The MD5 keys set on it (RFC 2385), by peer address.
+    keys: BTreeMap<IpAddr, Vec<u8>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// The HTTP API as it is bound now.
+struct Api {
+    addr: std::net::SocketAddr,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 struct Daemon {
@@ -173,9 +189,6 @@ struct Daemon {
     stability_dirty: bool,
     /// `stability.next_deadline()` as of the last change.
     next_deadline: Option<Instant>,
-    /// The passive side (`speaker.listen`), whose TTL settings follow the
-    /// peers.
-    listener: Option<Arc<tokio::net::TcpListener>>,
     /// The periodic reconcile (`[source] resync`).
     resync: crate::source::resync::Schedule,
     /// Routes and VIPs the reconciles have repaired.
@@ -185,6 +198,17 @@ struct Daemon {
     /// The tables last published marked some routes of a drained node
     /// GRACEFUL_SHUTDOWN.
     drained_marked: bool,
+    /// The passive side (`speaker.listen`), whose TTL settings and MD5
+    /// keys follow the peers.
+    listener: Option<Listener>,
+    /// Where the passive side hands accepted connections.
+    accept_tx: tokio::sync::mpsc::UnboundedSender<Accepted>,
+    /// The HTTP API; rebound when `speaker.api` changes.
+    api: Api,
+    /// What the API serves.
+    view: Arc<View>,
+    /// Turns true when the daemon stops.
+    shutdown: watch::Receiver<bool>,
 }
 
 /// One probed VIP.
@@ -262,6 +286,7 @@ impl Daemon {
             waiting: None,
             bfd: None,
             table_changed: Instant::now(),
+            carried: Default::default(),
         };
         match Self::resolve(p) {
             Ok(gw) => {
@@ -837,98 +862,124 @@ impl Daemon {
                     runtime: p.handle.as_ref().map(|h| h.runtime.clone()),
                     waiting: p.waiting.clone(),
                     bfd: p.bfd.as_ref().map(|b| b.status.clone()),
+                    carried: p.carried.clone(),
                 })
             })
             .collect();
     }
 
-    /// Config reload (SIGHUP or the file changed): peers added, removed or
-    /// changed are started, stopped or reset one by one; unchanged sessions
-    /// stay up and send nothing unless their routes changed.
-    async fn reload(&mut self) {
-        let new = match load_config(&self.opts.config).await {
-            Ok(c) => c,
-            Err(text) => {
-                error!("config reload failed; the running config stays:\n{text}");
-                self.config_error = Some(text);
-                return;
+    /// Config reload (SIGHUP or the file changed), everything or nothing:
+    /// whatever can fail (reading and checking the file, resolving the
+    /// router ID, binding a new API or BGP listening address) is done
+    /// before anything changes, and a failure leaves the running config in
+    /// force, logged in one line and shown by `holdfast_config_reload_error`.
+    /// Then peers added, removed or changed are started, stopped or reset
+    /// one by one; unchanged sessions stay up and send nothing unless their
+    /// routes changed.
+    ///
+    /// Returns the file's identity as it was *before* it was read: an edit
+    /// made while the reload ran then differs from it, and the poller
+    /// reloads again.
+    async fn reload(&mut self) -> Option<Stamp> {
+        let before = stamp(&self.opts.config);
+        match self.prepare(&self.opts.config.clone()).await {
+            Ok(None) => self.config_error = None,
+            Ok(Some(prepared)) => {
+                self.config_error = None;
+                self.commit(prepared).await;
             }
-        };
-        if new == *self.config {
-            self.config_error = None;
-            return;
+            Err(text) => {
+                error!(
+                    "config reload refused, the running config stays: {}",
+                    text.replace('\n', "; ")
+                );
+                self.config_error = Some(text);
+            }
         }
-        info!("config reloaded from {}", self.opts.config.display());
-        self.config_error = None;
+        before
+    }
+
+    /// Everything of a reload that can fail. `Ok(None)`: nothing changed.
+    async fn prepare(&self, path: &Path) -> Result<Option<Prepared>, String> {
+        let new = config::load(path).map_err(|diags| {
+            diags
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })?;
+        if new == *self.config {
+            return Ok(None);
+        }
         let identity_changed = config_identity(&new) != config_identity(&self.config);
+        let router_id = if identity_changed {
+            router_id(&new)?
+        } else {
+            self.router_id
+        };
+        // Checked at load time already; the stability layer checks again
+        // when it takes them, which must not be the first refusal.
+        new.stability
+            .validate()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let api = if new.speaker.api != self.api.addr {
+            Some(
+                crate::api::bind(new.speaker.api)
+                    .await
+                    .map_err(|e| format!("speaker.api: {e}"))?,
+            )
+        } else {
+            None
+        };
+        Ok(Some(Prepared {
+            config: new,
+            router_id,
+            identity_changed,
+            api,
+        }))
+    }
+
+    /// Applies a prepared reload.
+    async fn commit(&mut self, prepared: Prepared) {
+        let Prepared {
+            config: new,
+            router_id,
+            identity_changed,
+            api,
+        } = prepared;
+        // The listening socket is rebound before anything else changes:
+        // it is the last thing that can fail.
+        let listener = if new.speaker.listen != self.config.speaker.listen {
+            match self.rebind_listener(&new) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    let text = format!("speaker.listen: {e}");
+                    error!("config reload refused, the running config stays: {text}");
+                    self.config_error = Some(text);
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        info!("config reloaded from {}", self.opts.config.display());
         let old = std::mem::replace(&mut self.config, Arc::new(new));
         if identity_changed {
             self.node = node_name(&self.config);
-            if let Ok(id) = router_id(&self.config) {
-                self.router_id = id;
-            }
+            self.router_id = router_id;
         }
-        // Peers, one by one.
-        let new_peers: BTreeMap<String, config::Peer> = self
-            .config
-            .peers
-            .iter()
-            .map(|p| (p.name.clone(), p.clone()))
-            .collect();
-        let names: Vec<String> = self.peers.keys().cloned().collect();
-        for name in names {
-            match new_peers.get(&name) {
-                None => {
-                    info!(peer = %name, "peer removed from the config");
-                    self.stop_peer(&name, StopHow::Deconfigured).await;
-                }
-                Some(p)
-                    if identity_changed
-                        || self.peers.get(&name).is_some_and(|cur| cur.config != *p) =>
-                {
-                    info!(peer = %name, "peer changed: resetting its session");
-                    let moved = self
-                        .peers
-                        .get(&name)
-                        .is_some_and(|cur| cur.config.address != p.address);
-                    self.stop_peer(
-                        &name,
-                        if moved {
-                            StopHow::Deconfigured
-                        } else {
-                            StopHow::Reconfigured
-                        },
-                    )
-                    .await;
-                    self.start_peer(p);
-                }
-                Some(_) => {}
-            }
+        if let Some(l) = listener {
+            self.listener = l;
         }
-        for (name, p) in &new_peers {
-            if !self.peers.contains_key(name) {
-                info!(peer = %name, "peer added");
-                self.start_peer(p);
-            }
-        }
-        // The listener's TTL settings follow the peers.
-        if let Some(l) = &self.listener {
-            let ttl = listener_ttl(&self.config);
-            if ttl != listener_ttl(&old) {
-                match ttl.apply(l.as_ref()) {
-                    Ok(()) => {
-                        info!(
-                            ttl = ttl.ttl,
-                            min_ttl = ttl.min_ttl,
-                            "listening socket's TTL settings changed"
-                        )
-                    }
-                    Err(e) => error!("listening socket's TTL settings: {e}"),
-                }
-            }
+        if let Some(l) = api {
+            let addr = self.config.speaker.api;
+            info!(api = %addr, "HTTP API listening");
+            let new_api = spawn_api(l, addr, self.view.clone(), self.shutdown.clone());
+            let old_api = std::mem::replace(&mut self.api, new_api);
+            let _ = old_api.stop.send(true);
         }
         self.drain.0.lock().expect("drain lock").wait = self.config.speaker.graceful_shutdown_wait;
-        // Stability parameters.
+        // Stability parameters (validated in `prepare`).
         if old.stability != self.config.stability
             || old.speaker.graceful_shutdown_wait != self.config.speaker.graceful_shutdown_wait
         {
@@ -944,6 +995,68 @@ impl Daemon {
                     self.apply(changes, &notes);
                 }
                 Err(e) => error!("stability parameters: {e}"),
+            }
+        }
+        // Peers, one by one. The listener's keys first, so that a peer
+        // added or re-keyed can connect as soon as its session exists.
+        self.follow_listener_keys();
+        let new_peers: BTreeMap<String, config::Peer> = self
+            .config
+            .peers
+            .iter()
+            .map(|p| (p.name.clone(), p.clone()))
+            .collect();
+        let names: Vec<String> = self.peers.keys().cloned().collect();
+        for name in names {
+            let Some(cur) = self.peers.get(&name).map(|c| c.config.clone()) else {
+                continue;
+            };
+            match new_peers.get(&name) {
+                None => {
+                    info!(peer = %name, "peer removed from the config");
+                    self.stop_peer(&name, StopHow::Deconfigured).await;
+                }
+                Some(p) if identity_changed || needs_reset(&cur, p) => {
+                    info!(peer = %name, "peer changed: resetting its session");
+                    let how = if cur.address != p.address {
+                        StopHow::Deconfigured
+                    } else {
+                        StopHow::Reconfigured
+                    };
+                    self.reset_peer(p, how).await;
+                }
+                Some(p) if cur != *p => {
+                    // Only timers of the next connection attempt changed
+                    // (connect_retry, RFC 4271 §8.2.2): the running session
+                    // keeps its TCP connection and its routes.
+                    info!(peer = %name, "peer's connect_retry changed: no reset; it applies to this peer's next session");
+                    if let Some(cur) = self.peers.get_mut(&name) {
+                        cur.config = p.clone();
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        for (name, p) in &new_peers {
+            if !self.peers.contains_key(name) {
+                info!(peer = %name, "peer added");
+                self.start_peer(p);
+            }
+        }
+        // The listener's TTL settings follow the peers.
+        if let Some(l) = &self.listener {
+            let ttl = listener_ttl(&self.config);
+            if ttl != listener_ttl(&old) {
+                match ttl.apply(l.socket.as_ref()) {
+                    Ok(()) => {
+                        info!(
+                            ttl = ttl.ttl,
+                            min_ttl = ttl.min_ttl,
+                            "listening socket's TTL settings changed"
+                        )
+                    }
+                    Err(e) => error!("listening socket's TTL settings: {e}"),
+                }
             }
         }
         // The sources follow the config.
@@ -973,6 +1086,90 @@ impl Daemon {
         self.publish_tables();
     }
 
+    /// The passive side for `new.speaker.listen`: `Ok(None)` when it no
+    /// longer listens. A new address on the same port as the old one may
+    /// need the old socket closed first (a wildcard and a specific address
+    /// conflict); if the new one then fails, the old address is bound again.
+    fn rebind_listener(&mut self, new: &Config) -> Result<Option<Listener>, String> {
+        let Some(addr) = new.speaker.listen else {
+            info!("no longer accepting BGP connections (speaker.listen removed)");
+            return Ok(None);
+        };
+        let keys = listener_keys(new);
+        let ttl = listener_ttl(new);
+        match bind_listener(addr, &keys, ttl, self.accept_tx.clone()) {
+            Ok(l) => Ok(Some(l)),
+            Err(e)
+                if self
+                    .listener
+                    .as_ref()
+                    .is_some_and(|l| l.addr.port() == addr.port()) =>
+            {
+                let old = self.listener.take().expect("checked above");
+                let (old_addr, old_keys) = (old.addr, old.keys.clone());
+                drop(old);
+                match bind_listener(addr, &keys, ttl, self.accept_tx.clone()) {
+                    Ok(l) => Ok(Some(l)),
+                    Err(e2) => {
+                        let back = listener_ttl(&self.config);
+                        self.listener =
+                            bind_listener(old_addr, &old_keys, back, self.accept_tx.clone()).ok();
+                        if self.listener.is_none() {
+                            error!(listen = %old_addr, "cannot bind the old listening address again: no passive side until the next reload");
+                        }
+                        Err(format!("{addr}: {e2} (first try: {e})"))
+                    }
+                }
+            }
+            Err(e) => Err(format!("{addr}: {e}")),
+        }
+    }
+
+    /// The listener's MD5 keys (RFC 2385 §2: the key is per connection, so
+    /// the listening socket needs one for every peer that may connect)
+    /// follow the peers: added, changed and removed ones.
+    fn follow_listener_keys(&mut self) {
+        let Some(l) = self.listener.as_mut() else {
+            return;
+        };
+        let want = listener_keys(&self.config);
+        for ip in l.keys.keys().filter(|ip| !want.contains_key(ip)) {
+            if let Err(e) = holdfast_sockopt::clear_md5_key(l.socket.as_ref(), *ip) {
+                error!(peer = %ip, "listening socket: cannot remove the MD5 key: {e}");
+            }
+        }
+        for (ip, key) in &want {
+            if l.keys.get(ip) != Some(key) {
+                match holdfast_sockopt::set_md5_key(l.socket.as_ref(), *ip, key) {
+                    Ok(()) => info!(peer = %ip, "listening socket: MD5 key set"),
+                    Err(e) => error!(peer = %ip, "listening socket: cannot set the MD5 key: {e}"),
+                }
+            }
+        }
+        l.keys = want;
+    }
+
+    /// Stops a peer's session and starts a new one from `p`; its counters
+    /// carry over.
+    async fn reset_peer(&mut self, p: &config::Peer, how: StopHow) {
+        let (mut carried, runtime) = match self.peers.get(&p.name) {
+            Some(cur) => (
+                cur.carried.clone(),
+                cur.handle.as_ref().map(|h| h.runtime.clone()),
+            ),
+            None => Default::default(),
+        };
+        self.stop_peer(&p.name, how).await;
+        // Read after the stop: its NOTIFICATION counts.
+        if let Some(rt) = runtime {
+            state::add_stats(&mut carried, &rt.lock().expect("peer runtime lock").stats);
+        }
+        self.start_peer(p);
+        if let Some(new) = self.peers.get_mut(&p.name) {
+            new.carried = carried;
+        }
+    }
+
     /// `default-gateway` peers follow the gateway.
     async fn check_gateways(&mut self) {
         let moved: Vec<(config::Peer, Result<gateway::Gateway, String>)> = self
@@ -997,8 +1194,7 @@ impl Daemon {
                 Ok(gateway) => info!(peer = %p.name, %gateway, "default gateway changed"),
                 Err(why) => info!(peer = %p.name, "default gateway gone: {why}"),
             }
-            self.stop_peer(&p.name, StopHow::Deconfigured).await;
-            self.start_peer(&p);
+            self.reset_peer(&p, StopHow::Deconfigured).await;
         }
     }
 
@@ -1155,8 +1351,96 @@ impl crate::api::StateView for View {
     }
 }
 
-/// The file's identity for change detection: (length, mtime, inode).
-fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime, u64)> {
+/// A file's identity for change detection: (length, mtime, inode).
+type Stamp = (u64, std::time::SystemTime, u64);
+
+/// A reload that passed every check, ready to apply.
+struct Prepared {
+    config: Config,
+    router_id: Ipv4Addr,
+    identity_changed: bool,
+    api: Option<tokio::net::TcpListener>,
+}
+
+/// Whether a peer's session must be reset for `new` to apply. Only
+/// `connect_retry` does not need one: it paces connection attempts
+/// (RFC 4271 §8.2.2, the ConnectRetryTimer) and nothing negotiated on an
+/// established session depends on it.
+fn needs_reset(old: &config::Peer, new: &config::Peer) -> bool {
+    let mut same_timers = new.clone();
+    same_timers.connect_retry = old.connect_retry;
+    same_timers != *old
+}
+
+/// The MD5 keys the listening socket needs: one per peer with a fixed
+/// address and a key.
+fn listener_keys(c: &Config) -> BTreeMap<IpAddr, Vec<u8>> {
+    c.peers
+        .iter()
+        .filter_map(|p| match (&p.address, p.md5_key()) {
+            (PeerAddress::Ip(ip), Some(k)) => Some((*ip, k.to_vec())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Binds the passive side and starts handing its connections to `to`.
+fn bind_listener(
+    addr: std::net::SocketAddr,
+    keys: &BTreeMap<IpAddr, Vec<u8>>,
+    ttl: session::socket::ListenerTtl,
+    to: tokio::sync::mpsc::UnboundedSender<Accepted>,
+) -> std::io::Result<Listener> {
+    let list: Vec<(IpAddr, Vec<u8>)> = keys.iter().map(|(ip, k)| (*ip, k.clone())).collect();
+    let socket = Arc::new(session::socket::listen(addr, &list, ttl)?);
+    info!(listen = %addr, ttl = ttl.ttl, min_ttl = ttl.min_ttl, "accepting BGP connections from configured peers");
+    let l = socket.clone();
+    let accept = tokio::spawn(async move {
+        loop {
+            match l.accept().await {
+                Ok(accepted) => {
+                    if to.send(accepted).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // Out of descriptors under a connection flood, say.
+                    if let Some(note) = logging::allow(Kind::Connection, "listener") {
+                        warn!("accept: {e}{note}");
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    });
+    Ok(Listener {
+        addr,
+        socket,
+        keys: keys.clone(),
+        accept,
+    })
+}
+
+/// Serves the API on `listener` until the daemon stops or this server is
+/// replaced (a reload moved `speaker.api`).
+fn spawn_api(
+    listener: tokio::net::TcpListener,
+    addr: std::net::SocketAddr,
+    view: Arc<View>,
+    mut daemon_stops: watch::Receiver<bool>,
+) -> Api {
+    let (stop, mut replaced) = watch::channel(false);
+    let task = tokio::spawn(crate::api::serve_listener(listener, view, async move {
+        tokio::select! {
+            _ = daemon_stops.wait_for(|stop| *stop) => {}
+            _ = replaced.wait_for(|stop| *stop) => {}
+        }
+    }));
+    Api { addr, stop, task }
+}
+
+/// The file's identity for change detection.
+fn stamp(path: &Path) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
     Some((m.len(), m.modified().ok()?, m.ino()))
@@ -1224,6 +1508,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         reconcile_repairs: 0,
     }));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let stops = shutdown_rx.clone();
     let until_shutdown = move || {
         let mut rx = shutdown_rx.clone();
         async move {
@@ -1240,11 +1525,13 @@ pub async fn run(opts: Options) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     info!(api = %config.speaker.api, "HTTP API listening");
-    let api = tokio::spawn(crate::api::serve_listener(
+    let view = Arc::new(View(shared.clone(), drain_control.clone()));
+    let api = spawn_api(
         api_listener,
-        Arc::new(View(shared.clone(), drain_control.clone())),
-        until_shutdown(),
-    ));
+        config.speaker.api,
+        view.clone(),
+        stops.clone(),
+    );
     // The metrics-only listener: what a scraper on the network may reach.
     let metrics_api = match config.speaker.metrics {
         Some(addr) => {
@@ -1252,7 +1539,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             info!(metrics = %addr, "metrics listening (/metrics, /healthz, /readyz)");
             Some(tokio::spawn(crate::api::serve_surface(
                 listener,
-                Arc::new(View(shared.clone(), drain_control.clone())),
+                view.clone(),
                 until_shutdown(),
                 crate::api::Surface::MetricsOnly,
             )))
@@ -1308,6 +1595,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     }
 
     let (probe_tx, mut probe_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (accept_tx, mut accept_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut d = Daemon {
         opts: opts.clone(),
         config: config.clone(),
@@ -1334,47 +1622,25 @@ pub async fn run(opts: Options) -> Result<(), String> {
         reconcile_repairs: 0,
         drain: drain_control.clone(),
         drained_marked: false,
+        accept_tx,
+        api,
+        view,
+        shutdown: stops,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
     }
 
     // The passive side.
-    let (accept_tx, mut accept_rx) = tokio::sync::mpsc::unbounded_channel();
     if let Some(listen) = config.speaker.listen {
-        let keys: Vec<(IpAddr, Vec<u8>)> = config
-            .peers
-            .iter()
-            .filter_map(|p| match (&p.address, p.md5_key()) {
-                (PeerAddress::Ip(ip), Some(k)) => Some((*ip, k.to_vec())),
-                _ => None,
-            })
-            .collect();
-        let ttl = listener_ttl(&config);
-        let listener = Arc::new(
-            session::socket::listen(listen, &keys, ttl)
-                .map_err(|e| format!("speaker.listen {listen}: {e}"))?,
-        );
-        info!(%listen, ttl = ttl.ttl, min_ttl = ttl.min_ttl, "accepting BGP connections from configured peers");
-        d.listener = Some(listener.clone());
-        tokio::spawn(async move {
-            loop {
-                match listener.accept().await {
-                    Ok((stream, from)) => {
-                        if accept_tx.send((stream, from)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        // Out of descriptors under a connection flood, say.
-                        if let Some(note) = logging::allow(Kind::Connection, "listener") {
-                            warn!("accept: {e}{note}");
-                        }
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-        });
+        let listener = bind_listener(
+            listen,
+            &listener_keys(&config),
+            listener_ttl(&config),
+            d.accept_tx.clone(),
+        )
+        .map_err(|e| format!("speaker.listen {listen}: {e}"))?;
+        d.listener = Some(listener);
     }
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -1455,16 +1721,15 @@ pub async fn run(opts: Options) -> Result<(), String> {
             }
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the config");
-                d.reload().await;
-                config_stamp = stamp(&opts.config);
+                config_stamp = d.reload().await;
             }
             _ = every_second.tick() => {
                 logging::flush();
-                let s = stamp(&opts.config);
-                if s != config_stamp {
-                    config_stamp = s;
+                // The identity is taken before the file is read: an edit
+                // during the reload differs from it and triggers another.
+                if stamp(&opts.config) != config_stamp {
                     info!("config file changed: reloading");
-                    d.reload().await;
+                    config_stamp = d.reload().await;
                 }
                 d.follow_restart();
                 d.resync.set_every(d.config.resync, Instant::now());
@@ -1483,7 +1748,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let (graceful, withdrawn) = d.shutdown().await;
     let _ = shutdown_tx.send(true);
     drop(node_status);
-    let _ = tokio::time::timeout(Duration::from_secs(2), api).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), d.api.task).await;
     if let Some(m) = metrics_api {
         let _ = tokio::time::timeout(Duration::from_secs(2), m).await;
     }

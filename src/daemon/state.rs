@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bgp_proto::fsm::Stats;
 use ipnet::IpNet;
 
 use crate::config::{Config, Source};
@@ -30,6 +31,34 @@ pub struct PeerView {
     pub waiting: Option<String>,
     /// Its BFD session's state, when it has one.
     pub bfd: Option<tokio::sync::watch::Receiver<crate::bfd::driver::BfdStatus>>,
+    /// The counters of this peer's earlier sessions (reset by a reload or
+    /// a default-gateway change): counters belong to the peer's name, not
+    /// to one session task.
+    pub carried: Stats,
+}
+
+/// `into += more`, counter by counter.
+pub(super) fn add_stats(into: &mut Stats, more: &Stats) {
+    into.messages_received += more.messages_received;
+    into.messages_sent += more.messages_sent;
+    into.updates_received += more.updates_received;
+    into.updates_sent += more.updates_sent;
+    into.prefixes_received += more.prefixes_received;
+    into.established_transitions += more.established_transitions;
+    for (into, more) in [
+        (&mut into.notifications_sent, &more.notifications_sent),
+        (
+            &mut into.notifications_received,
+            &more.notifications_received,
+        ),
+    ] {
+        for &(code, subcode, n) in more {
+            match into.iter_mut().find(|e| e.0 == code && e.1 == subcode) {
+                Some(e) => e.2 += n,
+                None => into.push((code, subcode, n)),
+            }
+        }
+    }
 }
 
 /// A route as the stability layer holds it.
@@ -129,8 +158,23 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
                 .then(|| b.diag.as_str().to_string()),
         });
     }
-    let Some(rt) = &p.runtime else { return s };
-    let rt = rt.lock().expect("peer runtime lock").clone();
+    let mut stats = p.carried.clone();
+    let rt = p
+        .runtime
+        .as_ref()
+        .map(|rt| rt.lock().expect("peer runtime lock").clone());
+    if let Some(rt) = &rt {
+        add_stats(&mut stats, &rt.stats);
+    }
+    s.established_transitions = stats.established_transitions;
+    s.messages_sent = stats.messages_sent;
+    s.messages_received = stats.messages_received;
+    s.updates_sent = stats.updates_sent;
+    s.updates_received = stats.updates_received;
+    s.prefixes_received = stats.prefixes_received;
+    s.notifications_sent = notifications(&stats.notifications_sent);
+    s.notifications_received = notifications(&stats.notifications_received);
+    let Some(rt) = rt else { return s };
     s.state = rt.state.to_string();
     s.state_seconds = now.saturating_duration_since(rt.state_since).as_secs();
     s.uptime_seconds = rt
@@ -141,12 +185,6 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
         .down_since
         .filter(|_| s.uptime_seconds.is_none())
         .map(|t| now.saturating_duration_since(t).as_secs());
-    s.established_transitions = rt.stats.established_transitions;
-    s.messages_sent = rt.stats.messages_sent;
-    s.messages_received = rt.stats.messages_received;
-    s.updates_sent = rt.stats.updates_sent;
-    s.updates_received = rt.stats.updates_received;
-    s.prefixes_received = rt.stats.prefixes_received;
     let ipv4 = rt
         .advertised
         .keys()
@@ -154,8 +192,6 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
         .count();
     s.prefixes_advertised_ipv4 = ipv4 as u64;
     s.prefixes_advertised_ipv6 = (rt.advertised.len() - ipv4) as u64;
-    s.notifications_sent = notifications(&rt.stats.notifications_sent);
-    s.notifications_received = notifications(&rt.stats.notifications_received);
     s.last_error = rt.last_error.clone().or(s.last_error);
     s.local_address = rt.local_address.map(|a| a.ip().to_string());
     if let Some(n) = &rt.negotiated {

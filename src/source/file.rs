@@ -44,6 +44,14 @@
 //!   poll intervals: 2 s in the daemon while inotify watches, 0.5 s
 //!   without it). Until the first snapshot is published nothing waits:
 //!   there is no set to protect.
+//! - **Empty is confirmed.** A file truncated and rewritten in place (`>`
+//!   in a shell, a program that opens with `O_TRUNC` and then spends time
+//!   producing 400k lines) is empty, and valid, for as long as the writer
+//!   takes before its first write — far longer than [`SETTLE`]. Believing
+//!   it would count every VIP as absent (hold-down, damping, counters,
+//!   status) for nothing. So a valid file with no VIP after a set that had
+//!   some is believed only once it has stayed so for [`EMPTY_SETTLE`]
+//!   (re-read until then); the last good set stands meanwhile.
 //! - **Consistent read.** The file is stat'ed again after reading; when it
 //!   changed while being read, the read is discarded and the next check
 //!   starts over.
@@ -102,6 +110,12 @@ pub const WATCHED_POLL_FACTOR: u32 = 4;
 /// should see its end, not its middle.
 pub const SETTLE: Duration = Duration::from_millis(3);
 
+/// How long a VIP file that turned empty must stay empty before the source
+/// believes it (see "Empty is confirmed" in the module doc). Emptying the
+/// file on purpose withdraws everything only after the hold-down anyway;
+/// one more second costs nothing.
+pub const EMPTY_SETTLE: Duration = Duration::from_secs(1);
+
 /// While the file's last change is this close to the last read, the stat
 /// cannot be trusted to show a further change, and the file is read at
 /// every poll. Covers timestamp granularity up to 2 s (FAT; ext3 with small
@@ -157,6 +171,9 @@ pub struct FileSource {
     /// The next stat is taken as settled: inotify showed the directory
     /// quiet for [`SETTLE`].
     trust_next_stat: bool,
+    /// When a read first found the file valid and empty after a set with
+    /// VIPs; the emptiness is believed [`EMPTY_SETTLE`] later.
+    empty_since: Option<Nanos>,
 }
 
 /// Nanoseconds since the Unix epoch (negative before it), as file
@@ -242,7 +259,14 @@ impl FileSource {
             error: None,
             published: None,
             trust_next_stat: false,
+            empty_since: None,
         }
+    }
+
+    /// The file was read as empty and that is not believed yet: the source
+    /// wants another check within [`EMPTY_SETTLE`].
+    pub fn confirming_empty(&self) -> bool {
+        self.empty_since.is_some()
     }
 
     /// The settings in force.
@@ -372,16 +396,29 @@ impl FileSource {
             .last_read
             .as_ref()
             .is_some_and(|last| last.text == digest);
-        self.last_read = Some(LastRead {
+        let read = LastRead {
             stamp,
             at,
             text: digest,
-        });
+        };
         if unchanged {
+            self.last_read = Some(read);
             return None;
         }
         let parsed =
             text.and_then(|t| parse(&self.settings.path, &t, &self.settings.advertisement_names));
+        let had_vips = self.last_good.as_ref().is_some_and(|g| !g.is_empty());
+        if had_vips && parsed.as_ref().is_ok_and(BTreeMap::is_empty) {
+            let since = *self.empty_since.get_or_insert(at);
+            if at - since < EMPTY_SETTLE.as_nanos() as Nanos {
+                // Not believed yet: no `last_read`, so the next check reads
+                // it again rather than taking it as already seen.
+                self.last_read = None;
+                return None;
+            }
+        }
+        self.empty_since = None;
+        self.last_read = Some(read);
         self.observe(parsed)
     }
 
@@ -546,6 +583,10 @@ pub async fn run(
                 snapshot = source.check() => snapshot,
             },
         };
+        if source.confirming_empty() && settled_at.is_none() {
+            // Read it again once an emptiness seen now may be believed.
+            settled_at = Some(time::Instant::now() + EMPTY_SETTLE);
+        }
         if let Some(snapshot) = snapshot
             && !sink.publish(snapshot)
         {

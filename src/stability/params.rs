@@ -1,6 +1,8 @@
 //! The knobs of the stability layer: `[stability]` and `[stability.damping]`
-//! in the config file. The config layer parses them; this module only checks
-//! that a set of values is one the state machine can run with.
+//! in the config file. They are defined and defaulted here, once; the
+//! config layer parses the file into them and calls [`Params::validate`] at
+//! load time (with the offending line), so `holdfast check`, `run` and a
+//! reload judge a file the same way.
 
 use std::fmt;
 use std::time::Duration;
@@ -57,7 +59,7 @@ impl Default for Params {
 
 /// RFC 2439 damping parameters (§4.2 "configuration parameters"), applied to
 /// absences of a VIP rather than to routes received from a peer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DampingParams {
     /// The figure of merit halves every `half_life` (RFC 2439 "decay half
     /// life"). Default 15 min.
@@ -137,8 +139,12 @@ impl fmt::Display for ParamsError {
                 f,
                 "stability.damping: the figure of merit is capped at \
                  reuse_threshold * 2^(max_suppress / half_life) = {ceiling}, which must be \
-                 finite and above suppress_threshold ({suppress}); raise max_suppress or \
-                 lower half_life"
+                 finite and above suppress_threshold ({suppress}); {}",
+                if ceiling.is_finite() {
+                    "raise max_suppress or lower half_life"
+                } else {
+                    "lower max_suppress or raise half_life"
+                }
             ),
             ParamsError::Fraction { value } => write!(
                 f,

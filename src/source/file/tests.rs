@@ -789,3 +789,69 @@ fn read_once_and_settings_from_config() {
         "{error}"
     );
 }
+
+/// A VIP file of `lines` lines: `[[vip]]` and an address, from 198.18.0.0/15.
+fn big_file(lines: usize) -> String {
+    let mut text = String::with_capacity(lines * 20);
+    for i in 0..lines / 2 {
+        let [_, _, a, b] = (i as u32).to_be_bytes();
+        let c = (i >> 16) as u8;
+        text.push_str(&format!("[[vip]]\naddress = \"198.{}.{a}.{b}\"\n", 18 + c));
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_file_truncated_and_rewritten_in_place_is_never_read_as_empty() {
+    use std::io::Write;
+    const LINES: usize = 400_000;
+    let text = big_file(LINES);
+    let mut running = Running::start(Some(&text), FAST);
+    let first = running.next().await;
+    assert_eq!(first.vips.len(), LINES / 2, "the whole file at start");
+    // What the routes see: the stability layer fed every snapshot.
+    let mut stability: crate::stability::Stability<IpAddr, ()> =
+        crate::stability::Stability::new(crate::stability::Params::default()).expect("defaults");
+    let present = |s: &SourceSnapshot| s.vips.keys().map(|ip| (*ip, ())).collect();
+    stability.update(Instant::now(), &present(&first), &BTreeMap::new(), true);
+
+    // Truncated in place (`>` in a shell, O_TRUNC), then the writer takes
+    // its time before the first write: longer than SETTLE and several polls.
+    let mut file = std::fs::File::create(&running.path).expect("truncate");
+    std::thread::sleep(Duration::from_millis(400));
+    let rewritten = format!("{text}[[vip]]\naddress = \"203.0.113.7\"\n");
+    file.write_all(rewritten.as_bytes()).expect("rewrite");
+    drop(file);
+
+    let next = running.next().await;
+    assert_eq!(
+        next.vips.len(),
+        LINES / 2 + 1,
+        "the next snapshot is the rewritten file (never the empty one in between)"
+    );
+    stability.update(Instant::now(), &present(&next), &BTreeMap::new(), true);
+    running
+        .quiet(Duration::from_millis(500), "the rewrite is over")
+        .await;
+    let c = stability.counters();
+    assert_eq!(
+        (c.held_down, c.absorbed_by_hold_down, c.withdrawals),
+        (0, 0, 0),
+        "no VIP was ever absent: {c:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_emptied_on_purpose_is_believed_once_it_stays_empty() {
+    let mut running = Running::start(Some(ONE), FAST);
+    assert_eq!(running.next().await, healthy(one()));
+    let began = Instant::now();
+    std::fs::write(&running.path, "").expect("empty it");
+    let snapshot = running.next().await;
+    assert!(snapshot.vips.is_empty() && snapshot.healthy, "{snapshot:?}");
+    let took = began.elapsed();
+    assert!(
+        took >= EMPTY_SETTLE,
+        "an empty file was believed after {took:?}, before EMPTY_SETTLE"
+    );
+}

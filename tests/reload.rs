@@ -1,0 +1,441 @@
+//! Config reloads of a real daemon: the same judgement of a file by
+//! `check`, `run` and a reload; a reload applies everything or nothing
+//! (the listener's MD5 keys included), loses no edit made while it runs,
+//! resets only the sessions it must and keeps every peer's counters. The
+//! daemon peers with FRR's bgpd in network namespaces.
+
+mod common;
+
+use std::net::IpAddr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use testlab::{Frr, Lab, Signal};
+
+const AD: &str = "[[advertisement]]\nname = \"public\"\n";
+const TOR: &str = "192.0.2.1";
+const NODE: &str = "192.0.2.2";
+
+fn node_ip() -> IpAddr {
+    NODE.parse().unwrap()
+}
+
+/// A config whose `[stability]` the stability layer refuses, and the
+/// `LINE:COL` of the value to blame.
+const REFUSED: &[(&str, &str)] = &[
+    ("withdraw_hold_down = \"8761h\"\n", "15:22"),
+    ("delete_delay = \"8761h\"\n", "15:16"),
+    (
+        "[stability.damping]\nhalf_life = \"1ms\"\nmax_suppress = \"1000h\"\n",
+        "17:16",
+    ),
+];
+
+/// Lines 1–14 of every config here; `[stability]` is line 14.
+fn base_conf() -> String {
+    "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
+     [[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n\n\
+     [source]\nkind = \"file\"\npath = \"VIPS\"\n[stability]\n"
+        .to_string()
+}
+
+#[test]
+fn check_and_run_refuse_the_same_stability_values_at_the_same_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let vips = dir.path().join("vips.toml");
+    std::fs::write(&vips, "").unwrap();
+    for (stability, at) in REFUSED {
+        let path = dir.path().join("holdfast.toml");
+        let text = base_conf().replace("VIPS", &vips.display().to_string()) + stability;
+        std::fs::write(&path, &text).unwrap();
+        let check = Command::new(BIN)
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let check_out = String::from_utf8_lossy(&check.stdout).into_owned();
+        assert_eq!(check.status.code(), Some(1), "check accepted:\n{text}");
+        let expected = format!("{}:{at}: ", path.display());
+        assert!(
+            check_out.starts_with(&expected) && check_out.lines().count() == 1,
+            "check should name {expected}:\n{check_out}"
+        );
+        let run = Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&path)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(1), "run did not refuse:\n{text}");
+        let run_err = String::from_utf8_lossy(&run.stderr);
+        let run_lines: Vec<&str> = run_err
+            .lines()
+            .filter(|l| l.starts_with(&path.display().to_string()))
+            .collect();
+        assert_eq!(
+            run_lines,
+            check_out.lines().collect::<Vec<_>>(),
+            "run must refuse with check's lines; run said:\n{run_err}"
+        );
+    }
+}
+
+/// `name{...peer="tor1"...} value` from a scrape; panics when absent.
+fn peer_metric(scrape: &str, name: &str, peer: &str) -> f64 {
+    scrape
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(&format!("peer=\"{peer}\"")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} for {peer} in:\n{scrape}"))
+}
+
+/// An unlabelled metric; panics when absent.
+fn metric(scrape: &str, name: &str) -> f64 {
+    scrape
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{scrape}"))
+}
+
+fn log_lines(node: &Holdfast, needle: &str) -> usize {
+    node.log().lines().filter(|l| l.contains(needle)).count()
+}
+
+#[test]
+fn a_refused_reload_keeps_the_old_config_sets_the_metric_and_logs_one_line() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let good = node_conf(
+        65001,
+        NODE,
+        &[("tor1", TOR, 65000)],
+        AD,
+        "withdraw_hold_down = \"1s\"",
+    );
+    let mut node = Holdfast::start(&lab.node, &good, &vips(&["198.51.100.10", "198.51.100.11"]));
+    frr.wait_established(node_ip(), LONG);
+    testlab::wait_until(LONG, "FRR has both VIPs", || {
+        (frr.prefix("198.51.100.10/32").is_some() && frr.prefix("198.51.100.11/32").is_some())
+            .then_some(())
+    });
+    assert_eq!(metric(&node.metrics(), "holdfast_config_reload_error"), 0.0);
+
+    for (stability, at) in REFUSED {
+        let bad = base_conf() + stability;
+        // Only what this round logs.
+        let from = node.log().len();
+        node.write_config(&bad);
+        node.kill(Signal::Hup);
+        testlab::wait_until(LONG, "the reload refused", || {
+            node.log()[from..]
+                .contains("config reload refused")
+                .then_some(())
+        });
+        testlab::wait_until(LONG, "the reload-error metric at 1", || {
+            (metric(&node.metrics(), "holdfast_config_reload_error") == 1.0).then_some(())
+        });
+        let expected = format!("{}:{at}: ", node.config.display());
+        let status = node.status();
+        assert!(
+            status["config_error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with(&expected)),
+            "status names {expected}: {status}"
+        );
+        // Give the poller its turn too, then count: one line per reload.
+        std::thread::sleep(Duration::from_millis(1500));
+        let log = node.log()[from..].to_string();
+        let refused: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("config reload refused"))
+            .collect();
+        let attempts = log
+            .lines()
+            .filter(|l| {
+                l.contains("SIGHUP: reloading") || l.contains("config file changed: reloading")
+            })
+            .count();
+        assert_eq!(
+            refused.len(),
+            attempts,
+            "one line per refused reload:\n{log}"
+        );
+        assert!(
+            refused.iter().all(|l| l.contains(&expected)),
+            "every refusal names {expected}:\n{log}"
+        );
+        assert!(
+            !log.contains("config reloaded"),
+            "a refused config was reported as reloaded:\n{log}"
+        );
+        // Back to the good config before the next bad one.
+        node.write_config(&good);
+        node.kill(Signal::Hup);
+        testlab::wait_until(LONG, "the reload-error metric back at 0", || {
+            (metric(&node.metrics(), "holdfast_config_reload_error") == 0.0).then_some(())
+        });
+    }
+    // The old stability parameters are still in force: a VIP removed now
+    // goes after the old 1 s hold-down, not after 8761 h.
+    let bad = base_conf() + REFUSED[0].0;
+    node.write_config(&bad);
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "the reload-error metric at 1", || {
+        (metric(&node.metrics(), "holdfast_config_reload_error") == 1.0).then_some(())
+    });
+    node.write_vips(&vips(&["198.51.100.10"]));
+    testlab::wait_until(
+        LONG,
+        "FRR loses 198.51.100.11 after the old hold-down",
+        || frr.prefix("198.51.100.11/32").is_none().then_some(()),
+    );
+    assert!(frr.prefix("198.51.100.10/32").is_some());
+}
+
+#[test]
+fn a_passive_peer_with_md5_added_by_a_reload_connects_without_a_restart() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    // FRR connects to us, signed (RFC 2385): the kernel drops its SYNs
+    // unless the listening socket has the key for 192.0.2.1.
+    let frr = Frr::start(
+        &lab.router,
+        &frr_conf(
+            65000,
+            TOR,
+            &[(NODE, 65001)],
+            &format!(" neighbor {NODE} password s3cret-key\n"),
+        ),
+    );
+    let head = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
+                [[peer]]\nname = \"elsewhere\"\naddress = \"192.0.2.99\"\nasn = 65099\nconnect_retry = \"1s\"\n\n";
+    let tail = "[source]\nkind = \"file\"\npath = \"VIPS\"\n";
+    let mut node = Holdfast::start(
+        &lab.node,
+        &format!("{head}{tail}"),
+        &vips(&["198.51.100.10"]),
+    );
+    let key = node.dir.write("tor1.key", "s3cret-key\n");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_ne!(frr.state(node_ip()), "Established", "no peer for FRR yet");
+    node.write_config(&format!(
+        "{head}[[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\npassive = true\n\
+         password_file = \"{}\"\nhold_time = \"9s\"\nkeepalive = \"3s\"\n\n{tail}",
+        key.display()
+    ));
+    node.kill(Signal::Hup);
+    frr.wait_established(node_ip(), LONG);
+    testlab::wait_until(LONG, "FRR has the VIP", || {
+        frr.prefix("198.51.100.10/32").map(|_| ())
+    });
+    assert_eq!(node.peer_state("tor1"), "Established");
+}
+
+#[test]
+fn an_edit_made_while_a_reload_runs_is_applied() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    // A reload that resets four peers rebuilds every peer's table four
+    // times: with 60k VIPs, long enough to edit the file meanwhile.
+    const VIPS: usize = 60_000;
+    let peers = |hold: &str, extra: &str| {
+        let mut c = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n"
+            .to_string();
+        for (name, addr, asn) in [
+            ("tor1", TOR, 65000),
+            ("spare1", "192.0.2.51", 65051),
+            ("spare2", "192.0.2.52", 65052),
+            ("spare3", "192.0.2.53", 65053),
+        ] {
+            c.push_str(&format!(
+                "[[peer]]\nname = \"{name}\"\naddress = \"{addr}\"\nasn = {asn}\nhold_time = \"{hold}\"\nkeepalive = \"3s\"\nconnect_retry = \"1s\"\n\n"
+            ));
+        }
+        c.push_str(extra);
+        c.push_str("[source]\nkind = \"file\"\npath = \"VIPS\"\n");
+        c
+    };
+    let list: Vec<String> = (0..VIPS)
+        .map(|i| format!("198.18.{}.{}", i / 256, i % 256))
+        .collect();
+    let list: Vec<&str> = list.iter().map(String::as_str).collect();
+    let mut node = Holdfast::start(&lab.node, &peers("9s", ""), &vips(&list));
+    frr.wait_established(node_ip(), LONG);
+    testlab::wait_until(Duration::from_secs(180), "the VIP file read", || {
+        (log_lines(&node, &format!("vips={VIPS}")) > 0).then_some(())
+    });
+
+    // The first edit resets every peer; the second, written while that
+    // reload runs, adds a peer.
+    node.write_config(&peers("12s", ""));
+    node.kill(Signal::Hup);
+    let began = Instant::now();
+    testlab::wait_until(LONG, "the first reload resetting peers", || {
+        (log_lines(&node, "peer changed: resetting its session") > 0).then_some(())
+    });
+    let late = "[[peer]]\nname = \"late\"\naddress = \"192.0.2.54\"\nasn = 65054\n\n";
+    node.write_config(&peers("12s", late));
+    let resets = log_lines(&node, "peer changed: resetting its session");
+    let reloaded = log_lines(&node, "config reloaded");
+    println!(
+        "second edit written {:?} after SIGHUP, {resets} of 4 resets logged",
+        began.elapsed()
+    );
+    assert!(
+        resets < 4 && reloaded == 1,
+        "the first reload was over before the second edit ({resets} resets): the test needs a slower reload"
+    );
+    testlab::wait_until(
+        Duration::from_secs(30),
+        "the second edit applied (peer late added)",
+        || {
+            node.log()
+                .lines()
+                .any(|l| l.contains("peer added") && l.contains("late"))
+                .then_some(())
+        },
+    );
+}
+
+#[test]
+fn a_connect_retry_change_resets_nothing_and_counters_survive_a_reset() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let conf = |hold: &str, retry: &str| {
+        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "")
+            .replace("hold_time = \"9s\"", &format!("hold_time = \"{hold}\""))
+            .replace(
+                "connect_retry = \"1s\"",
+                &format!("connect_retry = \"{retry}\""),
+            )
+    };
+    let node = Holdfast::start(&lab.node, &conf("9s", "1s"), &vips(&["198.51.100.10"]));
+    frr.wait_established(node_ip(), LONG);
+    testlab::wait_until(LONG, "FRR has the VIP", || {
+        frr.prefix("198.51.100.10/32").map(|_| ())
+    });
+    let connections = || {
+        frr.neighbor(node_ip())["connectionsEstablished"]
+            .as_u64()
+            .expect("FRR's connectionsEstablished")
+    };
+    assert_eq!(connections(), 1);
+    let scrape = node.metrics();
+    let sent = peer_metric(&scrape, "holdfast_peer_updates_sent_total", "tor1");
+    assert!(sent > 0.0, "updates sent before the reload: {sent}");
+    assert_eq!(
+        peer_metric(
+            &scrape,
+            "holdfast_peer_established_transitions_total",
+            "tor1"
+        ),
+        1.0
+    );
+
+    // connect_retry only: nothing to reset.
+    node.write_config(&conf("9s", "2s"));
+    testlab::wait_until(LONG, "the connect_retry reload", || {
+        (log_lines(&node, "config reloaded") == 1).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(connections(), 1, "FRR saw the session reset");
+    assert_eq!(
+        log_lines(&node, "resetting its session"),
+        0,
+        "{}",
+        node.log()
+    );
+    let scrape = node.metrics();
+    assert!(peer_metric(&scrape, "holdfast_peer_updates_sent_total", "tor1") >= sent);
+    assert_eq!(
+        peer_metric(
+            &scrape,
+            "holdfast_peer_established_transitions_total",
+            "tor1"
+        ),
+        1.0
+    );
+
+    // hold_time is negotiated in OPEN (RFC 4271 §4.2): a reset, after
+    // which the counters go on from where they were.
+    node.write_config(&conf("12s", "2s"));
+    testlab::wait_until(LONG, "FRR's second connection", || {
+        (connections() == 2 && frr.state(node_ip()) == "Established").then_some(())
+    });
+    testlab::wait_until(LONG, "holdfast Established again", || {
+        (node.peer_state("tor1") == "Established").then_some(())
+    });
+    testlab::wait_until(LONG, "the VIP sent again on the new session", || {
+        let scrape = node.metrics();
+        let now = peer_metric(&scrape, "holdfast_peer_updates_sent_total", "tor1");
+        (now > sent).then_some(())
+    });
+    let scrape = node.metrics();
+    assert_eq!(
+        peer_metric(
+            &scrape,
+            "holdfast_peer_established_transitions_total",
+            "tor1"
+        ),
+        2.0,
+        "established transitions of both sessions"
+    );
+}
+
+#[test]
+fn a_reload_moves_the_api_and_the_listening_address() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let conf = |speaker: &str| {
+        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "").replace(
+            "hostname = \"node-1\"\n",
+            &format!("hostname = \"node-1\"\n{speaker}"),
+        )
+    };
+    let mut node = Holdfast::start(
+        &lab.node,
+        &conf("listen = \"0.0.0.0:179\"\n"),
+        &vips(&["198.51.100.10"]),
+    );
+    frr.wait_established(node_ip(), LONG);
+    let localhost: IpAddr = "127.0.0.1".parse().unwrap();
+    let probe = |port: u16| lab.node.tcp_probe(localhost, port, Duration::from_secs(1));
+    assert_eq!(probe(9179), testlab::TcpProbe::Connected);
+
+    node.write_config(&conf(
+        "listen = \"192.0.2.2:1179\"\napi = \"127.0.0.1:9180\"\n",
+    ));
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "the API on 127.0.0.1:9180", || {
+        (probe(9180) == testlab::TcpProbe::Connected).then_some(())
+    });
+    testlab::wait_until(LONG, "the API gone from 127.0.0.1:9179", || {
+        (probe(9179) != testlab::TcpProbe::Connected).then_some(())
+    });
+    let node_addr = node_ip();
+    testlab::wait_until(LONG, "BGP accepted on 192.0.2.2:1179", || {
+        (lab.router
+            .tcp_probe(node_addr, 1179, Duration::from_secs(1))
+            == testlab::TcpProbe::Connected)
+            .then_some(())
+    });
+    testlab::wait_until(LONG, "BGP no longer accepted on port 179", || {
+        (lab.router.tcp_probe(node_addr, 179, Duration::from_secs(1))
+            != testlab::TcpProbe::Connected)
+            .then_some(())
+    });
+    assert_eq!(
+        frr.neighbor(node_ip())["connectionsEstablished"].as_u64(),
+        Some(1),
+        "moving the listener reset no session"
+    );
+}
