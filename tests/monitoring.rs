@@ -124,7 +124,9 @@ fn the_metrics_listener_serves_metrics_and_health_only() {
         "{scrape}"
     );
     assert_eq!(wait_get(d.metrics, "/healthz", 200), "ok\n");
-    assert_eq!(wait_get(d.metrics, "/readyz", 200), "ready\n");
+    // Its peer never comes up: ready once readiness stops waiting for it.
+    let ready = wait_get(d.metrics, "/readyz", 200);
+    assert!(ready.starts_with("ready"), "{ready}");
     for path in [
         "/v1/status",
         "/v1/explain/198.51.100.10",

@@ -1294,17 +1294,25 @@ impl Daemon {
 
 struct View(SharedState, drain::SharedControl);
 
-impl crate::api::StateView for View {
-    fn status(&self) -> crate::status::Status {
-        let mut status = self.0.lock().expect("shared state lock").status();
+impl View {
+    /// The status with the drain, while there is one.
+    fn with_drain(&self, mut status: crate::status::Status) -> crate::status::Status {
         let control = self.1.0.lock().expect("drain lock");
         if control.drain.draining() || control.exiting {
             status.drain = Some(control.status(Instant::now()));
         }
         status
     }
+}
+
+impl crate::api::StateView for View {
+    fn status(&self) -> crate::status::Status {
+        let status = self.0.lock().expect("shared state lock").status();
+        self.with_drain(status)
+    }
     fn status_page(&self, page: crate::status::RoutePage) -> crate::status::Status {
-        self.0.lock().expect("shared state lock").status_page(page)
+        let status = self.0.lock().expect("shared state lock").status_page(page);
+        self.with_drain(status)
     }
     fn explain(&self, vip: IpAddr) -> crate::status::Explanation {
         let mut explanation = self.0.lock().expect("shared state lock").explain(vip);
