@@ -184,6 +184,12 @@ pub enum Event {
     /// UPDATE messages to send on the established connection, encoded in
     /// [`Negotiated::tx`].
     SendUpdates(Vec<Vec<u8>>),
+    /// RFC 9687 §4, SendHoldTimer_Expires: the driver could not write to
+    /// `conn` for the SendHoldTime — the peer stopped reading.
+    SendHoldTimerExpired {
+        /// The connection whose writes stalled.
+        conn: ConnId,
+    },
     /// Time has passed: Event 9 ConnectRetryTimer_Expires, Event 10
     /// HoldTimer_Expires, Event 11 KeepaliveTimer_Expires, Event 13
     /// IdleHoldTimer_Expires.
@@ -213,6 +219,8 @@ pub enum Reason {
     KeepaliveReceived,
     /// Event 10, HoldTimer_Expires: we sent Hold Timer Expired.
     HoldTimerExpired,
+    /// RFC 9687: the peer stopped reading what we sent.
+    SendHoldTimerExpired,
     /// We sent this NOTIFICATION because of an error we found.
     ErrorSent(Notification),
     /// Event 25, NotifMsg (or 24, NotifMsgVerErr): the peer sent this
@@ -238,6 +246,7 @@ impl fmt::Display for Reason {
             Reason::OpenReceived => f.write_str("OPEN received"),
             Reason::KeepaliveReceived => f.write_str("KEEPALIVE received"),
             Reason::HoldTimerExpired => f.write_str("hold timer expired"),
+            Reason::SendHoldTimerExpired => f.write_str("send hold timer expired"),
             Reason::ErrorSent(n) => write!(f, "sent NOTIFICATION {n}"),
             Reason::NotificationReceived(n) => write!(f, "received NOTIFICATION {n}"),
             Reason::Collision => f.write_str("connection collision resolution"),
@@ -590,7 +599,7 @@ impl Session {
                 let was_up = self.state == State::Established;
                 for c in std::mem::take(&mut self.conns) {
                     if let Some(n) = &notification {
-                        self.send_notification(c.id, n.clone(), out);
+                        self.send_notification(&c, n.clone(), out);
                     }
                     out.push(Action::Close { conn: c.id });
                 }
@@ -651,6 +660,21 @@ impl Session {
                 }
                 None
             }
+            Event::SendHoldTimerExpired { conn } => {
+                // RFC 9687 §4: "send the NOTIFICATION message with the Send
+                // Hold Timer Expired error code (if possible), drop the TCP
+                // connection, release all BGP resources, increment the
+                // ConnectRetryCounter, (optionally) perform peer oscillation
+                // damping, and change its state to Idle" — as for the
+                // HoldTimer (RFC 4271 §8.2.2 Event 10).
+                let idx = self.conns.iter().position(|c| c.id == conn)?;
+                let c = self.conns.remove(idx);
+                let n = Notification::new(notify::SEND_HOLD_TIMER_EXPIRED, 0, Vec::new());
+                self.send_notification(&c, n, out);
+                out.push(Action::Close { conn: c.id });
+                self.connection_lost(now, c, Reason::SendHoldTimerExpired, true, out);
+                Some(Reason::SendHoldTimerExpired)
+            }
             Event::Tick => self.tick(now, out),
         }
     }
@@ -706,7 +730,7 @@ impl Session {
                 // code Hold Timer Expired" and drops the connection.
                 let c = self.conns.remove(i);
                 let n = Notification::new(notify::HOLD_TIMER_EXPIRED, 0, Vec::new());
-                self.send_notification(c.id, n, out);
+                self.send_notification(&c, n, out);
                 out.push(Action::Close { conn: c.id });
                 self.connection_lost(now, c, Reason::HoldTimerExpired, true, out);
                 reason = Some(Reason::HoldTimerExpired);
@@ -790,9 +814,18 @@ impl Session {
         Some(Reason::TcpConnected)
     }
 
-    fn send_notification(&mut self, conn: ConnId, n: Notification, out: &mut Vec<Action>) {
-        if let Ok(bytes) = Message::Notification(n.clone()).encode(&Context::default()) {
-            out.push(Action::Send { conn, bytes });
+    /// Sends `n` on `c`, its data cut to the connection's maximum message
+    /// size (RFC 4271 §4.5; RFC 8654 once extended messages are
+    /// negotiated, 4096 octets before): a NOTIFICATION is always sent.
+    fn send_notification(&mut self, c: &Conn, n: Notification, out: &mut Vec<Action>) {
+        let ctx = c
+            .negotiated
+            .as_ref()
+            .map_or_else(Context::default, |neg| neg.tx);
+        let n = n.fit(ctx.max_message_len);
+        match Message::Notification(n.clone()).encode(&ctx) {
+            Ok(bytes) => out.push(Action::Send { conn: c.id, bytes }),
+            Err(e) => debug_assert!(false, "a fitted NOTIFICATION encodes: {e}"),
         }
         self.stats.messages_sent += 1;
         Stats::count(&mut self.stats.notifications_sent, &n);
@@ -859,7 +892,7 @@ impl Session {
 
     /// Sends `n` on `c`, closes it and handles the loss.
     fn fail(&mut self, now: Instant, c: Conn, n: Notification, out: &mut Vec<Action>) -> Reason {
-        self.send_notification(c.id, n.clone(), out);
+        self.send_notification(&c, n.clone(), out);
         out.push(Action::Close { conn: c.id });
         let reason = Reason::ErrorSent(n);
         self.connection_lost(now, c, reason.clone(), true, out);
@@ -1091,7 +1124,7 @@ impl Session {
                 // connection."
                 let c = self.conns.remove(idx);
                 let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
-                self.send_notification(c.id, n, out);
+                self.send_notification(&c, n, out);
                 out.push(Action::Close { conn: c.id });
                 return Some(Reason::Collision);
             } else if o.state >= ConnState::OpenConfirm {
@@ -1117,7 +1150,7 @@ impl Session {
                 };
                 let c = self.conns.remove(loser);
                 let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
-                self.send_notification(c.id, n, out);
+                self.send_notification(&c, n, out);
                 out.push(Action::Close { conn: c.id });
                 if c.state == ConnState::Established {
                     out.push(Action::Down {
@@ -1164,7 +1197,7 @@ impl Session {
         {
             let c = self.conns.remove(idx);
             let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
-            self.send_notification(c.id, n, out);
+            self.send_notification(&c, n, out);
             out.push(Action::Close { conn: c.id });
             return Some(Reason::Collision);
         }

@@ -1003,3 +1003,47 @@ fn a_second_incoming_connection_is_refused() {
     });
     assert_eq!(a, vec![Action::Close { conn: ConnId(3) }]);
 }
+
+#[test]
+fn send_hold_timer_expiry_sends_its_notification_and_goes_idle() {
+    let mut t = T::new(config());
+    t.establish();
+    let a = t.ev(Event::SendHoldTimerExpired { conn: OUT });
+    // RFC 9687 §4: NOTIFICATION 8 (Send Hold Timer Expired), close, Idle.
+    assert_eq!(notification(&a), Some((8, 0)));
+    assert!(has(&a, |a| *a == Action::Close { conn: OUT }));
+    assert!(has(&a, |a| *a
+        == Action::Down {
+            reason: Reason::SendHoldTimerExpired
+        }));
+    assert_eq!(t.s.state(), State::Idle);
+    assert_eq!(t.s.stats().notifications_sent, vec![(8, 0, 1)]);
+    // A stale report for a connection already gone changes nothing.
+    assert!(t.ev(Event::SendHoldTimerExpired { conn: OUT }).is_empty());
+}
+
+#[test]
+fn an_oversized_borr_gets_7_1_cut_to_fit_the_message_size() {
+    let mut t = T::new(config());
+    t.establish();
+    // RFC 7313 §5: a BoRR (subtype 1) whose length is not 4 is answered
+    // with 7/1 carrying the whole message; a 4096-octet BoRR as data would
+    // make a 4117-octet NOTIFICATION, so the data is cut to fit 4096.
+    let mut borr = vec![0xff; 16];
+    borr.extend_from_slice(&4096u16.to_be_bytes());
+    borr.extend_from_slice(&[5, 0, 1, 1, 1]);
+    borr.resize(4096, 0xee);
+    let a = t.data(OUT, borr.clone());
+    let bytes = a
+        .iter()
+        .find_map(|a| match a {
+            Action::Send { bytes, .. } => Some(bytes.clone()),
+            _ => None,
+        })
+        .expect("a NOTIFICATION is sent");
+    assert_eq!(bytes.len(), 4096);
+    assert_eq!(&bytes[16..21], &[0x10, 0x00, 3, 7, 1]);
+    assert_eq!(bytes[21..], borr[..4096 - 21]);
+    assert_eq!(t.s.stats().notifications_sent, vec![(7, 1, 1)]);
+    assert_eq!(t.s.state(), State::Idle);
+}
