@@ -163,3 +163,64 @@ fn a_route_refresh_flood_from_a_peer_that_never_reads_keeps_memory_flat() {
     assert!(healthz(&node).contains(" 200"));
     assert!(health_checks >= 3, "{health_checks} /healthz checks");
 }
+
+#[test]
+fn an_oversized_borr_is_answered_with_7_1_cut_to_4096_octets() {
+    let lab = Lab::pair();
+    let (node_addr, router_addr) = (lab.node_v4.to_string(), lab.router_v4.to_string());
+    let conf = format!(
+        "[speaker]\nasn = 65001\nrouter_id = \"{node_addr}\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
+         [[peer]]\nname = \"borr\"\naddress = \"{router_addr}\"\nasn = 65000\npassive = true\n\
+         families = [\"ipv4-unicast\"]\n\n\
+         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n\
+         [[advertisement]]\nname = \"public\"\n"
+    );
+    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
+    let dir = LabDir::new("borr-peer");
+    let script = dir.write("borr_peer.py", include_str!("fixtures/peers/borr_peer.py"));
+    let result = dir.join("result.json");
+    // 4096 octets in all: within the message size, so it passes the
+    // header check and reaches the RFC 7313 §5 length check; as data of a
+    // NOTIFICATION it would make 4117 octets.
+    let out = lab.router.exec(&[
+        "timeout",
+        "60",
+        "python3",
+        &script.display().to_string(),
+        &node_addr,
+        "65000",
+        &router_addr,
+        "4096",
+        &result.display().to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "scripted peer: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        node.log()
+    );
+    let r: serde_json::Value = serde_json::from_str(&dir.read("result.json")).unwrap();
+    println!("scripted peer: {r}");
+    let n = &r["notification"];
+    assert!(n.is_object(), "no NOTIFICATION reached the peer: {r}\n{}", node.log());
+    assert_eq!((n["code"].as_u64(), n["subcode"].as_u64()), (Some(7), Some(1)), "{r}");
+    assert_eq!(n["length"], 4096, "{r}");
+    assert_eq!(n["header_length"], 4096, "{r}");
+    assert_eq!(n["data_is_the_borr"], true, "{r}");
+    // The counter says it went out, once.
+    testlab::wait_for(LONG, "the 7/1 counted", || {
+        let metrics = node.metrics();
+        let line = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("holdfast_peer_notifications_sent_total")
+                    && l.contains("code=\"7\"")
+                    && l.contains("subcode=\"1\"")
+            })
+            .map(str::to_string);
+        match line {
+            Some(l) if l.ends_with(" 1") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+}
