@@ -433,6 +433,9 @@ pub struct Session {
     established_at: Option<Instant>,
 }
 
+/// Incoming connections kept at once (each until its OPEN resolves §6.8).
+const MAX_INCOMING: usize = 2;
+
 /// A session that stayed established this long resets the
 /// DampPeerOscillations back-off.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
@@ -772,18 +775,53 @@ impl Session {
                 out.push(Action::Close { conn });
                 return None;
             }
-        } else if !self.enabled
-            || self
-                .conns
-                .iter()
-                .any(|c| c.direction == Direction::Incoming)
-        {
-            // §8.2.2 Idle: "any other event ... the local system refuses
-            // the connection". A second incoming one is refused too.
-            out.push(Action::Close { conn });
-            return None;
+        } else {
+            if self.enabled && self.phase == Phase::Idle && self.conns.is_empty() {
+                if self.idle_hold.expired(now) {
+                    // The IdleHoldTimer is due (Event 13): AutomaticStart
+                    // first, then this connection as in Active.
+                    self.start(now, out);
+                } else {
+                    // §8.2.2 Idle: "any other event ... the local system
+                    // refuses the connection" — also while the IdleHoldTimer
+                    // of DampPeerOscillations (§8.1.1) runs, or a peer that
+                    // keeps failing would be answered at once every time.
+                    out.push(Action::Close { conn });
+                    return None;
+                }
+            }
+            if !self.enabled {
+                out.push(Action::Close { conn });
+                return None;
+            }
+            // A second incoming connection is kept through OPEN and §6.8
+            // decides: refusing it would let a silent connection from the
+            // peer's address (or a half-dead old one) lock the real peer
+            // out for the large hold time. Beyond that, the oldest incoming
+            // connection still without an OPEN gives way.
+            let incoming = || {
+                self.conns
+                    .iter()
+                    .filter(|c| c.direction == Direction::Incoming)
+            };
+            if incoming().count() >= MAX_INCOMING {
+                let silent = incoming()
+                    .filter(|c| c.state == ConnState::OpenSent)
+                    .min_by_key(|c| c.since)
+                    .map(|c| c.id);
+                let Some(silent) = silent else {
+                    out.push(Action::Close { conn });
+                    return None;
+                };
+                let idx = self.conns.iter().position(|c| c.id == silent)?;
+                let c = self.conns.remove(idx);
+                let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
+                self.send_notification(&c, n, out);
+                out.push(Action::Close { conn: c.id });
+            }
         }
-        if self.conns.len() >= 2 {
+        if self.conns.len() >= MAX_INCOMING + 1 {
+            // Ours and MAX_INCOMING of theirs at most.
             out.push(Action::Close { conn });
             return None;
         }
@@ -825,7 +863,8 @@ impl Session {
         let n = n.fit(ctx.max_message_len);
         match Message::Notification(n.clone()).encode(&ctx) {
             Ok(bytes) => out.push(Action::Send { conn: c.id, bytes }),
-            Err(e) => debug_assert!(false, "a fitted NOTIFICATION encodes: {e}"),
+            // Cannot happen: `fit` made it fit.
+            Err(_) => {}
         }
         self.stats.messages_sent += 1;
         Stats::count(&mut self.stats.notifications_sent, &n);
@@ -995,6 +1034,29 @@ impl Session {
                 let c = &mut self.conns[idx];
                 c.state = ConnState::Established;
                 c.since = now;
+                let id = c.id;
+                // The session is up: a connection that has waited longer
+                // than a collision takes for its OPEN is a silent one, and
+                // goes (a younger one may still bring a colliding OPEN,
+                // §6.8).
+                let mut i = 0;
+                while i < self.conns.len() {
+                    let o = &self.conns[i];
+                    if o.id != id
+                        && o.state == ConnState::OpenSent
+                        && now.saturating_duration_since(o.since) >= COLLISION_WINDOW
+                    {
+                        let c = self.conns.remove(i);
+                        let n =
+                            Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
+                        self.send_notification(&c, n, out);
+                        out.push(Action::Close { conn: c.id });
+                    } else {
+                        i += 1;
+                    }
+                }
+                let idx = self.conns.iter().position(|c| c.id == id)?;
+                let c = &mut self.conns[idx];
                 let hold = c.negotiated.as_ref().map_or(0, |n| n.hold_time);
                 if hold != 0 {
                     c.hold.start(now, Duration::from_secs(u64::from(hold)));
@@ -1109,7 +1171,12 @@ impl Session {
         };
         let id = self.conns[idx].id;
         // §6.8 collision detection against the other connection.
-        if let Some(other) = self.conns.iter().position(|c| c.id != id) {
+        // Of the others, the most advanced: one still in OpenSent has no
+        // Identifier to compare yet.
+        let other = (0..self.conns.len())
+            .filter(|&i| self.conns[i].id != id)
+            .max_by_key(|&i| self.conns[i].state);
+        if let Some(other) = other {
             let o = &self.conns[other];
             let established_for = now.saturating_duration_since(o.since);
             let peer_restarted = o.state == ConnState::Established

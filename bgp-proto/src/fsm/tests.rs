@@ -990,18 +990,145 @@ fn a_graceful_restart_peer_reconnecting_replaces_the_old_session() {
 }
 
 #[test]
-fn a_second_incoming_connection_is_refused() {
-    let mut t = T::new(config());
+fn a_silent_incoming_connection_does_not_lock_the_peer_out() {
+    let mut t = T::new(Config {
+        passive: true,
+        ..config()
+    });
+    t.ev(Event::ManualStart);
+    // A connection from the peer's address that never sends an OPEN...
+    t.ev(Event::TcpConnected {
+        conn: IN,
+        direction: Direction::Incoming,
+    });
+    // ...does not keep the real one out: it gets our OPEN too.
+    t.now += COLLISION_WINDOW;
+    let real = ConnId(3);
+    let a = t.ev(Event::TcpConnected {
+        conn: real,
+        direction: Direction::Incoming,
+    });
+    assert!(matches!(sent(&a)[..], [Message::Open(_)]), "{a:?}");
+    t.data(real, open_bytes(peer_open(65000, 9, [192, 0, 2, 1])));
+    let a = t.data(real, keepalive());
+    assert!(has(&a, |a| matches!(a, Action::Up { conn, .. } if *conn == real)));
+    // Established, the silent one can only lose (§6.8).
+    assert_eq!(notification(&a), Some((6, 7)));
+    assert!(has(&a, |a| *a == Action::Close { conn: IN }));
+    assert_eq!(t.s.established().map(|(c, _)| c), Some(real));
+}
+
+#[test]
+fn more_incoming_connections_replace_the_oldest_silent_one() {
+    let mut t = T::new(Config {
+        passive: true,
+        ..config()
+    });
+    t.ev(Event::ManualStart);
+    for (i, conn) in [IN, ConnId(3)].into_iter().enumerate() {
+        t.now += Duration::from_secs(i as u64 + 1);
+        t.ev(Event::TcpConnected {
+            conn,
+            direction: Direction::Incoming,
+        });
+    }
+    // Two are kept; a third replaces the oldest without an OPEN.
+    let a = t.ev(Event::TcpConnected {
+        conn: ConnId(4),
+        direction: Direction::Incoming,
+    });
+    assert!(has(&a, |a| *a == Action::Close { conn: IN }));
+    assert!(!has(&a, |a| *a == Action::Close { conn: ConnId(4) }));
+    assert!(matches!(sent(&a)[..], [Message::Notification(_), Message::Open(_)]), "{a:?}");
+    // One that has sent its OPEN is not the one replaced.
+    t.data(ConnId(3), open_bytes(peer_open(65000, 9, [192, 0, 2, 1])));
+    let a = t.ev(Event::TcpConnected {
+        conn: ConnId(5),
+        direction: Direction::Incoming,
+    });
+    assert!(has(&a, |a| *a == Action::Close { conn: ConnId(4) }));
+    assert!(!has(&a, |a| *a == Action::Close { conn: ConnId(3) }));
+}
+
+#[test]
+fn idle_hold_refuses_incoming_connections_too() {
+    let mut t = T::new(Config {
+        passive: true,
+        ..config()
+    });
     t.ev(Event::ManualStart);
     t.ev(Event::TcpConnected {
         conn: IN,
         direction: Direction::Incoming,
     });
+    t.data(IN, open_bytes(peer_open(65000, 9, [192, 0, 2, 1])));
+    t.data(IN, keepalive());
+    // The peer resets the session: Idle, the IdleHoldTimer runs (1 s).
+    t.data(IN, bytes(Message::Notification(Notification::cease(4))));
+    assert_eq!(t.s.state(), State::Idle);
+    // DampPeerOscillations (§8.1.1): its reconnection is refused until
+    // the IdleHoldTimer expires.
     let a = t.ev(Event::TcpConnected {
         conn: ConnId(3),
         direction: Direction::Incoming,
     });
     assert_eq!(a, vec![Action::Close { conn: ConnId(3) }]);
+    t.now += Duration::from_secs(1);
+    let a = t.ev(Event::TcpConnected {
+        conn: ConnId(4),
+        direction: Direction::Incoming,
+    });
+    assert!(matches!(sent(&a)[..], [Message::Open(_)]), "{a:?}");
+    assert_eq!(t.s.state(), State::OpenSent);
+}
+
+#[test]
+fn a_passive_graceful_restart_peer_reconnecting_replaces_the_old_session() {
+    let gr_open = || {
+        Open::new(
+            65000,
+            9,
+            Ipv4Addr::new(192, 0, 2, 1),
+            vec![
+                Capability::Multiprotocol(Family::IPV4_UNICAST),
+                Capability::GracefulRestart(GracefulRestart {
+                    flags: GracefulRestart::RESTART_STATE,
+                    restart_time: 120,
+                    families: vec![GrFamily {
+                        family: Family::IPV4_UNICAST,
+                        flags: 0x80,
+                    }],
+                }),
+            ],
+        )
+    };
+    let mut t = T::new(Config {
+        passive: true,
+        ..config()
+    });
+    t.ev(Event::ManualStart);
+    t.ev(Event::TcpConnected {
+        conn: IN,
+        direction: Direction::Incoming,
+    });
+    t.data(IN, open_bytes(gr_open()));
+    t.data(IN, keepalive());
+    t.now += Duration::from_secs(30);
+    // The peer restarted (kill -9): its new connection comes in while the
+    // old one still looks Established. RFC 4724 §4.2: the old one closes.
+    let new = ConnId(3);
+    t.ev(Event::TcpConnected {
+        conn: new,
+        direction: Direction::Incoming,
+    });
+    let a = t.data(new, open_bytes(gr_open()));
+    assert!(has(&a, |a| *a == Action::Close { conn: IN }));
+    assert!(has(&a, |a| *a
+        == Action::Down {
+            reason: Reason::PeerRestarted
+        }));
+    let a = t.data(new, keepalive());
+    assert!(has(&a, |a| matches!(a, Action::Up { conn, .. } if *conn == new)));
 }
 
 #[test]
