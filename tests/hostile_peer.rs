@@ -65,7 +65,10 @@ fn a_route_refresh_flood_from_a_peer_that_never_reads_keeps_memory_flat() {
     assert_eq!(comm.trim(), "holdfast", "the pid sampled is the daemon's");
 
     let dir = LabDir::new("flood-peer");
-    let script = dir.write("flood_peer.py", include_str!("fixtures/peers/flood_peer.py"));
+    let script = dir.write(
+        "flood_peer.py",
+        include_str!("fixtures/peers/flood_peer.py"),
+    );
     let result = dir.join("result.json");
     let log = std::fs::File::create(dir.join("peer.log")).unwrap();
     let mut peer = lab
@@ -106,10 +109,7 @@ fn a_route_refresh_flood_from_a_peer_that_never_reads_keeps_memory_flat() {
         }
         if last_health.elapsed() >= Duration::from_secs(1) {
             let line = healthz(&node);
-            assert!(
-                line.contains(" 200"),
-                "/healthz during the flood: {line:?}"
-            );
+            assert!(line.contains(" 200"), "/healthz during the flood: {line:?}");
             health_checks += 1;
             last_health = Instant::now();
         }
@@ -141,7 +141,11 @@ fn a_route_refresh_flood_from_a_peer_that_never_reads_keeps_memory_flat() {
     assert!(r["sent"].as_u64().unwrap() >= FLOOD, "{r}");
     // Then holdfast closed the session: the peer never read, so the send
     // hold timer (RFC 9687, 30 s here) expired.
-    assert!(r["closed_after"].is_f64(), "holdfast never closed the session: {r}\n{}", node.log());
+    assert!(
+        r["closed_after"].is_f64(),
+        "holdfast never closed the session: {r}\n{}",
+        node.log()
+    );
     let st = node.status();
     let hostile = st["peers"]
         .as_array()
@@ -150,14 +154,22 @@ fn a_route_refresh_flood_from_a_peer_that_never_reads_keeps_memory_flat() {
         .find(|p| p["name"] == "hostile")
         .expect("the peer in status")
         .clone();
-    let why = hostile["last_error"].as_str().unwrap_or_default().to_string();
-    assert!(why.contains("send hold timer expired"), "last error: {hostile}");
+    let why = hostile["last_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        why.contains("send hold timer expired"),
+        "last error: {hostile}"
+    );
     // Its NOTIFICATION could not be written (nothing was read): the
     // counter says what went out, so no 8/0 is counted.
     let metrics = node.metrics();
     assert!(
-        !metrics.lines().any(|l| l.starts_with("holdfast_peer_notifications_sent_total")
-            && l.contains("code=\"8\"")),
+        !metrics
+            .lines()
+            .any(|l| l.starts_with("holdfast_peer_notifications_sent_total")
+                && l.contains("code=\"8\"")),
         "{metrics}"
     );
     assert!(healthz(&node).contains(" 200"));
@@ -202,8 +214,16 @@ fn an_oversized_borr_is_answered_with_7_1_cut_to_4096_octets() {
     let r: serde_json::Value = serde_json::from_str(&dir.read("result.json")).unwrap();
     println!("scripted peer: {r}");
     let n = &r["notification"];
-    assert!(n.is_object(), "no NOTIFICATION reached the peer: {r}\n{}", node.log());
-    assert_eq!((n["code"].as_u64(), n["subcode"].as_u64()), (Some(7), Some(1)), "{r}");
+    assert!(
+        n.is_object(),
+        "no NOTIFICATION reached the peer: {r}\n{}",
+        node.log()
+    );
+    assert_eq!(
+        (n["code"].as_u64(), n["subcode"].as_u64()),
+        (Some(7), Some(1)),
+        "{r}"
+    );
     assert_eq!(n["length"], 4096, "{r}");
     assert_eq!(n["header_length"], 4096, "{r}");
     assert_eq!(n["data_is_the_borr"], true, "{r}");

@@ -298,7 +298,9 @@ mod tests {
         let n = Notification::new(7, 1, borr.clone()).fit(4096);
         assert_eq!(n.data.len(), 4096 - 21);
         assert_eq!(n.data[..], borr[..4096 - 21]);
-        let bytes = Message::Notification(n).encode(&Context::default()).unwrap();
+        let bytes = Message::Notification(n)
+            .encode(&Context::default())
+            .unwrap();
         assert_eq!(bytes.len(), 4096);
         assert_eq!(&bytes[16..21], &[0x10, 0x00, 3, 7, 1]);
         // With extended messages (RFC 8654) up to 65535 octets fit.
@@ -310,7 +312,10 @@ mod tests {
         // Data that fits is left alone.
         let small = Notification::new(3, 2, vec![1, 2, 3]);
         assert_eq!(small.clone().fit(4096), small);
-        assert_eq!(Notification::new(6, 0, vec![1]).fit(21).data, Vec::<u8>::new());
+        assert_eq!(
+            Notification::new(6, 0, vec![1]).fit(21).data,
+            Vec::<u8>::new()
+        );
     }
 
     #[test]

@@ -315,8 +315,7 @@ impl PeerHandle {
     /// The restart is over: the session's later OPENs go with R=0.
     pub fn end_restart(&mut self) {
         self.spec.restarting = false;
-        if let Err(mpsc::error::TrySendError::Full(cmd)) = self.cmd.try_send(Command::EndRestart)
-        {
+        if let Err(mpsc::error::TrySendError::Full(cmd)) = self.cmd.try_send(Command::EndRestart) {
             // Must not be lost: wait for room, off this thread.
             let tx = self.cmd.clone();
             tokio::spawn(async move {
@@ -887,7 +886,11 @@ impl Driver {
         }
         // What the FSM counted, but NOTIFICATIONs as the writers counted
         // them: those written.
-        let written = self.written.lock().expect("written notifications lock").clone();
+        let written = self
+            .written
+            .lock()
+            .expect("written notifications lock")
+            .clone();
         let mut rt = self.runtime.lock().expect("peer runtime lock");
         rt.stats = self.fsm.stats().clone();
         rt.stats.notifications_sent = written;
@@ -1090,7 +1093,11 @@ impl Driver {
         let written = self
             .out_queue()
             .map_or(0, |q| q.written.load(Ordering::Relaxed));
-        if self.refresh_until.get(&family).is_some_and(|&end| written < end) {
+        if self
+            .refresh_until
+            .get(&family)
+            .is_some_and(|&end| written < end)
+        {
             return;
         }
         if self.backlogged() {

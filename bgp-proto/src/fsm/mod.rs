@@ -1047,8 +1047,7 @@ impl Session {
                         && now.saturating_duration_since(o.since) >= COLLISION_WINDOW
                     {
                         let c = self.conns.remove(i);
-                        let n =
-                            Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
+                        let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
                         self.send_notification(&c, n, out);
                         out.push(Action::Close { conn: c.id });
                     } else {

@@ -1011,7 +1011,10 @@ fn a_silent_incoming_connection_does_not_lock_the_peer_out() {
     assert!(matches!(sent(&a)[..], [Message::Open(_)]), "{a:?}");
     t.data(real, open_bytes(peer_open(65000, 9, [192, 0, 2, 1])));
     let a = t.data(real, keepalive());
-    assert!(has(&a, |a| matches!(a, Action::Up { conn, .. } if *conn == real)));
+    assert!(has(
+        &a,
+        |a| matches!(a, Action::Up { conn, .. } if *conn == real)
+    ));
     // Established, the silent one can only lose (§6.8).
     assert_eq!(notification(&a), Some((6, 7)));
     assert!(has(&a, |a| *a == Action::Close { conn: IN }));
@@ -1039,7 +1042,10 @@ fn more_incoming_connections_replace_the_oldest_silent_one() {
     });
     assert!(has(&a, |a| *a == Action::Close { conn: IN }));
     assert!(!has(&a, |a| *a == Action::Close { conn: ConnId(4) }));
-    assert!(matches!(sent(&a)[..], [Message::Notification(_), Message::Open(_)]), "{a:?}");
+    assert!(
+        matches!(sent(&a)[..], [Message::Notification(_), Message::Open(_)]),
+        "{a:?}"
+    );
     // One that has sent its OPEN is not the one replaced.
     t.data(ConnId(3), open_bytes(peer_open(65000, 9, [192, 0, 2, 1])));
     let a = t.ev(Event::TcpConnected {
@@ -1128,7 +1134,10 @@ fn a_passive_graceful_restart_peer_reconnecting_replaces_the_old_session() {
             reason: Reason::PeerRestarted
         }));
     let a = t.data(new, keepalive());
-    assert!(has(&a, |a| matches!(a, Action::Up { conn, .. } if *conn == new)));
+    assert!(has(
+        &a,
+        |a| matches!(a, Action::Up { conn, .. } if *conn == new)
+    ));
 }
 
 #[test]
