@@ -820,8 +820,8 @@ impl Session {
                 out.push(Action::Close { conn: c.id });
             }
         }
-        if self.conns.len() >= MAX_INCOMING + 1 {
-            // Ours and MAX_INCOMING of theirs at most.
+        // Ours and MAX_INCOMING of theirs at most.
+        if self.conns.len() > MAX_INCOMING {
             out.push(Action::Close { conn });
             return None;
         }
@@ -861,10 +861,9 @@ impl Session {
             .as_ref()
             .map_or_else(Context::default, |neg| neg.tx);
         let n = n.fit(ctx.max_message_len);
-        match Message::Notification(n.clone()).encode(&ctx) {
-            Ok(bytes) => out.push(Action::Send { conn: c.id, bytes }),
-            // Cannot happen: `fit` made it fit.
-            Err(_) => {}
+        // Always Ok: `fit` made it fit.
+        if let Ok(bytes) = Message::Notification(n.clone()).encode(&ctx) {
+            out.push(Action::Send { conn: c.id, bytes });
         }
         self.stats.messages_sent += 1;
         Stats::count(&mut self.stats.notifications_sent, &n);
