@@ -244,3 +244,48 @@ fn an_oversized_borr_is_answered_with_7_1_cut_to_4096_octets() {
         }
     });
 }
+
+#[test]
+fn a_silent_connection_from_a_passive_peers_address_does_not_lock_it_out() {
+    let lab = Lab::pair();
+    let (node_addr, router_addr) = (lab.node_v4.to_string(), lab.router_v4.to_string());
+    let conf = format!(
+        "[speaker]\nasn = 65001\nrouter_id = \"{node_addr}\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
+         [[peer]]\nname = \"tor\"\naddress = \"{router_addr}\"\nasn = 65000\npassive = true\n\
+         families = [\"ipv4-unicast\"]\n\n\
+         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n\
+         [[advertisement]]\nname = \"public\"\n"
+    );
+    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
+    let dir = LabDir::new("silent-peer");
+    let script = dir.write(
+        "silent_then_real.py",
+        include_str!("fixtures/peers/silent_then_real.py"),
+    );
+    let log = std::fs::File::create(dir.join("peer.log")).unwrap();
+    let mut peer = lab
+        .router
+        .command(&[
+            "python3",
+            &script.display().to_string(),
+            &node_addr,
+            "65000",
+            &router_addr,
+        ])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("python3 runs the scripted peer");
+    // Well before the 240 s a silent connection used to hold the slot.
+    testlab::wait_for(Duration::from_secs(20), "the real peer established", || {
+        if let Some(status) = peer.try_wait().unwrap() {
+            panic!("scripted peer ended: {status}\n{}", dir.read("peer.log"));
+        }
+        match node.peer_state("tor").as_str() {
+            "Established" => Ok(()),
+            other => Err(other.to_string()),
+        }
+    });
+    let _ = peer.kill();
+    let _ = peer.wait();
+}
