@@ -25,6 +25,10 @@ pub struct Notification {
     pub data: Vec<u8>,
 }
 
+/// The header (RFC 4271 §4.1) and the error code and subcode (§4.5): what
+/// a NOTIFICATION takes besides its data.
+pub const HEADER_AND_CODES: usize = crate::consts::HEADER_LEN + 2;
+
 /// RFC 9003 §2: the shutdown communication is at most 255 octets of UTF-8.
 pub const MAX_SHUTDOWN_MESSAGE_LEN: usize = 255;
 
@@ -123,6 +127,20 @@ impl Notification {
     /// graceful restart in force.
     pub fn is_hard_reset(&self) -> bool {
         self.code == notify::CEASE && self.subcode == cease::HARD_RESET
+    }
+
+    /// This NOTIFICATION with its data cut so that the whole message fits
+    /// `max_message_len` octets (4096, or 65535 with RFC 8654 extended
+    /// messages). RFC 4271 §4.5 sizes the data by the message length, and
+    /// the NOTIFICATION must go out whatever it reports: an error about a
+    /// message near the limit (RFC 7313 §5: an oversized BoRR is returned
+    /// as the data of 7/1; RFC 4271 §6.3: a faulty attribute as the data
+    /// of 3/x) would otherwise not fit. The data's first octets are kept:
+    /// they say most about the error.
+    pub fn fit(mut self, max_message_len: usize) -> Self {
+        let room = max_message_len.saturating_sub(HEADER_AND_CODES);
+        self.data.truncate(room);
+        self
     }
 
     pub(crate) fn decode(body: &[u8]) -> Result<Self, Error> {
@@ -268,6 +286,36 @@ mod tests {
             "Cease / Hard Reset (Cease / Administrative Shutdown: \"bye\")"
         );
         assert_eq!(Notification::new(6, 9, vec![6]).encapsulated(), None);
+    }
+
+    #[test]
+    fn fit_cuts_the_data_to_the_message_size() {
+        use crate::context::Context;
+        use crate::message::Message;
+        // A 7/1 carrying a 5000-octet BoRR (RFC 7313 §5): 21 + 5000 octets
+        // would not fit 4096; cut, it fills the message exactly.
+        let borr: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        let n = Notification::new(7, 1, borr.clone()).fit(4096);
+        assert_eq!(n.data.len(), 4096 - 21);
+        assert_eq!(n.data[..], borr[..4096 - 21]);
+        let bytes = Message::Notification(n)
+            .encode(&Context::default())
+            .unwrap();
+        assert_eq!(bytes.len(), 4096);
+        assert_eq!(&bytes[16..21], &[0x10, 0x00, 3, 7, 1]);
+        // With extended messages (RFC 8654) up to 65535 octets fit.
+        let big = vec![0xab; 70_000];
+        assert_eq!(
+            Notification::new(3, 2, big).fit(65535).data.len(),
+            65535 - 21
+        );
+        // Data that fits is left alone.
+        let small = Notification::new(3, 2, vec![1, 2, 3]);
+        assert_eq!(small.clone().fit(4096), small);
+        assert_eq!(
+            Notification::new(6, 0, vec![1]).fit(21).data,
+            Vec::<u8>::new()
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod socket;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,38 @@ use crate::config;
 use crate::logging::{self, DownLog, DownVerdict, Kind};
 use crate::speaker::{self, AdjRibOut, EncodeParams, NextHops, PeerTable};
 use socket::SocketOptions;
+
+/// The output of a connection waiting in holdfast for the socket: while
+/// more than this is queued, no new bulk output (UPDATEs of a route
+/// change, answers to ROUTE-REFRESH) is produced; it waits, coalesced,
+/// until the queue drains. What is queued is at most this plus one batch
+/// (the whole table at worst).
+pub const OUTPUT_LIMIT: usize = 4 << 20;
+
+/// Reads of a connection waiting for the session (64 KiB each): beyond
+/// them the reader stops reading and TCP flow control holds the peer back.
+const READ_QUEUE: usize = 4;
+
+/// Commands waiting for the session task.
+const COMMAND_QUEUE: usize = 64;
+
+/// RFC 9687 SendHoldTime: a connection whose writes make no progress for
+/// this long is closed (twice the negotiated Hold Time; see
+/// [`send_hold_time`]). Before the OPENs are exchanged, and with a Hold
+/// Time of 0, twice the large hold time of RFC 4271 §8.2.2.
+pub const DEFAULT_SEND_HOLD_TIME: Duration = Duration::from_secs(480);
+
+/// RFC 9687 §3: the SendHoldTime, from the negotiated Hold Time: twice it,
+/// so that a peer that is slow but reading is not cut off before its own
+/// HoldTimer would have noticed anything; a Hold Time of 0 (no keepalives)
+/// falls back to [`DEFAULT_SEND_HOLD_TIME`].
+pub fn send_hold_time(hold_time: u16) -> Duration {
+    if hold_time == 0 {
+        DEFAULT_SEND_HOLD_TIME
+    } else {
+        Duration::from_secs(2 * u64::from(hold_time))
+    }
+}
 
 /// Everything a session needs to know about its peer.
 #[derive(Clone, Debug, PartialEq)]
@@ -270,6 +303,10 @@ enum Io {
     ConnectFailed(String),
     Read(ConnId, Vec<u8>),
     Closed(ConnId, String),
+    /// A write completed: output held back may go now.
+    Written,
+    /// No write progress for the SendHoldTime (RFC 9687).
+    SendStalled(ConnId),
 }
 
 /// What the rest of the daemon can see of a session.
@@ -298,27 +335,37 @@ pub struct PeerRuntime {
 pub struct PeerHandle {
     pub spec: PeerSpec,
     pub runtime: Arc<Mutex<PeerRuntime>>,
-    cmd: mpsc::UnboundedSender<Command>,
+    cmd: mpsc::Sender<Command>,
     task: JoinHandle<()>,
 }
 
 impl PeerHandle {
     /// Hands an accepted connection from this peer to the session.
+    /// A session whose command queue is full is not keeping up: the
+    /// connection is closed unread (the peer retries).
     pub fn incoming(&self, stream: TcpStream) {
-        let _ = self.cmd.send(Command::Incoming(stream));
+        if let Err(e) = self.cmd.try_send(Command::Incoming(stream)) {
+            debug!(peer = %self.spec.peer.name, "connection dropped: the session is busy ({e})");
+        }
     }
 
     /// The restart is over: the session's later OPENs go with R=0.
     pub fn end_restart(&mut self) {
         self.spec.restarting = false;
-        let _ = self.cmd.send(Command::EndRestart);
+        if let Err(mpsc::error::TrySendError::Full(cmd)) = self.cmd.try_send(Command::EndRestart) {
+            // Must not be lost: wait for room, off this thread.
+            let tx = self.cmd.clone();
+            tokio::spawn(async move {
+                let _ = tx.send(cmd).await;
+            });
+        }
     }
 
     /// Ends the session and waits (at most `timeout`) until what had to be
     /// sent is sent.
     pub async fn stop(self, how: StopHow, timeout: Duration) {
         let (tx, rx) = oneshot::channel();
-        if self.cmd.send(Command::Stop { how, done: tx }).is_ok() {
+        if self.cmd.send(Command::Stop { how, done: tx }).await.is_ok() {
             let _ = tokio::time::timeout(timeout, rx).await;
         }
         self.task.abort();
@@ -338,7 +385,7 @@ pub fn spawn(
     routes_ready: watch::Receiver<bool>,
     bfd: Option<watch::Receiver<BfdStatus>>,
 ) -> PeerHandle {
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let (cmd_tx, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
     let now = Instant::now();
     let runtime = Arc::new(Mutex::new(PeerRuntime {
         state: State::Idle,
@@ -365,10 +412,63 @@ pub fn spawn(
 }
 
 struct ConnIo {
+    /// Whole messages to write. Unbounded as a channel, bounded in bytes:
+    /// bulk output is produced only while `queue.queued()` is under
+    /// [`OUTPUT_LIMIT`].
     writer: mpsc::UnboundedSender<Vec<u8>>,
+    queue: Arc<OutQueue>,
     reader: JoinHandle<()>,
     local: SocketAddr,
     flushed: Option<oneshot::Receiver<()>>,
+}
+
+/// What a connection's writer has been given and has written, in octets.
+#[derive(Default)]
+struct OutQueue {
+    /// Queued by the session (counted when sent into the channel).
+    enqueued: AtomicU64,
+    /// Written to the socket.
+    written: AtomicU64,
+    /// The RFC 9687 SendHoldTime in milliseconds (0 until the session
+    /// sets it: [`DEFAULT_SEND_HOLD_TIME`]).
+    send_hold_ms: AtomicU64,
+}
+
+impl OutQueue {
+    fn queued(&self) -> usize {
+        let e = self.enqueued.load(Ordering::Relaxed);
+        let w = self.written.load(Ordering::Relaxed);
+        e.saturating_sub(w) as usize
+    }
+
+    fn send_hold(&self) -> Duration {
+        match self.send_hold_ms.load(Ordering::Relaxed) {
+            0 => DEFAULT_SEND_HOLD_TIME,
+            ms => Duration::from_millis(ms),
+        }
+    }
+}
+
+/// NOTIFICATIONs written to the socket, as (code, subcode, count): counted
+/// by the writers once the write succeeded, so that the counters say what
+/// went out (one that could not be written — the peer stopped reading — is
+/// not counted).
+type Written = Arc<Mutex<Vec<(u8, u8, u64)>>>;
+
+fn count_written(written: &Written, runtime: &Mutex<PeerRuntime>, code: u8, subcode: u8) {
+    let list = {
+        let mut w = written.lock().expect("written notifications lock");
+        match w.iter_mut().find(|(c, s, _)| *c == code && *s == subcode) {
+            Some(e) => e.2 += 1,
+            None => w.push((code, subcode, 1)),
+        }
+        w.clone()
+    };
+    runtime
+        .lock()
+        .expect("peer runtime lock")
+        .stats
+        .notifications_sent = list;
 }
 
 struct Up {
@@ -393,8 +493,8 @@ struct Driver {
     /// The session is up but End-of-RIB waits for `routes_ready`.
     end_of_rib_pending: bool,
     runtime: Arc<Mutex<PeerRuntime>>,
-    io_tx: mpsc::UnboundedSender<Io>,
-    io_rx: mpsc::UnboundedReceiver<Io>,
+    io_tx: mpsc::Sender<Io>,
+    io_rx: mpsc::Receiver<Io>,
     conns: HashMap<ConnId, ConnIo>,
     next_conn: u64,
     connecting: Option<JoinHandle<()>>,
@@ -410,6 +510,15 @@ struct Driver {
     dirty: bool,
     /// MinRouteAdvertisementIntervalTimer (RFC 4271 §9.2.1.1).
     mrai_until: Option<Instant>,
+    /// ROUTE-REFRESH requests not answered yet (the output queue was
+    /// full), one per family: a repeated request adds nothing.
+    refresh_pending: Vec<(Family, bool)>,
+    /// The answer to a family's ROUTE-REFRESH ends at this octet of the
+    /// connection's output: a request while it is still being written adds
+    /// nothing either.
+    refresh_until: HashMap<Family, u64>,
+    /// NOTIFICATIONs written, shared with the writers.
+    written: Written,
 }
 
 impl Driver {
@@ -419,7 +528,7 @@ impl Driver {
         routes_ready: watch::Receiver<bool>,
         runtime: Arc<Mutex<PeerRuntime>>,
     ) -> Self {
-        let (io_tx, io_rx) = mpsc::unbounded_channel();
+        let (io_tx, io_rx) = mpsc::channel(READ_QUEUE * 2);
         Driver {
             fsm: Session::new(spec.fsm_config()),
             spec,
@@ -441,6 +550,9 @@ impl Driver {
             up: None,
             dirty: false,
             mrai_until: None,
+            refresh_pending: Vec::new(),
+            refresh_until: HashMap::new(),
+            written: Written::default(),
         }
     }
 
@@ -448,7 +560,7 @@ impl Driver {
         &self.spec.peer.name
     }
 
-    async fn run(mut self, mut cmds: mpsc::UnboundedReceiver<Command>) {
+    async fn run(mut self, mut cmds: mpsc::Receiver<Command>) {
         info!(peer = %self.name(), address = %self.spec.display_address(), asn = self.spec.peer.asn, "session starting");
         // BGP starts at once; BFD, once it has been up, decides from then
         // on (RFC 5882 §4.3). Waiting for BFD before the first session
@@ -505,6 +617,8 @@ impl Driver {
                 () = sleep => self.event(Event::Tick),
             }
             self.sync_routes();
+            self.send_end_of_rib();
+            self.answer_refreshes();
         }
     }
 
@@ -588,16 +702,18 @@ impl Driver {
             loop {
                 match rd.read(&mut buf).await {
                     Ok(0) => {
-                        let _ = io.send(Io::Closed(id, "closed by the peer".into()));
+                        let _ = io.send(Io::Closed(id, "closed by the peer".into())).await;
                         return;
                     }
                     Ok(n) => {
-                        if io.send(Io::Read(id, buf[..n].to_vec())).is_err() {
+                        // Waits while the session is behind: TCP flow
+                        // control then holds the peer back.
+                        if io.send(Io::Read(id, buf[..n].to_vec())).await.is_err() {
                             return;
                         }
                     }
                     Err(e) => {
-                        let _ = io.send(Io::Closed(id, e.to_string()));
+                        let _ = io.send(Io::Closed(id, e.to_string())).await;
                         return;
                     }
                 }
@@ -606,21 +722,54 @@ impl Driver {
         let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
         let (flushed_tx, flushed_rx) = oneshot::channel();
         let io = self.io_tx.clone();
+        let queue = Arc::new(OutQueue::default());
+        let q = queue.clone();
+        let written = self.written.clone();
+        let runtime = self.runtime.clone();
         tokio::spawn(async move {
             // Messages queued together go out in one write.
             let mut batch = Vec::with_capacity(65536);
+            let mut notifications: Vec<(u8, u8)> = Vec::new();
             while let Some(first) = wrx.recv().await {
                 batch.clear();
-                batch.extend_from_slice(&first);
+                notifications.clear();
+                let add = |batch: &mut Vec<u8>, n: &mut Vec<(u8, u8)>, m: &[u8]| {
+                    if m.len() >= 21 && m[18] == bgp_proto::consts::msg_type::NOTIFICATION {
+                        n.push((m[19], m[20]));
+                    }
+                    batch.extend_from_slice(m);
+                };
+                add(&mut batch, &mut notifications, &first);
                 while batch.len() < 65536 {
                     match wrx.try_recv() {
-                        Ok(more) => batch.extend_from_slice(&more),
+                        Ok(more) => add(&mut batch, &mut notifications, &more),
                         Err(_) => break,
                     }
                 }
-                if let Err(e) = wr.write_all(&batch).await {
-                    let _ = io.send(Io::Closed(id, e.to_string()));
-                    return;
+                match tokio::time::timeout(q.send_hold(), wr.write_all(&batch)).await {
+                    Ok(Ok(())) => {
+                        q.written.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                        for &(code, subcode) in &notifications {
+                            count_written(&written, &runtime, code, subcode);
+                        }
+                        let _ = io.try_send(Io::Written);
+                    }
+                    Ok(Err(e)) => {
+                        let _ = io.send(Io::Closed(id, e.to_string())).await;
+                        return;
+                    }
+                    Err(_) => {
+                        // RFC 9687: the peer stopped reading. Its backlog is
+                        // dropped as it comes (what the session still sends,
+                        // its NOTIFICATION included, cannot be written
+                        // either) until the session lets go.
+                        let _ = io.send(Io::SendStalled(id)).await;
+                        drop(batch);
+                        while let Some(m) = wrx.recv().await {
+                            q.written.fetch_add(m.len() as u64, Ordering::Relaxed);
+                        }
+                        return;
+                    }
                 }
             }
             // The session dropped its sender: everything queued is out.
@@ -631,6 +780,7 @@ impl Driver {
             id,
             ConnIo {
                 writer: wtx,
+                queue,
                 reader,
                 local,
                 flushed: Some(flushed_rx),
@@ -657,6 +807,13 @@ impl Driver {
             Io::Read(conn, bytes) => {
                 if self.conns.contains_key(&conn) {
                     self.event(Event::Data { conn, bytes });
+                }
+            }
+            Io::Written => {}
+            Io::SendStalled(conn) => {
+                if self.conns.contains_key(&conn) {
+                    self.set_error("the peer stopped reading (send hold timer expired)".into());
+                    self.event(Event::SendHoldTimerExpired { conn });
                 }
             }
             Io::Closed(conn, why) => {
@@ -747,7 +904,10 @@ impl Driver {
                 }
                 Action::Send { conn, bytes } => {
                     if let Some(c) = self.conns.get(&conn) {
-                        let _ = c.writer.send(bytes);
+                        let len = bytes.len() as u64;
+                        if c.writer.send(bytes).is_ok() {
+                            c.queue.enqueued.fetch_add(len, Ordering::Relaxed);
+                        }
                     }
                 }
                 Action::Close { conn } => self.close(conn),
@@ -788,6 +948,8 @@ impl Driver {
                     }
                     self.up = None;
                     self.end_of_rib_pending = false;
+                    self.refresh_pending.clear();
+                    self.refresh_until.clear();
                     self.rib.clear();
                     let mut rt = self.runtime.lock().expect("peer runtime lock");
                     rt.last_error = Some(reason.to_string());
@@ -819,8 +981,16 @@ impl Driver {
                 Action::RouteRefresh { family, enhanced } => self.route_refresh(family, enhanced),
             }
         }
+        // What the FSM counted, but NOTIFICATIONs as the writers counted
+        // them: those written.
+        let written = self
+            .written
+            .lock()
+            .expect("written notifications lock")
+            .clone();
         let mut rt = self.runtime.lock().expect("peer runtime lock");
         rt.stats = self.fsm.stats().clone();
+        rt.stats.notifications_sent = written;
     }
 
     /// A NOTIFICATION sent or received: said by the Down line when it ends
@@ -850,10 +1020,10 @@ impl Driver {
         self.connecting = Some(tokio::spawn(async move {
             match socket::connect(addr, &opts, timeout).await {
                 Ok(s) => {
-                    let _ = io.send(Io::Connected(s));
+                    let _ = io.send(Io::Connected(s)).await;
                 }
                 Err(e) => {
-                    let _ = io.send(Io::ConnectFailed(e.to_string()));
+                    let _ = io.send(Io::ConnectFailed(e.to_string())).await;
                 }
             }
         }));
@@ -893,6 +1063,12 @@ impl Driver {
             ctx: negotiated.tx,
             next_hops,
         };
+        if let Some(c) = self.conns.get(&conn) {
+            let ms = send_hold_time(negotiated.hold_time).as_millis() as u64;
+            c.queue.send_hold_ms.store(ms, Ordering::Relaxed);
+        }
+        self.refresh_pending.clear();
+        self.refresh_until.clear();
         {
             let mut rt = self.runtime.lock().expect("peer runtime lock");
             rt.negotiated = Some(negotiated.clone());
@@ -926,6 +1102,11 @@ impl Driver {
     /// once the table is complete.
     fn send_end_of_rib(&mut self) {
         if !self.end_of_rib_pending || !*self.routes_ready.borrow() || self.up.is_none() {
+            return;
+        }
+        // End-of-RIB must follow the whole table, which waits while the
+        // output is backlogged.
+        if self.backlogged() {
             return;
         }
         self.end_of_rib_pending = false;
@@ -967,6 +1148,11 @@ impl Driver {
         if !self.dirty || self.up.is_none() {
             return;
         }
+        // Backlogged: the change waits, and changes meanwhile coalesce in
+        // the next diff of the Adj-RIB-Out.
+        if self.backlogged() {
+            return;
+        }
         let now = Instant::now();
         if self.mrai_until.is_some_and(|t| now < t) {
             return;
@@ -1003,9 +1189,54 @@ impl Driver {
         rt.advertised = self.rib.table();
     }
 
+    /// The established connection's output queue.
+    fn out_queue(&self) -> Option<&Arc<OutQueue>> {
+        let (conn, _) = self.fsm.established()?;
+        self.conns.get(&conn).map(|c| &c.queue)
+    }
+
+    /// More than [`OUTPUT_LIMIT`] waits for the socket: no new bulk output.
+    fn backlogged(&self) -> bool {
+        self.out_queue().is_some_and(|q| q.queued() >= OUTPUT_LIMIT)
+    }
+
+    /// A ROUTE-REFRESH for `family` (RFC 2918). Answers coalesce: at most
+    /// one waits per family, and a request while the previous answer is
+    /// still waiting or being written adds nothing — that answer, and the
+    /// UPDATEs of any change after it, already bring the peer up to date.
+    /// A peer asking faster than it reads cannot make holdfast queue more.
+    fn route_refresh(&mut self, family: Family, enhanced: bool) {
+        if self.refresh_pending.iter().any(|(f, _)| *f == family) {
+            return;
+        }
+        let written = self
+            .out_queue()
+            .map_or(0, |q| q.written.load(Ordering::Relaxed));
+        if self
+            .refresh_until
+            .get(&family)
+            .is_some_and(|&end| written < end)
+        {
+            return;
+        }
+        if self.backlogged() {
+            self.refresh_pending.push((family, enhanced));
+            return;
+        }
+        self.answer_refresh(family, enhanced);
+    }
+
+    /// The ROUTE-REFRESH answers held back, while the output has room.
+    fn answer_refreshes(&mut self) {
+        while !self.refresh_pending.is_empty() && !self.backlogged() {
+            let (family, enhanced) = self.refresh_pending.remove(0);
+            self.answer_refresh(family, enhanced);
+        }
+    }
+
     /// RFC 2918: the whole table of `family` again; RFC 7313 §4: between
     /// BoRR and EoRR when enhanced route refresh was negotiated.
-    fn route_refresh(&mut self, family: Family, enhanced: bool) {
+    fn answer_refresh(&mut self, family: Family, enhanced: bool) {
         let Some(up) = &self.up else { return };
         let mut delta = self.rib.full();
         for v in delta.announce.values_mut() {
@@ -1033,6 +1264,10 @@ impl Driver {
             info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH{note}");
         }
         self.event(Event::SendUpdates(messages));
+        if let Some(q) = self.out_queue() {
+            let end = q.enqueued.load(Ordering::Relaxed);
+            self.refresh_until.insert(family, end);
+        }
     }
 
     async fn stop(&mut self, how: StopHow) {

@@ -184,6 +184,12 @@ pub enum Event {
     /// UPDATE messages to send on the established connection, encoded in
     /// [`Negotiated::tx`].
     SendUpdates(Vec<Vec<u8>>),
+    /// RFC 9687 §4, SendHoldTimer_Expires: the driver could not write to
+    /// `conn` for the SendHoldTime — the peer stopped reading.
+    SendHoldTimerExpired {
+        /// The connection whose writes stalled.
+        conn: ConnId,
+    },
     /// Time has passed: Event 9 ConnectRetryTimer_Expires, Event 10
     /// HoldTimer_Expires, Event 11 KeepaliveTimer_Expires, Event 13
     /// IdleHoldTimer_Expires.
@@ -213,6 +219,8 @@ pub enum Reason {
     KeepaliveReceived,
     /// Event 10, HoldTimer_Expires: we sent Hold Timer Expired.
     HoldTimerExpired,
+    /// RFC 9687: the peer stopped reading what we sent.
+    SendHoldTimerExpired,
     /// We sent this NOTIFICATION because of an error we found.
     ErrorSent(Notification),
     /// Event 25, NotifMsg (or 24, NotifMsgVerErr): the peer sent this
@@ -238,6 +246,7 @@ impl fmt::Display for Reason {
             Reason::OpenReceived => f.write_str("OPEN received"),
             Reason::KeepaliveReceived => f.write_str("KEEPALIVE received"),
             Reason::HoldTimerExpired => f.write_str("hold timer expired"),
+            Reason::SendHoldTimerExpired => f.write_str("send hold timer expired"),
             Reason::ErrorSent(n) => write!(f, "sent NOTIFICATION {n}"),
             Reason::NotificationReceived(n) => write!(f, "received NOTIFICATION {n}"),
             Reason::Collision => f.write_str("connection collision resolution"),
@@ -424,6 +433,9 @@ pub struct Session {
     established_at: Option<Instant>,
 }
 
+/// Incoming connections kept at once (each until its OPEN resolves §6.8).
+const MAX_INCOMING: usize = 2;
+
 /// A session that stayed established this long resets the
 /// DampPeerOscillations back-off.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
@@ -590,7 +602,7 @@ impl Session {
                 let was_up = self.state == State::Established;
                 for c in std::mem::take(&mut self.conns) {
                     if let Some(n) = &notification {
-                        self.send_notification(c.id, n.clone(), out);
+                        self.send_notification(&c, n.clone(), out);
                     }
                     out.push(Action::Close { conn: c.id });
                 }
@@ -651,6 +663,21 @@ impl Session {
                 }
                 None
             }
+            Event::SendHoldTimerExpired { conn } => {
+                // RFC 9687 §4: "send the NOTIFICATION message with the Send
+                // Hold Timer Expired error code (if possible), drop the TCP
+                // connection, release all BGP resources, increment the
+                // ConnectRetryCounter, (optionally) perform peer oscillation
+                // damping, and change its state to Idle" — as for the
+                // HoldTimer (RFC 4271 §8.2.2 Event 10).
+                let idx = self.conns.iter().position(|c| c.id == conn)?;
+                let c = self.conns.remove(idx);
+                let n = Notification::new(notify::SEND_HOLD_TIMER_EXPIRED, 0, Vec::new());
+                self.send_notification(&c, n, out);
+                out.push(Action::Close { conn: c.id });
+                self.connection_lost(now, c, Reason::SendHoldTimerExpired, true, out);
+                Some(Reason::SendHoldTimerExpired)
+            }
             Event::Tick => self.tick(now, out),
         }
     }
@@ -706,7 +733,7 @@ impl Session {
                 // code Hold Timer Expired" and drops the connection.
                 let c = self.conns.remove(i);
                 let n = Notification::new(notify::HOLD_TIMER_EXPIRED, 0, Vec::new());
-                self.send_notification(c.id, n, out);
+                self.send_notification(&c, n, out);
                 out.push(Action::Close { conn: c.id });
                 self.connection_lost(now, c, Reason::HoldTimerExpired, true, out);
                 reason = Some(Reason::HoldTimerExpired);
@@ -748,18 +775,53 @@ impl Session {
                 out.push(Action::Close { conn });
                 return None;
             }
-        } else if !self.enabled
-            || self
-                .conns
-                .iter()
-                .any(|c| c.direction == Direction::Incoming)
-        {
-            // §8.2.2 Idle: "any other event ... the local system refuses
-            // the connection". A second incoming one is refused too.
-            out.push(Action::Close { conn });
-            return None;
+        } else {
+            if self.enabled && self.phase == Phase::Idle && self.conns.is_empty() {
+                if self.idle_hold.expired(now) {
+                    // The IdleHoldTimer is due (Event 13): AutomaticStart
+                    // first, then this connection as in Active.
+                    self.start(now, out);
+                } else {
+                    // §8.2.2 Idle: "any other event ... the local system
+                    // refuses the connection" — also while the IdleHoldTimer
+                    // of DampPeerOscillations (§8.1.1) runs, or a peer that
+                    // keeps failing would be answered at once every time.
+                    out.push(Action::Close { conn });
+                    return None;
+                }
+            }
+            if !self.enabled {
+                out.push(Action::Close { conn });
+                return None;
+            }
+            // A second incoming connection is kept through OPEN and §6.8
+            // decides: refusing it would let a silent connection from the
+            // peer's address (or a half-dead old one) lock the real peer
+            // out for the large hold time. Beyond that, the oldest incoming
+            // connection still without an OPEN gives way.
+            let incoming = || {
+                self.conns
+                    .iter()
+                    .filter(|c| c.direction == Direction::Incoming)
+            };
+            if incoming().count() >= MAX_INCOMING {
+                let silent = incoming()
+                    .filter(|c| c.state == ConnState::OpenSent)
+                    .min_by_key(|c| c.since)
+                    .map(|c| c.id);
+                let Some(silent) = silent else {
+                    out.push(Action::Close { conn });
+                    return None;
+                };
+                let idx = self.conns.iter().position(|c| c.id == silent)?;
+                let c = self.conns.remove(idx);
+                let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
+                self.send_notification(&c, n, out);
+                out.push(Action::Close { conn: c.id });
+            }
         }
-        if self.conns.len() >= 2 {
+        // Ours and MAX_INCOMING of theirs at most.
+        if self.conns.len() > MAX_INCOMING {
             out.push(Action::Close { conn });
             return None;
         }
@@ -790,9 +852,18 @@ impl Session {
         Some(Reason::TcpConnected)
     }
 
-    fn send_notification(&mut self, conn: ConnId, n: Notification, out: &mut Vec<Action>) {
-        if let Ok(bytes) = Message::Notification(n.clone()).encode(&Context::default()) {
-            out.push(Action::Send { conn, bytes });
+    /// Sends `n` on `c`, its data cut to the connection's maximum message
+    /// size (RFC 4271 §4.5; RFC 8654 once extended messages are
+    /// negotiated, 4096 octets before): a NOTIFICATION is always sent.
+    fn send_notification(&mut self, c: &Conn, n: Notification, out: &mut Vec<Action>) {
+        let ctx = c
+            .negotiated
+            .as_ref()
+            .map_or_else(Context::default, |neg| neg.tx);
+        let n = n.fit(ctx.max_message_len);
+        // Always Ok: `fit` made it fit.
+        if let Ok(bytes) = Message::Notification(n.clone()).encode(&ctx) {
+            out.push(Action::Send { conn: c.id, bytes });
         }
         self.stats.messages_sent += 1;
         Stats::count(&mut self.stats.notifications_sent, &n);
@@ -859,7 +930,7 @@ impl Session {
 
     /// Sends `n` on `c`, closes it and handles the loss.
     fn fail(&mut self, now: Instant, c: Conn, n: Notification, out: &mut Vec<Action>) -> Reason {
-        self.send_notification(c.id, n.clone(), out);
+        self.send_notification(&c, n.clone(), out);
         out.push(Action::Close { conn: c.id });
         let reason = Reason::ErrorSent(n);
         self.connection_lost(now, c, reason.clone(), true, out);
@@ -876,14 +947,19 @@ impl Session {
         let idx = self.conns.iter().position(|c| c.id == conn)?;
         self.conns[idx].rx.extend_from_slice(&bytes);
         let mut reason = None;
+        // The messages are taken from `done` on and the buffer shifted once
+        // at the end: shifting it after each message would cost time
+        // quadratic in the read (thousands of 23-octet ROUTE-REFRESHes).
+        let mut done = 0;
         while let Some(idx) = self.conns.iter().position(|c| c.id == conn) {
             let c = &mut self.conns[idx];
             let max = c
                 .negotiated
                 .as_ref()
                 .map_or(MAX_MESSAGE_LEN, |n| n.rx.max_message_len);
-            let len = match check_header(&c.rx, max) {
-                Ok(Some(len)) if c.rx.len() >= len => len,
+            let rest = &c.rx[done..];
+            let len = match check_header(rest, max) {
+                Ok(Some(len)) if rest.len() >= len => len,
                 Ok(_) => break,
                 Err(e) => {
                     let c = self.conns.remove(idx);
@@ -891,7 +967,8 @@ impl Session {
                     break;
                 }
             };
-            let msg: Vec<u8> = c.rx.drain(..len).collect();
+            let msg: Vec<u8> = rest[..len].to_vec();
+            done += len;
             self.stats.messages_received += 1;
             // Each message is an event of its own (§8.1.4): one read that
             // holds OPEN and KEEPALIVE goes OpenSent → OpenConfirm →
@@ -902,6 +979,9 @@ impl Session {
             if r.is_some() {
                 reason = r;
             }
+        }
+        if let Some(c) = self.conns.iter_mut().find(|c| c.id == conn) {
+            c.rx.drain(..done);
         }
         reason
     }
@@ -953,6 +1033,28 @@ impl Session {
                 let c = &mut self.conns[idx];
                 c.state = ConnState::Established;
                 c.since = now;
+                let id = c.id;
+                // The session is up: a connection that has waited longer
+                // than a collision takes for its OPEN is a silent one, and
+                // goes (a younger one may still bring a colliding OPEN,
+                // §6.8).
+                let mut i = 0;
+                while i < self.conns.len() {
+                    let o = &self.conns[i];
+                    if o.id != id
+                        && o.state == ConnState::OpenSent
+                        && now.saturating_duration_since(o.since) >= COLLISION_WINDOW
+                    {
+                        let c = self.conns.remove(i);
+                        let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
+                        self.send_notification(&c, n, out);
+                        out.push(Action::Close { conn: c.id });
+                    } else {
+                        i += 1;
+                    }
+                }
+                let idx = self.conns.iter().position(|c| c.id == id)?;
+                let c = &mut self.conns[idx];
                 let hold = c.negotiated.as_ref().map_or(0, |n| n.hold_time);
                 if hold != 0 {
                     c.hold.start(now, Duration::from_secs(u64::from(hold)));
@@ -1067,7 +1169,12 @@ impl Session {
         };
         let id = self.conns[idx].id;
         // §6.8 collision detection against the other connection.
-        if let Some(other) = self.conns.iter().position(|c| c.id != id) {
+        // Of the others, the most advanced: one still in OpenSent has no
+        // Identifier to compare yet.
+        let other = (0..self.conns.len())
+            .filter(|&i| self.conns[i].id != id)
+            .max_by_key(|&i| self.conns[i].state);
+        if let Some(other) = other {
             let o = &self.conns[other];
             let established_for = now.saturating_duration_since(o.since);
             let peer_restarted = o.state == ConnState::Established
@@ -1091,7 +1198,7 @@ impl Session {
                 // connection."
                 let c = self.conns.remove(idx);
                 let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
-                self.send_notification(c.id, n, out);
+                self.send_notification(&c, n, out);
                 out.push(Action::Close { conn: c.id });
                 return Some(Reason::Collision);
             } else if o.state >= ConnState::OpenConfirm {
@@ -1117,7 +1224,7 @@ impl Session {
                 };
                 let c = self.conns.remove(loser);
                 let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
-                self.send_notification(c.id, n, out);
+                self.send_notification(&c, n, out);
                 out.push(Action::Close { conn: c.id });
                 if c.state == ConnState::Established {
                     out.push(Action::Down {
@@ -1164,7 +1271,7 @@ impl Session {
         {
             let c = self.conns.remove(idx);
             let n = Notification::cease(notify::cease::CONNECTION_COLLISION_RESOLUTION);
-            self.send_notification(c.id, n, out);
+            self.send_notification(&c, n, out);
             out.push(Action::Close { conn: c.id });
             return Some(Reason::Collision);
         }

@@ -990,16 +990,196 @@ fn a_graceful_restart_peer_reconnecting_replaces_the_old_session() {
 }
 
 #[test]
-fn a_second_incoming_connection_is_refused() {
-    let mut t = T::new(config());
+fn a_silent_incoming_connection_does_not_lock_the_peer_out() {
+    let mut t = T::new(Config {
+        passive: true,
+        ..config()
+    });
+    t.ev(Event::ManualStart);
+    // A connection from the peer's address that never sends an OPEN...
+    t.ev(Event::TcpConnected {
+        conn: IN,
+        direction: Direction::Incoming,
+    });
+    // ...does not keep the real one out: it gets our OPEN too.
+    t.now += COLLISION_WINDOW;
+    let real = ConnId(3);
+    let a = t.ev(Event::TcpConnected {
+        conn: real,
+        direction: Direction::Incoming,
+    });
+    assert!(matches!(sent(&a)[..], [Message::Open(_)]), "{a:?}");
+    t.data(real, open_bytes(peer_open(65000, 9, [192, 0, 2, 1])));
+    let a = t.data(real, keepalive());
+    assert!(has(
+        &a,
+        |a| matches!(a, Action::Up { conn, .. } if *conn == real)
+    ));
+    // Established, the silent one can only lose (§6.8).
+    assert_eq!(notification(&a), Some((6, 7)));
+    assert!(has(&a, |a| *a == Action::Close { conn: IN }));
+    assert_eq!(t.s.established().map(|(c, _)| c), Some(real));
+}
+
+#[test]
+fn more_incoming_connections_replace_the_oldest_silent_one() {
+    let mut t = T::new(Config {
+        passive: true,
+        ..config()
+    });
+    t.ev(Event::ManualStart);
+    for (i, conn) in [IN, ConnId(3)].into_iter().enumerate() {
+        t.now += Duration::from_secs(i as u64 + 1);
+        t.ev(Event::TcpConnected {
+            conn,
+            direction: Direction::Incoming,
+        });
+    }
+    // Two are kept; a third replaces the oldest without an OPEN.
+    let a = t.ev(Event::TcpConnected {
+        conn: ConnId(4),
+        direction: Direction::Incoming,
+    });
+    assert!(has(&a, |a| *a == Action::Close { conn: IN }));
+    assert!(!has(&a, |a| *a == Action::Close { conn: ConnId(4) }));
+    assert!(
+        matches!(sent(&a)[..], [Message::Notification(_), Message::Open(_)]),
+        "{a:?}"
+    );
+    // One that has sent its OPEN is not the one replaced.
+    t.data(ConnId(3), open_bytes(peer_open(65000, 9, [192, 0, 2, 1])));
+    let a = t.ev(Event::TcpConnected {
+        conn: ConnId(5),
+        direction: Direction::Incoming,
+    });
+    assert!(has(&a, |a| *a == Action::Close { conn: ConnId(4) }));
+    assert!(!has(&a, |a| *a == Action::Close { conn: ConnId(3) }));
+}
+
+#[test]
+fn idle_hold_refuses_incoming_connections_too() {
+    let mut t = T::new(Config {
+        passive: true,
+        ..config()
+    });
     t.ev(Event::ManualStart);
     t.ev(Event::TcpConnected {
         conn: IN,
         direction: Direction::Incoming,
     });
+    t.data(IN, open_bytes(peer_open(65000, 9, [192, 0, 2, 1])));
+    t.data(IN, keepalive());
+    // The peer resets the session: Idle, the IdleHoldTimer runs (1 s).
+    t.data(IN, bytes(Message::Notification(Notification::cease(4))));
+    assert_eq!(t.s.state(), State::Idle);
+    // DampPeerOscillations (§8.1.1): its reconnection is refused until
+    // the IdleHoldTimer expires.
     let a = t.ev(Event::TcpConnected {
         conn: ConnId(3),
         direction: Direction::Incoming,
     });
     assert_eq!(a, vec![Action::Close { conn: ConnId(3) }]);
+    t.now += Duration::from_secs(1);
+    let a = t.ev(Event::TcpConnected {
+        conn: ConnId(4),
+        direction: Direction::Incoming,
+    });
+    assert!(matches!(sent(&a)[..], [Message::Open(_)]), "{a:?}");
+    assert_eq!(t.s.state(), State::OpenSent);
+}
+
+#[test]
+fn a_passive_graceful_restart_peer_reconnecting_replaces_the_old_session() {
+    let gr_open = || {
+        Open::new(
+            65000,
+            9,
+            Ipv4Addr::new(192, 0, 2, 1),
+            vec![
+                Capability::Multiprotocol(Family::IPV4_UNICAST),
+                Capability::GracefulRestart(GracefulRestart {
+                    flags: GracefulRestart::RESTART_STATE,
+                    restart_time: 120,
+                    families: vec![GrFamily {
+                        family: Family::IPV4_UNICAST,
+                        flags: 0x80,
+                    }],
+                }),
+            ],
+        )
+    };
+    let mut t = T::new(Config {
+        passive: true,
+        ..config()
+    });
+    t.ev(Event::ManualStart);
+    t.ev(Event::TcpConnected {
+        conn: IN,
+        direction: Direction::Incoming,
+    });
+    t.data(IN, open_bytes(gr_open()));
+    t.data(IN, keepalive());
+    t.now += Duration::from_secs(30);
+    // The peer restarted (kill -9): its new connection comes in while the
+    // old one still looks Established. RFC 4724 §4.2: the old one closes.
+    let new = ConnId(3);
+    t.ev(Event::TcpConnected {
+        conn: new,
+        direction: Direction::Incoming,
+    });
+    let a = t.data(new, open_bytes(gr_open()));
+    assert!(has(&a, |a| *a == Action::Close { conn: IN }));
+    assert!(has(&a, |a| *a
+        == Action::Down {
+            reason: Reason::PeerRestarted
+        }));
+    let a = t.data(new, keepalive());
+    assert!(has(
+        &a,
+        |a| matches!(a, Action::Up { conn, .. } if *conn == new)
+    ));
+}
+
+#[test]
+fn send_hold_timer_expiry_sends_its_notification_and_goes_idle() {
+    let mut t = T::new(config());
+    t.establish();
+    let a = t.ev(Event::SendHoldTimerExpired { conn: OUT });
+    // RFC 9687 §4: NOTIFICATION 8 (Send Hold Timer Expired), close, Idle.
+    assert_eq!(notification(&a), Some((8, 0)));
+    assert!(has(&a, |a| *a == Action::Close { conn: OUT }));
+    assert!(has(&a, |a| *a
+        == Action::Down {
+            reason: Reason::SendHoldTimerExpired
+        }));
+    assert_eq!(t.s.state(), State::Idle);
+    assert_eq!(t.s.stats().notifications_sent, vec![(8, 0, 1)]);
+    // A stale report for a connection already gone changes nothing.
+    assert!(t.ev(Event::SendHoldTimerExpired { conn: OUT }).is_empty());
+}
+
+#[test]
+fn an_oversized_borr_gets_7_1_cut_to_fit_the_message_size() {
+    let mut t = T::new(config());
+    t.establish();
+    // RFC 7313 §5: a BoRR (subtype 1) whose length is not 4 is answered
+    // with 7/1 carrying the whole message; a 4096-octet BoRR as data would
+    // make a 4117-octet NOTIFICATION, so the data is cut to fit 4096.
+    let mut borr = vec![0xff; 16];
+    borr.extend_from_slice(&4096u16.to_be_bytes());
+    borr.extend_from_slice(&[5, 0, 1, 1, 1]);
+    borr.resize(4096, 0xee);
+    let a = t.data(OUT, borr.clone());
+    let bytes = a
+        .iter()
+        .find_map(|a| match a {
+            Action::Send { bytes, .. } => Some(bytes.clone()),
+            _ => None,
+        })
+        .expect("a NOTIFICATION is sent");
+    assert_eq!(bytes.len(), 4096);
+    assert_eq!(&bytes[16..21], &[0x10, 0x00, 3, 7, 1]);
+    assert_eq!(bytes[21..], borr[..4096 - 21]);
+    assert_eq!(t.s.stats().notifications_sent, vec![(7, 1, 1)]);
+    assert_eq!(t.s.state(), State::Idle);
 }
