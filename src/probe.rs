@@ -1,4 +1,4 @@
-//! TCP-probe gating of VIPs (issue 7/7): a VIP whose advertisement has a
+//! TCP-probe gating of VIPs: a VIP whose advertisement has a
 //! `probe` is advertised only while a TCP connect from this node to
 //! VIP:port succeeds — while the node's datapath really serves it. (ICMP is
 //! no probe: with Cilium and kube-proxy a ping to a VIP loops by design.)

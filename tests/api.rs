@@ -13,10 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use holdfast::api::{StateView, exposition, serve_listener};
+use holdfast::api::{StateView, serve_listener};
 use holdfast::cli::http;
 use holdfast::cli::status::render_status;
 use holdfast::status::{Explanation, PeerExplanation, Status};
+use testlab::exposition;
 
 const ADVERTISED_VIP: &str = "198.51.100.10";
 

@@ -1,4 +1,4 @@
-//! BFD with FRR's bfdd (issue 7/7): BFD comes up, a black-holed link takes
+//! BFD with FRR's bfdd: BFD comes up, a black-holed link takes
 //! the BGP session down within Detect Mult × interval rather than the hold
 //! time, FRR withdraws the routes, and all comes back with the link.
 

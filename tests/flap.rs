@@ -1,4 +1,4 @@
-//! The flap fix end to end (issue 3/7), driven through the VIP file, with
+//! The flap fix end to end, driven through the VIP file, with
 //! FRR as the router: a VIP that keeps vanishing and coming back costs FRR
 //! nothing; a VIP gone for good is withdrawn after the hold-down; a big
 //! table arrives packed; a broken VIP file keeps everything; a config

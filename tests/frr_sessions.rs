@@ -1,4 +1,4 @@
-//! holdfast's BGP sessions against FRR's bgpd (issue 2/7, "Must show"):
+//! holdfast's BGP sessions against FRR's bgpd:
 //! 4-octet ASNs, iBGP, TCP MD5, GTSM, multihop, the hold timer, graceful
 //! restart with FRR as helper, administrative shutdown, connection
 //! collision and the passive side. Every test builds its own lab of network

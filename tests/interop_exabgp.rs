@@ -83,7 +83,7 @@ fn ebgp_over_ipv4_and_ipv6_transport_with_4_octet_asns() {
         let from = wait_end_of_rib(&exabgp, peer, &["ipv4", "ipv6"]);
         // The OPEN: AS_TRANS in the 2-octet field, the real AS in the
         // 4-octet AS capability (RFC 6793), and the capabilities holdfast
-        // promises (issue 2/7).
+        // promises.
         let open = from
             .iter()
             .find(|m| m["type"] == "open")

@@ -1,4 +1,4 @@
-//! The Kubernetes source end to end (issue 4/7): kube-rs in the holdfast
+//! The Kubernetes source end to end: kube-rs in the holdfast
 //! daemon, unmodified, against the in-process API stand-in (reached from
 //! the node namespace through a bridge), and FRR as the router.
 

@@ -1,4 +1,4 @@
-//! TCP-probe gating (issue 7/7): a VIP is advertised only while a TCP
+//! TCP-probe gating: a VIP is advertised only while a TCP
 //! connect from the node to VIP:port succeeds.
 
 mod common;

@@ -413,7 +413,7 @@ pub fn render(r: &Results, args: &Args) -> String {
     s
 }
 
-/// The targets of issue 6/7, each against what this run measured.
+/// The benchmark targets, each against what this run measured.
 fn targets(s: &mut String, r: &Results, args: &Args) {
     let get = |k: Kind, n: usize| r.bulk.get(&(k.name().to_owned(), n));
     let mut rows: Vec<(String, String, Option<bool>)> = Vec::new();
@@ -483,7 +483,7 @@ fn targets(s: &mut String, r: &Results, args: &Args) {
     if rows.is_empty() {
         return;
     }
-    writeln!(s, "## Targets (issue 6/7)\n\n| target | measured (holdfast vs reference) | met |\n|---|---|---|").unwrap();
+    writeln!(s, "## Targets\n\n| target | measured (holdfast vs reference) | met |\n|---|---|---|").unwrap();
     for (what, measured, met) in rows {
         let met = match met {
             Some(true) => "yes",

@@ -39,7 +39,6 @@
 //! default: the API carries nothing secret, and a node-local scraper or
 //! `holdfast status` needs nothing more.
 
-pub mod exposition;
 mod guard;
 pub mod metrics;
 pub mod process;

@@ -180,7 +180,7 @@ pub fn render_current() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::exposition;
+    use testlab::exposition;
 
     fn auxv(pairs: &[(u64, u64)]) -> Vec<u8> {
         pairs

@@ -72,7 +72,7 @@ pub struct RouteView {
     pub deferred: bool,
 }
 
-/// A probed VIP (issue 7/7).
+/// A probed VIP (TCP-probe gating).
 #[derive(Clone, Debug)]
 pub struct ProbeView {
     pub port: u16,

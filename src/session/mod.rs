@@ -136,7 +136,7 @@ impl PeerSpec {
         self.peer.asn == self.local_asn
     }
 
-    /// What we put in our OPEN (issue 2/7): multiprotocol for each family,
+    /// What we put in our OPEN: multiprotocol for each family,
     /// route refresh and enhanced route refresh, 4-octet AS (added by the
     /// FSM), graceful restart, extended message and FQDN.
     pub fn capabilities(&self) -> Vec<Capability> {

@@ -18,6 +18,7 @@ pub mod bird;
 pub mod bridge;
 pub mod dir;
 pub mod exabgp;
+pub mod exposition;
 pub mod frr;
 pub mod gobgp;
 pub mod lab;

@@ -203,10 +203,10 @@ impl<'a> Holdfast<'a> {
     }
 
     /// The parsed `/metrics` exposition.
-    pub fn exposition(&self) -> holdfast::api::exposition::Exposition {
+    pub fn exposition(&self) -> testlab::exposition::Exposition {
         let (code, body) = self.http_get("/metrics");
         assert_eq!(code, 200, "GET /metrics: {body}");
-        holdfast::api::exposition::parse(&body)
+        testlab::exposition::parse(&body)
             .unwrap_or_else(|e| panic!("/metrics does not parse ({e}):\n{body}"))
     }
 
@@ -221,7 +221,7 @@ impl<'a> Holdfast<'a> {
 /// The value of the one series of `name` in `e` whose labels include
 /// `labels`; panics when there is not exactly one.
 pub fn metric_value(
-    e: &holdfast::api::exposition::Exposition,
+    e: &testlab::exposition::Exposition,
     name: &str,
     labels: &[(&str, &str)],
 ) -> f64 {

@@ -1,6 +1,6 @@
 use super::*;
-use crate::api::exposition::{self, Exposition};
 use crate::status::{BfdStatus, PeerStatus};
+use testlab::exposition::{self, Exposition};
 
 fn fixture() -> Status {
     serde_json::from_str(include_str!("../../../tests/fixtures/api/status.json"))
