@@ -172,7 +172,7 @@ fn a_fifo_swapped_in_by_a_reload_keeps_the_daemon_answering_and_the_old_config()
     assert_eq!(peers, ["tor1"], "the old config stays in force");
     assert!(
         d.log()
-            .contains("config reload failed; the running config stays"),
+            .contains("config reload refused, the running config stays"),
         "{}",
         d.log()
     );
