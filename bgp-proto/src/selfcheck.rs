@@ -6,6 +6,10 @@
 //! breaks a promise: decoding never panics; whatever decodes re-encodes to
 //! the same bytes; validation never panics.
 
+mod session;
+
+pub use session::session;
+
 use crate::context::{Context, Family};
 use crate::message::{Message, check_header};
 
