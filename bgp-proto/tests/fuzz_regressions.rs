@@ -54,7 +54,7 @@ fn session() {
         |d| {
             bgp_proto::selfcheck::session(d);
         },
-        10,
+        11,
     );
 }
 
