@@ -78,7 +78,7 @@ fn session_seeds_reach_established() {
     assert_eq!(s.established_transitions, 2, "{s:?}");
     // 2000 /32s (10000 octets of NLRI) need three 4096-octet UPDATEs.
     let s = stats("big-table-4096");
-    assert!(s.updates_sent >= 1 + 3, "End-of-RIB and the table: {s:?}");
+    assert!(s.updates_sent >= 4, "End-of-RIB and the table: {s:?}");
     let s = stats("hold-expires");
     assert_eq!(s.established_transitions, 1, "{s:?}");
     assert!(

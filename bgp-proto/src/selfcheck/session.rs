@@ -322,15 +322,13 @@ impl Driver {
         }
         assert!(held <= 3, "{held} connections held");
         let deadline = self.session.next_deadline();
-        if after_tick {
-            if let Some(d) = deadline {
-                assert!(
-                    d > self.now,
-                    "next deadline {:?} is not after the tick at {:?}",
-                    d - self.base,
-                    self.now - self.base
-                );
-            }
+        if after_tick && let Some(d) = deadline {
+            assert!(
+                d > self.now,
+                "next deadline {:?} is not after the tick at {:?}",
+                d - self.base,
+                self.now - self.base
+            );
         }
         if self.enabled && state == State::Idle && held == 0 {
             assert!(
