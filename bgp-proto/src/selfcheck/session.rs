@@ -130,7 +130,7 @@ struct Driver {
     /// messages up to 65535 octets once the peer's OPEN offered it too.
     local_extended: bool,
     state: State,
-    /// The routes we originate: (attributes seed, prefixes).
+    /// The prefixes we originate (sent on Up and on ROUTE-REFRESH).
     table: Vec<IpNet>,
     as_path_len: usize,
     ibgp: bool,
