@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-600}; shift || true
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(framing message attributes)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(framing message attributes session)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t"

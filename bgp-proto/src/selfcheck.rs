@@ -4,7 +4,12 @@
 //!
 //! Each function takes arbitrary bytes and panics only when the codec
 //! breaks a promise: decoding never panics; whatever decodes re-encodes to
-//! the same bytes; validation never panics.
+//! the same bytes; validation never panics. [`session()`] drives the FSM and
+//! the UPDATE packing together; its properties are listed in its module.
+
+mod session;
+
+pub use session::session;
 
 use crate::context::{Context, Family};
 use crate::message::{Message, check_header};

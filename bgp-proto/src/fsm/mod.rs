@@ -522,6 +522,21 @@ impl Session {
         self.idle_hold_time
     }
 
+    /// For each open connection: the octets read and not yet consumed as
+    /// whole messages, and the largest message it accepts (RFC 4271 §4.1,
+    /// RFC 8654 §4 once negotiated). A header is checked as soon as it is
+    /// complete, so a peer can make us hold less than one message per
+    /// connection, whatever it sends.
+    pub fn receive_buffers(&self) -> impl Iterator<Item = (ConnId, usize, usize)> + '_ {
+        self.conns.iter().map(|c| {
+            let max = c
+                .negotiated
+                .as_ref()
+                .map_or(MAX_MESSAGE_LEN, |n| n.rx.max_message_len);
+            (c.id, c.rx.len(), max)
+        })
+    }
+
     /// The earliest instant at which `Event::Tick` has work to do.
     pub fn next_deadline(&self) -> Option<Instant> {
         let conn_timers = self
