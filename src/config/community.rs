@@ -113,18 +113,7 @@ pub enum ExtendedCommunity {
 /// As the config writes it: "rt:ASN:N" or "ro:ASN:N".
 impl std::fmt::Display for ExtendedCommunity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (kind, asn, local) = match *self {
-            ExtendedCommunity::TwoOctetAs {
-                kind,
-                global,
-                local,
-            } => (kind, u32::from(global), local),
-            ExtendedCommunity::FourOctetAs {
-                kind,
-                global,
-                local,
-            } => (kind, global, u32::from(local)),
-        };
+        let (kind, asn, local) = self.parts();
         let kind = match kind {
             ExtendedCommunityKind::RouteTarget => "rt",
             ExtendedCommunityKind::RouteOrigin => "ro",
@@ -134,10 +123,9 @@ impl std::fmt::Display for ExtendedCommunity {
 }
 
 impl ExtendedCommunity {
-    /// The 8 octets carried in the EXTENDED_COMMUNITIES attribute (built
-    /// by the codec's constructors, which pick the same AS-specific form).
-    pub fn to_bytes(&self) -> [u8; 8] {
-        let (kind, asn, local) = match *self {
+    /// The kind, the ASN and the local value, whichever form carries them.
+    fn parts(&self) -> (ExtendedCommunityKind, u32, u32) {
+        match *self {
             ExtendedCommunity::TwoOctetAs {
                 kind,
                 global,
@@ -148,7 +136,13 @@ impl ExtendedCommunity {
                 global,
                 local,
             } => (kind, global, u32::from(local)),
-        };
+        }
+    }
+
+    /// The 8 octets carried in the EXTENDED_COMMUNITIES attribute (built
+    /// by the codec's constructors, which pick the same AS-specific form).
+    pub fn to_bytes(&self) -> [u8; 8] {
+        let (kind, asn, local) = self.parts();
         match kind {
             ExtendedCommunityKind::RouteTarget => {
                 bgp_proto::ExtCommunity::route_target(asn, local).0
