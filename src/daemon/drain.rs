@@ -2,7 +2,7 @@
 //! without graceful restart: the drain state the API changes and the main
 //! loop follows. The sequence itself is [`crate::speaker::Drain`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,11 @@ pub struct Control {
     pub wait: Duration,
     /// SIGTERM came: the daemon exits once the drain has run its course.
     pub exiting: bool,
+    /// The drain under way was started because the node is going away
+    /// ([`Control::follow_node`]), not by an operator.
+    pub by_node: bool,
+    /// The exit, once decided: what each peer's session does.
+    pub exit: Option<BTreeMap<String, ExitPlan>>,
 }
 
 pub type SharedControl = Arc<(Mutex<Control>, Notify)>;
@@ -44,6 +49,8 @@ pub fn shared(wait: Duration) -> SharedControl {
             scope: Scope::All,
             wait,
             exiting: false,
+            by_node: false,
+            exit: None,
         }),
         Notify::new(),
     ))
@@ -52,6 +59,10 @@ pub fn shared(wait: Duration) -> SharedControl {
 impl Control {
     /// The API's `drain` (`on`) and `undrain`.
     pub fn set(&mut self, on: bool, now: Instant) -> Result<DrainStatus, String> {
+        // From now on the drain is the operator's.
+        if !self.exiting {
+            self.by_node = false;
+        }
         if on {
             if self.drain.start(now, self.wait) {
                 self.scope = Scope::All;
@@ -97,5 +108,275 @@ impl Control {
         } else {
             table
         }
+    }
+}
+
+/// Why the daemon is exiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitReason {
+    /// SIGTERM or SIGINT: a planned stop (a pod restart, a rollout, a
+    /// node going away).
+    Signal,
+    /// The daemon cannot go on (its source stopped): a restart follows,
+    /// as after a crash.
+    Failure,
+}
+
+/// What a peer's session does at exit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitPlan {
+    /// Close without a NOTIFICATION (RFC 4724 §4): the peer keeps the
+    /// routes as stale for `restart_time` while the datapath forwards, and
+    /// the restarted process takes them over.
+    KeepThroughRestart,
+    /// Planned withdrawal (RFC 8326 §3): GRACEFUL_SHUTDOWN for
+    /// `graceful_shutdown_wait`, then withdraw and Cease. The reason is
+    /// logged.
+    Withdraw(String),
+}
+
+/// The exit rule: keep a peer's routes through graceful restart, or
+/// withdraw them. Pure: the daemon gathers the inputs.
+///
+/// - `peer_graceful_restart`: the peer's session has graceful restart;
+///   without it nothing keeps the routes, so they are withdrawn.
+/// - `withdraw_on_exit`: `holdfast run --withdraw-on-exit`.
+/// - `draining`: a drain is under way or done (`holdfast drain`, or one
+///   this daemon started because the node is going away). This is the
+///   signal for a node going away with the file source: `holdfast drain`
+///   run before the stop (a systemd unit's `ExecStop` that runs at
+///   shutdown only). Leaving a drained node's routes stale at the peers
+///   would bring them back for `restart_time`.
+/// - `node`: what the Kubernetes API says about this node (`None` with
+///   the file source, or before the first evaluation). A node being
+///   deleted, shutting down (kubelet's graceful node shutdown), or out of
+///   service is going away: its datapath will not outlive the process, so
+///   stale routes would black-hole traffic for `restart_time`.
+///
+/// Everything else (a pod restart, a rollout, `systemctl restart`) keeps
+/// the routes: the datapath stays up and the new process takes over.
+/// A failure keeps them too unless a rule above says the node is going.
+pub fn exit_plan(
+    reason: ExitReason,
+    peer_graceful_restart: bool,
+    withdraw_on_exit: bool,
+    draining: bool,
+    node: Option<&crate::source::kubernetes::NodeFacts>,
+) -> ExitPlan {
+    if !peer_graceful_restart {
+        return ExitPlan::Withdraw("the peer has no graceful restart".into());
+    }
+    if withdraw_on_exit {
+        return ExitPlan::Withdraw("--withdraw-on-exit".into());
+    }
+    if let Some(why) = node.and_then(|n| n.going_away()) {
+        return ExitPlan::Withdraw(format!("this node is going away: {why}"));
+    }
+    if draining {
+        return ExitPlan::Withdraw(
+            "this node is drained (holdfast drain): its routes do not come back".into(),
+        );
+    }
+    match reason {
+        ExitReason::Signal | ExitReason::Failure => ExitPlan::KeepThroughRestart,
+    }
+}
+
+impl Control {
+    /// The node is going away (`why`) while the daemon runs: the drain
+    /// starts at once, before SIGTERM comes (kubelet stops critical pods
+    /// last, which may leave less than `graceful_shutdown_wait`). Answers
+    /// whether it started one. `None` ends a drain this started (a
+    /// cancelled shutdown), never one an operator started.
+    pub fn follow_node(&mut self, why: Option<&str>, now: Instant) -> bool {
+        match why {
+            Some(_) if !self.drain.draining() => {
+                self.drain.start(now, self.wait);
+                self.scope = Scope::All;
+                self.by_node = true;
+                true
+            }
+            None if self.by_node && !self.exiting => {
+                self.by_node = false;
+                self.drain.stop();
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl super::Daemon {
+    /// [`exit_plan`] for every peer, from what the daemon knows now.
+    pub(super) fn exit_plans(&self, reason: ExitReason) -> BTreeMap<String, ExitPlan> {
+        let draining = self.drain.0.lock().expect("drain lock").drain.draining();
+        let node = self.kube.as_ref().and_then(|k| k.node_facts());
+        self.peers
+            .values()
+            .map(|p| {
+                let plan = exit_plan(
+                    reason,
+                    p.config.graceful_restart.enabled,
+                    self.opts.withdraw_on_exit,
+                    draining,
+                    node.as_ref(),
+                );
+                (p.config.name.clone(), plan)
+            })
+            .collect()
+    }
+
+    /// Decides the exit once (SIGTERM, or the failure that ends the main
+    /// loop) and logs it; later calls answer the same plan.
+    pub(super) fn decide_exit(&self, reason: ExitReason) -> BTreeMap<String, ExitPlan> {
+        if let Some(plans) = self.drain.0.lock().expect("drain lock").exit.clone() {
+            return plans;
+        }
+        let plans = self.exit_plans(reason);
+        let mut by_why: BTreeMap<Option<&str>, Vec<&str>> = BTreeMap::new();
+        for (peer, plan) in &plans {
+            let why = match plan {
+                ExitPlan::KeepThroughRestart => None,
+                ExitPlan::Withdraw(why) => Some(why.as_str()),
+            };
+            by_why.entry(why).or_default().push(peer);
+        }
+        for (why, peers) in by_why {
+            match why {
+                None => tracing::info!(
+                    ?peers,
+                    "exit: routes kept through graceful restart (RFC 4724): the datapath stays up"
+                ),
+                Some(why) => tracing::info!(
+                    ?peers,
+                    "exit: routes withdrawn after graceful shutdown (RFC 8326): {why}"
+                ),
+            }
+        }
+        self.drain.0.lock().expect("drain lock").exit = Some(plans.clone());
+        plans
+    }
+
+    /// Starts the drain when the Kubernetes API shows this node going
+    /// away, and ends the drain it started if that stops being so.
+    pub(super) fn follow_node(&mut self) {
+        let Some(kube) = &self.kube else {
+            return;
+        };
+        let why = kube.node_facts().and_then(|f| f.going_away());
+        let changed = self
+            .drain
+            .0
+            .lock()
+            .expect("drain lock")
+            .follow_node(why, Instant::now());
+        if changed {
+            match why {
+                Some(why) => tracing::warn!(
+                    "{why}: routes marked GRACEFUL_SHUTDOWN (RFC 8326), withdrawn after graceful_shutdown_wait"
+                ),
+                None => tracing::info!(
+                    "this node is no longer going away: routes advertised normally again"
+                ),
+            }
+            self.publish_tables();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::source::kubernetes::NodeFacts;
+
+    fn keep(plan: ExitPlan) {
+        assert_eq!(plan, ExitPlan::KeepThroughRestart);
+    }
+
+    fn withdraw(plan: ExitPlan, because: &str) {
+        match plan {
+            ExitPlan::Withdraw(why) => assert!(why.contains(because), "{why}"),
+            other => panic!("{other:?}, expected a withdrawal because {because}"),
+        }
+    }
+
+    #[test]
+    fn a_pod_restart_keeps_the_routes_through_graceful_restart() {
+        let ready = NodeFacts::default();
+        keep(exit_plan(ExitReason::Signal, true, false, false, Some(&ready)));
+        keep(exit_plan(ExitReason::Signal, true, false, false, None));
+        keep(exit_plan(ExitReason::Failure, true, false, false, None));
+    }
+
+    #[test]
+    fn a_node_going_away_withdraws() {
+        let shutting = NodeFacts {
+            shutting_down: true,
+            ..NodeFacts::default()
+        };
+        withdraw(
+            exit_plan(ExitReason::Signal, true, false, false, Some(&shutting)),
+            "shutting down",
+        );
+        let deleting = NodeFacts {
+            deleting: true,
+            ..NodeFacts::default()
+        };
+        withdraw(
+            exit_plan(ExitReason::Signal, true, false, false, Some(&deleting)),
+            "deleted",
+        );
+        let gone = NodeFacts {
+            out_of_service: true,
+            ..NodeFacts::default()
+        };
+        withdraw(
+            exit_plan(ExitReason::Failure, true, false, false, Some(&gone)),
+            "out-of-service",
+        );
+    }
+
+    #[test]
+    fn a_drain_before_the_stop_is_the_file_sources_signal() {
+        withdraw(
+            exit_plan(ExitReason::Signal, true, false, true, None),
+            "drained",
+        );
+    }
+
+    #[test]
+    fn no_graceful_restart_or_withdraw_on_exit_always_withdraws() {
+        withdraw(
+            exit_plan(ExitReason::Signal, false, false, false, None),
+            "no graceful restart",
+        );
+        withdraw(
+            exit_plan(ExitReason::Signal, true, true, false, None),
+            "--withdraw-on-exit",
+        );
+    }
+
+    #[test]
+    fn a_node_shutting_down_starts_the_drain_and_a_cancelled_one_ends_it() {
+        let t0 = Instant::now();
+        let c = shared(Duration::from_secs(5));
+        let mut c = c.0.lock().unwrap();
+        assert!(c.follow_node(Some("shutting down"), t0));
+        assert!(matches!(c.drain.phase(), DrainPhase::GracefulShutdown { .. }));
+        assert_eq!(c.scope, Scope::All);
+        // Still shutting down: the timer runs as it was.
+        assert!(!c.follow_node(Some("shutting down"), t0 + Duration::from_secs(1)));
+        assert!(c.follow_node(None, t0 + Duration::from_secs(2)));
+        assert_eq!(c.drain.phase(), DrainPhase::Active);
+        // An operator's drain is not ended by the node being fine.
+        c.set(true, t0).unwrap();
+        assert!(!c.follow_node(None, t0));
+        assert!(c.drain.draining());
+        // Nor taken over by a shutdown that then gets cancelled.
+        assert!(!c.follow_node(Some("shutting down"), t0));
+        assert!(!c.follow_node(None, t0));
+        assert!(c.drain.draining());
     }
 }

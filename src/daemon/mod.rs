@@ -1205,19 +1205,20 @@ impl Daemon {
     /// §3) and the daemon stops when it is over; a second signal stops it
     /// at once.
     fn begin_exit(&mut self) -> bool {
+        if self.drain.0.lock().expect("drain lock").exiting {
+            info!("second signal: stopping without waiting");
+            return true;
+        }
+        // Pod restart or node going away: drain::exit_plan.
         let withdrawing: std::collections::BTreeSet<String> = self
-            .peers
-            .values()
-            .filter(|p| !p.config.graceful_restart.enabled || self.opts.withdraw_on_exit)
-            .map(|p| p.config.name.clone())
+            .decide_exit(drain::ExitReason::Signal)
+            .into_iter()
+            .filter(|(_, plan)| matches!(plan, drain::ExitPlan::Withdraw(_)))
+            .map(|(name, _)| name)
             .collect();
         let now = Instant::now();
         {
             let mut control = self.drain.0.lock().expect("drain lock");
-            if control.exiting {
-                info!("second signal: stopping without waiting");
-                return true;
-            }
             control.exiting = true;
             if withdrawing.is_empty() || control.wait.is_zero() {
                 return true;
@@ -1268,12 +1269,12 @@ impl Daemon {
         let names: Vec<String> = self.peers.keys().cloned().collect();
         let mut any_graceful = false;
         let (mut graceful, mut withdrawn) = (0, 0);
+        let plans = self.decide_exit(drain::ExitReason::Failure);
         for name in names {
-            let gr = self
-                .peers
+            let keep = plans
                 .get(&name)
-                .is_some_and(|p| p.config.graceful_restart.enabled);
-            let how = if gr && !self.opts.withdraw_on_exit {
+                .is_some_and(|p| *p == drain::ExitPlan::KeepThroughRestart);
+            let how = if keep {
                 any_graceful = true;
                 graceful += 1;
                 StopHow::Graceful
@@ -1740,6 +1741,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
                     config_stamp = d.reload().await;
                 }
                 d.follow_restart();
+                d.follow_node();
                 d.resync.set_every(d.config.resync, Instant::now());
                 if d.resync.due(Instant::now()) {
                     d.reconcile().await;

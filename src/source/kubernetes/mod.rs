@@ -55,7 +55,7 @@ mod policy_tests;
 pub use endpoints::SERVICE_NAME_LABEL;
 pub use events::{EventRecorder, REPORTING_CONTROLLER, RouteChange, service_reference};
 pub use limit::EventLimits;
-pub use node::EXCLUDE_LABEL;
+pub use node::{EXCLUDE_LABEL, NodeFacts, OUT_OF_SERVICE_TAINT, SHUTTING_DOWN_MESSAGE, node_facts};
 pub use node_status::NodeStatusWriter;
 pub use policy::{
     Cluster, Evaluation, Giver, NAMESPACE_NAME_LABEL, evaluate, needs_namespace_labels,

@@ -129,6 +129,9 @@ pub struct Handle {
     resync: mpsc::UnboundedSender<()>,
     /// VIPs a resync found the last evaluation wrong about.
     resync_repairs: Arc<std::sync::atomic::AtomicU64>,
+    /// This node's facts as of the last evaluation (`None` before the
+    /// first, or while the Node is missing).
+    node_facts: Arc<Mutex<Option<super::NodeFacts>>>,
     events: EventRecorder,
     task: JoinHandle<()>,
 }
@@ -164,6 +167,11 @@ impl Handle {
     pub fn resync_repairs(&self) -> u64 {
         self.resync_repairs
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether this node is going away, as of the last evaluation.
+    pub fn node_facts(&self) -> Option<super::NodeFacts> {
+        self.node_facts.lock().ok().and_then(|f| f.clone())
     }
 
     /// The Event recorder for this node's route changes.
@@ -205,12 +213,14 @@ pub fn spawn(
     let mut runner = Runner::new(client, options, config, snapshots, Arc::clone(&latest));
     let (resync, resync_rx) = mpsc::unbounded_channel();
     let resync_repairs = Arc::clone(&runner.resync_repairs);
+    let node_facts = Arc::clone(&runner.node_facts);
     runner.resync_rx = Some(resync_rx);
     let task = tokio::spawn(runner.run());
     Handle {
         latest,
         resync,
         resync_repairs,
+        node_facts,
         events,
         task,
     }
@@ -417,8 +427,26 @@ fn strip_slice(slice: &mut EndpointSlice) {
 fn strip_node(node: &mut Node) {
     node.metadata.managed_fields = None;
     node.metadata.annotations = None;
-    // Images, conditions, addresses: nothing evaluation reads.
-    node.status = None;
+    // Images, addresses, heartbeats: nothing evaluation reads. The Ready
+    // condition's status and message stay: they tell a graceful node
+    // shutdown (`NodeFacts`).
+    node.status = node.status.take().map(|status| {
+        let ready = status
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.type_ == "Ready")
+            .map(|mut c| {
+                c.last_heartbeat_time = None;
+                c.last_transition_time = None;
+                c
+            })
+            .collect();
+        k8s_openapi::api::core::v1::NodeStatus {
+            conditions: Some(ready),
+            ..Default::default()
+        }
+    });
 }
 
 fn strip_namespace(namespace: &mut Namespace) {
@@ -463,6 +491,7 @@ struct Runner {
     /// The next evaluation answers a resync: count what it corrects.
     resync_pending: bool,
     resync_repairs: Arc<std::sync::atomic::AtomicU64>,
+    node_facts: Arc<Mutex<Option<super::NodeFacts>>>,
 }
 
 impl Runner {
@@ -496,6 +525,7 @@ impl Runner {
             resync_rx: None,
             resync_pending: false,
             resync_repairs: Arc::default(),
+            node_facts: Arc::default(),
         }
     }
 
@@ -642,6 +672,9 @@ impl Runner {
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(self.options.node_name.as_str()))
             .map(|n| &**n);
+        if let Ok(mut facts) = self.node_facts.lock() {
+            *facts = node.map(super::node_facts);
+        }
         let namespaces = w.namespaces.as_ref().map(Store::state);
         let cluster = Cluster {
             node_name: &self.options.node_name,
