@@ -52,6 +52,8 @@ enum Daemons {
     /// nexthops) and resolves nexthops; routes still stay out of the kernel
     /// (`bgpd -n`).
     Zebra,
+    /// zebra + bgpd, routes installed into the kernel: a forwarding ToR.
+    ZebraKernel,
     /// zebra + bfdd + bgpd: bgpd registers BFD sessions with bfdd through
     /// zebra.
     ZebraBfd,
@@ -80,6 +82,12 @@ impl Frr {
     /// zebra + bgpd.
     pub fn start_with_zebra(ns: &Netns, bgpd_conf: &str) -> Frr {
         Frr::launch(ns, bgpd_conf, None, Daemons::Zebra)
+    }
+
+    /// zebra + bgpd **installing its routes into the namespace's kernel**
+    /// (no `-n`): a ToR that forwards, ECMP included (`maximum-paths`).
+    pub fn start_forwarding(ns: &Netns, bgpd_conf: &str) -> Frr {
+        Frr::launch(ns, bgpd_conf, None, Daemons::ZebraKernel)
     }
 
     /// zebra + bfdd + bgpd, for `neighbor X bfd`. `bfdd_conf` may be empty
@@ -129,10 +137,10 @@ impl Frr {
             frr.start_daemon(ns, "bfdd", BFDD, &["--bfdctl", &bfdctl]);
         }
         // -n: never install routes into the kernel; -Z: no zebra at all.
-        let bgpd_args: &[&str] = if daemons == Daemons::BgpdOnly {
-            &["-n", "-Z"]
-        } else {
-            &["-n"]
+        let bgpd_args: &[&str] = match daemons {
+            Daemons::BgpdOnly => &["-n", "-Z"],
+            Daemons::ZebraKernel => &[],
+            Daemons::Zebra | Daemons::ZebraBfd => &["-n"],
         };
         frr.start_daemon(ns, "bgpd", BGPD, bgpd_args);
 

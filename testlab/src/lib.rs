@@ -26,6 +26,7 @@ pub mod link;
 pub mod netns;
 pub mod process;
 pub mod require;
+pub mod traffic;
 pub mod wait;
 
 pub use bird::Bird;
