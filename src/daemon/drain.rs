@@ -305,7 +305,13 @@ mod tests {
     #[test]
     fn a_pod_restart_keeps_the_routes_through_graceful_restart() {
         let ready = NodeFacts::default();
-        keep(exit_plan(ExitReason::Signal, true, false, false, Some(&ready)));
+        keep(exit_plan(
+            ExitReason::Signal,
+            true,
+            false,
+            false,
+            Some(&ready),
+        ));
         keep(exit_plan(ExitReason::Signal, true, false, false, None));
         keep(exit_plan(ExitReason::Failure, true, false, false, None));
     }
@@ -364,7 +370,10 @@ mod tests {
         let c = shared(Duration::from_secs(5));
         let mut c = c.0.lock().unwrap();
         assert!(c.follow_node(Some("shutting down"), t0));
-        assert!(matches!(c.drain.phase(), DrainPhase::GracefulShutdown { .. }));
+        assert!(matches!(
+            c.drain.phase(),
+            DrainPhase::GracefulShutdown { .. }
+        ));
         assert_eq!(c.scope, Scope::All);
         // Still shutting down: the timer runs as it was.
         assert!(!c.follow_node(Some("shutting down"), t0 + Duration::from_secs(1)));

@@ -174,10 +174,19 @@ mod tests {
             "[container runtime status check may not have completed yet, node is shutting down]",
         );
         assert!(node_facts(&n).shutting_down);
-        assert!(node_facts(&n).going_away().unwrap().contains("shutting down"));
+        assert!(
+            node_facts(&n)
+                .going_away()
+                .unwrap()
+                .contains("shutting down")
+        );
         // NotReady for another reason (network plugin, runtime): the node
         // may come back, nothing is going away.
-        let n = ready("False", "KubeletNotReady", "container runtime network not ready");
+        let n = ready(
+            "False",
+            "KubeletNotReady",
+            "container runtime network not ready",
+        );
         assert!(!node_facts(&n).shutting_down);
         // Ready again after a cancelled shutdown.
         let n = ready("True", "KubeletReady", "node is shutting down");
