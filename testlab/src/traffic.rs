@@ -348,3 +348,214 @@ mod tests {
         assert_eq!(t.slowest_ms, 10);
     }
 }
+
+/// What a speaker does in each zero-loss scenario, on node `i` of an
+/// [`EcmpLab`]. [`run_scenarios`] drives the listeners and counts; the
+/// speaker only reacts the way it would in production. A speaker that
+/// simply withdraws (BIRD, gobgpd) has a natural equivalent of each step.
+pub trait Operations {
+    /// The speaker's name, for the report.
+    fn name(&self) -> String;
+    /// Rolling restart: stop node `i`'s speaker (SIGTERM) and start it
+    /// again; returns once it is ready (holdfast: `/readyz`).
+    fn restart(&mut self, i: usize);
+    /// A planned drain of node `i` (`holdfast drain`).
+    fn drain(&mut self, i: usize);
+    fn undrain(&mut self, i: usize);
+    /// Node `i`'s local endpoint becomes not ready (eTP Local).
+    fn endpoint_not_ready(&mut self, i: usize);
+    fn endpoint_ready(&mut self, i: usize);
+    /// A pod restart: the speaker stops (SIGTERM), the datapath stays.
+    fn pod_stop(&mut self, i: usize);
+    /// The restarted pod's speaker starts; returns once it is ready.
+    fn pod_start(&mut self, i: usize);
+    /// Node `i` shuts down: returns once its speaker has stopped, as the
+    /// machine's shutdown would stop it (holdfast: kubelet marks the Node,
+    /// then SIGTERM); the listener stops right after.
+    fn node_shutdown(&mut self, i: usize);
+}
+
+/// What a scenario cost.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub scenario: &'static str,
+    /// Every attempt from the scenario's first step to its end.
+    pub tally: Tally,
+    /// Scenarios 2, 3, 5: the second after the ToR's kernel forwarded the
+    /// VIP to node2 only, before node1's listener stopped (node1 must serve
+    /// nothing in it).
+    pub after_move: Option<Tally>,
+    /// Scenario 4: one second while node1's speaker was down (a datapath
+    /// that stays up keeps serving).
+    pub during_gap: Option<Tally>,
+}
+
+/// Attempts every 20 ms, 2 s each.
+pub const INTERVAL: Duration = Duration::from_millis(20);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Generous: every attempt ends within [`CONNECT_TIMEOUT`].
+const SETTLE: Duration = Duration::from_secs(15);
+
+/// The lab, its listeners and its client.
+#[derive(Debug)]
+pub struct Traffic<'a> {
+    pub lab: &'a EcmpLab,
+    pub servers: Vec<Option<Server>>,
+    pub client: Client,
+}
+
+impl<'a> Traffic<'a> {
+    /// A listener on every node, then the client.
+    pub fn start(lab: &'a EcmpLab) -> Traffic<'a> {
+        let servers = lab
+            .nodes
+            .iter()
+            .map(|n| Some(Server::start(&n.ns, &n.name)))
+            .collect();
+        let client = Client::start(&lab.client, INTERVAL, CONNECT_TIMEOUT);
+        Traffic {
+            lab,
+            servers,
+            client,
+        }
+    }
+
+    fn addrs(&self) -> Vec<Ipv4Addr> {
+        self.lab.nodes.iter().map(|n| n.addr).collect()
+    }
+
+    /// Both nodes answer connections (and nothing fails) over 1.5 s.
+    pub fn assert_all_serve(&mut self, before: &str, timeout: Duration) {
+        self.lab.wait_next_hops(&self.addrs(), timeout);
+        let t = self.over(Duration::from_millis(1500));
+        let all = self.lab.nodes.iter().all(|n| t.served_by(&n.name) > 0);
+        assert!(
+            all && t.failures.is_empty(),
+            "before {before}, every node must serve the VIP: {t:?}"
+        );
+    }
+
+    /// What the client saw over the next `d`.
+    pub fn over(&mut self, d: Duration) -> Tally {
+        let from = now_ms();
+        std::thread::sleep(d);
+        self.client.tally(from, now_ms(), SETTLE)
+    }
+
+    fn stop_server(&mut self, i: usize) {
+        self.servers[i].take().expect("a running listener").stop();
+    }
+
+    fn start_server(&mut self, i: usize) {
+        let n = &self.lab.nodes[i];
+        self.servers[i] = Some(Server::start(&n.ns, &n.name));
+    }
+
+    /// node1 out of the ToR's route, then a second of traffic.
+    fn moved_off_first(&mut self, timeout: Duration) -> Tally {
+        let rest: Vec<Ipv4Addr> = self.addrs()[1..].to_vec();
+        self.lab.wait_next_hops(&rest, timeout);
+        // Connections already under way to node1 end well within this.
+        std::thread::sleep(Duration::from_millis(300));
+        self.over(Duration::from_secs(1))
+    }
+}
+
+/// The five scenarios of the zero-loss test, on node1 (index 0) of a
+/// two-node lab, with `wait` the speaker's graceful-shutdown wait (the
+/// listener stops no sooner after a drain). `timeout` bounds every wait
+/// for the routers.
+pub fn run_scenarios(
+    t: &mut Traffic<'_>,
+    ops: &mut dyn Operations,
+    wait: Duration,
+    timeout: Duration,
+) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    let all = t.addrs();
+    let mut window =
+        |t: &mut Traffic<'_>,
+         scenario: &'static str,
+         run: &mut dyn FnMut(&mut Traffic<'_>) -> (Option<Tally>, Option<Tally>)| {
+            t.assert_all_serve(scenario, timeout);
+            let from = now_ms();
+            let (after_move, during_gap) = run(t);
+            std::thread::sleep(Duration::from_millis(500));
+            let tally = t.client.tally(from, now_ms(), SETTLE);
+            out.push(Outcome {
+                scenario,
+                tally,
+                after_move,
+                during_gap,
+            });
+        };
+
+    window(t, "1 rolling restart", &mut |t| {
+        for i in 0..t.lab.nodes.len() {
+            ops.restart(i);
+            t.lab.wait_next_hops(&all, timeout);
+        }
+        (None, None)
+    });
+    window(t, "2 drain, listener stopped after the wait", &mut |t| {
+        let start = std::time::Instant::now();
+        ops.drain(0);
+        let moved = t.moved_off_first(timeout);
+        if let Some(left) = wait.checked_sub(start.elapsed()) {
+            std::thread::sleep(left);
+        }
+        t.stop_server(0);
+        std::thread::sleep(Duration::from_secs(1));
+        t.start_server(0);
+        ops.undrain(0);
+        t.lab.wait_next_hops(&all, timeout);
+        (Some(moved), None)
+    });
+    window(t, "3 eTP Local endpoint not ready", &mut |t| {
+        ops.endpoint_not_ready(0);
+        let moved = t.moved_off_first(timeout);
+        t.stop_server(0);
+        std::thread::sleep(Duration::from_secs(1));
+        t.start_server(0);
+        ops.endpoint_ready(0);
+        t.lab.wait_next_hops(&all, timeout);
+        (Some(moved), None)
+    });
+    window(t, "4 pod restart, datapath kept", &mut |t| {
+        ops.pod_stop(0);
+        let gap = t.over(Duration::from_secs(1));
+        ops.pod_start(0);
+        t.lab.wait_next_hops(&all, timeout);
+        (None, Some(gap))
+    });
+    window(t, "5 node shutting down", &mut |t| {
+        ops.node_shutdown(0);
+        t.stop_server(0);
+        // The node is gone: the others carry everything.
+        let rest: Vec<Ipv4Addr> = all[1..].to_vec();
+        t.lab.wait_next_hops(&rest, timeout);
+        std::thread::sleep(Duration::from_secs(1));
+        (None, None)
+    });
+    out
+}
+
+/// The outcomes as a Markdown table's rows: scenario, attempts, served by
+/// each node, failed, slowest.
+pub fn outcome_rows(speaker: &str, outcomes: &[Outcome]) -> Vec<String> {
+    outcomes
+        .iter()
+        .map(|o| {
+            let t = &o.tally;
+            format!(
+                "| {} | {speaker} | {} | {} | {} | **{}** | {} ms |",
+                o.scenario,
+                t.attempts(),
+                t.served_by("node1"),
+                t.served_by("node2"),
+                t.failures.len(),
+                t.slowest_ms
+            )
+        })
+        .collect()
+}
