@@ -10,7 +10,8 @@
 #
 # Harness arguments: --sizes N,N  --idle-sizes N,N  --idle-secs S
 # --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...
-# --only bulk,idle,churn,latency,kube  --out FILE
+# --only bulk,idle,churn,latency,kube,traffic  --out FILE
+# (--only traffic alone rewrites only the zero-loss section of BENCHMARKS.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -12,7 +12,10 @@ mod mrt;
 mod procstat;
 mod report;
 mod speakers;
+mod traffic;
 mod vty;
+#[path = "../../tests/zero_loss/holdfast.rs"]
+mod zero_loss_holdfast;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -453,6 +456,11 @@ fn machine(holdfast: &std::path::Path) -> BTreeMap<&'static str, String> {
 
 fn main() {
     let args = parse_args();
+    if args.only == ["traffic"] {
+        // The zero-loss section alone, spliced into the report there is.
+        traffic_only(&args);
+        return;
+    }
     let mut results = Results {
         machine: machine(&args.holdfast),
         command: args.command.clone(),
@@ -484,9 +492,39 @@ fn main() {
     if let Some(dir) = &args.criterion {
         results.codec = report::read_codec(dir);
     }
-    let md = report::render(&results, &args);
+    let mut md = report::render(&results, &args);
+    if args.wants("traffic") {
+        let section = traffic::section(
+            &traffic::run(&args.holdfast),
+            &args.command,
+            "Same machine as above.",
+        );
+        md = traffic::splice(&md, &section);
+    }
     std::fs::write(&args.out, md).expect("write the report");
     let json_path = PathBuf::from("target/bench-results.json");
     std::fs::write(&json_path, report::to_json(&results)).expect("write the raw results");
     eprintln!("wrote {} and {}", args.out.display(), json_path.display());
+}
+
+/// `--only traffic`: runs the zero-loss scenarios and replaces their
+/// section of the existing report (the other sections are kept).
+fn traffic_only(args: &Args) {
+    let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let results = traffic::run(&args.holdfast);
+    let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let machine = machine(&args.holdfast);
+    let machine = format!(
+        "Machine: {} cores ({}), {}; holdfast `{}`; load average before {}, after {}.",
+        machine.get("nproc").map_or("?", String::as_str),
+        machine.get("cpu").map_or("?", String::as_str),
+        machine.get("kernel").map_or("?", String::as_str),
+        args.holdfast.display(),
+        load_before.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        load_after.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    );
+    let section = traffic::section(&results, &args.command, &machine);
+    let md = std::fs::read_to_string(&args.out).unwrap_or_default();
+    std::fs::write(&args.out, traffic::splice(&md, &section)).expect("write the report");
+    eprintln!("wrote the zero-loss section of {}", args.out.display());
 }
