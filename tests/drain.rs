@@ -326,3 +326,57 @@ fn an_emptied_vip_file_is_withdrawn_progressively() {
         }
     });
 }
+
+/// The file source's signal for a node going away: `holdfast drain` before
+/// the stop (a shutdown-only systemd unit's ExecStop). SIGTERM during the
+/// drain then finishes it and withdraws, with graceful restart enabled:
+/// the router is not left holding stale routes for restart_time. Without
+/// the drain the same SIGTERM keeps them (the pod-restart path).
+#[test]
+fn a_drain_before_sigterm_withdraws_even_with_graceful_restart() {
+    let lab = Lab::pair();
+    let frr = Frr::start_with_zebra(
+        &lab.router,
+        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
+    );
+    let mut node = Holdfast::start(&lab.node, &conf(65001, 65000, "3s", ""), &vips(&[VIP]));
+    let neighbor = "192.0.2.2".parse().unwrap();
+    frr.wait_established(neighbor, LONG);
+    wait_path(&frr, "the VIP advertised", |p| !p.is_null() && !gshut(p));
+
+    // A pod restart first: kept as stale, no NOTIFICATION.
+    node.kill(testlab::Signal::Term);
+    assert!(node.wait_exit().success(), "{}", node.log());
+    wait_path(&frr, "the VIP kept as stale", |p| p["stale"] == true);
+    assert!(
+        node.log()
+            .contains("exit: routes kept through graceful restart (RFC 4724)"),
+        "{}",
+        node.log()
+    );
+    node.run(&[]);
+    wait_path(&frr, "the VIP fresh again", |p| {
+        !p.is_null() && p["stale"] != true
+    });
+
+    // Then the node going away: drain, SIGTERM inside the wait.
+    cli(&lab.node, "drain");
+    wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
+    node.kill(testlab::Signal::Term);
+    frr.wait_no_prefix(PREFIX, LONG);
+    assert!(node.wait_exit().success(), "{}", node.log());
+    frr.wait_state_not(neighbor, "Established", LONG);
+    assert!(frr.prefix(PREFIX).is_none(), "nothing left stale at FRR");
+    let n = frr.neighbor(neighbor);
+    assert_eq!(
+        n["lastNotificationReason"], "Cease/Administrative Shutdown",
+        "{n}"
+    );
+    assert!(
+        node.log().contains(
+            "exit: routes withdrawn after graceful shutdown (RFC 8326): this node is drained"
+        ),
+        "{}",
+        node.log()
+    );
+}

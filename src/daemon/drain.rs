@@ -364,6 +364,49 @@ mod tests {
         );
     }
 
+    fn table() -> PeerTable {
+        let attrs = std::sync::Arc::new(crate::speaker::RouteAttrs::default());
+        [("198.51.100.10/32".parse().unwrap(), attrs)]
+            .into_iter()
+            .collect()
+    }
+
+    fn marked(t: &PeerTable) -> bool {
+        t.values().all(|a| {
+            a.communities
+                .contains(&bgp_proto::community::well_known::GRACEFUL_SHUTDOWN)
+        }) && !t.is_empty()
+    }
+
+    #[test]
+    fn a_shutdown_drains_only_its_peers_on_simulated_time_and_cannot_be_undrained() {
+        let t0 = Instant::now();
+        let wait = Duration::from_secs(5);
+        let c = shared(wait);
+        let mut c = c.0.lock().unwrap();
+        // What begin_exit does for a peer without graceful restart.
+        c.exiting = true;
+        assert!(c.drain.start(t0, wait));
+        c.scope = Scope::Peers(["no-gr".to_string()].into());
+        assert!(marked(&c.shape("no-gr", table())));
+        assert_eq!(c.shape("gr", table()), table(), "kept as it is");
+        assert!(c.set(false, t0).is_err(), "no undrain once exiting");
+        // `holdfast drain` meanwhile changes nothing: the exit was decided
+        // at SIGTERM, and a peer kept through graceful restart must not be
+        // left holding routes marked GRACEFUL_SHUTDOWN as stale.
+        c.set(true, t0 + Duration::from_secs(1)).unwrap();
+        assert_eq!(c.shape("gr", table()), table());
+        assert_eq!(c.drain.deadline(), Some(t0 + wait));
+        assert_eq!(
+            c.status(t0 + Duration::from_secs(2)).seconds_left,
+            Some(3.0)
+        );
+        assert!(!c.drain.poll(t0 + wait - Duration::from_millis(1)));
+        assert!(c.drain.poll(t0 + wait));
+        assert!(c.shape("no-gr", table()).is_empty());
+        assert_eq!(c.status(t0 + wait).state, "drained");
+    }
+
     #[test]
     fn a_node_shutting_down_starts_the_drain_and_a_cancelled_one_ends_it() {
         let t0 = Instant::now();
