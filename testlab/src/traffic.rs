@@ -461,6 +461,9 @@ impl<'a> Traffic<'a> {
     }
 }
 
+/// A scenario's own windows: (after the move, during the gap).
+type Checks = (Option<Tally>, Option<Tally>);
+
 /// The five scenarios of the zero-loss test, on node1 (index 0) of a
 /// two-node lab, with `wait` the speaker's graceful-shutdown wait (the
 /// listener stops no sooner after a drain). `timeout` bounds every wait
@@ -473,22 +476,21 @@ pub fn run_scenarios(
 ) -> Vec<Outcome> {
     let mut out = Vec::new();
     let all = t.addrs();
-    let mut window =
-        |t: &mut Traffic<'_>,
-         scenario: &'static str,
-         run: &mut dyn FnMut(&mut Traffic<'_>) -> (Option<Tally>, Option<Tally>)| {
-            t.assert_all_serve(scenario, timeout);
-            let from = now_ms();
-            let (after_move, during_gap) = run(t);
-            std::thread::sleep(Duration::from_millis(500));
-            let tally = t.client.tally(from, now_ms(), SETTLE);
-            out.push(Outcome {
-                scenario,
-                tally,
-                after_move,
-                during_gap,
-            });
-        };
+    let mut window = |t: &mut Traffic<'_>,
+                      scenario: &'static str,
+                      run: &mut dyn FnMut(&mut Traffic<'_>) -> Checks| {
+        t.assert_all_serve(scenario, timeout);
+        let from = now_ms();
+        let (after_move, during_gap) = run(t);
+        std::thread::sleep(Duration::from_millis(500));
+        let tally = t.client.tally(from, now_ms(), SETTLE);
+        out.push(Outcome {
+            scenario,
+            tally,
+            after_move,
+            during_gap,
+        });
+    };
 
     window(t, "1 rolling restart", &mut |t| {
         for i in 0..t.lab.nodes.len() {
