@@ -203,6 +203,7 @@ pub fn spawn(
         }),
     );
     let mut runner = Runner::new(client, options, config, snapshots, Arc::clone(&latest));
+    runner.events = Some(events.clone());
     let (resync, resync_rx) = mpsc::unbounded_channel();
     let resync_repairs = Arc::clone(&runner.resync_repairs);
     runner.resync_rx = Some(resync_rx);
@@ -396,7 +397,12 @@ where
 fn strip_service(service: &mut Service) {
     service.metadata.managed_fields = None;
     if let Some(annotations) = &mut service.metadata.annotations {
-        annotations.retain(|k, _| k == ADVERTISE_ANNOTATION);
+        annotations.retain(|k, _| {
+            k == ADVERTISE_ANNOTATION
+                || crate::config::ServiceAttribute::ALL
+                    .iter()
+                    .any(|a| a.annotation() == k)
+        });
     }
 }
 
@@ -463,6 +469,8 @@ struct Runner {
     /// The next evaluation answers a resync: count what it corrects.
     resync_pending: bool,
     resync_repairs: Arc<std::sync::atomic::AtomicU64>,
+    /// For Warning Events about refused attribute annotations.
+    events: Option<EventRecorder>,
 }
 
 impl Runner {
@@ -496,6 +504,7 @@ impl Runner {
             resync_rx: None,
             resync_pending: false,
             resync_repairs: Arc::default(),
+            events: None,
         }
     }
 
@@ -665,6 +674,7 @@ impl Runner {
         for warning in next.warnings.difference(&self.last.warnings) {
             tracing::warn!("{warning}");
         }
+        self.warn_refused(&next);
         if next.node_problem != self.last.node_problem {
             match &next.node_problem {
                 Some(problem) => tracing::warn!("this node advertises nothing: {problem}"),
@@ -679,6 +689,30 @@ impl Runner {
         self.evaluated = true;
         self.fresh = true;
         self.last_evaluation = Some(tokio::time::Instant::now());
+    }
+
+    /// A Warning Event on each Service whose refused attribute annotations
+    /// are new or changed since the last evaluation.
+    fn warn_refused(&self, next: &Evaluation) {
+        for (key, why) in &next.refused {
+            if self.last.refused.get(key) == Some(why) {
+                continue;
+            }
+            let why = why.join("; ");
+            tracing::warn!(service = %key, "attribute annotations refused: {why}");
+            let Some(address) = next
+                .vips
+                .values()
+                .find(|v| v.service.as_deref() == Some(key.to_string().as_str()))
+                .map(|v| v.address)
+            else {
+                continue;
+            };
+            if let Some(events) = &self.events {
+                let uid = next.uid_of(key).map(str::to_string);
+                events.refused(service_reference(key, uid), address, why);
+            }
+        }
     }
 
     fn publish(&self) {
