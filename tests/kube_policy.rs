@@ -46,7 +46,10 @@ fn start<'a>(lab: &'a Lab, router_asn: u32, advertisements: &str) -> Cluster<'a>
              current-context: standin\n"
         ),
     );
-    let frr = Frr::start_with_zebra(&lab.router, &frr_conf(router_asn, TOR, &[(NODE, 65001)], ""));
+    let frr = Frr::start_with_zebra(
+        &lab.router,
+        &frr_conf(router_asn, TOR, &[(NODE, 65001)], ""),
+    );
     let config = format!(
         "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
          [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = {router_asn}\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
@@ -159,7 +162,9 @@ fn annotations_are_seen_at_frr_over_ebgp() {
     let c = start(
         &lab,
         65000,
-        &format!("[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n{ALLOW_ALL}"),
+        &format!(
+            "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n{ALLOW_ALL}"
+        ),
     );
     c.api
         .create(&annotated(
@@ -183,11 +188,22 @@ fn annotations_are_seen_at_frr_over_ebgp() {
         "65001:100 65001:200 65001:300",
         "{path}"
     );
-    assert_eq!(field(&path, "/largeCommunity/string"), "65001:1:2", "{path}");
+    assert_eq!(
+        field(&path, "/largeCommunity/string"),
+        "65001:1:2",
+        "{path}"
+    );
     assert_eq!(number(&path, "/metric"), 7, "MED: {path}");
-    assert_eq!(field(&path, "/aspath/string"), "65001 65001 65001", "{path}");
+    assert_eq!(
+        field(&path, "/aspath/string"),
+        "65001 65001 65001",
+        "{path}"
+    );
     // FRR prints locPrf only for a route that carries LOCAL_PREF.
-    assert!(path.get("locPrf").is_none(), "no LOCAL_PREF over eBGP: {path}");
+    assert!(
+        path.get("locPrf").is_none(),
+        "no LOCAL_PREF over eBGP: {path}"
+    );
     assert_eq!(field(&path, "/peer/type"), "external", "{path}");
     let (code, text) = c.node.explain("198.51.100.10");
     assert_eq!(code, 0, "{text}");
@@ -221,7 +237,11 @@ fn the_local_pref_annotation_reaches_an_ibgp_peer() {
     });
     assert_eq!(field(&path, "/peer/type"), "internal", "{path}");
     // FRR writes an empty AS_PATH as "Local".
-    assert_eq!(number(&path, "/aspath/length"), 0, "no prepend over iBGP: {path}");
+    assert_eq!(
+        number(&path, "/aspath/length"),
+        0,
+        "no prepend over iBGP: {path}"
+    );
     // The annotation goes: the advertisement's LOCAL_PREF is back.
     c.api
         .patch::<Service>(
@@ -230,7 +250,9 @@ fn the_local_pref_annotation_reaches_an_ibgp_peer() {
             &json!({ "metadata": { "annotations": { "holdfast.dev/local-pref": null } } }),
         )
         .unwrap();
-    path_when(&c, "198.51.100.10/32", "LOCAL_PREF 150", |p| p["locPrf"] == 150);
+    path_when(&c, "198.51.100.10/32", "LOCAL_PREF 150", |p| {
+        p["locPrf"] == 150
+    });
 }
 
 #[test]
@@ -274,7 +296,9 @@ fn a_disallowed_annotation_is_refused_with_an_event_and_explain() {
     );
     // A value that does not parse is refused too.
     c.annotate("web", "holdfast.dev/med", "lots");
-    path_when(&c, "198.51.100.10/32", "no MED", |p| p.get("metric").is_none());
+    path_when(&c, "198.51.100.10/32", "no MED", |p| {
+        p.get("metric").is_none()
+    });
     wait_until(Duration::from_secs(20), "the second Warning Event", || {
         c.api.events().into_iter().find(|e| {
             e["reason"] == "AttributesRefused"
@@ -294,7 +318,11 @@ fn an_annotation_change_is_one_update_and_no_withdrawal() {
         &format!("[[advertisement]]\nname = \"public\"\n{ALLOW_ALL}"),
     );
     c.api
-        .create(&annotated("web", &["198.51.100.10"], &[("holdfast.dev/med", "7")]))
+        .create(&annotated(
+            "web",
+            &["198.51.100.10"],
+            &[("holdfast.dev/med", "7")],
+        ))
         .unwrap();
     path_when(&c, "198.51.100.10/32", "MED 7", |p| p["metric"] == 7);
     let before = c.settled_updates();
@@ -347,7 +375,10 @@ fn aggregation_with_a_mix_of_etp_cluster_and_local_services() {
         .unwrap();
     c.frr.wait_prefix("198.51.100.0/24", LONG);
     c.frr.wait_prefix("198.51.100.12/32", LONG);
-    assert!(c.frr.prefix("198.51.100.10/32").is_none(), "eTP Cluster VIPs are in the aggregate");
+    assert!(
+        c.frr.prefix("198.51.100.10/32").is_none(),
+        "eTP Cluster VIPs are in the aggregate"
+    );
     assert!(c.frr.prefix("198.51.100.11/32").is_none());
     let (code, text) = c.node.explain("198.51.100.10");
     assert_eq!(code, 0, "{text}");
@@ -370,8 +401,15 @@ fn aggregation_with_a_mix_of_etp_cluster_and_local_services() {
     std::thread::sleep(Duration::from_secs(2));
     assert!(c.frr.prefix("198.51.100.0/24").is_some(), "held down");
     c.frr.wait_no_prefix("198.51.100.0/24", LONG);
-    assert!(gone.elapsed() >= Duration::from_secs(3), "{:?}", gone.elapsed());
-    assert!(c.frr.prefix("198.51.100.12/32").is_some(), "the eTP Local VIP stays");
+    assert!(
+        gone.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        gone.elapsed()
+    );
+    assert!(
+        c.frr.prefix("198.51.100.12/32").is_some(),
+        "the eTP Local VIP stays"
+    );
 }
 
 #[test]
@@ -393,13 +431,25 @@ fn pod_cidr_and_an_interface_address_are_seen_at_frr() {
         )
         .unwrap();
     let pods = c.frr.wait_prefix("10.244.1.0/24", LONG);
-    assert_eq!(field(&pods["paths"][0], "/community/string"), "65001:300", "{pods}");
+    assert_eq!(
+        field(&pods["paths"][0], "/community/string"),
+        "65001:300",
+        "{pods}"
+    );
     let lo = c.frr.wait_prefix("203.0.113.9/32", LONG);
-    assert_eq!(field(&lo["paths"][0], "/community/string"), "65001:400", "{lo}");
-    assert!(c.frr.prefix("127.0.0.1/32").is_none(), "loopback addresses are not global");
+    assert_eq!(
+        field(&lo["paths"][0], "/community/string"),
+        "65001:400",
+        "{lo}"
+    );
+    assert!(
+        c.frr.prefix("127.0.0.1/32").is_none(),
+        "loopback addresses are not global"
+    );
     // An address added to the interface is announced; one removed is
     // held down, then withdrawn.
-    lab.node.ip(&["addr", "add", "203.0.113.10/32", "dev", "lo"]);
+    lab.node
+        .ip(&["addr", "add", "203.0.113.10/32", "dev", "lo"]);
     c.frr.wait_prefix("203.0.113.10/32", LONG);
     lab.node.ip(&["addr", "del", "203.0.113.9/32", "dev", "lo"]);
     c.frr.wait_no_prefix("203.0.113.9/32", LONG);

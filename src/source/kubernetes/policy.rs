@@ -424,10 +424,9 @@ fn apply_service_attributes(
 ) {
     let by_key: HashMap<String, &Service> =
         services.iter().map(|(k, s)| (k.to_string(), *s)).collect();
-    let mut shared: HashMap<
-        (String, Arc<BTreeSet<String>>),
-        Option<Arc<crate::model::ServiceAttributes>>,
-    > = HashMap::new();
+    // One shared value per (Service, advertisements): its VIPs share it.
+    type Key = (String, Arc<BTreeSet<String>>);
+    let mut shared: HashMap<Key, Option<Arc<crate::model::ServiceAttributes>>> = HashMap::new();
     for vip in next.vips.values_mut() {
         let Some(name) = vip.service.clone() else {
             continue;
