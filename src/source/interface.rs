@@ -85,7 +85,7 @@ pub fn follow(outer: watch::Sender<SourceSnapshot>) -> watch::Sender<SourceSnaps
                     if now == *interfaces {
                         continue;
                     }
-                    tracing::info!(?now, "interface addresses changed");
+                    tracing::debug!(interfaces = now.len(), "interface addresses changed");
                     interfaces = Arc::new(now);
                 }
                 () = outer.closed() => return,

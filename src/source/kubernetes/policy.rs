@@ -422,6 +422,11 @@ fn apply_service_attributes(
     services: &[(ServiceKey, &Service)],
     next: &mut Evaluation,
 ) {
+    // Most clusters annotate no Service: then there is nothing to do, and
+    // nothing is allocated per Service.
+    if !services.iter().any(|(_, s)| policy_attrs::annotated(s)) {
+        return;
+    }
     let by_key: HashMap<String, &Service> =
         services.iter().map(|(k, s)| (k.to_string(), *s)).collect();
     // One shared value per (Service, advertisements): its VIPs share it.

@@ -42,6 +42,15 @@ fn number<T: std::str::FromStr>(text: &str, max: u64) -> Option<T> {
     (n <= max).then(|| t.parse().ok()).flatten()
 }
 
+/// True when `service` carries any of the attribute annotations.
+pub(crate) fn annotated(service: &Service) -> bool {
+    service.metadata.annotations.as_ref().is_some_and(|a| {
+        ServiceAttribute::ALL
+            .iter()
+            .any(|attr| a.contains_key(attr.annotation()))
+    })
+}
+
 /// Reads the attribute annotations of `service`.
 pub(crate) fn requested(service: &Service) -> Requested {
     let mut out = Requested::default();

@@ -700,10 +700,11 @@ impl Runner {
             }
             let why = why.join("; ");
             tracing::warn!(service = %key, "attribute annotations refused: {why}");
+            let name = key.to_string();
             let Some(address) = next
                 .vips
                 .values()
-                .find(|v| v.service.as_deref() == Some(key.to_string().as_str()))
+                .find(|v| v.service.as_deref() == Some(name.as_str()))
                 .map(|v| v.address)
             else {
                 continue;
