@@ -69,7 +69,9 @@ pub fn follow(outer: watch::Sender<SourceSnapshot>) -> watch::Sender<SourceSnaps
     let (inner, mut rx) = watch::channel(SourceSnapshot::default());
     tokio::spawn(async move {
         let mut interfaces = Arc::new(read());
-        let mut last = SourceSnapshot::default();
+        // Nothing is passed on before the source's first snapshot: the
+        // daemon must not take the interfaces alone for the source's view.
+        let mut last: Option<SourceSnapshot> = None;
         let mut tick = tokio::time::interval(POLL_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -78,7 +80,7 @@ pub fn follow(outer: watch::Sender<SourceSnapshot>) -> watch::Sender<SourceSnaps
                     if changed.is_err() {
                         return;
                     }
-                    last = rx.borrow_and_update().clone();
+                    last = Some(rx.borrow_and_update().clone());
                 }
                 _ = tick.tick() => {
                     let now = read();
@@ -90,7 +92,9 @@ pub fn follow(outer: watch::Sender<SourceSnapshot>) -> watch::Sender<SourceSnaps
                 }
                 () = outer.closed() => return,
             }
-            let mut snapshot = last.clone();
+            let Some(mut snapshot) = last.clone() else {
+                continue;
+            };
             snapshot.interfaces = Arc::clone(&interfaces);
             outer.send_if_modified(|current| {
                 if *current == snapshot {
