@@ -354,15 +354,24 @@ fn aggregation_with_a_mix_of_etp_cluster_and_local_services() {
     let c = start(
         &lab,
         65000,
-        "[[advertisement]]\nname = \"public\"\naggregation_length = 24\n",
+        "[[advertisement]]\nname = \"public\"\naggregation_length = 24\naggregation_length_v6 = 64\n",
     );
     c.api
-        .create(&load_balancer_service("demo", "web-a", &["198.51.100.10"]))
+        .create(&load_balancer_service(
+            "demo",
+            "web-a",
+            &["198.51.100.10", "2001:db8:100::10"],
+        ))
         .unwrap();
     c.api
-        .create(&load_balancer_service("demo", "web-b", &["198.51.100.11"]))
+        .create(&load_balancer_service(
+            "demo",
+            "web-b",
+            &["198.51.100.11", "2001:db8:100::11"],
+        ))
         .unwrap();
-    let mut local = load_balancer_service("demo", "web-local", &["198.51.100.12"]);
+    let mut local =
+        load_balancer_service("demo", "web-local", &["198.51.100.12", "2001:db8:100::12"]);
     local.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
     c.api.create(&local).unwrap();
     c.api
@@ -375,6 +384,9 @@ fn aggregation_with_a_mix_of_etp_cluster_and_local_services() {
         .unwrap();
     c.frr.wait_prefix("198.51.100.0/24", LONG);
     c.frr.wait_prefix("198.51.100.12/32", LONG);
+    c.frr.wait_prefix("2001:db8:100::/64", LONG);
+    c.frr.wait_prefix("2001:db8:100::12/128", LONG);
+    assert!(c.frr.prefix("2001:db8:100::10/128").is_none());
     assert!(
         c.frr.prefix("198.51.100.10/32").is_none(),
         "eTP Cluster VIPs are in the aggregate"
@@ -427,10 +439,11 @@ fn pod_cidr_and_an_interface_address_are_seen_at_frr() {
         .patch::<Node>(
             None,
             "node-1",
-            &json!({ "spec": { "podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"] } }),
+            &json!({ "spec": { "podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24", "2001:db8:244::/64"] } }),
         )
         .unwrap();
     let pods = c.frr.wait_prefix("10.244.1.0/24", LONG);
+    c.frr.wait_prefix("2001:db8:244::/64", LONG);
     assert_eq!(
         field(&pods["paths"][0], "/community/string"),
         "65001:300",
