@@ -12,6 +12,7 @@ pub mod logging;
 pub mod model;
 pub mod net;
 pub mod probe;
+pub mod routes;
 pub mod session;
 pub mod source;
 pub mod speaker;

@@ -17,6 +17,49 @@ pub struct Vip {
     /// The Service ("namespace/name"), when known. Shared with the
     /// stability layer's copy of the route, not cloned into it.
     pub service: Option<Arc<str>>,
+    /// Attributes the Service asks for through its annotations, already
+    /// checked: only values that parsed and that at least one of
+    /// `advertisements` allows. Each advertisement applies those it allows
+    /// (speaker::attrs_for_peer).
+    pub attributes: Option<Arc<ServiceAttributes>>,
+    /// Traffic policy `Local` (eTP Local): the VIP is never aggregated,
+    /// since only nodes with a local endpoint announce it.
+    pub local_traffic: bool,
+}
+
+impl Vip {
+    /// A VIP under `advertisements`, with no Service facts.
+    pub fn new(address: IpAddr, advertisements: Advertisements) -> Vip {
+        Vip {
+            address,
+            advertisements,
+            service: None,
+            attributes: None,
+            local_traffic: false,
+        }
+    }
+}
+
+/// Path attributes a Service asks for (`holdfast.dev/communities` and the
+/// other annotations of `ServiceAttribute`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServiceAttributes {
+    /// Added to the advertisement's COMMUNITIES (RFC 1997).
+    pub communities: Vec<u32>,
+    /// Added to the advertisement's LARGE_COMMUNITY (RFC 8092).
+    pub large_communities: Vec<(u32, u32, u32)>,
+    /// Replaces the advertisement's LOCAL_PREF (iBGP only).
+    pub local_pref: Option<u32>,
+    /// Replaces the advertisement's MULTI_EXIT_DISC.
+    pub med: Option<u32>,
+    /// Our AS this many more times in the AS_PATH (eBGP only).
+    pub as_path_prepend: Option<u8>,
+}
+
+impl ServiceAttributes {
+    pub fn is_empty(&self) -> bool {
+        *self == ServiceAttributes::default()
+    }
 }
 
 /// The names of the `[[advertisement]]`s a VIP is advertised under,
@@ -84,4 +127,12 @@ pub struct SourceSnapshot {
     /// Why VIPs the source saw are not wanted here, for `explain`
     /// (Kubernetes: class mismatch, selector miss, no local endpoint…).
     pub excluded: BTreeMap<IpAddr, Vec<String>>,
+    /// Whole prefixes to announce (the Node's PodCIDRs), each under the
+    /// advertisements that list "PodCIDR"; `address` is the network.
+    pub prefixes: BTreeMap<ipnet::IpNet, Vip>,
+    /// Prefixes that went away for a definitive reason (the node drained).
+    pub prefix_absences: BTreeMap<ipnet::IpNet, Absence>,
+    /// The node's global interface addresses by interface name
+    /// (source::interface), for `[[advertisement]] interface`.
+    pub interfaces: Arc<BTreeMap<String, Vec<IpAddr>>>,
 }

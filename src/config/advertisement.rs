@@ -43,6 +43,69 @@ pub struct Advertisement {
     /// Advertise a VIP only while TCP connects to it succeed; a failing
     /// probe withdraws it at once, without the hold-down (src/probe.rs).
     pub probe: Option<Probe>,
+    /// Which Service annotations (`holdfast.dev/communities`, ...) may
+    /// change the attributes of this advertisement's routes. None by
+    /// default: tenants do not steer the fabric unless the operator says so.
+    pub allow_service_attributes: Vec<ServiceAttribute>,
+    /// eTP Cluster IPv4 VIPs are announced as their covering prefix of this
+    /// length instead of /32 (src/routes.rs).
+    pub aggregation_length: Option<u8>,
+    /// The same for IPv6 VIPs (instead of /128).
+    pub aggregation_length_v6: Option<u8>,
+    /// `addresses` lists "PodCIDR": the Node's `spec.podCIDRs` are
+    /// announced (Kubernetes source).
+    pub pod_cidr: bool,
+    /// The global addresses of this interface are announced as host routes.
+    pub interface: Option<String>,
+}
+
+/// A Service annotation an advertisement may honour
+/// (`allow_service_attributes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ServiceAttribute {
+    /// `holdfast.dev/communities`: added to the advertisement's.
+    Communities,
+    /// `holdfast.dev/large-communities`: added to the advertisement's.
+    LargeCommunities,
+    /// `holdfast.dev/local-pref`: replaces the advertisement's.
+    LocalPref,
+    /// `holdfast.dev/med`: replaces the advertisement's.
+    Med,
+    /// `holdfast.dev/as-path-prepend`: our AS this many more times.
+    AsPathPrepend,
+}
+
+impl ServiceAttribute {
+    /// Every attribute, in the order the config and docs list them.
+    pub const ALL: [ServiceAttribute; 5] = [
+        ServiceAttribute::Communities,
+        ServiceAttribute::LargeCommunities,
+        ServiceAttribute::LocalPref,
+        ServiceAttribute::Med,
+        ServiceAttribute::AsPathPrepend,
+    ];
+
+    /// The name in `allow_service_attributes` ("local-pref").
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ServiceAttribute::Communities => "communities",
+            ServiceAttribute::LargeCommunities => "large-communities",
+            ServiceAttribute::LocalPref => "local-pref",
+            ServiceAttribute::Med => "med",
+            ServiceAttribute::AsPathPrepend => "as-path-prepend",
+        }
+    }
+
+    /// The Service annotation ("holdfast.dev/local-pref").
+    pub fn annotation(&self) -> &'static str {
+        match self {
+            ServiceAttribute::Communities => "holdfast.dev/communities",
+            ServiceAttribute::LargeCommunities => "holdfast.dev/large-communities",
+            ServiceAttribute::LocalPref => "holdfast.dev/local-pref",
+            ServiceAttribute::Med => "holdfast.dev/med",
+            ServiceAttribute::AsPathPrepend => "holdfast.dev/as-path-prepend",
+        }
+    }
 }
 
 impl Advertisement {
@@ -61,6 +124,25 @@ impl Advertisement {
             local_pref: None,
             med: None,
             probe: None,
+            allow_service_attributes: Vec::new(),
+            aggregation_length: None,
+            aggregation_length_v6: None,
+            pod_cidr: false,
+            interface: None,
+        }
+    }
+
+    /// True when this advertisement honours the annotation of `attribute`.
+    pub fn allows(&self, attribute: ServiceAttribute) -> bool {
+        self.allow_service_attributes.contains(&attribute)
+    }
+
+    /// The covering prefix length for a VIP of this address family, when
+    /// this advertisement aggregates.
+    pub fn aggregation_for(&self, ip: std::net::IpAddr) -> Option<u8> {
+        match ip {
+            std::net::IpAddr::V4(_) => self.aggregation_length,
+            std::net::IpAddr::V6(_) => self.aggregation_length_v6,
         }
     }
 
@@ -126,7 +208,22 @@ pub(crate) const KEYS: &[&str] = &[
     "local_pref",
     "med",
     "probe",
+    "allow_service_attributes",
+    "aggregation_length",
+    "aggregation_length_v6",
+    "interface",
 ];
+
+/// Longest interface name Linux accepts (IFNAMSIZ less the NUL).
+const IFNAMSIZ: usize = 15;
+
+/// An entry of `addresses`: a kind of Service address, or the Node's
+/// PodCIDRs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    Service(AddressKind),
+    PodCidr,
+}
 
 /// Advertisement names seen so far, for duplicate detection.
 #[derive(Default)]
@@ -166,32 +263,51 @@ pub(crate) fn parse_advertisement(
         Some(text.to_string())
     });
 
-    let addresses = match table.get("addresses") {
-        None => Some(DEFAULT_ADDRESSES.to_vec()),
+    let has_interface = table.get("interface").is_some();
+    let listed = match table.get("addresses") {
+        // An interface advertisement announces the interface alone unless
+        // it lists addresses too.
+        None if has_interface => Some(Vec::new()),
+        None => Some(DEFAULT_ADDRESSES.iter().map(|k| Listed::Service(*k)).collect()),
         Some(v) => tree::unique_list(v, "addresses", d, |item, d| {
             tree::keyword(
                 item,
                 "each of addresses",
                 "unknown address kind",
                 &[
-                    ("LoadBalancerIP", AddressKind::LoadBalancerIp),
-                    ("ExternalIP", AddressKind::ExternalIp),
-                    ("ClusterIP", AddressKind::ClusterIp),
+                    ("LoadBalancerIP", Listed::Service(AddressKind::LoadBalancerIp)),
+                    ("ExternalIP", Listed::Service(AddressKind::ExternalIp)),
+                    ("ClusterIP", Listed::Service(AddressKind::ClusterIp)),
+                    ("PodCIDR", Listed::PodCidr),
                 ],
                 d,
             )
-        }, |kind| format!("\"{}\"", kind.as_str()))
+        }, |kind| match kind {
+            Listed::Service(k) => format!("\"{}\"", k.as_str()),
+            Listed::PodCidr => "\"PodCIDR\"".to_string(),
+        })
         .and_then(|kinds| {
             if kinds.is_empty() {
                 d.error(
                     &v.span(),
-                    "addresses is empty; list at least one of \"LoadBalancerIP\", \"ExternalIP\", \"ClusterIP\"",
+                    "addresses is empty; list at least one of \"LoadBalancerIP\", \"ExternalIP\", \"ClusterIP\", \"PodCIDR\"",
                 );
                 return None;
             }
             Some(kinds)
         }),
     };
+    let pod_cidr = listed
+        .as_ref()
+        .is_some_and(|l| l.contains(&Listed::PodCidr));
+    let addresses = listed.map(|l| {
+        l.into_iter()
+            .filter_map(|k| match k {
+                Listed::Service(k) => Some(k),
+                Listed::PodCidr => None,
+            })
+            .collect::<Vec<_>>()
+    });
 
     let selector = |key: &str, d: &mut Diagnostics| match table.get(key) {
         None => Some(None),
@@ -289,6 +405,58 @@ pub(crate) fn parse_advertisement(
         None => Some(None),
         Some(v) => parse_probe(v, d).map(Some),
     };
+    let allow_service_attributes = match table.get("allow_service_attributes") {
+        None => Some(Vec::new()),
+        Some(v) => {
+            let choices: Vec<(&str, ServiceAttribute)> = ServiceAttribute::ALL
+                .iter()
+                .map(|a| (a.as_str(), *a))
+                .collect();
+            tree::unique_list(
+                v,
+                "allow_service_attributes",
+                d,
+                |item, d| {
+                    tree::keyword(
+                        item,
+                        "each of allow_service_attributes",
+                        "unknown Service attribute",
+                        &choices,
+                        d,
+                    )
+                },
+                |a| format!("\"{}\"", a.as_str()),
+            )
+        }
+    };
+    let aggregation_length = match table.get("aggregation_length") {
+        None => Some(None),
+        Some(v) => tree::integer_in(v, "aggregation_length", 1, 32, d).map(Some),
+    };
+    let aggregation_length_v6 = match table.get("aggregation_length_v6") {
+        None => Some(None),
+        Some(v) => tree::integer_in(v, "aggregation_length_v6", 1, 128, d).map(Some),
+    };
+    let interface = match table.get("interface") {
+        None => Some(None),
+        Some(v) => tree::string(v, "interface", d).and_then(|name| {
+            if name.is_empty()
+                || name.len() > IFNAMSIZ
+                || name.contains(['/', ' ', '\0'])
+                || name == "."
+                || name == ".."
+            {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "interface \"{name}\" is not an interface name (1 to {IFNAMSIZ} characters, no '/' or spaces)"
+                    ),
+                );
+                return None;
+            }
+            Some(Some(name.to_string()))
+        }),
+    };
 
     Some(Advertisement {
         name: name?,
@@ -302,6 +470,11 @@ pub(crate) fn parse_advertisement(
         local_pref: local_pref?,
         med: med?,
         probe: probe?,
+        allow_service_attributes: allow_service_attributes?,
+        aggregation_length: aggregation_length?,
+        aggregation_length_v6: aggregation_length_v6?,
+        pod_cidr,
+        interface: interface?,
     })
 }
 

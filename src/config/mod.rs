@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use toml::de::DeTable;
 
 pub use advertisement::{
-    AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Probe,
+    AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Probe, ServiceAttribute,
 };
 pub use community::{
     ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,

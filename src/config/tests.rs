@@ -1228,7 +1228,56 @@ fn advertisement_values() {
     assert_eq!(
         problems(&text),
         vec![
-            "11:13: addresses is empty; list at least one of \"LoadBalancerIP\", \"ExternalIP\", \"ClusterIP\""
+            "11:13: addresses is empty; list at least one of \"LoadBalancerIP\", \"ExternalIP\", \"ClusterIP\", \"PodCIDR\""
+        ]
+    );
+}
+
+#[test]
+fn service_attributes_aggregation_pod_cidr_and_interface() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\nallow_service_attributes = [\"med\", \"local-pref\"]\naggregation_length = 24\naggregation_length_v6 = 64\naddresses = [\"PodCIDR\", \"ExternalIP\"]\n\
+         [[advertisement]]\nname = \"lo\"\ninterface = \"lo\"\n",
+        with_peer("")
+    );
+    let config = valid(&text);
+    let a = config.advertisement("a").expect("a");
+    assert_eq!(
+        a.allow_service_attributes,
+        vec![
+            crate::config::ServiceAttribute::Med,
+            crate::config::ServiceAttribute::LocalPref
+        ]
+    );
+    assert_eq!(
+        (a.aggregation_length, a.aggregation_length_v6),
+        (Some(24), Some(64))
+    );
+    assert!(a.pod_cidr);
+    assert_eq!(a.addresses, vec![AddressKind::ExternalIp]);
+    let lo = config.advertisement("lo").expect("lo");
+    assert_eq!(lo.interface.as_deref(), Some("lo"));
+    assert!(
+        lo.addresses.is_empty(),
+        "an interface advertisement announces the interface alone"
+    );
+    assert!(!lo.pod_cidr);
+    // Defaults: nothing allowed, no aggregation.
+    let d = Advertisement::implicit_default();
+    assert!(d.allow_service_attributes.is_empty() && d.aggregation_length.is_none());
+
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\nallow_service_attributes = [\"localpref\", \"med\", \"med\"]\naggregation_length = 33\naggregation_length_v6 = 0\ninterface = \"much-too-long-name\"\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:29: unknown Service attribute \"localpref\"; did you mean \"local-pref\"?",
+            "11:49: \"med\" is listed twice in allow_service_attributes",
+            "12:22: aggregation_length must be in 1..=32, got 33",
+            "13:25: aggregation_length_v6 must be in 1..=128, got 0",
+            "14:13: interface \"much-too-long-name\" is not an interface name (1 to 15 characters, no '/' or spaces)",
         ]
     );
 }

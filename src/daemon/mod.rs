@@ -669,34 +669,14 @@ impl Daemon {
     fn recompute(&mut self) {
         let now = Instant::now();
         let snap = self.snapshot.clone();
-        let mut absences: BTreeMap<IpNet, stability::Absence> = snap
-            .absences
-            .iter()
-            .map(|(ip, a)| (IpNet::from(*ip), *a))
-            .collect();
-        // Collected in one go from the sorted snapshot (full B-tree nodes;
-        // inserting in order leaves them half empty: with 100k VIPs, 6 MB
-        // more at the peak of every update).
-        let present: BTreeMap<IpNet, Route> = snap
-            .vips
-            .iter()
-            .filter_map(
-                |(ip, v)| match self.probes.get(ip).map(|p| p.tracker.verdict) {
-                    None | Some(probe::Verdict::Passing) => Some((
-                        IpNet::from(*ip),
-                        Route {
-                            advertisements: v.advertisements.clone(),
-                            service: v.service.clone(),
-                        },
-                    )),
-                    Some(probe::Verdict::Failing) => {
-                        absences.insert(IpNet::from(*ip), stability::Absence::ProbeFailed);
-                        None
-                    }
-                    Some(probe::Verdict::Unknown) => None,
-                },
-            )
-            .collect();
+        // Aggregates, PodCIDRs and interface addresses: crate::routes.
+        let (present, absences) = crate::routes::desired(&self.config, &snap, |ip| {
+            match self.probes.get(&ip).map(|p| p.tracker.verdict) {
+                None | Some(probe::Verdict::Passing) => crate::routes::Gate::Pass,
+                Some(probe::Verdict::Failing) => crate::routes::Gate::Fail,
+                Some(probe::Verdict::Unknown) => crate::routes::Gate::Unknown,
+            }
+        });
         let (changes, notes) = {
             let mut st = self.stability.lock().expect("stability lock");
             let notes = self.withdraw_notes(&st, now, false, Some((&present, &absences)));
@@ -1558,6 +1538,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
 
     // The source.
     let (snap_tx, mut snap_rx) = watch::channel(SourceSnapshot::default());
+    // Interface addresses, for `[[advertisement]] interface`.
+    let snap_tx = crate::source::interface::follow(snap_tx);
     let mut file_settings = None;
     let mut kube = None;
     let mut kube_config = None;

@@ -386,6 +386,7 @@ impl Shared {
                     self.snapshot.vips.get(&ip).map(|v| Route {
                         advertisements: v.advertisements.clone(),
                         service: v.service.clone(),
+                        attributes: v.attributes.clone(),
                     })
                 });
                 RouteStatus {
@@ -448,7 +449,8 @@ impl Shared {
 
     /// Why this node does or doesn't advertise `vip`, in plain words.
     pub fn explain(&self, ip: IpAddr) -> Explanation {
-        let prefix = IpNet::from(ip);
+        // An aggregated VIP's fate is its aggregate's (crate::routes).
+        let (prefix, placed) = crate::routes::explain(&self.config, &self.snapshot, ip);
         let now = Instant::now();
         let mut reasons = Vec::new();
         let (route_owned, guard) = {
@@ -483,6 +485,7 @@ impl Shared {
             )),
             None => reasons.push("the source does not have it".to_string()),
         }
+        reasons.extend(placed);
         if self.source_explain.is_none() {
             for why in self.snapshot.excluded.get(&ip).into_iter().flatten() {
                 reasons.push(why.clone());

@@ -122,6 +122,7 @@ async fn end_of_rib_waits_until_the_table_is_complete() {
     let route = Route {
         advertisements: BTreeSet::from(["public".to_string()]).into(),
         service: None,
+        attributes: None,
     };
     let prefix: ipnet::IpNet = "198.51.100.10/32".parse().unwrap();
     let tables = speaker::peer_tables(&config, [(&prefix, &route)].into_iter());
@@ -201,6 +202,7 @@ async fn min_route_advertisement_interval_batches_a_burst() {
     let route = Route {
         advertisements: Arc::new(BTreeSet::from(["public".to_string()])),
         service: None,
+        attributes: None,
     };
     let mut prefixes: Vec<ipnet::IpNet> = Vec::new();
     let mut send = |n: usize| {

@@ -688,6 +688,8 @@ fn parse(
                 address: entry.address,
                 advertisements: interner.one(&entry.advertisement),
                 service: entry.service.map(Arc::from),
+                attributes: None,
+                local_traffic: false,
             };
             (entry.address, vip)
         })

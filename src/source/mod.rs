@@ -9,6 +9,7 @@
 //! problem in `error`, so the stability layer keeps every route.
 
 pub mod file;
+pub mod interface;
 pub mod kubernetes;
 pub mod resync;
 

@@ -15,7 +15,12 @@ pub struct RouteAttrs {
     pub extended_communities: Vec<[u8; 8]>,
     /// Sent to iBGP peers only (RFC 4271 §5.1.5).
     pub local_pref: Option<u32>,
+    /// We originate the route, so the MED we set is ours to send; one
+    /// learned from a neighbouring AS would not be passed on (RFC 4271
+    /// §5.1.4), and holdfast learns none.
     pub med: Option<u32>,
+    /// Our AS this many extra times in the AS_PATH towards eBGP peers.
+    pub as_path_prepend: u8,
 }
 
 impl RouteAttrs {
@@ -84,10 +89,14 @@ impl EncodeParams {
         let mut out = vec![PathAttribute::new(AttrValue::Origin(Origin::Igp))];
         // RFC 4271 §5.1.2: towards an external peer, our AS prepended to an
         // empty path; towards an internal one, the path stays empty.
+        // A prepend only lengthens the path towards external peers: an
+        // internal peer would see its own AS in the path and drop the route
+        // as a loop (RFC 4271 §9.1.2), and a locally originated route goes to
+        // internal peers with an empty path (§5.1.2).
         let path = if self.ibgp {
             AsPath::default()
         } else {
-            AsPath::sequence(vec![self.local_asn])
+            AsPath::sequence(vec![self.local_asn; 1 + usize::from(a.as_path_prepend)])
         };
         let needs_as4 = !self.ctx.four_octet_as && path.needs_four_octets();
         out.push(PathAttribute::new(AttrValue::AsPath(path.clone())));

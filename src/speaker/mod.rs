@@ -18,6 +18,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::config::{Advertisement, Config};
+use crate::model::ServiceAttributes;
 
 /// The desired routes of one peer.
 pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
@@ -29,29 +30,57 @@ pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
 pub struct Route {
     pub advertisements: crate::model::Advertisements,
     pub service: Option<Arc<str>>,
+    /// What the Service's annotations ask for (model::Vip::attributes);
+    /// part of the route's identity, so a changed annotation re-announces
+    /// the route with its new attributes (one UPDATE, RFC 4271 §3.1).
+    pub attributes: Option<Arc<ServiceAttributes>>,
 }
 
 /// The attributes a peer gets for a route under these advertisements, or
 /// `None` when none of them is for this peer. Several advertisements for
-/// the same peer merge: communities add up, the highest LOCAL_PREF and the
-/// lowest MED win.
+/// the same peer merge: communities add up, the highest LOCAL_PREF, the
+/// lowest MED and the longest prepend win.
+///
+/// Within one advertisement, the Service's own attributes (`service`)
+/// apply where `allow_service_attributes` lets them: its communities and
+/// large communities are added to the advertisement's, its LOCAL_PREF and
+/// MED replace the advertisement's, and its prepend is added to the
+/// advertisement's (none).
 pub fn attrs_for_peer<'a>(
     peer: &str,
     ads: impl Iterator<Item = &'a Advertisement>,
+    service: Option<&ServiceAttributes>,
 ) -> Option<RouteAttrs> {
+    use crate::config::ServiceAttribute as S;
     let mut out: Option<RouteAttrs> = None;
     for ad in ads.filter(|a| a.applies_to_peer(peer)) {
         let a = out.get_or_insert_with(RouteAttrs::default);
+        let svc = |attr: S| service.filter(|_| ad.allows(attr));
         a.communities.extend(ad.communities.iter().copied());
         a.large_communities
             .extend(ad.large_communities.iter().copied());
         a.extended_communities
             .extend(ad.extended_communities.iter().map(|e| e.to_bytes()));
-        a.local_pref = a.local_pref.max(ad.local_pref);
-        a.med = match (a.med, ad.med) {
+        if let Some(s) = svc(S::Communities) {
+            a.communities.extend(s.communities.iter().copied());
+        }
+        if let Some(s) = svc(S::LargeCommunities) {
+            a.large_communities
+                .extend(s.large_communities.iter().copied());
+        }
+        let local_pref = svc(S::LocalPref)
+            .and_then(|s| s.local_pref)
+            .or(ad.local_pref);
+        let med = svc(S::Med).and_then(|s| s.med).or(ad.med);
+        let prepend = svc(S::AsPathPrepend)
+            .and_then(|s| s.as_path_prepend)
+            .unwrap_or(0);
+        a.local_pref = a.local_pref.max(local_pref);
+        a.med = match (a.med, med) {
             (Some(x), Some(y)) => Some(x.min(y)),
             (x, y) => x.or(y),
         };
+        a.as_path_prepend = a.as_path_prepend.max(prepend);
     }
     out.map(RouteAttrs::canonical)
 }
@@ -72,7 +101,13 @@ pub fn peer_tables<'a>(
     // once. Routes share a handful of such sets, so a short list searched
     // by value beats a map keyed by clones of the set (a String and a
     // BTreeSet allocated per route and peer, 100k times for 100k routes).
-    type Known<'r> = Vec<(&'r crate::model::Advertisements, Option<Arc<RouteAttrs>>)>;
+    type Known<'r> = Vec<(
+        (
+            &'r crate::model::Advertisements,
+            Option<&'r Arc<ServiceAttributes>>,
+        ),
+        Option<Arc<RouteAttrs>>,
+    )>;
     let mut by_ads: Vec<Known> = vec![Vec::new(); config.peers.len()];
     let mut by_value: BTreeMap<RouteAttrs, Arc<RouteAttrs>> = BTreeMap::new();
     // Gathered in prefix order, then built in one go: a B-tree built from
@@ -83,8 +118,9 @@ pub fn peer_tables<'a>(
         for (i, peer) in config.peers.iter().enumerate() {
             let known = by_ads[i]
                 .iter()
-                .find(|(ads, _)| {
-                    Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements
+                .find(|((ads, svc), _)| {
+                    (Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements)
+                        && *svc == route.attributes.as_ref()
                 })
                 .map(|(_, attrs)| attrs.clone());
             let attrs = match known {
@@ -94,13 +130,17 @@ pub fn peer_tables<'a>(
                         .advertisements
                         .iter()
                         .filter(|a| route.advertisements.contains(&a.name));
-                    let attrs = attrs_for_peer(&peer.name, ads).map(|a| {
-                        by_value
-                            .entry(a.clone())
-                            .or_insert_with(|| Arc::new(a))
-                            .clone()
-                    });
-                    by_ads[i].push((&route.advertisements, attrs.clone()));
+                    let attrs =
+                        attrs_for_peer(&peer.name, ads, route.attributes.as_deref()).map(|a| {
+                            by_value
+                                .entry(a.clone())
+                                .or_insert_with(|| Arc::new(a))
+                                .clone()
+                        });
+                    by_ads[i].push((
+                        (&route.advertisements, route.attributes.as_ref()),
+                        attrs.clone(),
+                    ));
                     attrs
                 }
             };

@@ -48,6 +48,7 @@ fn route(ads: &[&str]) -> Route {
             .collect::<BTreeSet<_>>()
             .into(),
         service: None,
+        attributes: None,
     }
 }
 
@@ -243,4 +244,114 @@ fn routes_without_a_next_hop_of_their_family_are_not_sent() {
     let (msgs, skipped) = encode(&d, &p);
     assert!(msgs.is_empty());
     assert_eq!(skipped, vec![net("2001:db8::10/128")]);
+}
+
+fn service_config(allow: &str) -> Config {
+    crate::config::parse(
+        Path::new("t.toml"),
+        &format!(
+            "[speaker]\nasn = 65001\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n\
+             [source]\nkind = \"file\"\npath = \"vips.toml\"\n\
+             [[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nlocal_pref = 200\nmed = 50\n{allow}\n"
+        ),
+    )
+    .unwrap()
+}
+
+fn asked() -> crate::model::ServiceAttributes {
+    crate::model::ServiceAttributes {
+        communities: vec![0xfde9_00c8],
+        large_communities: vec![(65001, 9, 9)],
+        local_pref: Some(300),
+        med: Some(7),
+        as_path_prepend: Some(2),
+    }
+}
+
+#[test]
+fn service_attributes_merge_where_allowed() {
+    // All allowed: communities add up, LOCAL_PREF and MED replace, the
+    // prepend is the Service's.
+    let c = service_config(
+        "allow_service_attributes = [\"communities\", \"large-communities\", \"local-pref\", \"med\", \"as-path-prepend\"]",
+    );
+    let a = attrs_for_peer("tor1", c.advertisements.iter(), Some(&asked())).unwrap();
+    assert_eq!(a.communities, vec![0xfde9_0064, 0xfde9_00c8]);
+    assert_eq!(a.large_communities, vec![(65001, 9, 9)]);
+    assert_eq!(
+        (a.local_pref, a.med, a.as_path_prepend),
+        (Some(300), Some(7), 2)
+    );
+    // Only MED allowed: the rest stays the advertisement's.
+    let c = service_config("allow_service_attributes = [\"med\"]");
+    let a = attrs_for_peer("tor1", c.advertisements.iter(), Some(&asked())).unwrap();
+    assert_eq!(a.communities, vec![0xfde9_0064]);
+    assert!(a.large_communities.is_empty());
+    assert_eq!(
+        (a.local_pref, a.med, a.as_path_prepend),
+        (Some(200), Some(7), 0)
+    );
+    // Nothing allowed (the default).
+    let c = service_config("");
+    let a = attrs_for_peer("tor1", c.advertisements.iter(), Some(&asked())).unwrap();
+    assert_eq!(
+        a,
+        attrs_for_peer("tor1", c.advertisements.iter(), None).unwrap()
+    );
+}
+
+#[test]
+fn a_route_with_service_attributes_gets_its_own_attributes_in_the_table() {
+    let c = service_config("allow_service_attributes = [\"med\"]");
+    let plain = route(&["public"]);
+    let mut steered = route(&["public"]);
+    steered.attributes = Some(Arc::new(asked()));
+    let p1: IpNet = "198.51.100.1/32".parse().unwrap();
+    let p2: IpNet = "198.51.100.2/32".parse().unwrap();
+    let tables = peer_tables(&c, [(&p1, &plain), (&p2, &steered)].into_iter());
+    assert_eq!(tables["tor1"][&p1].med, Some(50));
+    assert_eq!(tables["tor1"][&p2].med, Some(7));
+}
+
+#[test]
+fn an_attribute_change_is_one_announcement_and_no_withdrawal() {
+    // RFC 4271 §3.1: the new attributes replace the old ones implicitly.
+    let old = RouteAttrs {
+        med: Some(50),
+        ..RouteAttrs::default()
+    };
+    let new = RouteAttrs {
+        med: Some(7),
+        ..RouteAttrs::default()
+    };
+    let mut rib = AdjRibOut::default();
+    let fams = [Family::IPV4_UNICAST];
+    rib.diff(&Arc::new(table(&[("198.51.100.10/32", old)])), &fams);
+    let d = rib.diff(&Arc::new(table(&[("198.51.100.10/32", new)])), &fams);
+    assert!(d.withdraw.is_empty(), "{d:?}");
+    assert_eq!(d.announced(), 1, "{d:?}");
+}
+
+#[test]
+fn the_prepend_lengthens_the_path_to_ebgp_peers_only() {
+    let a = RouteAttrs {
+        as_path_prepend: 2,
+        ..RouteAttrs::default()
+    };
+    let mut rib = AdjRibOut::default();
+    let d = rib.diff(
+        &Arc::new(table(&[("198.51.100.10/32", a)])),
+        &[Family::IPV4_UNICAST],
+    );
+    let ctx = Context::default();
+    let (msgs, _) = encode(&d, &params(false, ctx));
+    let ups = decode_all(&msgs, &ctx);
+    assert_eq!(
+        ups[0].as_path().unwrap().to_string(),
+        "4200000001 4200000001 4200000001"
+    );
+    // RFC 4271 §9.1.2: an iBGP peer would see its own AS and drop it.
+    let (msgs, _) = encode(&d, &params(true, ctx));
+    let ups = decode_all(&msgs, &ctx);
+    assert!(ups[0].as_path().unwrap().segments.is_empty());
 }

@@ -36,6 +36,8 @@ fn set(entries: &[(&str, &str, Option<&str>)]) -> BTreeMap<IpAddr, Vip> {
                 address,
                 advertisements: BTreeSet::from([advertisement.to_string()]).into(),
                 service: service.map(Arc::from),
+                attributes: None,
+                local_traffic: false,
             };
             (address, vip)
         })

@@ -58,7 +58,13 @@ pub(crate) struct Payload {
     regarding: ObjectReference,
     change: RouteChange,
     peers: Vec<String>,
+    /// A Warning instead: the Service's attribute annotations were refused
+    /// (the text says which and why).
+    refused: Option<String>,
 }
+
+/// The reason of the Warning Event about refused attribute annotations.
+pub const ATTRIBUTES_REFUSED: &str = "AttributesRefused";
 
 struct State {
     limiter: Limiter<ServiceKey, Payload>,
@@ -156,6 +162,21 @@ pub(crate) fn note(
     text
 }
 
+/// The text of a Warning about refused annotations (at most 1 kB).
+pub(crate) fn refused_note(node: &str, address: IpAddr, why: &str) -> String {
+    let mut text =
+        format!("node {node} announces {address} with its advertisement's attributes: {why}");
+    if text.len() > 1000 {
+        let mut cut = 997;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
 impl EventRecorder {
     /// Starts the publishing task (on the current tokio runtime).
     /// `node` names this node in messages and is the reporting instance;
@@ -200,6 +221,30 @@ impl EventRecorder {
         self.offer(address, RouteChange::Withdrawn, peers);
     }
 
+    /// A Warning Event on the Service: some of its attribute annotations
+    /// are refused (`why`), and `address` keeps its advertisement's
+    /// attributes. Called when the refusal first appears or changes, so it
+    /// bypasses the per-Service rate limit (which keeps only the latest
+    /// change per address and would drop it behind a route change).
+    pub fn refused(&self, regarding: ObjectReference, address: IpAddr, why: String) {
+        {
+            let Ok(mut state) = self.inner.state.lock() else {
+                return;
+            };
+            state.outbox.push(Notice {
+                address,
+                payload: Payload {
+                    regarding,
+                    change: RouteChange::Advertised,
+                    peers: Vec::new(),
+                    refused: Some(why),
+                },
+                suppressed: 0,
+            });
+        }
+        self.inner.wake.notify_one();
+    }
+
     fn offer(&self, address: IpAddr, change: RouteChange, peers: &[String]) {
         let references = (self.inner.resolve)(address);
         if references.is_empty() {
@@ -220,6 +265,7 @@ impl EventRecorder {
                     regarding,
                     change,
                     peers: peers.to_vec(),
+                    refused: None,
                 };
                 let ready = state.limiter.offer(&key, address, payload, now);
                 state.outbox.extend(ready);
@@ -261,17 +307,21 @@ impl Writer {
             payload,
             suppressed,
         } = notice;
-        let (reason, action) = match payload.change {
-            RouteChange::Advertised => ("Advertised", "Advertise"),
-            RouteChange::Withdrawn => ("Withdrawn", "Withdraw"),
+        let (reason, action, type_) = match (&payload.refused, payload.change) {
+            (Some(_), _) => (ATTRIBUTES_REFUSED, "Advertise", "Warning"),
+            (None, RouteChange::Advertised) => ("Advertised", "Advertise", "Normal"),
+            (None, RouteChange::Withdrawn) => ("Withdrawn", "Withdraw", "Normal"),
         };
-        let note = note(
-            &self.node,
-            address,
-            payload.change,
-            &payload.peers,
-            suppressed,
-        );
+        let note = match &payload.refused {
+            Some(why) => refused_note(&self.node, address, why),
+            None => note(
+                &self.node,
+                address,
+                payload.change,
+                &payload.peers,
+                suppressed,
+            ),
+        };
         let regarding = payload.regarding;
         let namespace = regarding
             .namespace
@@ -317,7 +367,7 @@ impl Writer {
             regarding: Some(regarding),
             reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
             reporting_instance: Some(self.node.clone()),
-            type_: Some("Normal".to_string()),
+            type_: Some(type_.to_string()),
             ..Event::default()
         };
         let created = api.create(&PostParams::default(), &event).await?;

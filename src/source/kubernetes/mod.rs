@@ -46,6 +46,7 @@ mod link;
 mod node;
 pub mod node_status;
 mod policy;
+mod policy_attrs;
 mod service;
 mod watch;
 

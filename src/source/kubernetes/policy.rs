@@ -64,6 +64,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::endpoints::LocalEndpoints;
 use super::node::node_problem;
+use super::policy_attrs;
 use super::service::{
     ADVERTISE_ANNOTATION, ServiceKey, addresses, field_of, kind_name, load_balancer_class,
     local_traffic_policy, opted_out, service_type,
@@ -146,6 +147,15 @@ pub struct Evaluation {
     /// Things in the Services that could not be used (hostname-only
     /// ingress entries, malformed addresses), one line each.
     pub warnings: BTreeSet<String>,
+    /// Attribute annotations refused, per Service (a Warning Event each;
+    /// policy_attrs).
+    pub refused: BTreeMap<ServiceKey, Vec<String>>,
+    /// The Node's PodCIDRs, when an advertisement lists "PodCIDR".
+    pub prefixes: BTreeMap<ipnet::IpNet, Vip>,
+    /// PodCIDRs that go at once: this node advertises nothing.
+    pub prefix_absences: BTreeMap<ipnet::IpNet, Absence>,
+    /// `explain` lines about a VIP's attributes (honoured or refused).
+    attribute_notes: BTreeMap<IpAddr, Vec<String>>,
     givers: BTreeMap<IpAddr, BTreeSet<Giver>>,
     gone: BTreeMap<IpAddr, Gone>,
     /// `metadata.uid` of the Services in `givers` and `gone`.
@@ -168,6 +178,9 @@ impl Evaluation {
             synced,
             error,
             excluded: self.excluded.clone(),
+            prefixes: self.prefixes.clone(),
+            prefix_absences: self.prefix_absences.clone(),
+            interfaces: Default::default(),
         }
     }
 
@@ -229,6 +242,13 @@ impl Evaluation {
             };
             lines.push(format!("gone from {}: {why}", services.join(", ")));
         }
+        lines.extend(
+            self.attribute_notes
+                .get(&address)
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
         if let Some(reasons) = self.excluded.get(&address) {
             lines.extend(reasons.iter().map(|r| format!("not advertised: {r}")));
         }
@@ -394,6 +414,111 @@ fn selected_by(
     Err(misses)
 }
 
+/// Each VIP's Service attributes (policy_attrs): those of the Service the
+/// VIP is named after (the first by namespace/name that gives it), kept
+/// where one of the VIP's advertisements allows them.
+fn apply_service_attributes(
+    config: &Config,
+    services: &[(ServiceKey, &Service)],
+    next: &mut Evaluation,
+) {
+    // Most clusters annotate no Service: then there is nothing to do, and
+    // nothing is allocated per Service.
+    if !services.iter().any(|(_, s)| policy_attrs::annotated(s)) {
+        return;
+    }
+    let by_key: HashMap<String, &Service> =
+        services.iter().map(|(k, s)| (k.to_string(), *s)).collect();
+    // One shared value per (Service, advertisements): its VIPs share it.
+    type Key = (String, Arc<BTreeSet<String>>);
+    let mut shared: HashMap<Key, Option<Arc<crate::model::ServiceAttributes>>> = HashMap::new();
+    for vip in next.vips.values_mut() {
+        let Some(name) = vip.service.clone() else {
+            continue;
+        };
+        let Some(service) = by_key.get(&*name) else {
+            continue;
+        };
+        let requested = policy_attrs::requested(service);
+        if requested.present.is_empty() && requested.problems.is_empty() {
+            continue;
+        }
+        let ads = config
+            .advertisements
+            .iter()
+            .filter(|a| vip.advertisements.contains(&a.name));
+        let verdict = policy_attrs::judge(&requested, ads);
+        let notes = next.attribute_notes.entry(vip.address).or_default();
+        if let Some(a) = &verdict.attributes {
+            notes.push(format!(
+                "attributes from the annotations of {name}: {}",
+                policy_attrs::describe(a)
+            ));
+        }
+        for why in &verdict.refused {
+            notes.push(format!(
+                "refused: {why}; the route keeps the advertisement's attributes"
+            ));
+        }
+        if !verdict.refused.is_empty()
+            && let Some(key) = ServiceKey::parse(&name)
+        {
+            let list = next.refused.entry(key).or_default();
+            for why in verdict.refused {
+                if !list.contains(&why) {
+                    list.push(why);
+                }
+            }
+        }
+        vip.attributes = shared
+            .entry((name.to_string(), vip.advertisements.clone()))
+            .or_insert_with(|| verdict.attributes.map(Arc::new))
+            .clone();
+    }
+}
+
+/// The Node's `spec.podCIDRs` under the advertisements that list "PodCIDR".
+/// A node that advertises nothing (drained, excluded) withdraws them at
+/// once, as it does its VIPs; a PodCIDR that merely disappears from the
+/// Node is held down like a vanished VIP.
+fn pod_cidrs(config: &Config, node: Option<&Node>, node_problem: bool, next: &mut Evaluation) {
+    let names: BTreeSet<String> = config
+        .advertisements
+        .iter()
+        .filter(|a| a.pod_cidr)
+        .map(|a| a.name.clone())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    let cidrs = node
+        .and_then(|n| n.spec.as_ref())
+        .map(|spec| match (&spec.pod_cidrs, &spec.pod_cidr) {
+            (Some(list), _) if !list.is_empty() => list.clone(),
+            (_, Some(one)) => vec![one.clone()],
+            _ => Vec::new(),
+        })
+        .unwrap_or_default();
+    let advertisements = Arc::new(names);
+    for text in cidrs {
+        let Ok(prefix) = text.parse::<ipnet::IpNet>() else {
+            next.warnings.insert(format!(
+                "node spec.podCIDRs has \"{text}\", not a prefix; skipped"
+            ));
+            continue;
+        };
+        let prefix = prefix.trunc();
+        if node_problem {
+            next.prefix_absences.insert(prefix, Absence::Drained);
+            continue;
+        }
+        next.prefixes.insert(
+            prefix,
+            Vip::new(prefix.network(), Arc::clone(&advertisements)),
+        );
+    }
+}
+
 /// Evaluates the cluster for this node. `prev` is the previous evaluation
 /// (`Evaluation::default()` at first); `now` only dates the reasons for
 /// absences, so they can be forgotten once no timer can need them.
@@ -476,7 +601,13 @@ pub fn evaluate(
                             advertisements: Default::default(),
                             // Services come sorted: the first is the smallest.
                             service: Some(Arc::from(key.to_string())),
+                            attributes: None,
+                            local_traffic: false,
                         });
+                        // One Service with traffic policy Local keeps the
+                        // VIP out of aggregates: the nodes without its
+                        // endpoints do not announce it.
+                        vip.local_traffic |= local_traffic_policy(service, kind);
                         std::sync::Arc::make_mut(&mut vip.advertisements)
                             .extend(advertisements.iter().cloned());
                         next.givers.entry(ip).or_default().insert(Giver {
@@ -503,6 +634,8 @@ pub fn evaluate(
     }
     reasons.retain(|ip, _| !next.vips.contains_key(ip));
     next.excluded = reasons;
+    apply_service_attributes(config, &services, &mut next);
+    pod_cidrs(config, cluster.node, node_problem.is_some(), &mut next);
     // One shared set per distinct list of advertisements
     // (model::Advertisements).
     let mut interner = crate::model::Interner::default();

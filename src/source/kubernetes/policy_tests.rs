@@ -1265,3 +1265,190 @@ fn service_keys_parse_and_print_as_namespace_slash_name() {
         assert_eq!(ServiceKey::parse(bad), None, "{bad}");
     }
 }
+
+// Per-Service attributes (policy_attrs), PodCIDRs.
+
+const ALLOW_ALL: &str = "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nallow_service_attributes = [\"communities\", \"large-communities\", \"local-pref\", \"med\", \"as-path-prepend\"]\n";
+
+fn annotated(pairs: &[(&str, &str)]) -> Service {
+    let mut svc = lb("web", &["198.51.100.10"]);
+    for (k, v) in pairs {
+        svc = with_annotation(svc, k, v);
+    }
+    svc
+}
+
+#[test]
+fn annotations_parse_into_service_attributes() {
+    let svc = annotated(&[
+        ("holdfast.dev/communities", "65001:200, 65001:300,65001:200"),
+        ("holdfast.dev/large-communities", "65001:1:2"),
+        ("holdfast.dev/local-pref", "250"),
+        ("holdfast.dev/med", " 7 "),
+        ("holdfast.dev/as-path-prepend", "3"),
+    ]);
+    let r = policy_attrs::requested(&svc);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(r.present.len(), 5);
+    assert_eq!(
+        r.values,
+        crate::model::ServiceAttributes {
+            communities: vec![(65001 << 16) | 200, (65001 << 16) | 300],
+            large_communities: vec![(65001, 1, 2)],
+            local_pref: Some(250),
+            med: Some(7),
+            as_path_prepend: Some(3),
+        }
+    );
+}
+
+#[test]
+fn bad_annotations_are_refused_one_by_one() {
+    let svc = annotated(&[
+        ("holdfast.dev/communities", "65001:200,nonsense"),
+        ("holdfast.dev/large-communities", ""),
+        ("holdfast.dev/local-pref", "-1"),
+        ("holdfast.dev/med", "4294967296"),
+        ("holdfast.dev/as-path-prepend", "11"),
+    ]);
+    let r = policy_attrs::requested(&svc);
+    assert!(r.present.is_empty(), "{:?}", r.present);
+    assert_eq!(r.problems.len(), 5, "{:?}", r.problems);
+    assert!(
+        r.problems[0].starts_with("holdfast.dev/communities is \"65001:200,nonsense\""),
+        "{:?}",
+        r.problems
+    );
+    assert!(r.problems[4].contains("0..=10"), "{:?}", r.problems);
+}
+
+#[test]
+fn allowed_annotations_reach_the_vip_and_explain() {
+    let config = cfg("", "", ALLOW_ALL);
+    let w = World::new(vec![annotated(&[
+        ("holdfast.dev/med", "7"),
+        ("holdfast.dev/communities", "65001:200"),
+    ])]);
+    let e = w.eval(&Evaluation::default(), &config, Instant::now());
+    let vip = &e.vips[&ip("198.51.100.10")];
+    let a = vip.attributes.as_deref().expect("attributes");
+    assert_eq!(a.med, Some(7));
+    assert_eq!(a.communities, vec![(65001 << 16) | 200]);
+    assert!(e.refused.is_empty(), "{:?}", e.refused);
+    let lines = e.explain(ip("198.51.100.10"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l
+                == "attributes from the annotations of default/web: communities 65001:200, med 7"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn disallowed_annotations_are_refused_and_the_vip_keeps_the_advertisement_attributes() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"public\"\nallow_service_attributes = [\"med\"]\n",
+    );
+    let w = World::new(vec![annotated(&[
+        ("holdfast.dev/med", "7"),
+        ("holdfast.dev/local-pref", "300"),
+    ])]);
+    let e = w.eval(&Evaluation::default(), &config, Instant::now());
+    let a = e.vips[&ip("198.51.100.10")]
+        .attributes
+        .as_deref()
+        .expect("the allowed med");
+    assert_eq!((a.med, a.local_pref), (Some(7), None));
+    let key = ServiceKey::parse("default/web").unwrap();
+    assert_eq!(
+        e.refused[&key],
+        vec![
+            "holdfast.dev/local-pref is not allowed by advertisement \"public\" (allow_service_attributes does not list \"local-pref\")"
+                .to_string()
+        ]
+    );
+    let lines = e.explain(ip("198.51.100.10"));
+    assert!(
+        lines.iter().any(
+            |l| l.starts_with("refused: holdfast.dev/local-pref is not allowed")
+                && l.ends_with("the route keeps the advertisement's attributes")
+        ),
+        "{lines:?}"
+    );
+
+    // Nothing allowed (the default): no attributes at all.
+    let none = w.eval(&Evaluation::default(), &default_cfg(), Instant::now());
+    assert_eq!(none.vips[&ip("198.51.100.10")].attributes, None);
+    assert_eq!(none.refused[&key].len(), 2, "{:?}", none.refused);
+}
+
+#[test]
+fn etp_local_vips_are_marked_for_the_aggregation() {
+    let w = World::new(vec![
+        local(lb("local", &["198.51.100.20"])),
+        lb("cluster", &["198.51.100.21"]),
+    ])
+    .slices(vec![slice(
+        "local",
+        "local-1",
+        &[SliceEndpoint::ready("10.0.0.1", NODE)],
+    )]);
+    let e = w.eval(&Evaluation::default(), &default_cfg(), Instant::now());
+    assert!(e.vips[&ip("198.51.100.20")].local_traffic);
+    assert!(!e.vips[&ip("198.51.100.21")].local_traffic);
+}
+
+fn with_pod_cidrs(mut n: Node, cidrs: &[&str]) -> Node {
+    n.spec.get_or_insert_with(Default::default).pod_cidrs =
+        Some(cidrs.iter().map(|c| c.to_string()).collect());
+    n
+}
+
+#[test]
+fn pod_cidrs_are_announced_when_an_advertisement_lists_them() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"public\"\n[[advertisement]]\nname = \"pods\"\naddresses = [\"PodCIDR\"]\n",
+    );
+    let w = World::new(vec![]).node(Some(with_pod_cidrs(
+        node(&[]),
+        &["10.244.1.0/24", "fd00:1::/64", "bad"],
+    )));
+    let e = w.eval(&Evaluation::default(), &config, Instant::now());
+    let keys: Vec<String> = e.prefixes.keys().map(ToString::to_string).collect();
+    assert_eq!(keys, ["10.244.1.0/24", "fd00:1::/64"]);
+    let ads: Vec<&String> = e
+        .prefixes
+        .values()
+        .next()
+        .unwrap()
+        .advertisements
+        .iter()
+        .collect();
+    assert_eq!(ads, ["pods"]);
+    assert!(
+        e.warnings
+            .iter()
+            .any(|w| w.contains("\"bad\", not a prefix")),
+        "{:?}",
+        e.warnings
+    );
+    // Not listed: nothing.
+    let none = w.eval(&Evaluation::default(), &default_cfg(), Instant::now());
+    assert!(none.prefixes.is_empty());
+    // A drained node withdraws them at once.
+    let mut cordoned = with_pod_cidrs(node(&[]), &["10.244.1.0/24"]);
+    cordoned.spec.as_mut().unwrap().unschedulable = Some(true);
+    let d = World::new(vec![])
+        .node(Some(cordoned))
+        .eval(&e, &config, Instant::now());
+    assert!(d.prefixes.is_empty());
+    assert_eq!(
+        d.prefix_absences.get(&"10.244.1.0/24".parse().unwrap()),
+        Some(&Absence::Drained)
+    );
+}

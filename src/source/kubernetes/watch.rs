@@ -211,6 +211,7 @@ pub fn spawn(
         }),
     );
     let mut runner = Runner::new(client, options, config, snapshots, Arc::clone(&latest));
+    runner.events = Some(events.clone());
     let (resync, resync_rx) = mpsc::unbounded_channel();
     let resync_repairs = Arc::clone(&runner.resync_repairs);
     let node_facts = Arc::clone(&runner.node_facts);
@@ -406,7 +407,12 @@ where
 fn strip_service(service: &mut Service) {
     service.metadata.managed_fields = None;
     if let Some(annotations) = &mut service.metadata.annotations {
-        annotations.retain(|k, _| k == ADVERTISE_ANNOTATION);
+        annotations.retain(|k, _| {
+            k == ADVERTISE_ANNOTATION
+                || crate::config::ServiceAttribute::ALL
+                    .iter()
+                    .any(|a| a.annotation() == k)
+        });
     }
 }
 
@@ -492,6 +498,8 @@ struct Runner {
     resync_pending: bool,
     resync_repairs: Arc<std::sync::atomic::AtomicU64>,
     node_facts: Arc<Mutex<Option<super::NodeFacts>>>,
+    /// For Warning Events about refused attribute annotations.
+    events: Option<EventRecorder>,
 }
 
 impl Runner {
@@ -526,6 +534,7 @@ impl Runner {
             resync_pending: false,
             resync_repairs: Arc::default(),
             node_facts: Arc::default(),
+            events: None,
         }
     }
 
@@ -698,6 +707,7 @@ impl Runner {
         for warning in next.warnings.difference(&self.last.warnings) {
             tracing::warn!("{warning}");
         }
+        self.warn_refused(&next);
         if next.node_problem != self.last.node_problem {
             match &next.node_problem {
                 Some(problem) => tracing::warn!("this node advertises nothing: {problem}"),
@@ -712,6 +722,31 @@ impl Runner {
         self.evaluated = true;
         self.fresh = true;
         self.last_evaluation = Some(tokio::time::Instant::now());
+    }
+
+    /// A Warning Event on each Service whose refused attribute annotations
+    /// are new or changed since the last evaluation.
+    fn warn_refused(&self, next: &Evaluation) {
+        for (key, why) in &next.refused {
+            if self.last.refused.get(key) == Some(why) {
+                continue;
+            }
+            let why = why.join("; ");
+            tracing::warn!(service = %key, "attribute annotations refused: {why}");
+            let name = key.to_string();
+            let Some(address) = next
+                .vips
+                .values()
+                .find(|v| v.service.as_deref() == Some(name.as_str()))
+                .map(|v| v.address)
+            else {
+                continue;
+            };
+            if let Some(events) = &self.events {
+                let uid = next.uid_of(key).map(str::to_string);
+                events.refused(service_reference(key, uid), address, why);
+            }
+        }
     }
 
     fn publish(&self) {

@@ -126,6 +126,8 @@ fn differences_between_the_set_in_force_and_a_fresh_read() {
                 address,
                 advertisements: Default::default(),
                 service: Some(Arc::from(service)),
+                attributes: None,
+                local_traffic: false,
             },
         )
     };

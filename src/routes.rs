@@ -1,0 +1,276 @@
+//! From a source snapshot to the routes the stability layer holds: the
+//! policy step between the sources and the hold-down (DESIGN.md: source →
+//! policy → stability). Pure: addresses in, routes out.
+//!
+//! - A VIP is a host route (/32, /128) under its advertisements.
+//! - An advertisement with `aggregation_length` (`aggregation_length_v6`)
+//!   announces its eTP Cluster VIPs as their covering prefix instead, for
+//!   as long as at least one VIP it covers is present. eTP Local VIPs stay
+//!   host routes: only the nodes with a local endpoint announce them, and
+//!   an aggregate would draw their traffic to every node. Because the
+//!   aggregate is what goes into the stability layer, the hold-down and
+//!   damping apply to it: a VIP of the range flapping costs nothing while
+//!   another VIP keeps the aggregate present, and the last VIP going holds
+//!   the aggregate down like any vanished route.
+//! - PodCIDRs (`addresses = ["PodCIDR"]`) are prefixes as they are.
+//! - `interface = "NAME"` announces the interface's global addresses as
+//!   host routes.
+//!
+//! Routes of the same prefix from several of these merge: their
+//! advertisements add up (the speaker merges their attributes).
+//!
+//! Why a route went: a VIP's reason is the source's. An aggregate covers
+//! VIPs the snapshot no longer names once they are gone, so it is withdrawn
+//! at once only when the node drained (every absence in its range says
+//! `Drained`); otherwise it is held down, the conservative choice.
+//! PodCIDRs and interface addresses have no reason but `Drained` (from the
+//! Kubernetes source) and are otherwise held down.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+use crate::config::Config;
+use crate::model::{Interner, SourceSnapshot, Vip};
+use crate::speaker::Route;
+use crate::stability::Absence;
+
+/// What a gate (the TCP probes) says about a VIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// No probe, or it passes: the VIP is present.
+    Pass,
+    /// The probe failed: absent, withdrawn at once (`ProbeFailed`).
+    Fail,
+    /// The probe has not passed yet: absent, no reason.
+    Unknown,
+}
+
+/// The prefix a VIP is announced under by one advertisement: its
+/// aggregate, or the host route.
+fn placement(config: &Config, vip: &Vip, advertisement: &str) -> IpNet {
+    let host = IpNet::from(vip.address);
+    if vip.local_traffic {
+        return host;
+    }
+    match config
+        .advertisement(advertisement)
+        .and_then(|a| a.aggregation_for(vip.address))
+    {
+        Some(len) if len < host.prefix_len() => IpNet::new(vip.address, len)
+            .map(|n| n.trunc())
+            .unwrap_or(host),
+        _ => host,
+    }
+}
+
+/// Adds `names` to the route of `prefix`, creating it from `make`.
+fn merge(
+    out: &mut BTreeMap<IpNet, (BTreeSet<String>, Option<Route>)>,
+    prefix: IpNet,
+    names: impl IntoIterator<Item = String>,
+    make: impl FnOnce() -> Option<Route>,
+) {
+    let entry = out.entry(prefix).or_insert_with(|| (BTreeSet::new(), None));
+    entry.0.extend(names);
+    if entry.1.is_none() {
+        entry.1 = make();
+    }
+}
+
+/// The routes the stability layer is to hold, and the reasons of those
+/// that went, for `snapshot` under `config`; `gate` says which VIPs the
+/// probes let through.
+pub fn desired(
+    config: &Config,
+    snapshot: &SourceSnapshot,
+    gate: impl Fn(IpAddr) -> Gate,
+) -> (BTreeMap<IpNet, Route>, BTreeMap<IpNet, Absence>) {
+    let mut absences: BTreeMap<IpNet, Absence> = snapshot
+        .absences
+        .iter()
+        .map(|(ip, a)| (IpNet::from(*ip), *a))
+        .collect();
+    absences.extend(snapshot.prefix_absences.iter().map(|(p, a)| (*p, *a)));
+    let aggregating = config
+        .advertisements
+        .iter()
+        .any(|a| a.aggregation_length.is_some() || a.aggregation_length_v6.is_some());
+    let extra = !snapshot.prefixes.is_empty()
+        || config.advertisements.iter().any(|a| a.interface.is_some());
+
+    // The common case, no aggregation and nothing but VIPs: one route per
+    // VIP, collected in one go from the sorted snapshot (full B-tree nodes;
+    // with 100k VIPs, inserting in order leaves them half empty).
+    if !aggregating && !extra {
+        let present: BTreeMap<IpNet, Route> = snapshot
+            .vips
+            .iter()
+            .filter_map(|(ip, v)| match gate(*ip) {
+                Gate::Pass => Some((IpNet::from(*ip), route_of(v))),
+                Gate::Fail => {
+                    absences.insert(IpNet::from(*ip), Absence::ProbeFailed);
+                    None
+                }
+                Gate::Unknown => None,
+            })
+            .collect();
+        return (present, absences);
+    }
+
+    let mut gathered: BTreeMap<IpNet, (BTreeSet<String>, Option<Route>)> = BTreeMap::new();
+    for (ip, vip) in snapshot.vips.iter() {
+        match gate(*ip) {
+            Gate::Pass => {}
+            Gate::Fail => {
+                absences.insert(IpNet::from(*ip), Absence::ProbeFailed);
+                continue;
+            }
+            Gate::Unknown => continue,
+        }
+        let host = IpNet::from(*ip);
+        for name in vip.advertisements.iter() {
+            let prefix = placement(config, vip, name);
+            let make = || (prefix == host).then(|| route_of(vip));
+            merge(&mut gathered, prefix, [name.clone()], make);
+        }
+    }
+    for (prefix, vip) in &snapshot.prefixes {
+        merge(
+            &mut gathered,
+            *prefix,
+            vip.advertisements.iter().cloned(),
+            || None,
+        );
+    }
+    for ad in &config.advertisements {
+        let Some(interface) = &ad.interface else {
+            continue;
+        };
+        for ip in snapshot.interfaces.get(interface).into_iter().flatten() {
+            merge(&mut gathered, IpNet::from(*ip), [ad.name.clone()], || None);
+        }
+    }
+
+    // Aggregates go only for a drained node; see the module doc.
+    for (ip, reason) in &snapshot.absences {
+        for ad in &config.advertisements {
+            let Some(len) = ad.aggregation_for(*ip) else {
+                continue;
+            };
+            let Ok(aggregate) = IpNet::new(*ip, len).map(|n| n.trunc()) else {
+                continue;
+            };
+            if aggregate == IpNet::from(*ip) || gathered.contains_key(&aggregate) {
+                continue;
+            }
+            let entry = absences.entry(aggregate).or_insert(*reason);
+            if *entry != Absence::Drained || *reason != Absence::Drained {
+                *entry = Absence::Vanished;
+            }
+        }
+    }
+    absences.retain(|p, _| !gathered.contains_key(p));
+
+    let mut interner = Interner::default();
+    let present = gathered
+        .into_iter()
+        .map(|(prefix, (names, route))| {
+            let set = interner.intern(Arc::new(names));
+            let route = match route {
+                Some(mut r) => {
+                    r.advertisements = set;
+                    r
+                }
+                None => Route {
+                    advertisements: set,
+                    service: None,
+                    attributes: None,
+                },
+            };
+            (prefix, route)
+        })
+        .collect();
+    (present, absences)
+}
+
+fn route_of(v: &Vip) -> Route {
+    Route {
+        advertisements: v.advertisements.clone(),
+        service: v.service.clone(),
+        attributes: v.attributes.clone(),
+    }
+}
+
+/// Where `ip` is announced, when not (only) as its own host route, in
+/// words for `explain`, with the prefix whose state tells its fate.
+pub fn explain(config: &Config, snapshot: &SourceSnapshot, ip: IpAddr) -> (IpNet, Vec<String>) {
+    let host = IpNet::from(ip);
+    let mut lines = Vec::new();
+    let mut prefix = host;
+    if let Some(vip) = snapshot.vips.get(&ip) {
+        let mut host_too = false;
+        for name in vip.advertisements.iter() {
+            let p = placement(config, vip, name);
+            if p == host {
+                host_too = true;
+                continue;
+            }
+            let covered: Vec<String> = snapshot
+                .vips
+                .values()
+                .filter(|v| p.contains(&v.address) && placement(config, v, name) == p)
+                .map(|v| v.address.to_string())
+                .collect();
+            lines.push(format!(
+                "advertisement \"{name}\" announces it as the aggregate {p}, which covers {}",
+                covered.join(", ")
+            ));
+            prefix = p;
+        }
+        if host_too {
+            prefix = host;
+        }
+        if vip.local_traffic
+            && vip.advertisements.iter().any(|n| {
+                config
+                    .advertisement(n)
+                    .and_then(|a| a.aggregation_for(ip))
+                    .is_some()
+            })
+        {
+            lines.push(
+                "its traffic policy is Local: announced as a host route, never in an aggregate"
+                    .to_string(),
+            );
+        }
+    }
+    for ad in &config.advertisements {
+        if let Some(interface) = &ad.interface
+            && snapshot
+                .interfaces
+                .get(interface)
+                .is_some_and(|ips| ips.contains(&ip))
+        {
+            lines.push(format!(
+                "interface {interface} has it: announced under advertisement \"{}\"",
+                ad.name
+            ));
+        }
+    }
+    for (p, vip) in &snapshot.prefixes {
+        if p.contains(&ip) {
+            let names: Vec<&str> = vip.advertisements.iter().map(String::as_str).collect();
+            lines.push(format!(
+                "it is in this node's PodCIDR {p}, announced under advertisement {}",
+                names.join(", ")
+            ));
+        }
+    }
+    (prefix, lines)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,209 @@
+use std::path::Path;
+
+use super::*;
+
+fn config(ads: &str) -> Config {
+    let text = format!(
+        "[speaker]\nasn = 65001\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"kubernetes\"\n{ads}"
+    );
+    crate::config::parse(Path::new("t.toml"), &text).expect("test config")
+}
+
+const AGG: &str =
+    "[[advertisement]]\nname = \"public\"\naggregation_length = 24\naggregation_length_v6 = 64\n";
+
+fn vip(ip: &str, ads: &[&str], local: bool) -> Vip {
+    let mut v = Vip::new(
+        ip.parse().unwrap(),
+        Arc::new(ads.iter().map(|s| s.to_string()).collect()),
+    );
+    v.local_traffic = local;
+    v.service = Some(Arc::from(format!("demo/{ip}")));
+    v
+}
+
+fn snapshot(vips: Vec<Vip>) -> SourceSnapshot {
+    SourceSnapshot {
+        vips: Arc::new(vips.into_iter().map(|v| (v.address, v)).collect()),
+        healthy: true,
+        synced: true,
+        ..SourceSnapshot::default()
+    }
+}
+
+fn keys(m: &BTreeMap<IpNet, Route>) -> Vec<String> {
+    m.keys().map(ToString::to_string).collect()
+}
+
+fn net(s: &str) -> IpNet {
+    s.parse().unwrap()
+}
+
+#[test]
+fn cluster_vips_are_aggregated_and_local_ones_stay_host_routes() {
+    let c = config(AGG);
+    let snap = snapshot(vec![
+        vip("198.51.100.10", &["public"], false),
+        vip("198.51.100.11", &["public"], false),
+        vip("198.51.100.12", &["public"], true),
+        vip("203.0.113.5", &["public"], false),
+        vip("2001:db8:1::5", &["public"], false),
+        vip("2001:db8:1::6", &["public"], true),
+    ]);
+    let (present, absences) = desired(&c, &snap, |_| Gate::Pass);
+    assert_eq!(
+        keys(&present),
+        [
+            "198.51.100.0/24",
+            "198.51.100.12/32",
+            "203.0.113.0/24",
+            "2001:db8:1::/64",
+            "2001:db8:1::6/128"
+        ]
+    );
+    assert!(absences.is_empty());
+    let agg = &present[&net("198.51.100.0/24")];
+    assert_eq!(agg.service, None, "an aggregate covers several Services");
+    assert_eq!(agg.attributes, None);
+    assert_eq!(
+        present[&net("198.51.100.12/32")].service.as_deref(),
+        Some("demo/198.51.100.12")
+    );
+
+    // The aggregate stays while one VIP of it is present: the same route.
+    let fewer = snapshot(vec![vip("198.51.100.11", &["public"], false)]);
+    let (p2, _) = desired(&c, &fewer, |_| Gate::Pass);
+    assert_eq!(p2[&net("198.51.100.0/24")], *agg);
+
+    // explain names what the aggregate covers.
+    let (prefix, lines) = explain(&c, &snap, "198.51.100.10".parse().unwrap());
+    assert_eq!(prefix, net("198.51.100.0/24"));
+    assert_eq!(
+        lines,
+        [
+            "advertisement \"public\" announces it as the aggregate 198.51.100.0/24, which covers 198.51.100.10, 198.51.100.11"
+        ]
+    );
+    let (prefix, lines) = explain(&c, &snap, "198.51.100.12".parse().unwrap());
+    assert_eq!(prefix, net("198.51.100.12/32"));
+    assert!(lines[0].contains("traffic policy is Local"), "{lines:?}");
+}
+
+#[test]
+fn without_aggregation_every_vip_is_a_host_route() {
+    let c = config("[[advertisement]]\nname = \"public\"\n");
+    let snap = snapshot(vec![
+        vip("198.51.100.10", &["public"], false),
+        vip("198.51.100.11", &["public"], false),
+    ]);
+    let (present, _) = desired(&c, &snap, |_| Gate::Pass);
+    assert_eq!(keys(&present), ["198.51.100.10/32", "198.51.100.11/32"]);
+}
+
+#[test]
+fn a_vip_under_an_aggregating_and_a_plain_advertisement_gives_both_routes() {
+    let c = config(&format!("{AGG}[[advertisement]]\nname = \"plain\"\n"));
+    let snap = snapshot(vec![vip("198.51.100.10", &["plain", "public"], false)]);
+    let (present, _) = desired(&c, &snap, |_| Gate::Pass);
+    assert_eq!(keys(&present), ["198.51.100.0/24", "198.51.100.10/32"]);
+    let names =
+        |p: &str| -> Vec<String> { present[&net(p)].advertisements.iter().cloned().collect() };
+    assert_eq!(names("198.51.100.0/24"), ["public"]);
+    assert_eq!(names("198.51.100.10/32"), ["plain"]);
+}
+
+#[test]
+fn probes_gate_vips_before_aggregation() {
+    let c = config(AGG);
+    let snap = snapshot(vec![
+        vip("198.51.100.10", &["public"], false),
+        vip("198.51.100.11", &["public"], true),
+    ]);
+    let fail: IpAddr = "198.51.100.11".parse().unwrap();
+    let (present, absences) = desired(
+        &c,
+        &snap,
+        |ip| {
+            if ip == fail { Gate::Fail } else { Gate::Pass }
+        },
+    );
+    assert_eq!(keys(&present), ["198.51.100.0/24"]);
+    assert_eq!(
+        absences.get(&net("198.51.100.11/32")),
+        Some(&Absence::ProbeFailed)
+    );
+}
+
+#[test]
+fn an_aggregate_goes_at_once_only_when_the_node_drained() {
+    let c = config(AGG);
+    let mut snap = snapshot(vec![]);
+    snap.absences = BTreeMap::from([
+        ("198.51.100.10".parse().unwrap(), Absence::Drained),
+        ("198.51.100.11".parse().unwrap(), Absence::Drained),
+        ("203.0.113.1".parse().unwrap(), Absence::Drained),
+        ("203.0.113.2".parse().unwrap(), Absence::Deleted),
+    ]);
+    let (present, absences) = desired(&c, &snap, |_| Gate::Pass);
+    assert!(present.is_empty());
+    assert_eq!(
+        absences.get(&net("198.51.100.0/24")),
+        Some(&Absence::Drained)
+    );
+    // A Service deleted is not the aggregate deleted: held down.
+    assert_eq!(
+        absences.get(&net("203.0.113.0/24")),
+        Some(&Absence::Vanished)
+    );
+    // While another VIP keeps it present, no absence at all.
+    let mut snap = snapshot(vec![vip("198.51.100.12", &["public"], false)]);
+    snap.absences = BTreeMap::from([("198.51.100.10".parse().unwrap(), Absence::Drained)]);
+    let (_, absences) = desired(&c, &snap, |_| Gate::Pass);
+    assert_eq!(absences.get(&net("198.51.100.0/24")), None);
+}
+
+#[test]
+fn pod_cidrs_and_interface_addresses_become_routes() {
+    let c = config(
+        "[[advertisement]]\nname = \"public\"\n\
+         [[advertisement]]\nname = \"pods\"\naddresses = [\"PodCIDR\"]\n\
+         [[advertisement]]\nname = \"loop\"\ninterface = \"lo\"\n",
+    );
+    let mut snap = snapshot(vec![vip("198.51.100.10", &["public"], false)]);
+    let pods = net("10.244.1.0/24");
+    snap.prefixes = BTreeMap::from([(
+        pods,
+        Vip::new(pods.network(), Arc::new(["pods".to_string()].into())),
+    )]);
+    snap.interfaces = Arc::new(BTreeMap::from([
+        (
+            "lo".to_string(),
+            vec![
+                "198.51.100.10".parse().unwrap(),
+                "203.0.113.9".parse().unwrap(),
+            ],
+        ),
+        ("eth0".to_string(), vec!["192.0.2.2".parse().unwrap()]),
+    ]));
+    let (present, _) = desired(&c, &snap, |_| Gate::Pass);
+    assert_eq!(
+        keys(&present),
+        ["10.244.1.0/24", "198.51.100.10/32", "203.0.113.9/32"]
+    );
+    let names =
+        |p: &str| -> Vec<String> { present[&net(p)].advertisements.iter().cloned().collect() };
+    assert_eq!(names("10.244.1.0/24"), ["pods"]);
+    // The VIP also on lo: one route under both advertisements, still the
+    // Service's.
+    assert_eq!(names("198.51.100.10/32"), ["loop", "public"]);
+    assert_eq!(
+        present[&net("198.51.100.10/32")].service.as_deref(),
+        Some("demo/198.51.100.10")
+    );
+    assert_eq!(names("203.0.113.9/32"), ["loop"]);
+    let (_, lines) = explain(&c, &snap, "203.0.113.9".parse().unwrap());
+    assert_eq!(
+        lines,
+        ["interface lo has it: announced under advertisement \"loop\""]
+    );
+}

@@ -1,0 +1,474 @@
+//! Routing policy per Service and per node, end to end: the holdfast
+//! daemon with its Kubernetes source against the in-process API stand-in,
+//! FRR as the router. Per-Service attributes from annotations (and their
+//! refusal), aggregation with eTP Cluster and Local Services, PodCIDR and
+//! interface advertisements.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::*;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube_standin::StandIn;
+use kube_standin::fixtures::{SliceEndpoint, endpoint_slice, load_balancer_service, node};
+use serde_json::{Value, json};
+use testlab::{Bridge, Frr, Lab, LabDir, wait_until};
+
+const TOR: &str = "192.0.2.1";
+const NODE: &str = "192.0.2.2";
+const API_PORT: u16 = 6443;
+
+const ALLOW_ALL: &str = "allow_service_attributes = [\"communities\", \"large-communities\", \"local-pref\", \"med\", \"as-path-prepend\"]\n";
+
+struct Cluster<'a> {
+    api: StandIn,
+    frr: Frr,
+    node: Holdfast<'a>,
+    _bridge: Bridge,
+    _dir: LabDir,
+}
+
+/// holdfast (AS 65001) with one peer, FRR, in AS `router_asn` (65001:
+/// iBGP), and `advertisements` as the `[[advertisement]]` tables.
+fn start<'a>(lab: &'a Lab, router_asn: u32, advertisements: &str) -> Cluster<'a> {
+    testlab::require_root();
+    let api = StandIn::start().expect("the API stand-in");
+    api.create(&node("node-1", NODE, &[])).unwrap();
+    let bridge = testlab::tcp_into_netns(&lab.node, API_PORT, api.addr());
+    let dir = LabDir::new("kube-policy");
+    let kubeconfig: PathBuf = dir.write(
+        "kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: http://127.0.0.1:{API_PORT}\n\
+             users:\n- name: standin\n  user: {{}}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n\
+             current-context: standin\n"
+        ),
+    );
+    let frr = Frr::start_with_zebra(
+        &lab.router,
+        &frr_conf(router_asn, TOR, &[(NODE, 65001)], ""),
+    );
+    let config = format!(
+        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
+         [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = {router_asn}\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
+         [source]\nkind = \"kubernetes\"\n\n\
+         [stability]\nwithdraw_hold_down = \"3s\"\n\n{advertisements}"
+    );
+    let kc = kubeconfig.display().to_string();
+    let node = Holdfast::start_env(
+        &lab.node,
+        &config,
+        "",
+        &[],
+        &[("KUBECONFIG", &kc), ("NODE_NAME", "node-1")],
+    );
+    frr.wait_established(NODE.parse().unwrap(), LONG);
+    wait_until(LONG, "the Kubernetes source to sync", || {
+        (node.status()["source"]["synced"] == true).then_some(())
+    });
+    Cluster {
+        api,
+        frr,
+        node,
+        _bridge: bridge,
+        _dir: dir,
+    }
+}
+
+fn annotated(name: &str, ips: &[&str], annotations: &[(&str, &str)]) -> Service {
+    let mut svc = load_balancer_service("demo", name, ips);
+    svc.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    svc
+}
+
+/// The one path FRR has for `prefix`, once it satisfies `ok`.
+fn path_when(c: &Cluster<'_>, prefix: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    let found = wait_until_opt(LONG, || {
+        let p = c.frr.prefix(prefix)?;
+        let path = p["paths"][0].clone();
+        last = path.clone();
+        ok(&path).then_some(path)
+    });
+    match found {
+        Some(p) => p,
+        None => panic!("FRR's path for {prefix} never had {what}; last: {last}"),
+    }
+}
+
+fn wait_until_opt<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+/// A string field of FRR's JSON that must be there.
+fn field<'v>(path: &'v Value, pointer: &str) -> &'v str {
+    path.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("FRR's path has no {pointer}: {path}"))
+}
+
+/// A number field of FRR's JSON that must be there.
+fn number(path: &Value, pointer: &str) -> u64 {
+    path.pointer(pointer)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("FRR's path has no {pointer}: {path}"))
+}
+
+impl Cluster<'_> {
+    /// UPDATEs FRR received from the node; the counter must be there.
+    fn updates(&self) -> u64 {
+        self.frr.updates_received(NODE.parse().unwrap())
+    }
+
+    fn settled_updates(&self) -> u64 {
+        let mut last = self.updates();
+        wait_until(LONG, "FRR's UPDATE count to settle", || {
+            std::thread::sleep(Duration::from_millis(400));
+            let now = self.updates();
+            let same = now == last;
+            last = now;
+            same.then_some(now)
+        })
+    }
+
+    fn annotate(&self, name: &str, key: &str, value: &str) {
+        self.api
+            .patch::<Service>(
+                Some("demo"),
+                name,
+                &json!({ "metadata": { "annotations": { key: value } } }),
+            )
+            .unwrap();
+    }
+}
+
+#[test]
+fn annotations_are_seen_at_frr_over_ebgp() {
+    let lab = Lab::pair();
+    let c = start(
+        &lab,
+        65000,
+        &format!(
+            "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n{ALLOW_ALL}"
+        ),
+    );
+    c.api
+        .create(&annotated(
+            "web",
+            &["198.51.100.10"],
+            &[
+                ("holdfast.dev/communities", "65001:200,65001:300"),
+                ("holdfast.dev/large-communities", "65001:1:2"),
+                ("holdfast.dev/med", "7"),
+                ("holdfast.dev/as-path-prepend", "2"),
+                // Not sent over eBGP (RFC 4271 §5.1.5).
+                ("holdfast.dev/local-pref", "250"),
+            ],
+        ))
+        .unwrap();
+    let path = path_when(&c, "198.51.100.10/32", "the annotations", |p| {
+        p.pointer("/community/string").is_some()
+    });
+    assert_eq!(
+        field(&path, "/community/string"),
+        "65001:100 65001:200 65001:300",
+        "{path}"
+    );
+    assert_eq!(
+        field(&path, "/largeCommunity/string"),
+        "65001:1:2",
+        "{path}"
+    );
+    assert_eq!(number(&path, "/metric"), 7, "MED: {path}");
+    assert_eq!(
+        field(&path, "/aspath/string"),
+        "65001 65001 65001",
+        "{path}"
+    );
+    // FRR prints locPrf only for a route that carries LOCAL_PREF.
+    assert!(
+        path.get("locPrf").is_none(),
+        "no LOCAL_PREF over eBGP: {path}"
+    );
+    assert_eq!(field(&path, "/peer/type"), "external", "{path}");
+    let (code, text) = c.node.explain("198.51.100.10");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("attributes from the annotations of demo/web: communities 65001:200,65001:300, large communities 65001:1:2, local-pref 250 (iBGP peers), med 7, as-path-prepend 2 (eBGP peers)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_local_pref_annotation_reaches_an_ibgp_peer() {
+    let lab = Lab::pair();
+    let c = start(
+        &lab,
+        65001,
+        &format!("[[advertisement]]\nname = \"public\"\nlocal_pref = 150\n{ALLOW_ALL}"),
+    );
+    c.api
+        .create(&annotated(
+            "web",
+            &["198.51.100.10"],
+            &[
+                ("holdfast.dev/local-pref", "250"),
+                // RFC 4271 §9.1.2: never towards an internal peer.
+                ("holdfast.dev/as-path-prepend", "2"),
+            ],
+        ))
+        .unwrap();
+    let path = path_when(&c, "198.51.100.10/32", "LOCAL_PREF 250", |p| {
+        p["locPrf"] == 250
+    });
+    assert_eq!(field(&path, "/peer/type"), "internal", "{path}");
+    // FRR writes an empty AS_PATH as "Local".
+    assert_eq!(
+        number(&path, "/aspath/length"),
+        0,
+        "no prepend over iBGP: {path}"
+    );
+    // The annotation goes: the advertisement's LOCAL_PREF is back.
+    c.api
+        .patch::<Service>(
+            Some("demo"),
+            "web",
+            &json!({ "metadata": { "annotations": { "holdfast.dev/local-pref": null } } }),
+        )
+        .unwrap();
+    path_when(&c, "198.51.100.10/32", "LOCAL_PREF 150", |p| {
+        p["locPrf"] == 150
+    });
+}
+
+#[test]
+fn a_disallowed_annotation_is_refused_with_an_event_and_explain() {
+    let lab = Lab::pair();
+    let c = start(
+        &lab,
+        65000,
+        "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nallow_service_attributes = [\"med\"]\n",
+    );
+    c.api
+        .create(&annotated(
+            "web",
+            &["198.51.100.10"],
+            &[
+                ("holdfast.dev/communities", "65001:666"),
+                ("holdfast.dev/med", "7"),
+            ],
+        ))
+        .unwrap();
+    // The allowed MED applies, the refused community does not.
+    let path = path_when(&c, "198.51.100.10/32", "MED 7", |p| p["metric"] == 7);
+    assert_eq!(field(&path, "/community/string"), "65001:100", "{path}");
+    let event = wait_until(Duration::from_secs(20), "the Warning Event", || {
+        c.api
+            .events()
+            .into_iter()
+            .find(|e| e["reason"] == "AttributesRefused")
+    });
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert_eq!(event["regarding"]["name"], "web", "{event}");
+    let note = event["note"].as_str().expect("a note");
+    assert!(
+        note.contains("holdfast.dev/communities is not allowed by advertisement \"public\""),
+        "{note}"
+    );
+    let (_, text) = c.node.explain("198.51.100.10");
+    assert!(
+        text.contains("refused: holdfast.dev/communities is not allowed by advertisement \"public\" (allow_service_attributes does not list \"communities\"); the route keeps the advertisement's attributes"),
+        "{text}"
+    );
+    // A value that does not parse is refused too.
+    c.annotate("web", "holdfast.dev/med", "lots");
+    path_when(&c, "198.51.100.10/32", "no MED", |p| {
+        p.get("metric").is_none()
+    });
+    wait_until(Duration::from_secs(20), "the second Warning Event", || {
+        c.api.events().into_iter().find(|e| {
+            e["reason"] == "AttributesRefused"
+                && e["note"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("holdfast.dev/med is \"lots\""))
+        })
+    });
+}
+
+#[test]
+fn an_annotation_change_is_one_update_and_no_withdrawal() {
+    let lab = Lab::pair();
+    let c = start(
+        &lab,
+        65000,
+        &format!("[[advertisement]]\nname = \"public\"\n{ALLOW_ALL}"),
+    );
+    c.api
+        .create(&annotated(
+            "web",
+            &["198.51.100.10"],
+            &[("holdfast.dev/med", "7")],
+        ))
+        .unwrap();
+    path_when(&c, "198.51.100.10/32", "MED 7", |p| p["metric"] == 7);
+    let before = c.settled_updates();
+    c.annotate("web", "holdfast.dev/med", "8");
+    // Sampled every 20 ms until the new MED shows: the route is never gone.
+    let deadline = Instant::now() + LONG;
+    loop {
+        let p = c
+            .frr
+            .prefix("198.51.100.10/32")
+            .expect("the route stays at FRR through the change");
+        if p["paths"][0]["metric"] == 8 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "MED 8 never showed: {p}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let after = c.settled_updates();
+    assert_eq!(
+        after - before,
+        1,
+        "one UPDATE re-announces the route (RFC 4271 §3.1), no withdrawal first"
+    );
+}
+
+#[test]
+fn aggregation_with_a_mix_of_etp_cluster_and_local_services() {
+    let lab = Lab::pair();
+    let c = start(
+        &lab,
+        65000,
+        "[[advertisement]]\nname = \"public\"\naggregation_length = 24\naggregation_length_v6 = 64\n",
+    );
+    c.api
+        .create(&load_balancer_service(
+            "demo",
+            "web-a",
+            &["198.51.100.10", "2001:db8:100::10"],
+        ))
+        .unwrap();
+    c.api
+        .create(&load_balancer_service(
+            "demo",
+            "web-b",
+            &["198.51.100.11", "2001:db8:100::11"],
+        ))
+        .unwrap();
+    let mut local =
+        load_balancer_service("demo", "web-local", &["198.51.100.12", "2001:db8:100::12"]);
+    local.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
+    c.api.create(&local).unwrap();
+    c.api
+        .create(&endpoint_slice(
+            "demo",
+            "web-local",
+            "web-local-1",
+            &[SliceEndpoint::ready("10.0.0.6", "node-1")],
+        ))
+        .unwrap();
+    c.frr.wait_prefix("198.51.100.0/24", LONG);
+    c.frr.wait_prefix("198.51.100.12/32", LONG);
+    c.frr.wait_prefix("2001:db8:100::/64", LONG);
+    c.frr.wait_prefix("2001:db8:100::12/128", LONG);
+    assert!(c.frr.prefix("2001:db8:100::10/128").is_none());
+    assert!(
+        c.frr.prefix("198.51.100.10/32").is_none(),
+        "eTP Cluster VIPs are in the aggregate"
+    );
+    assert!(c.frr.prefix("198.51.100.11/32").is_none());
+    let (code, text) = c.node.explain("198.51.100.10");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("advertisement \"public\" announces it as the aggregate 198.51.100.0/24, which covers 198.51.100.10, 198.51.100.11"),
+        "{text}"
+    );
+    let (_, text) = c.node.explain("198.51.100.12");
+    assert!(text.contains("never in an aggregate"), "{text}");
+
+    // One covered VIP goes: the aggregate stays, FRR hears nothing.
+    let before = c.settled_updates();
+    c.api.delete::<Service>(Some("demo"), "web-a").unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(c.frr.prefix("198.51.100.0/24").is_some());
+    assert_eq!(c.settled_updates(), before, "the aggregate did not change");
+    // The last one goes: held down (3s), then withdrawn.
+    let gone = Instant::now();
+    c.api.delete::<Service>(Some("demo"), "web-b").unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(c.frr.prefix("198.51.100.0/24").is_some(), "held down");
+    c.frr.wait_no_prefix("198.51.100.0/24", LONG);
+    assert!(
+        gone.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        gone.elapsed()
+    );
+    assert!(
+        c.frr.prefix("198.51.100.12/32").is_some(),
+        "the eTP Local VIP stays"
+    );
+}
+
+#[test]
+fn pod_cidr_and_an_interface_address_are_seen_at_frr() {
+    let lab = Lab::pair();
+    lab.node.ip(&["addr", "add", "203.0.113.9/32", "dev", "lo"]);
+    let c = start(
+        &lab,
+        65000,
+        "[[advertisement]]\nname = \"public\"\n\
+         [[advertisement]]\nname = \"pods\"\naddresses = [\"PodCIDR\"]\ncommunities = [\"65001:300\"]\n\
+         [[advertisement]]\nname = \"loopback\"\ninterface = \"lo\"\ncommunities = [\"65001:400\"]\n",
+    );
+    c.api
+        .patch::<Node>(
+            None,
+            "node-1",
+            &json!({ "spec": { "podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24", "2001:db8:244::/64"] } }),
+        )
+        .unwrap();
+    let pods = c.frr.wait_prefix("10.244.1.0/24", LONG);
+    c.frr.wait_prefix("2001:db8:244::/64", LONG);
+    assert_eq!(
+        field(&pods["paths"][0], "/community/string"),
+        "65001:300",
+        "{pods}"
+    );
+    let lo = c.frr.wait_prefix("203.0.113.9/32", LONG);
+    assert_eq!(
+        field(&lo["paths"][0], "/community/string"),
+        "65001:400",
+        "{lo}"
+    );
+    assert!(
+        c.frr.prefix("127.0.0.1/32").is_none(),
+        "loopback addresses are not global"
+    );
+    // An address added to the interface is announced; one removed is
+    // held down, then withdrawn.
+    lab.node
+        .ip(&["addr", "add", "203.0.113.10/32", "dev", "lo"]);
+    c.frr.wait_prefix("203.0.113.10/32", LONG);
+    lab.node.ip(&["addr", "del", "203.0.113.9/32", "dev", "lo"]);
+    c.frr.wait_no_prefix("203.0.113.9/32", LONG);
+    let (_, text) = c.node.explain("203.0.113.10");
+    assert!(
+        text.contains("interface lo has it: announced under advertisement \"loopback\""),
+        "{text}"
+    );
+}
