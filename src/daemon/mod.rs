@@ -23,19 +23,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ipnet::IpNet;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 use crate::config::{self, Config, PeerAddress, RouterId};
-use crate::logging::{self, Kind, WithdrawCause};
+use crate::logging::{self, Kind};
 use crate::model::SourceSnapshot;
 use crate::probe;
 use crate::session::{self, PeerHandle, PeerSpec, StopHow};
-use crate::speaker::{self, PeerTable, Route};
-use crate::stability::{self, Stability};
+use crate::speaker::PeerTable;
+use crate::stability::Stability;
 use peers::Peer;
-use routes::Probing;
+use reload::Stamp;
 use start::{Accepted, Api, Listener, View};
 pub use start::{Options, node_name, router_id, run};
 pub use state::{PeerView, RouteView, Shared, SharedState};
@@ -55,9 +54,9 @@ struct Daemon {
     router_id: Ipv4Addr,
     /// Whether OPENs carry graceful restart's R bit (RFC 4724 §3).
     restart: restart::Restart,
-    /// Shared with the status view (`Shared::stability`).
-    stability: state::SharedStability,
-    snapshot: Arc<SourceSnapshot>,
+    /// The routes core: snapshots, probe results, drains and time in;
+    /// per-peer tables, Events and status out.
+    routes: routes::Routes,
     peers: BTreeMap<String, Peer>,
     shared: SharedState,
     file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
@@ -66,31 +65,18 @@ struct Daemon {
     /// The Kubernetes source, when `source.kind = "kubernetes"`.
     kube: Option<Arc<crate::source::kubernetes::Handle>>,
     kube_config: Option<watch::Sender<Arc<Config>>>,
-    /// TCP probes of VIPs whose advertisement has one.
-    probes: BTreeMap<IpAddr, Probing>,
+    /// The probe tasks of the VIPs the routes core tracks a probe for.
+    probe_tasks: BTreeMap<IpAddr, (config::Probe, probe::ProbeTask)>,
     probe_tx: tokio::sync::mpsc::UnboundedSender<probe::ProbeResult>,
-    /// True once the tables hold the source's first complete view: the
-    /// sessions send End-of-RIB only then (RFC 4724 §4.1).
+    /// The routes core's `routes_ready`, for the sessions: they send
+    /// End-of-RIB only once it is true (RFC 4724 §4.1).
     routes_ready: watch::Sender<bool>,
-    /// When the source first reported a complete view.
-    first_synced: Option<Instant>,
-    /// The stability layer was touched since its next deadline was last
-    /// computed. That walks every route, so the main loop recomputes it
-    /// only then, not on every wake-up (a 1 s tick, a session event): with
-    /// 100k routes that walk is what idle time was spent on. (The status
-    /// views are computed from the stability layer when asked for.)
-    stability_dirty: bool,
-    /// `stability.next_deadline()` as of the last change.
-    next_deadline: Option<Instant>,
     /// The periodic reconcile (`[source] resync`).
     resync: crate::source::resync::Schedule,
     /// Routes and VIPs the reconciles have repaired.
     reconcile_repairs: u64,
     /// `holdfast drain` and the shutdown sequence (shared with the API).
     drain: drain::SharedControl,
-    /// The tables last published marked some routes of a drained node
-    /// GRACEFUL_SHUTDOWN.
-    drained_marked: bool,
     /// The passive side (`speaker.listen`), whose TTL settings and MD5
     /// keys follow the peers.
     listener: Option<Listener>,
@@ -102,9 +88,163 @@ struct Daemon {
     view: Arc<View>,
     /// Turns true when the daemon stops.
     shutdown: watch::Receiver<bool>,
+    /// The config file's identity as of the last (re)load.
+    config_stamp: Option<Stamp>,
+}
+
+/// What the main loop waits on, besides the daemon's own state.
+struct Inputs {
+    snapshots: watch::Receiver<SourceSnapshot>,
+    probes: tokio::sync::mpsc::UnboundedReceiver<probe::ProbeResult>,
+    accepted: tokio::sync::mpsc::UnboundedReceiver<Accepted>,
+    sigterm: tokio::signal::unix::Signal,
+    sigint: tokio::signal::unix::Signal,
+    sighup: tokio::signal::unix::Signal,
 }
 
 impl Daemon {
+    /// The main loop, a thin driver: it waits for the next input — a
+    /// snapshot, a probe result, a drain changed by the API, the routes
+    /// core's next deadline, a connection, a signal, the one-second tick of
+    /// the config poller and the gateway and restart checks — feeds it to
+    /// its owner and carries the routes core's outputs. Returns the signal
+    /// that stopped the daemon, if one did.
+    async fn drive(&mut self, mut inputs: Inputs) -> Option<&'static str> {
+        let drain = self.drain.clone();
+        let mut every_second = tokio::time::interval(Duration::from_secs(1));
+        every_second.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut gateway_check = Instant::now();
+        let mut signal = None;
+        loop {
+            let deadline = self.routes.next_deadline();
+            let routes_timer = async {
+                match deadline {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = drain.1.notified() => self.routes.publish_tables(),
+                () = routes_timer => {
+                    if self.routes.poll(Instant::now()) {
+                        break;
+                    }
+                }
+                changed = inputs.snapshots.changed() => {
+                    if changed.is_err() {
+                        error!("the source stopped");
+                        break;
+                    }
+                    let snap = inputs.snapshots.borrow_and_update().clone();
+                    self.routes.on_snapshot(Instant::now(), snap);
+                }
+                Some(r) = inputs.probes.recv() => self.routes.on_probe(Instant::now(), r),
+                Some((stream, from)) = inputs.accepted.recv() => self.accept(stream, from),
+                _ = inputs.sigterm.recv() => {
+                    signal = Some("SIGTERM");
+                    if self.begin_exit() {
+                        break;
+                    }
+                }
+                _ = inputs.sigint.recv() => {
+                    signal = Some("SIGINT");
+                    if self.begin_exit() {
+                        break;
+                    }
+                }
+                _ = inputs.sighup.recv() => {
+                    info!("SIGHUP: reloading the config");
+                    self.config_stamp = self.reload().await;
+                }
+                _ = every_second.tick() => {
+                    logging::flush();
+                    self.poll_config_file().await;
+                    self.follow_restart();
+                    self.resync.set_every(self.config.resync, Instant::now());
+                    if self.resync.due(Instant::now()) {
+                        self.reconcile().await;
+                    }
+                    if gateway_check.elapsed() >= Duration::from_secs(5) {
+                        gateway_check = Instant::now();
+                        self.check_gateways().await;
+                    }
+                }
+            }
+            self.carry();
+            self.refresh_shared();
+        }
+        signal
+    }
+
+    /// Carries the routes core's outputs: changed tables to the sessions,
+    /// routes ready to them, Events to Kubernetes, and the probe tasks to
+    /// match the probes it tracks.
+    fn carry(&mut self) {
+        let now = Instant::now();
+        for (name, table) in self.routes.take_changed_tables() {
+            if let Some(p) = self.peers.get_mut(&name) {
+                p.table.send_replace(table);
+                p.table_changed = now;
+            }
+        }
+        if self.routes.routes_ready() && !*self.routes_ready.borrow() {
+            self.routes_ready.send_replace(true);
+        }
+        let events = self.routes.take_events();
+        if let Some(k) = &self.kube {
+            for e in events {
+                match e {
+                    routes::Event::Advertised { vip, peers } => k.events().advertised(vip, &peers),
+                    routes::Event::Withdrawn { vip, peers } => k.events().withdrawn(vip, &peers),
+                }
+            }
+        }
+        if self.routes.take_probes_changed() {
+            let wanted = self.routes.probes();
+            self.probe_tasks
+                .retain(|ip, (cfg, _)| wanted.get(ip).is_some_and(|p| p.config == *cfg));
+            for (ip, p) in wanted {
+                if !self.probe_tasks.contains_key(ip) {
+                    let task = probe::spawn(*ip, p.config, self.probe_tx.clone());
+                    self.probe_tasks.insert(*ip, (p.config, task));
+                }
+            }
+        }
+    }
+
+    /// A connection the passive side accepted goes to the session of the
+    /// peer it comes from.
+    fn accept(&self, stream: tokio::net::TcpStream, from: std::net::SocketAddr) {
+        match self
+            .peers
+            .values()
+            .find(|p| p.handle.as_ref().is_some_and(|h| h.spec.is_from(from)))
+        {
+            Some(p) => p
+                .handle
+                .as_ref()
+                .expect("matched on a handle")
+                .incoming(stream),
+            None => {
+                if let Some(note) = logging::allow(Kind::NotAPeer, &from.ip().to_string()) {
+                    warn!(%from, "connection from an address that is not a configured peer: closed{note}");
+                }
+            }
+        }
+    }
+
+    /// SIGTERM or SIGINT: answers whether the daemon stops now (see
+    /// [`routes::Routes::begin_exit`]).
+    fn begin_exit(&mut self) -> bool {
+        let withdrawing: std::collections::BTreeSet<String> = self
+            .peers
+            .values()
+            .filter(|p| !p.config.graceful_restart.enabled || self.opts.withdraw_on_exit)
+            .map(|p| p.config.name.clone())
+            .collect();
+        self.routes.begin_exit(Instant::now(), withdrawing)
+    }
+
     /// The periodic reconcile (`[source] resync`, see `source::resync`):
     /// the desired set rebuilt from the source, then every session's
     /// Adj-RIB-Out compared with its desired table. What differs is
@@ -116,7 +256,7 @@ impl Daemon {
         // unless it changed in the last few seconds (the source is still on
         // it) or the source is unhealthy (it reports that problem itself).
         if let Some(settings) = crate::source::file::FileSettings::from_config(&self.config)
-            && self.snapshot.healthy
+            && self.routes.snapshot().healthy
         {
             let fresh = tokio::task::spawn_blocking(move || {
                 let recent = std::fs::metadata(&settings.path)
@@ -128,16 +268,14 @@ impl Daemon {
             })
             .await;
             if let Ok(Some(Ok(vips))) = fresh {
-                let n = set_differences(&self.snapshot.vips, &vips);
+                let n = set_differences(&self.routes.snapshot().vips, &vips);
                 if n > 0 {
                     warn!(
                         differences = n,
                         "resync: the VIP file differs from the set in force (a missed change): applying it"
                     );
-                    let mut snap = (*self.snapshot).clone();
-                    snap.vips = Arc::new(vips);
-                    self.snapshot = Arc::new(snap);
-                    self.recompute();
+                    self.routes.repair_vips(Instant::now(), vips);
+                    self.carry();
                     repaired += n as u64;
                 }
             }
@@ -176,21 +314,15 @@ impl Daemon {
     }
 
     fn refresh_shared(&mut self) {
-        if std::mem::take(&mut self.stability_dirty) {
-            self.next_deadline = self
-                .stability
-                .lock()
-                .expect("stability lock")
-                .next_deadline();
-        }
         let mut s = self.shared.lock().expect("shared state lock");
         s.config = self.config.clone();
         s.config_error = self.config_error.clone();
-        s.snapshot = self.snapshot.clone();
+        s.snapshot = self.routes.snapshot().clone();
         s.reconcile_repairs =
             self.reconcile_repairs + self.kube.as_ref().map_or(0, |k| k.resync_repairs());
         s.probes = self
-            .probes
+            .routes
+            .probes()
             .iter()
             .map(|(ip, p)| {
                 (

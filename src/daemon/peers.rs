@@ -44,6 +44,7 @@ impl Daemon {
 
     pub(super) fn start_peer(&mut self, p: &config::Peer) {
         let (tx, _) = watch::channel(Arc::new(PeerTable::new()));
+        self.routes.attach(&p.name);
         let mut peer = Peer {
             config: p.clone(),
             handle: None,
@@ -97,7 +98,8 @@ impl Daemon {
         }
         self.peers.insert(p.name.clone(), peer);
         // A new session starts from the current routes.
-        self.publish_tables();
+        self.routes.publish_tables();
+        self.carry();
     }
 
     /// Starts the BFD session of a peer (binding the BFD ports on first use).
@@ -131,6 +133,7 @@ impl Daemon {
     }
 
     pub(super) async fn stop_peer(&mut self, name: &str, how: StopHow) {
+        self.routes.detach(name);
         if let Some(p) = self.peers.remove(name)
             && let Some(h) = p.handle
         {

@@ -2,7 +2,6 @@
 //! can fail — then committed, everything or nothing.
 
 use super::*;
-use routes::stability_params;
 use start::{bind_listener, listener_ttl, spawn_api};
 
 pub(super) fn config_identity(c: &Config) -> impl PartialEq + use<> {
@@ -54,6 +53,17 @@ pub(super) fn listener_keys(c: &Config) -> BTreeMap<IpAddr, Vec<u8>> {
 }
 
 impl Daemon {
+    /// The config poller (every second): the file changed since the last
+    /// reload — or during it — reloads it.
+    pub(super) async fn poll_config_file(&mut self) {
+        // The identity is taken before the file is read: an edit
+        // during the reload differs from it and triggers another.
+        if stamp(&self.opts.config) != self.config_stamp {
+            info!("config file changed: reloading");
+            self.config_stamp = self.reload().await;
+        }
+    }
+
     /// Config reload (SIGHUP or the file changed), everything or nothing:
     /// whatever can fail (reading and checking the file, resolving the
     /// router ID, binding a new API or BGP listening address) is done
@@ -166,23 +176,8 @@ impl Daemon {
         }
         self.drain.0.lock().expect("drain lock").wait = self.config.speaker.graceful_shutdown_wait;
         // Stability parameters (validated in `prepare`).
-        if old.stability != self.config.stability
-            || old.speaker.graceful_shutdown_wait != self.config.speaker.graceful_shutdown_wait
-        {
-            let now = Instant::now();
-            let (set, notes) = {
-                let mut st = self.stability.lock().expect("stability lock");
-                let notes = self.withdraw_notes(&st, now, true, None);
-                (st.set_params(now, stability_params(&self.config)), notes)
-            };
-            match set {
-                Ok(changes) => {
-                    self.stability_dirty = true;
-                    self.apply(changes, &notes);
-                }
-                Err(e) => error!("stability parameters: {e}"),
-            }
-        }
+        self.routes.set_config(Instant::now(), self.config.clone());
+        self.carry();
         // Peers, one by one. The listener's keys first, so that a peer
         // added or re-keyed can connect as soon as its session exists.
         self.follow_listener_keys();
@@ -262,14 +257,13 @@ impl Daemon {
                 }
             });
         }
-        self.sync_probes();
-        self.recompute();
+        self.routes.refresh(Instant::now());
         if old.source != self.config.source
             && std::mem::discriminant(&old.source) != std::mem::discriminant(&self.config.source)
         {
             warn!("source.kind changed: restart holdfast for it to take effect");
         }
-        self.publish_tables();
+        self.carry();
     }
 
     /// The passive side for `new.speaker.listen`: `Ok(None)` when it no

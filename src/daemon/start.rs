@@ -267,7 +267,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     };
 
     // The source.
-    let (snap_tx, mut snap_rx) = watch::channel(SourceSnapshot::default());
+    let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
     let mut file_settings = None;
     let mut kube = None;
     let mut kube_config = None;
@@ -313,8 +313,15 @@ pub async fn run(opts: Options) -> Result<(), String> {
             Some(Arc::new(move |ip| k.explain(ip)));
     }
 
-    let (probe_tx, mut probe_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (accept_tx, mut accept_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (accept_tx, accept_rx) = tokio::sync::mpsc::unbounded_channel();
+    let routes = routes::Routes::new(
+        config.clone(),
+        stability,
+        drain_control.clone(),
+        kube.is_some(),
+        file_settings.is_some(),
+    );
     let mut d = Daemon {
         opts: opts.clone(),
         config: config.clone(),
@@ -322,29 +329,25 @@ pub async fn run(opts: Options) -> Result<(), String> {
         node,
         router_id,
         restart,
-        stability,
-        snapshot: Arc::new(SourceSnapshot::default()),
+        routes,
         peers: BTreeMap::new(),
         shared,
         file_settings,
         bfd: None,
         kube,
         kube_config,
-        probes: BTreeMap::new(),
+        probe_tasks: BTreeMap::new(),
         probe_tx,
         routes_ready: watch::channel(false).0,
-        first_synced: None,
-        stability_dirty: true,
-        next_deadline: None,
         listener: None,
         resync: crate::source::resync::Schedule::new(config.resync, Instant::now()),
         reconcile_repairs: 0,
         drain: drain_control.clone(),
-        drained_marked: false,
         accept_tx,
         api,
         view,
         shutdown: stops,
+        config_stamp: None,
     };
     for p in config.peers.clone() {
         d.start_peer(&p);
@@ -362,108 +365,19 @@ pub async fn run(opts: Options) -> Result<(), String> {
         d.listener = Some(listener);
     }
 
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| e.to_string())?;
-    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .map_err(|e| e.to_string())?;
-    let mut config_stamp = stamp(&opts.config);
-    let mut every_second = tokio::time::interval(Duration::from_secs(1));
-    every_second.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut gateway_check = Instant::now();
+    let signal = |kind| tokio::signal::unix::signal(kind).map_err(|e| e.to_string());
+    use tokio::signal::unix::SignalKind;
+    let inputs = Inputs {
+        snapshots: snap_rx,
+        probes: probe_rx,
+        accepted: accept_rx,
+        sigterm: signal(SignalKind::terminate())?,
+        sigint: signal(SignalKind::interrupt())?,
+        sighup: signal(SignalKind::hangup())?,
+    };
+    d.config_stamp = stamp(&opts.config);
     d.refresh_shared();
-
-    let mut signal = None;
-    loop {
-        let deadline = d.next_deadline;
-        let stability_timer = async {
-            match deadline {
-                Some(t) => tokio::time::sleep_until(t.into()).await,
-                None => std::future::pending().await,
-            }
-        };
-        let drain_deadline = d.drain.0.lock().expect("drain lock").drain.deadline();
-        let drain_timer = async {
-            match drain_deadline {
-                Some(t) => tokio::time::sleep_until(t.into()).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = drain_control.1.notified() => d.publish_tables(),
-            () = drain_timer => {
-                if d.poll_drain() {
-                    break;
-                }
-            }
-            changed = snap_rx.changed() => {
-                if changed.is_err() {
-                    error!("the source stopped");
-                    break;
-                }
-                let snap = snap_rx.borrow_and_update().clone();
-                d.on_snapshot(snap);
-            }
-            () = stability_timer => {
-                let now = Instant::now();
-                let (changes, notes) = {
-                    let mut st = d.stability.lock().expect("stability lock");
-                    let notes = d.withdraw_notes(&st, now, false, None);
-                    (st.poll(now), notes)
-                };
-                d.stability_dirty = true;
-                d.apply(changes, &notes);
-            }
-            Some(r) = probe_rx.recv() => d.on_probe(r),
-            Some((stream, from)) = accept_rx.recv() => {
-                match d.peers.values().find(|p| p.handle.as_ref().is_some_and(|h| h.spec.is_from(from))) {
-                    Some(p) => p.handle.as_ref().expect("matched on a handle").incoming(stream),
-                    None => {
-                        if let Some(note) = logging::allow(Kind::NotAPeer, &from.ip().to_string()) {
-                            warn!(%from, "connection from an address that is not a configured peer: closed{note}");
-                        }
-                    }
-                }
-            }
-            _ = sigterm.recv() => {
-                signal = Some("SIGTERM");
-                if d.begin_exit() {
-                    break;
-                }
-            }
-            _ = sigint.recv() => {
-                signal = Some("SIGINT");
-                if d.begin_exit() {
-                    break;
-                }
-            }
-            _ = sighup.recv() => {
-                info!("SIGHUP: reloading the config");
-                config_stamp = d.reload().await;
-            }
-            _ = every_second.tick() => {
-                logging::flush();
-                // The identity is taken before the file is read: an edit
-                // during the reload differs from it and triggers another.
-                if stamp(&opts.config) != config_stamp {
-                    info!("config file changed: reloading");
-                    config_stamp = d.reload().await;
-                }
-                d.follow_restart();
-                d.resync.set_every(d.config.resync, Instant::now());
-                if d.resync.due(Instant::now()) {
-                    d.reconcile().await;
-                }
-                if gateway_check.elapsed() >= Duration::from_secs(5) {
-                    gateway_check = Instant::now();
-                    d.check_gateways().await;
-                }
-            }
-        }
-        d.check_routes_ready();
-        d.refresh_shared();
-    }
+    let signal = d.drive(inputs).await;
     let (graceful, withdrawn) = d.shutdown().await;
     let _ = shutdown_tx.send(true);
     drop(node_status);

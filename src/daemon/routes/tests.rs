@@ -1,0 +1,1 @@
+//! The routes core on simulated time.
