@@ -18,18 +18,12 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::config::{Advertisement, Config};
+/// The route the stability layer hands over (defined with the shared
+/// vocabulary; also reachable here, where the session's tests name it).
+pub use crate::model::Route;
 
 /// The desired routes of one peer.
 pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
-
-/// A route as the stability layer holds it: which advertisements put it
-/// there and for which Service. Two routes are equal when these are; the
-/// attributes each peer sees follow from the advertisements.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Route {
-    pub advertisements: crate::model::Advertisements,
-    pub service: Option<Arc<str>>,
-}
 
 /// The attributes a peer gets for a route under these advertisements, or
 /// `None` when none of them is for this peer. Several advertisements for

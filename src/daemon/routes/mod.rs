@@ -29,9 +29,9 @@ use super::drain::{Scope, SharedControl};
 use super::state::SharedStability;
 use crate::config::{self, Config};
 use crate::logging::WithdrawCause;
-use crate::model::SourceSnapshot;
+use crate::model::{Absence, Route, SourceSnapshot};
 use crate::probe;
-use crate::speaker::{self, DrainPhase, PeerTable, Route};
+use crate::speaker::{self, DrainPhase, PeerTable};
 use crate::stability::{self, Stability};
 
 #[cfg(test)]
@@ -45,10 +45,7 @@ const LOG_EACH_CHANGE_UP_TO: usize = 20;
 type WithdrawNote = (Option<Arc<str>>, WithdrawCause);
 
 /// What a stability update is given: the present set and the absences.
-type UpdateInput<'a> = (
-    &'a BTreeMap<IpNet, Route>,
-    &'a BTreeMap<IpNet, stability::Absence>,
-);
+type UpdateInput<'a> = (&'a BTreeMap<IpNet, Route>, &'a BTreeMap<IpNet, Absence>);
 
 /// The stability layer's parameters: the config layer produced and
 /// validated them (`config::Stability` is `stability::Params`); the drain's
@@ -469,7 +466,7 @@ impl Routes {
             if st.params().withdraw_hold_down.is_zero() {
                 for (p, r) in st.advertised() {
                     if !present.contains_key(p) && !notes.contains_key(p) {
-                        let cause = WithdrawCause::Absence(stability::Absence::Vanished);
+                        let cause = WithdrawCause::Absence(Absence::Vanished);
                         notes.insert(*p, (r.service.clone(), cause));
                     }
                 }
@@ -615,7 +612,7 @@ impl Routes {
     /// The source's set, gated by the probes, into the stability layer.
     fn recompute(&mut self, now: Instant) {
         let snap = self.snapshot.clone();
-        let mut absences: BTreeMap<IpNet, stability::Absence> = snap
+        let mut absences: BTreeMap<IpNet, Absence> = snap
             .absences
             .iter()
             .map(|(ip, a)| (IpNet::from(*ip), *a))
@@ -636,7 +633,7 @@ impl Routes {
                         },
                     )),
                     Some(probe::Verdict::Failing) => {
-                        absences.insert(IpNet::from(*ip), stability::Absence::ProbeFailed);
+                        absences.insert(IpNet::from(*ip), Absence::ProbeFailed);
                         None
                     }
                     Some(probe::Verdict::Unknown) => None,

@@ -366,7 +366,7 @@ fn next_deadline_is_the_next_due_instant_and_none_when_idle() {
     let mut deleted = snapshot(&[]);
     deleted
         .absences
-        .insert(ip("192.0.2.10"), crate::stability::Absence::Deleted);
+        .insert(ip("192.0.2.10"), crate::model::Absence::Deleted);
     r.on_snapshot(t2, deleted);
     assert_eq!(r.next_deadline(), Some(t2 + secs(10)));
     r.poll(t2 + secs(10));
