@@ -192,6 +192,86 @@ pub(super) async fn load_config(path: &Path) -> Result<config::Config, String> {
     }
 }
 
+/// The source's ends, as [`start_source`] leaves them.
+struct Source {
+    snapshots: watch::Receiver<SourceSnapshot>,
+    file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
+    kube: Option<Arc<crate::source::kubernetes::Handle>>,
+    kube_config: Option<watch::Sender<Arc<Config>>>,
+    node_status: Option<crate::source::kubernetes::NodeStatusWriter>,
+}
+
+/// A future that completes when the daemon stops.
+fn until(stops: &watch::Receiver<bool>) -> impl std::future::Future<Output = ()> + use<> {
+    let mut rx = stops.clone();
+    async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Starts the source the config names: the VIP file's task, or the
+/// Kubernetes watchers and this node's BGPNodeStatus writer.
+async fn start_source(
+    config: &Arc<Config>,
+    node: &str,
+    shared: &SharedState,
+    drain_control: &drain::SharedControl,
+    stops: &watch::Receiver<bool>,
+) -> Result<Source, String> {
+    let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
+    let mut file_settings = None;
+    let mut kube = None;
+    let mut kube_config = None;
+    let mut node_status = None;
+    match crate::source::file::FileSettings::from_config(&config) {
+        Some(settings) => {
+            let (tx, rx) = watch::channel(settings);
+            tokio::spawn(crate::source::file::run(
+                rx,
+                snap_tx,
+                crate::source::file::DEFAULT_POLL_INTERVAL,
+                until(stops),
+            ));
+            file_settings = Some(tx);
+        }
+        None => {
+            use crate::source::kubernetes;
+            // The Node is found by its name: $NODE_NAME (the downward API),
+            // else speaker.hostname, else the kernel's hostname.
+            let node_name = std::env::var("NODE_NAME")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| node.to_string());
+            let options = kubernetes::Options::new(node_name);
+            let client = kubernetes::connect(&options).await?;
+            // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
+            // (the Kubernetes source only: the file source has no cluster).
+            let view = View(shared.clone(), drain_control.clone());
+            node_status = Some(kubernetes::NodeStatusWriter::spawn(
+                client.clone(),
+                options.node_name.clone(),
+                kubernetes::node_status::DEFAULT_INTERVAL,
+                Arc::new(move || crate::api::StateView::status(&view)),
+            ));
+            let (tx, rx) = watch::channel(config.clone());
+            kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
+            kube_config = Some(tx);
+        }
+    }
+    if let Some(k) = &kube {
+        let k = k.clone();
+        shared.lock().expect("shared state lock").source_explain =
+            Some(Arc::new(move |ip| k.explain(ip)));
+    }
+    Ok(Source {
+        snapshots: snap_rx,
+        file_settings,
+        kube,
+        kube_config,
+        node_status,
+    })
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> Result<(), String> {
     let config = load_config(&opts.config).await?;
@@ -226,14 +306,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         source_explain: None,
         reconcile_repairs: 0,
     }));
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let stops = shutdown_rx.clone();
-    let until_shutdown = move || {
-        let mut rx = shutdown_rx.clone();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }
-    };
+    let (shutdown_tx, stops) = watch::channel(false);
 
     // Not kept across a restart: a restarted holdfast advertises normally
     // (README, "holdfast drain").
@@ -259,7 +332,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             Some(tokio::spawn(crate::api::serve_surface(
                 listener,
                 view.clone(),
-                until_shutdown(),
+                until(&stops),
                 crate::api::Surface::MetricsOnly,
             )))
         }
@@ -267,51 +340,13 @@ pub async fn run(opts: Options) -> Result<(), String> {
     };
 
     // The source.
-    let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
-    let mut file_settings = None;
-    let mut kube = None;
-    let mut kube_config = None;
-    let mut node_status = None;
-    match crate::source::file::FileSettings::from_config(&config) {
-        Some(settings) => {
-            let (tx, rx) = watch::channel(settings);
-            tokio::spawn(crate::source::file::run(
-                rx,
-                snap_tx,
-                crate::source::file::DEFAULT_POLL_INTERVAL,
-                until_shutdown(),
-            ));
-            file_settings = Some(tx);
-        }
-        None => {
-            use crate::source::kubernetes;
-            // The Node is found by its name: $NODE_NAME (the downward API),
-            // else speaker.hostname, else the kernel's hostname.
-            let node_name = std::env::var("NODE_NAME")
-                .ok()
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| node.clone());
-            let options = kubernetes::Options::new(node_name);
-            let client = kubernetes::connect(&options).await?;
-            // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
-            // (the Kubernetes source only: the file source has no cluster).
-            let view = View(shared.clone(), drain_control.clone());
-            node_status = Some(kubernetes::NodeStatusWriter::spawn(
-                client.clone(),
-                options.node_name.clone(),
-                kubernetes::node_status::DEFAULT_INTERVAL,
-                Arc::new(move || crate::api::StateView::status(&view)),
-            ));
-            let (tx, rx) = watch::channel(config.clone());
-            kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
-            kube_config = Some(tx);
-        }
-    }
-    if let Some(k) = &kube {
-        let k = k.clone();
-        shared.lock().expect("shared state lock").source_explain =
-            Some(Arc::new(move |ip| k.explain(ip)));
-    }
+    let Source {
+        snapshots: snap_rx,
+        file_settings,
+        kube,
+        kube_config,
+        node_status,
+    } = start_source(&config, &node, &shared, &drain_control, &stops).await?;
 
     let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
     let (accept_tx, accept_rx) = tokio::sync::mpsc::unbounded_channel();
