@@ -223,7 +223,7 @@ async fn start_source(
     let mut kube = None;
     let mut kube_config = None;
     let mut node_status = None;
-    match crate::source::file::FileSettings::from_config(&config) {
+    match crate::source::file::FileSettings::from_config(config) {
         Some(settings) => {
             let (tx, rx) = watch::channel(settings);
             tokio::spawn(crate::source::file::run(

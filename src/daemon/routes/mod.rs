@@ -595,15 +595,10 @@ impl Routes {
         let removed = self.probes.len() != count;
         let before = self.probes.len();
         for (ip, cfg) in wanted {
-            if !self.probes.contains_key(&ip) {
-                self.probes.insert(
-                    ip,
-                    Probing {
-                        config: cfg,
-                        tracker: probe::Tracker::default(),
-                    },
-                );
-            }
+            self.probes.entry(ip).or_insert_with(|| Probing {
+                config: cfg,
+                tracker: probe::Tracker::default(),
+            });
         }
         // Any removal or addition changes what the driver must run.
         self.probes_changed |= self.probes.len() != before || removed;

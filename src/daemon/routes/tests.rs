@@ -328,7 +328,7 @@ fn routes_are_ready_only_after_the_first_complete_snapshot_and_its_advertise_del
     r.on_snapshot(t0, partial);
     assert!(!r.routes_ready());
     assert!(
-        r.poll(t0 + secs(60)) == false && !r.routes_ready(),
+        !r.poll(t0 + secs(60)) && !r.routes_ready(),
         "not without a complete view"
     );
 
