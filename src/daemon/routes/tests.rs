@@ -398,3 +398,38 @@ fn a_detached_peer_gets_no_table_and_a_reattached_one_starts_full() {
         BTreeMap::from([("rr".to_string(), vec![ip("192.0.2.10"), ip("192.0.2.12")])])
     );
 }
+
+#[test]
+fn a_drained_node_keeps_its_routes_marked_graceful_shutdown_until_the_wait_is_over() {
+    let mut r = core(config("graceful_shutdown_wait = \"15s\"", ""));
+    let t0 = Instant::now();
+    r.on_snapshot(t0, snapshot(&[("192.0.2.10", "public")]));
+    r.take_changed_tables();
+    // The node cordoned: the source reports its VIPs absent, drained.
+    let t1 = t0 + secs(3);
+    let mut drained = snapshot(&[]);
+    drained
+        .absences
+        .insert(ip("192.0.2.10"), crate::model::Absence::Drained);
+    r.on_snapshot(t1, drained.clone());
+    // RFC 8326 §3: still advertised, now with GRACEFUL_SHUTDOWN.
+    let marked = |r: &Routes, peer: &str| {
+        r.table(peer)
+            .expect("attached")
+            .values()
+            .map(|a| a.communities.contains(&GRACEFUL_SHUTDOWN))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(marked(&r, "tor1"), [true]);
+    assert_eq!(marked(&r, "rr"), [true]);
+    assert_eq!(changed(&mut r).len(), 2);
+    assert_eq!(r.next_deadline(), Some(t1 + secs(15)));
+    // The same facts again: nothing new to send.
+    r.on_snapshot(t1 + secs(1), drained);
+    assert!(changed(&mut r).is_empty());
+    r.poll(t1 + secs(15) - MS);
+    assert_eq!(marked(&r, "tor1"), [true]);
+    r.poll(t1 + secs(15));
+    assert!(routes_of(&r, "tor1").is_empty());
+    assert!(routes_of(&r, "rr").is_empty());
+}
