@@ -178,7 +178,54 @@ impl Daemon {
         // Stability parameters (validated in `prepare`).
         self.routes.set_config(Instant::now(), self.config.clone());
         self.carry();
-        // Peers, one by one. The listener's keys first, so that a peer
+        self.follow_peers(identity_changed).await;
+        // The listener's TTL settings follow the peers.
+        if let Some(l) = &self.listener {
+            let ttl = listener_ttl(&self.config);
+            if ttl != listener_ttl(&old) {
+                match ttl.apply(l.socket.as_ref()) {
+                    Ok(()) => {
+                        info!(
+                            ttl = ttl.ttl,
+                            min_ttl = ttl.min_ttl,
+                            "listening socket's TTL settings changed"
+                        )
+                    }
+                    Err(e) => error!("listening socket's TTL settings: {e}"),
+                }
+            }
+        }
+        // The sources follow the config.
+        if let Some(tx) = &self.kube_config {
+            let _ = tx.send(self.config.clone());
+        }
+        if let (Some(tx), Some(s)) = (
+            &self.file_settings,
+            crate::source::file::FileSettings::from_config(&self.config),
+        ) {
+            tx.send_if_modified(|cur| {
+                if *cur == s {
+                    false
+                } else {
+                    *cur = s;
+                    true
+                }
+            });
+        }
+        self.routes.refresh(Instant::now());
+        if old.source != self.config.source
+            && std::mem::discriminant(&old.source) != std::mem::discriminant(&self.config.source)
+        {
+            warn!("source.kind changed: restart holdfast for it to take effect");
+        }
+        self.carry();
+    }
+
+    /// A reload's peers, one by one: removed ones stopped, changed ones
+    /// reset (or, for `connect_retry` alone, just remembered), added ones
+    /// started.
+    async fn follow_peers(&mut self, identity_changed: bool) {
+        // The listener's keys first, so that a peer
         // added or re-keyed can connect as soon as its session exists.
         self.follow_listener_keys();
         let new_peers: BTreeMap<String, config::Peer> = self
@@ -224,46 +271,6 @@ impl Daemon {
                 self.start_peer(p);
             }
         }
-        // The listener's TTL settings follow the peers.
-        if let Some(l) = &self.listener {
-            let ttl = listener_ttl(&self.config);
-            if ttl != listener_ttl(&old) {
-                match ttl.apply(l.socket.as_ref()) {
-                    Ok(()) => {
-                        info!(
-                            ttl = ttl.ttl,
-                            min_ttl = ttl.min_ttl,
-                            "listening socket's TTL settings changed"
-                        )
-                    }
-                    Err(e) => error!("listening socket's TTL settings: {e}"),
-                }
-            }
-        }
-        // The sources follow the config.
-        if let Some(tx) = &self.kube_config {
-            let _ = tx.send(self.config.clone());
-        }
-        if let (Some(tx), Some(s)) = (
-            &self.file_settings,
-            crate::source::file::FileSettings::from_config(&self.config),
-        ) {
-            tx.send_if_modified(|cur| {
-                if *cur == s {
-                    false
-                } else {
-                    *cur = s;
-                    true
-                }
-            });
-        }
-        self.routes.refresh(Instant::now());
-        if old.source != self.config.source
-            && std::mem::discriminant(&old.source) != std::mem::discriminant(&self.config.source)
-        {
-            warn!("source.kind changed: restart holdfast for it to take effect");
-        }
-        self.carry();
     }
 
     /// The passive side for `new.speaker.listen`: `Ok(None)` when it no
