@@ -1,10 +1,15 @@
 //! `holdfast run`: the daemon. One task per peer session; this module's
-//! main loop connects the source, the stability layer and the speaker, and
-//! handles signals, config reloads and default-gateway changes.
+//! main loop ([`Daemon::drive`]) is a thin driver: it feeds the routes core
+//! (`routes/`, sans-IO: snapshots, probe results, drains and instants in;
+//! per-peer tables, Events, routes ready and its next deadline out) and
+//! carries its outputs to the sessions, the Event recorder and the shared
+//! status; it also handles signals, config reloads (`reload.rs`) and the
+//! peers' sessions and default gateways (`peers.rs`). `start.rs` wires it
+//! all up.
 //!
 //! ```text
-//!  source ──snapshot──▶ stability ──advertised──▶ peer tables ──watch──▶ sessions
-//!    ▲                     ▲   (hold-down, damping)                          │
+//!  source ──snapshot──▶ routes core: stability ─▶ peer tables ──watch──▶ sessions
+//!    ▲                     ▲   (hold-down, damping, guard, drain)           │
 //!    └── config reload ────┴──────────── SIGHUP / file change ───────────────┘
 //! ```
 
