@@ -492,7 +492,7 @@ pub enum WithdrawCause {
     /// had kept it longer).
     HeldDown { damped: bool },
     /// Gone for this reason, withdrawn once its delay (if any) passed.
-    Absence(crate::stability::Absence),
+    Absence(crate::model::Absence),
 }
 
 impl WithdrawCause {
@@ -503,7 +503,7 @@ impl WithdrawCause {
         match state {
             KeyState::HeldDown { .. } => Some(WithdrawCause::HeldDown { damped: false }),
             KeyState::Damped {
-                reason: crate::stability::Absence::Vanished,
+                reason: crate::model::Absence::Vanished,
                 ..
             } => Some(WithdrawCause::HeldDown { damped: true }),
             // Damping kept it past its own delay; the reason is what counts.
@@ -516,7 +516,7 @@ impl WithdrawCause {
     /// In words, with the timers as configured: `from_file` for the VIP
     /// file source, else Kubernetes.
     pub fn describe(self, params: &crate::stability::Params, from_file: bool) -> String {
-        use crate::stability::Absence;
+        use crate::model::Absence;
         let gone = if from_file {
             "removed from the VIP file"
         } else {

@@ -1,11 +1,10 @@
 //! What flows between the layers (DESIGN.md: source → policy → stability →
-//! speaker → sessions).
+//! speaker → sessions): the shared vocabulary every layer imports from
+//! here, downward; this module imports no layer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
-
-use crate::stability::Absence;
 
 /// One VIP a source wants this node to advertise, with the facts policy
 /// and `explain` need.
@@ -135,4 +134,40 @@ pub struct SourceSnapshot {
     /// The node's global interface addresses by interface name
     /// (source::interface), for `[[advertisement]] interface`.
     pub interfaces: Arc<BTreeMap<String, Vec<IpAddr>>>,
+}
+
+/// Why a prefix is no longer in the source's set, when the source knows.
+/// The order is the order of escalation: a source that learns a stronger
+/// reason for a prefix already gone reports it, never a weaker one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Absence {
+    /// Transient: the Service's address list emptied. Held down, damped.
+    /// Also what an absence without a reported reason is taken to be.
+    Vanished,
+    /// The Service's traffic policy is `Local` and this node has no ready
+    /// endpoint of it left: its datapath now drops the Service's traffic,
+    /// so the route goes after `local_endpoint_delay`, not the hold-down.
+    /// Damped like `Vanished`: an endpoint whose readiness keeps flapping
+    /// is held advertised while its damping episode lasts.
+    NoLocalEndpoint,
+    /// Definitive: Service deleted, class or type changed, opt-out
+    /// annotation. Withdrawn after `delete_delay`.
+    Deleted,
+    /// This node is cordoned or excluded: withdrawn at once.
+    Drained,
+    /// A datapath probe failed: withdrawn at once, no hold-down.
+    ProbeFailed,
+}
+
+/// A route as the stability layer holds it: which advertisements put it
+/// there and for which Service. Two routes are equal when these are; the
+/// attributes each peer sees follow from the advertisements.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Route {
+    pub advertisements: Advertisements,
+    pub service: Option<Arc<str>>,
+    /// What the Service's annotations ask for (`Vip::attributes`); part of
+    /// the route's identity, so a changed annotation re-announces the route
+    /// with its new attributes (one UPDATE, RFC 4271 §3.1).
+    pub attributes: Option<Arc<ServiceAttributes>>,
 }

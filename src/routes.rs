@@ -33,9 +33,9 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::config::Config;
+use crate::model::Absence;
+use crate::model::Route;
 use crate::model::{Interner, SourceSnapshot, Vip};
-use crate::speaker::Route;
-use crate::stability::Absence;
 
 /// What a gate (the TCP probes) says about a VIP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

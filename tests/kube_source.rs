@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use holdfast::config::{self, Config};
+use holdfast::model::Absence;
 use holdfast::model::SourceSnapshot;
 use holdfast::source::kubernetes::{
     self, ADVERTISE_ANNOTATION, EXCLUDE_LABEL, EventLimits, Handle, Options,
 };
-use holdfast::stability::Absence;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::config::{KubeConfigOptions, Kubeconfig};

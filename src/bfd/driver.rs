@@ -23,7 +23,7 @@ use tracing::{debug, info, warn};
 
 use super::packet::{Diag, Packet, State};
 use super::session::{Config, Output, Session};
-use crate::session::socket::unmap;
+use crate::net::unmap;
 
 pub const SINGLE_HOP_PORT: u16 = 3784;
 pub const MULTIHOP_PORT: u16 = 4784;

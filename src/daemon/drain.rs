@@ -279,7 +279,7 @@ impl super::Daemon {
                     "this node is no longer going away: routes advertised normally again"
                 ),
             }
-            self.publish_tables();
+            self.routes.publish_tables();
         }
     }
 }

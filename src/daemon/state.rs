@@ -11,10 +11,11 @@ use bgp_proto::fsm::Stats;
 use ipnet::IpNet;
 
 use crate::config::{Config, Source};
+use crate::model::Absence;
+use crate::model::Route;
 use crate::model::SourceSnapshot;
 use crate::session::{PeerRuntime, PeerSpec};
-use crate::speaker::Route;
-use crate::stability::{Absence, KeyState};
+use crate::stability::KeyState;
 use crate::status::{
     Explanation, NotificationCount, PeerExplanation, PeerStatus, RoutePage, RouteStatus,
     SourceStatus, StabilityCounters, Status,

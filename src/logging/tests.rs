@@ -218,7 +218,8 @@ fn durations_read_like_the_config() {
 
 #[test]
 fn withdraw_causes_read_as_the_operator_configured_them() {
-    use crate::stability::{Absence, KeyState, Params};
+    use crate::model::Absence;
+    use crate::stability::{KeyState, Params};
     let params = Params {
         withdraw_hold_down: Duration::from_secs(30),
         delete_delay: Duration::from_secs(5),

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 
 use crate::model::Vip;
-use crate::speaker::PeerTable;
 
 /// When the next reconcile is due.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,9 +93,9 @@ pub enum PeerCheck {
 /// session is Established and has sent its whole table and End-of-RIB;
 /// `table_age`: how long the desired table has been unchanged; `settle`:
 /// how long a session may take to follow a change (its MRAI plus slack).
-pub fn check_peer(
-    desired: &PeerTable,
-    advertised: &PeerTable,
+pub fn check_peer<V: PartialEq>(
+    desired: &BTreeMap<IpNet, V>,
+    advertised: &BTreeMap<IpNet, V>,
     synced: bool,
     table_age: Duration,
     settle: Duration,
@@ -114,7 +113,10 @@ pub fn check_peer(
 
 /// The routes in which `advertised` differs from `desired`. Both are
 /// sorted: one merge walk.
-pub fn compare(desired: &PeerTable, advertised: &PeerTable) -> Repair {
+pub fn compare<V: PartialEq>(
+    desired: &BTreeMap<IpNet, V>,
+    advertised: &BTreeMap<IpNet, V>,
+) -> Repair {
     let mut r = Repair::default();
     let mut a = advertised.iter().peekable();
     for (prefix, attrs) in desired {

@@ -20,21 +20,12 @@ use ipnet::IpNet;
 use crate::config::{Advertisement, Config};
 use crate::model::ServiceAttributes;
 
+/// The route the stability layer hands over (defined with the shared
+/// vocabulary; also reachable here, where the session's tests name it).
+pub use crate::model::Route;
+
 /// The desired routes of one peer.
 pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
-
-/// A route as the stability layer holds it: which advertisements put it
-/// there and for which Service. Two routes are equal when these are; the
-/// attributes each peer sees follow from the advertisements.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Route {
-    pub advertisements: crate::model::Advertisements,
-    pub service: Option<Arc<str>>,
-    /// What the Service's annotations ask for (model::Vip::attributes);
-    /// part of the route's identity, so a changed annotation re-announces
-    /// the route with its new attributes (one UPDATE, RFC 4271 §3.1).
-    pub attributes: Option<Arc<ServiceAttributes>>,
-}
 
 /// The attributes a peer gets for a route under these advertisements, or
 /// `None` when none of them is for this peer. Several advertisements for

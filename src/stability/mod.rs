@@ -125,28 +125,7 @@ pub use guard::{DEFAULT_MAX_WITHDRAW_FRACTION, GuardParams, GuardView};
 pub use params::{DampingParams, MAX_TIMER, Params, ParamsError};
 pub use view::{Counters, KeyState};
 
-/// Why a prefix is no longer in the source's set, when the source knows.
-/// The order is the order of escalation: a source that learns a stronger
-/// reason for a prefix already gone reports it, never a weaker one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Absence {
-    /// Transient: the Service's address list emptied. Held down, damped.
-    /// Also what an absence without a reported reason is taken to be.
-    Vanished,
-    /// The Service's traffic policy is `Local` and this node has no ready
-    /// endpoint of it left: its datapath now drops the Service's traffic,
-    /// so the route goes after `local_endpoint_delay`, not the hold-down.
-    /// Damped like `Vanished`: an endpoint whose readiness keeps flapping
-    /// is held advertised while its damping episode lasts.
-    NoLocalEndpoint,
-    /// Definitive: Service deleted, class or type changed, opt-out
-    /// annotation. Withdrawn after `delete_delay`.
-    Deleted,
-    /// This node is cordoned or excluded: withdrawn at once.
-    Drained,
-    /// A datapath probe failed: withdrawn at once, no hold-down.
-    ProbeFailed,
-}
+use crate::model::Absence;
 
 /// One change for the speaker's RIB.
 #[derive(Debug, Clone, PartialEq, Eq)]

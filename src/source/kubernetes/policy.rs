@@ -73,8 +73,8 @@ use crate::config::{
     AddressKind, Config, DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, LabelSelector, Source,
     format_duration,
 };
+use crate::model::Absence;
 use crate::model::{SourceSnapshot, Vip};
-use crate::stability::Absence;
 
 /// The label the API server sets on every namespace (immutable, equal to
 /// its name). It is all holdfast knows of a namespace it does not watch.

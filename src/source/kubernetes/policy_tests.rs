@@ -13,7 +13,7 @@ use kube_standin::fixtures::{self, SliceEndpoint};
 
 use super::*;
 use crate::config::{self, Config};
-use crate::stability::Absence;
+use crate::model::Absence;
 
 const NODE: &str = "n1";
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::speaker::RouteAttrs;
+use crate::speaker::{PeerTable, RouteAttrs};
 
 fn p(s: &str) -> IpNet {
     s.parse().unwrap()

@@ -1,0 +1,258 @@
+//! The peers' sessions: started, reset, stopped; their default gateways
+//! and graceful restart's R bit followed.
+
+use super::*;
+
+pub(super) struct Peer {
+    pub(super) config: config::Peer,
+    pub(super) handle: Option<PeerHandle>,
+    pub(super) table: watch::Sender<Arc<PeerTable>>,
+    /// Why there is no session (no default gateway yet).
+    pub(super) waiting: Option<String>,
+    /// Its BFD session (RFC 5880), when configured.
+    pub(super) bfd: Option<crate::bfd::driver::BfdSession>,
+    /// When its desired table last changed (the periodic reconcile leaves
+    /// a session alone while it may still be following a change).
+    pub(super) table_changed: Instant,
+    /// The counters of its earlier sessions: they belong to the peer's
+    /// name and survive a reset.
+    pub(super) carried: bgp_proto::fsm::Stats,
+}
+
+impl Daemon {
+    pub(super) fn peer_spec(&self, p: &config::Peer, gw: gateway::Gateway) -> PeerSpec {
+        PeerSpec {
+            peer: p.clone(),
+            address: gw.address,
+            interface: gw.interface,
+            local_asn: self.config.speaker.asn,
+            router_id: self.router_id,
+            hostname: self.node.clone(),
+            restarting: self.restart.restarting(p, Instant::now()),
+        }
+    }
+
+    pub(super) fn resolve(p: &config::Peer) -> Result<gateway::Gateway, String> {
+        match p.address {
+            PeerAddress::Ip(ip) => Ok(gateway::Gateway {
+                address: ip,
+                interface: None,
+            }),
+            PeerAddress::DefaultGateway(f) => gateway::default_gateway(f),
+        }
+    }
+
+    pub(super) fn start_peer(&mut self, p: &config::Peer) {
+        let (tx, _) = watch::channel(Arc::new(PeerTable::new()));
+        self.routes.attach(&p.name);
+        let mut peer = Peer {
+            config: p.clone(),
+            handle: None,
+            table: tx,
+            waiting: None,
+            bfd: None,
+            table_changed: Instant::now(),
+            carried: Default::default(),
+        };
+        match Self::resolve(p) {
+            Ok(gw) => {
+                let addr = gw.address;
+                let spec = self.peer_spec(p, gw);
+                if let Some(b) = &p.bfd {
+                    // BFD packets to a link-local address would need its
+                    // interface too, which the BFD driver does not take.
+                    let bfd = if spec.interface.is_some() {
+                        Err(std::io::Error::new(
+                            std::io::ErrorKind::Unsupported,
+                            format!(
+                                "not supported with the link-local default gateway {}",
+                                spec.display_address()
+                            ),
+                        ))
+                    } else {
+                        self.bfd_session(p, b, addr)
+                    };
+                    match bfd {
+                        Ok(s) => peer.bfd = Some(s),
+                        Err(e) => {
+                            // Without BFD the session must not come up (it
+                            // would wait for BFD for ever): say why.
+                            error!(peer = %p.name, "BFD: {e}");
+                            peer.waiting = Some(format!("BFD unavailable: {e}"));
+                            self.peers.insert(p.name.clone(), peer);
+                            return;
+                        }
+                    }
+                }
+                peer.handle = Some(session::spawn(
+                    spec,
+                    peer.table.subscribe(),
+                    self.routes_ready.subscribe(),
+                    peer.bfd.as_ref().map(|b| b.status.clone()),
+                ));
+            }
+            Err(why) => {
+                warn!(peer = %p.name, "{why}");
+                peer.waiting = Some(why);
+            }
+        }
+        self.peers.insert(p.name.clone(), peer);
+        // A new session starts from the current routes.
+        self.routes.publish_tables();
+        self.carry();
+    }
+
+    /// Starts the BFD session of a peer (binding the BFD ports on first use).
+    pub(super) fn bfd_session(
+        &mut self,
+        p: &config::Peer,
+        b: &config::Bfd,
+        addr: IpAddr,
+    ) -> std::io::Result<crate::bfd::driver::BfdSession> {
+        if self.bfd.is_none() {
+            self.bfd = Some(crate::bfd::driver::Bfd::start().map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot bind UDP {}/{} (root or CAP_NET_BIND_SERVICE needed): {e}",
+                        crate::bfd::driver::SINGLE_HOP_PORT,
+                        crate::bfd::driver::MULTIHOP_PORT
+                    ),
+                )
+            })?);
+        }
+        let spec = crate::bfd::driver::BfdSpec {
+            peer: addr,
+            local: p.source_address,
+            multihop: b.multihop,
+            desired_min_tx: b.min_tx,
+            required_min_rx: b.min_rx,
+            detect_mult: b.multiplier,
+        };
+        self.bfd.as_mut().expect("started above").add(&p.name, spec)
+    }
+
+    pub(super) async fn stop_peer(&mut self, name: &str, how: StopHow) {
+        self.routes.detach(name);
+        if let Some(p) = self.peers.remove(name)
+            && let Some(h) = p.handle
+        {
+            // Its End-of-RIB ended the restart for this peer: the session
+            // that replaces it (reload, new gateway) sends R=0.
+            if h.spec.restarting && !h.snapshot().restarting {
+                self.restart.end_of_rib_sent(name);
+            }
+            h.stop(how, Duration::from_secs(3)).await;
+        }
+    }
+
+    /// Stops a peer's session and starts a new one from `p`; its counters
+    /// carry over.
+    pub(super) async fn reset_peer(&mut self, p: &config::Peer, how: StopHow) {
+        let (mut carried, runtime) = match self.peers.get(&p.name) {
+            Some(cur) => (
+                cur.carried.clone(),
+                cur.handle.as_ref().map(|h| h.runtime.clone()),
+            ),
+            None => Default::default(),
+        };
+        self.stop_peer(&p.name, how).await;
+        // Read after the stop: its NOTIFICATION counts.
+        if let Some(rt) = runtime {
+            state::add_stats(&mut carried, &rt.lock().expect("peer runtime lock").stats);
+        }
+        self.start_peer(p);
+        if let Some(new) = self.peers.get_mut(&p.name) {
+            new.carried = carried;
+        }
+    }
+
+    /// The R bit follows the restart (RFC 4724 §4.1): a session that sent
+    /// End-of-RIB ends it for its peer; the restart time ends it for every
+    /// session still sending R.
+    pub(super) fn follow_restart(&mut self) {
+        if !self.restart.in_progress() {
+            return;
+        }
+        let now = Instant::now();
+        let restart = &mut self.restart;
+        for (name, p) in &self.peers {
+            if let Some(h) = &p.handle
+                && h.spec.restarting
+                && !h.snapshot().restarting
+            {
+                restart.end_of_rib_sent(name);
+            }
+        }
+        let in_progress = restart.settle(now, &self.config.peers);
+        for p in self.peers.values_mut() {
+            if let Some(h) = p.handle.as_mut()
+                && h.spec.restarting
+                && !restart.restarting(&p.config, now)
+            {
+                info!(peer = %p.config.name, "graceful restart over for this peer: later OPENs without the R bit");
+                h.end_restart();
+            }
+        }
+        if !in_progress {
+            info!("graceful restart over: every later session sends R=0");
+        }
+    }
+
+    /// `default-gateway` peers follow the gateway.
+    pub(super) async fn check_gateways(&mut self) {
+        let moved: Vec<(config::Peer, Result<gateway::Gateway, String>)> = self
+            .peers
+            .values()
+            .filter(|p| matches!(p.config.address, PeerAddress::DefaultGateway(_)))
+            .filter_map(|p| {
+                let now = Self::resolve(&p.config);
+                let cur = p
+                    .handle
+                    .as_ref()
+                    .map(|h| (h.spec.address, h.spec.interface.clone()));
+                match (&now, cur) {
+                    (Ok(g), Some((a, i))) if g.address == a && g.interface == i => None,
+                    (Err(_), None) => None,
+                    _ => Some((p.config.clone(), now)),
+                }
+            })
+            .collect();
+        for (p, now) in moved {
+            match &now {
+                Ok(gateway) => info!(peer = %p.name, %gateway, "default gateway changed"),
+                Err(why) => info!(peer = %p.name, "default gateway gone: {why}"),
+            }
+            self.reset_peer(&p, StopHow::Deconfigured).await;
+        }
+    }
+
+    /// Ends every session; returns how many ended for graceful restart and
+    /// how many withdrew their routes.
+    pub(super) async fn shutdown(&mut self) -> (usize, usize) {
+        let names: Vec<String> = self.peers.keys().cloned().collect();
+        let mut any_graceful = false;
+        let (mut graceful, mut withdrawn) = (0, 0);
+        let plans = self.decide_exit(super::drain::ExitReason::Failure);
+        for name in names {
+            let keep = plans
+                .get(&name)
+                .is_some_and(|p| *p == super::drain::ExitPlan::KeepThroughRestart);
+            let how = if keep {
+                any_graceful = true;
+                graceful += 1;
+                StopHow::Graceful
+            } else {
+                withdrawn += 1;
+                StopHow::Withdraw(format!("{}: holdfast shutting down", self.node))
+            };
+            self.stop_peer(&name, how).await;
+        }
+        // A graceful exit keeps the marker: the next start is a restart and
+        // sets the R bit. After withdrawing everything, it is a fresh start.
+        if !any_graceful {
+            let _ = std::fs::remove_file(self.opts.state_dir.join("running"));
+        }
+        (graceful, withdrawn)
+    }
+}

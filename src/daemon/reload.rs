@@ -1,0 +1,338 @@
+//! Config reload (SIGHUP, or the file changed): prepared — everything that
+//! can fail — then committed, everything or nothing.
+
+use super::*;
+use start::{bind_listener, listener_ttl, spawn_api};
+
+pub(super) fn config_identity(c: &Config) -> impl PartialEq + use<> {
+    (
+        c.speaker.asn,
+        c.speaker.router_id,
+        c.speaker.hostname.clone(),
+    )
+}
+
+/// The file's identity for change detection.
+pub(super) fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?, m.ino()))
+}
+
+/// A file's identity for change detection: (length, mtime, inode).
+pub(super) type Stamp = (u64, std::time::SystemTime, u64);
+
+/// A reload that passed every check, ready to apply.
+pub(super) struct Prepared {
+    pub(super) config: Config,
+    pub(super) router_id: Ipv4Addr,
+    pub(super) identity_changed: bool,
+    pub(super) api: Option<tokio::net::TcpListener>,
+}
+
+/// Whether a peer's session must be reset for `new` to apply. Only
+/// `connect_retry` does not need one: it paces connection attempts
+/// (RFC 4271 §8.2.2, the ConnectRetryTimer) and nothing negotiated on an
+/// established session depends on it.
+pub(super) fn needs_reset(old: &config::Peer, new: &config::Peer) -> bool {
+    let mut same_timers = new.clone();
+    same_timers.connect_retry = old.connect_retry;
+    same_timers != *old
+}
+
+/// The MD5 keys the listening socket needs: one per peer with a fixed
+/// address and a key.
+pub(super) fn listener_keys(c: &Config) -> BTreeMap<IpAddr, Vec<u8>> {
+    c.peers
+        .iter()
+        .filter_map(|p| match (&p.address, p.md5_key()) {
+            (PeerAddress::Ip(ip), Some(k)) => Some((*ip, k.to_vec())),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Daemon {
+    /// The config poller (every second): the file changed since the last
+    /// reload — or during it — reloads it.
+    pub(super) async fn poll_config_file(&mut self) {
+        // The identity is taken before the file is read: an edit
+        // during the reload differs from it and triggers another.
+        if stamp(&self.opts.config) != self.config_stamp {
+            info!("config file changed: reloading");
+            self.config_stamp = self.reload().await;
+        }
+    }
+
+    /// Config reload (SIGHUP or the file changed), everything or nothing:
+    /// whatever can fail (reading and checking the file, resolving the
+    /// router ID, binding a new API or BGP listening address) is done
+    /// before anything changes, and a failure leaves the running config in
+    /// force, logged in one line and shown by `holdfast_config_reload_error`.
+    /// Then peers added, removed or changed are started, stopped or reset
+    /// one by one; unchanged sessions stay up and send nothing unless their
+    /// routes changed.
+    ///
+    /// Returns the file's identity as it was *before* it was read: an edit
+    /// made while the reload ran then differs from it, and the poller
+    /// reloads again.
+    pub(super) async fn reload(&mut self) -> Option<Stamp> {
+        let before = stamp(&self.opts.config);
+        match self.prepare(&self.opts.config.clone()).await {
+            Ok(None) => self.config_error = None,
+            Ok(Some(prepared)) => {
+                self.config_error = None;
+                self.commit(prepared).await;
+            }
+            Err(text) => {
+                error!(
+                    "config reload refused, the running config stays: {}",
+                    text.replace('\n', "; ")
+                );
+                self.config_error = Some(text);
+            }
+        }
+        before
+    }
+
+    /// Everything of a reload that can fail. `Ok(None)`: nothing changed.
+    pub(super) async fn prepare(&self, path: &Path) -> Result<Option<Prepared>, String> {
+        let new = config::load(path).map_err(|diags| {
+            diags
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })?;
+        if new == *self.config {
+            return Ok(None);
+        }
+        let identity_changed = config_identity(&new) != config_identity(&self.config);
+        let router_id = if identity_changed {
+            router_id(&new)?
+        } else {
+            self.router_id
+        };
+        // Checked at load time already; the stability layer checks again
+        // when it takes them, which must not be the first refusal.
+        new.stability
+            .validate()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let api = if new.speaker.api != self.api.addr {
+            Some(
+                crate::api::bind(new.speaker.api)
+                    .await
+                    .map_err(|e| format!("speaker.api: {e}"))?,
+            )
+        } else {
+            None
+        };
+        Ok(Some(Prepared {
+            config: new,
+            router_id,
+            identity_changed,
+            api,
+        }))
+    }
+
+    /// Applies a prepared reload.
+    pub(super) async fn commit(&mut self, prepared: Prepared) {
+        let Prepared {
+            config: new,
+            router_id,
+            identity_changed,
+            api,
+        } = prepared;
+        // The listening socket is rebound before anything else changes:
+        // it is the last thing that can fail.
+        let listener = if new.speaker.listen != self.config.speaker.listen {
+            match self.rebind_listener(&new) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    let text = format!("speaker.listen: {e}");
+                    error!("config reload refused, the running config stays: {text}");
+                    self.config_error = Some(text);
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        info!("config reloaded from {}", self.opts.config.display());
+        let old = std::mem::replace(&mut self.config, Arc::new(new));
+        if identity_changed {
+            self.node = node_name(&self.config);
+            self.router_id = router_id;
+        }
+        if let Some(l) = listener {
+            self.listener = l;
+        }
+        if let Some(l) = api {
+            let addr = self.config.speaker.api;
+            info!(api = %addr, "HTTP API listening");
+            let new_api = spawn_api(l, addr, self.view.clone(), self.shutdown.clone());
+            let old_api = std::mem::replace(&mut self.api, new_api);
+            let _ = old_api.stop.send(true);
+        }
+        self.drain.0.lock().expect("drain lock").wait = self.config.speaker.graceful_shutdown_wait;
+        // Stability parameters (validated in `prepare`).
+        self.routes.set_config(Instant::now(), self.config.clone());
+        self.carry();
+        self.follow_peers(identity_changed).await;
+        // The listener's TTL settings follow the peers.
+        if let Some(l) = &self.listener {
+            let ttl = listener_ttl(&self.config);
+            if ttl != listener_ttl(&old) {
+                match ttl.apply(l.socket.as_ref()) {
+                    Ok(()) => {
+                        info!(
+                            ttl = ttl.ttl,
+                            min_ttl = ttl.min_ttl,
+                            "listening socket's TTL settings changed"
+                        )
+                    }
+                    Err(e) => error!("listening socket's TTL settings: {e}"),
+                }
+            }
+        }
+        // The sources follow the config.
+        if let Some(tx) = &self.kube_config {
+            let _ = tx.send(self.config.clone());
+        }
+        if let (Some(tx), Some(s)) = (
+            &self.file_settings,
+            crate::source::file::FileSettings::from_config(&self.config),
+        ) {
+            tx.send_if_modified(|cur| {
+                if *cur == s {
+                    false
+                } else {
+                    *cur = s;
+                    true
+                }
+            });
+        }
+        self.routes.refresh(Instant::now());
+        if old.source != self.config.source
+            && std::mem::discriminant(&old.source) != std::mem::discriminant(&self.config.source)
+        {
+            warn!("source.kind changed: restart holdfast for it to take effect");
+        }
+        self.carry();
+    }
+
+    /// A reload's peers, one by one: removed ones stopped, changed ones
+    /// reset (or, for `connect_retry` alone, just remembered), added ones
+    /// started.
+    async fn follow_peers(&mut self, identity_changed: bool) {
+        // The listener's keys first, so that a peer
+        // added or re-keyed can connect as soon as its session exists.
+        self.follow_listener_keys();
+        let new_peers: BTreeMap<String, config::Peer> = self
+            .config
+            .peers
+            .iter()
+            .map(|p| (p.name.clone(), p.clone()))
+            .collect();
+        let names: Vec<String> = self.peers.keys().cloned().collect();
+        for name in names {
+            let Some(cur) = self.peers.get(&name).map(|c| c.config.clone()) else {
+                continue;
+            };
+            match new_peers.get(&name) {
+                None => {
+                    info!(peer = %name, "peer removed from the config");
+                    self.stop_peer(&name, StopHow::Deconfigured).await;
+                }
+                Some(p) if identity_changed || needs_reset(&cur, p) => {
+                    info!(peer = %name, "peer changed: resetting its session");
+                    let how = if cur.address != p.address {
+                        StopHow::Deconfigured
+                    } else {
+                        StopHow::Reconfigured
+                    };
+                    self.reset_peer(p, how).await;
+                }
+                Some(p) if cur != *p => {
+                    // Only timers of the next connection attempt changed
+                    // (connect_retry, RFC 4271 §8.2.2): the running session
+                    // keeps its TCP connection and its routes.
+                    info!(peer = %name, "peer's connect_retry changed: no reset; it applies to this peer's next session");
+                    if let Some(cur) = self.peers.get_mut(&name) {
+                        cur.config = p.clone();
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        for (name, p) in &new_peers {
+            if !self.peers.contains_key(name) {
+                info!(peer = %name, "peer added");
+                self.start_peer(p);
+            }
+        }
+    }
+
+    /// The passive side for `new.speaker.listen`: `Ok(None)` when it no
+    /// longer listens. A new address on the same port as the old one may
+    /// need the old socket closed first (a wildcard and a specific address
+    /// conflict); if the new one then fails, the old address is bound again.
+    pub(super) fn rebind_listener(&mut self, new: &Config) -> Result<Option<Listener>, String> {
+        let Some(addr) = new.speaker.listen else {
+            info!("no longer accepting BGP connections (speaker.listen removed)");
+            return Ok(None);
+        };
+        let keys = listener_keys(new);
+        let ttl = listener_ttl(new);
+        match bind_listener(addr, &keys, ttl, self.accept_tx.clone()) {
+            Ok(l) => Ok(Some(l)),
+            Err(e)
+                if self
+                    .listener
+                    .as_ref()
+                    .is_some_and(|l| l.addr.port() == addr.port()) =>
+            {
+                let old = self.listener.take().expect("checked above");
+                let (old_addr, old_keys) = (old.addr, old.keys.clone());
+                drop(old);
+                match bind_listener(addr, &keys, ttl, self.accept_tx.clone()) {
+                    Ok(l) => Ok(Some(l)),
+                    Err(e2) => {
+                        let back = listener_ttl(&self.config);
+                        self.listener =
+                            bind_listener(old_addr, &old_keys, back, self.accept_tx.clone()).ok();
+                        if self.listener.is_none() {
+                            error!(listen = %old_addr, "cannot bind the old listening address again: no passive side until the next reload");
+                        }
+                        Err(format!("{addr}: {e2} (first try: {e})"))
+                    }
+                }
+            }
+            Err(e) => Err(format!("{addr}: {e}")),
+        }
+    }
+
+    /// The listener's MD5 keys (RFC 2385 §2: the key is per connection, so
+    /// the listening socket needs one for every peer that may connect)
+    /// follow the peers: added, changed and removed ones.
+    pub(super) fn follow_listener_keys(&mut self) {
+        let Some(l) = self.listener.as_mut() else {
+            return;
+        };
+        let want = listener_keys(&self.config);
+        for ip in l.keys.keys().filter(|ip| !want.contains_key(ip)) {
+            if let Err(e) = holdfast_sockopt::clear_md5_key(l.socket.as_ref(), *ip) {
+                error!(peer = %ip, "listening socket: cannot remove the MD5 key: {e}");
+            }
+        }
+        for (ip, key) in &want {
+            if l.keys.get(ip) != Some(key) {
+                match holdfast_sockopt::set_md5_key(l.socket.as_ref(), *ip, key) {
+                    Ok(()) => info!(peer = %ip, "listening socket: MD5 key set"),
+                    Err(e) => error!(peer = %ip, "listening socket: cannot set the MD5 key: {e}"),
+                }
+            }
+        }
+        l.keys = want;
+    }
+}

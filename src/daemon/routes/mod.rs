@@ -1,0 +1,694 @@
+//! The routes core, sans-IO: what each peer is to be told, worked out from
+//! the source's snapshots, the probes' results, drain requests and the
+//! time — every input carries its `Instant`, and nothing here reads a
+//! clock, a socket or a file. Out come the per-peer tables, the Kubernetes
+//! Event intents, the state the status view shows, and [`Routes::next_deadline`],
+//! the instant the driver must call [`Routes::poll`] at (no fixed tick).
+//!
+//! ```text
+//!  snapshot ─┐                                        ┌─▶ per-peer PeerTables
+//!  probe    ─┼─▶ gate ─▶ stability (hold-down, damping,├─▶ Events (advertised/withdrawn)
+//!  drain    ─┤           guard)  ─▶ peer_tables ─▶ drain├─▶ routes_ready (End-of-RIB)
+//!  now      ─┘                                        └─▶ next_deadline
+//! ```
+//!
+//! The driver (`daemon::Daemon`) feeds it and carries its outputs to the
+//! sessions' watch channels, the Event recorder and the shared status. Its
+//! tests run on simulated time (`tests.rs`), like the FSM's and the
+//! stability layer's.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ipnet::IpNet;
+use tracing::{debug, info, warn};
+
+use super::drain::{Scope, SharedControl};
+use super::state::SharedStability;
+use crate::config::{self, Config};
+use crate::logging::WithdrawCause;
+use crate::model::{Absence, Route, SourceSnapshot};
+use crate::probe;
+use crate::speaker::{self, DrainPhase, PeerTable};
+use crate::stability::{self, Stability};
+
+#[cfg(test)]
+mod tests;
+
+/// Up to this many route changes at once are logged one by one at info
+/// level; more are summed up in one line.
+const LOG_EACH_CHANGE_UP_TO: usize = 20;
+
+/// A withdrawn route's Service, and why it went.
+type WithdrawNote = (Option<Arc<str>>, WithdrawCause);
+
+/// What a stability update is given: the present set and the absences.
+type UpdateInput<'a> = (&'a BTreeMap<IpNet, Route>, &'a BTreeMap<IpNet, Absence>);
+
+/// The stability layer's parameters: the config layer produced and
+/// validated them (`config::Stability` is `stability::Params`); the drain's
+/// wait comes from `[speaker]`.
+pub fn stability_params(c: &Config) -> stability::Params {
+    stability::Params {
+        graceful_shutdown_wait: c.speaker.graceful_shutdown_wait,
+        ..c.stability.clone()
+    }
+}
+
+/// One probed VIP: its probe and the results so far (the probe task itself
+/// is the driver's).
+#[derive(Debug)]
+pub struct Probing {
+    pub config: config::Probe,
+    pub tracker: probe::Tracker,
+}
+
+/// A Kubernetes Event the driver is to record (the Kubernetes source only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The VIP went from no peer to these peers.
+    Advertised { vip: IpAddr, peers: Vec<String> },
+    /// The VIP was withdrawn from these peers.
+    Withdrawn { vip: IpAddr, peers: Vec<String> },
+}
+
+/// The routes core.
+pub struct Routes {
+    config: Arc<Config>,
+    /// Shared with the status view (`Shared::stability`).
+    stability: SharedStability,
+    /// `holdfast drain` and the shutdown sequence (shared with the API).
+    drain: SharedControl,
+    /// Whether anyone records Events (the Kubernetes source).
+    events_wanted: bool,
+    /// The VIPs come from a file (the withdraw lines say so).
+    from_file: bool,
+    snapshot: Arc<SourceSnapshot>,
+    /// TCP probes of VIPs whose advertisement has one.
+    probes: BTreeMap<IpAddr, Probing>,
+    /// The probed set changed since [`Self::take_probes_changed`].
+    probes_changed: bool,
+    /// The desired table of each peer that has a session (attached).
+    tables: BTreeMap<String, Arc<PeerTable>>,
+    /// Tables changed since [`Self::take_changed_tables`].
+    changed: BTreeSet<String>,
+    /// Events not yet taken by the driver.
+    events: Vec<Event>,
+    /// True once the tables hold the source's first complete view: the
+    /// sessions send End-of-RIB only then (RFC 4724 §4.1).
+    routes_ready: bool,
+    /// When the source first reported a complete view.
+    first_synced: Option<Instant>,
+    /// The stability layer was touched since its next deadline was last
+    /// computed. That walks every route, so it is recomputed only then,
+    /// not on every wake-up (a 1 s tick, a session event): with 100k
+    /// routes that walk is what idle time was spent on. (The status views
+    /// are computed from the stability layer when asked for.)
+    stability_dirty: bool,
+    /// `stability.next_deadline()` as of the last change.
+    next_stability: Option<Instant>,
+    /// The tables last published marked some routes of a drained node
+    /// GRACEFUL_SHUTDOWN.
+    drained_marked: bool,
+}
+
+impl Routes {
+    /// `events_wanted`: the Kubernetes source records Events; `from_file`:
+    /// the VIPs come from a file.
+    pub fn new(
+        config: Arc<Config>,
+        stability: SharedStability,
+        drain: SharedControl,
+        events_wanted: bool,
+        from_file: bool,
+    ) -> Self {
+        Routes {
+            config,
+            stability,
+            drain,
+            events_wanted,
+            from_file,
+            snapshot: Arc::new(SourceSnapshot::default()),
+            probes: BTreeMap::new(),
+            probes_changed: false,
+            tables: BTreeMap::new(),
+            changed: BTreeSet::new(),
+            events: Vec::new(),
+            routes_ready: false,
+            first_synced: None,
+            stability_dirty: true,
+            next_stability: None,
+            drained_marked: false,
+        }
+    }
+
+    // --- inputs ---
+
+    /// A peer's session exists (its table starts empty, as its channel
+    /// does); `publish_tables` fills it.
+    pub fn attach(&mut self, peer: &str) {
+        self.tables
+            .insert(peer.to_string(), Arc::new(PeerTable::new()));
+        self.changed.remove(peer);
+    }
+
+    /// A peer's session is gone.
+    pub fn detach(&mut self, peer: &str) {
+        self.tables.remove(peer);
+        self.changed.remove(peer);
+    }
+
+    /// A reloaded config: new stability parameters apply at `now`
+    /// (validated by the config layer). The rest follows at
+    /// [`Self::refresh`], once the peers are started.
+    pub fn set_config(&mut self, now: Instant, config: Arc<Config>) {
+        let old = std::mem::replace(&mut self.config, config);
+        if old.stability != self.config.stability
+            || old.speaker.graceful_shutdown_wait != self.config.speaker.graceful_shutdown_wait
+        {
+            let (set, notes) = {
+                let mut st = self.stability.lock().expect("stability lock");
+                let notes = self.withdraw_notes(&st, now, true, None);
+                (st.set_params(now, stability_params(&self.config)), notes)
+            };
+            match set {
+                Ok(changes) => {
+                    self.stability_dirty = true;
+                    self.apply(changes, &notes);
+                }
+                Err(e) => tracing::error!("stability parameters: {e}"),
+            }
+        }
+    }
+
+    /// The probes and the routes worked out again from the snapshot in
+    /// force and the config (after a reload).
+    pub fn refresh(&mut self, now: Instant) {
+        self.sync_probes();
+        self.recompute(now);
+        self.publish_tables();
+    }
+
+    /// The periodic reconcile found the VIP file differs from the set in
+    /// force: these VIPs replace the snapshot's.
+    pub fn repair_vips(&mut self, now: Instant, vips: BTreeMap<IpAddr, crate::model::Vip>) {
+        let mut snap = (*self.snapshot).clone();
+        snap.vips = Arc::new(vips);
+        self.snapshot = Arc::new(snap);
+        self.recompute(now);
+    }
+
+    /// `holdfast drain` (`on`) or `undrain`, as the API does it: the API
+    /// sets the shared control itself and wakes the driver, which calls
+    /// [`Self::publish_tables`].
+    #[cfg(test)]
+    pub fn request_drain(&mut self, now: Instant, on: bool) -> Result<(), String> {
+        let answer = self
+            .drain
+            .0
+            .lock()
+            .expect("drain lock")
+            .set(on, now)
+            .map(|_| ());
+        self.publish_tables();
+        answer
+    }
+
+    /// Whatever is due at `now`: the drain's timer, the stability layer's
+    /// timers, routes ready. Answers whether the daemon stops now (a
+    /// shutdown whose wait is over).
+    pub fn poll(&mut self, now: Instant) -> bool {
+        let drain_due = self
+            .drain
+            .0
+            .lock()
+            .expect("drain lock")
+            .drain
+            .deadline()
+            .is_some_and(|t| t <= now);
+        if drain_due && self.poll_drain(now) {
+            return true;
+        }
+        if self.next_stability.is_some_and(|t| t <= now) {
+            let (changes, notes) = {
+                let mut st = self.stability.lock().expect("stability lock");
+                let notes = self.withdraw_notes(&st, now, false, None);
+                (st.poll(now), notes)
+            };
+            self.stability_dirty = true;
+            self.apply(changes, &notes);
+        }
+        self.check_routes_ready(now);
+        false
+    }
+
+    // --- outputs ---
+
+    /// The next instant [`Self::poll`] has something to do: a stability
+    /// timer (hold-down, damping, the guard's pace, advertise_delay), the
+    /// drain's timer, or routes becoming ready. `None`: nothing until the
+    /// next input.
+    pub fn next_deadline(&mut self) -> Option<Instant> {
+        if std::mem::take(&mut self.stability_dirty) {
+            self.next_stability = self
+                .stability
+                .lock()
+                .expect("stability lock")
+                .next_deadline();
+        }
+        let drain = self.drain.0.lock().expect("drain lock").drain.deadline();
+        let ready = match (self.routes_ready, self.first_synced) {
+            (false, Some(since)) => Some(since + self.config.stability.advertise_delay),
+            _ => None,
+        };
+        [self.next_stability, drain, ready]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The tables changed since the last call, to hand to the sessions.
+    pub fn take_changed_tables(&mut self) -> Vec<(String, Arc<PeerTable>)> {
+        std::mem::take(&mut self.changed)
+            .into_iter()
+            .filter_map(|name| {
+                let table = self.tables.get(&name)?.clone();
+                Some((name, table))
+            })
+            .collect()
+    }
+
+    /// A peer's desired table now (the driver reads its channel instead).
+    #[cfg(test)]
+    pub fn table(&self, peer: &str) -> Option<&Arc<PeerTable>> {
+        self.tables.get(peer)
+    }
+
+    /// The Events to record since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Whether the probed set changed since the last call (the driver
+    /// starts and stops probe tasks to match [`Self::probes`]).
+    pub fn take_probes_changed(&mut self) -> bool {
+        std::mem::take(&mut self.probes_changed)
+    }
+
+    /// The probed VIPs.
+    pub fn probes(&self) -> &BTreeMap<IpAddr, Probing> {
+        &self.probes
+    }
+
+    /// The snapshot in force.
+    pub fn snapshot(&self) -> &Arc<SourceSnapshot> {
+        &self.snapshot
+    }
+
+    /// Whether End-of-RIB can go out (RFC 4724 §4.1).
+    pub fn routes_ready(&self) -> bool {
+        self.routes_ready
+    }
+
+    // --- the work ---
+
+    /// A new snapshot from the source.
+    pub fn on_snapshot(&mut self, now: Instant, snap: SourceSnapshot) {
+        // Not logged here: each source logs its own problems when they
+        // change (the file source with the count of VIPs kept, the
+        // Kubernetes watchers per watcher); logging them again per
+        // snapshot doubled a VIP file's error list in the log.
+        self.snapshot = Arc::new(snap);
+        self.sync_probes();
+        self.recompute(now);
+    }
+
+    /// One probe's result.
+    pub fn on_probe(&mut self, now: Instant, r: probe::ProbeResult) {
+        let Some(p) = self.probes.get_mut(&r.vip) else {
+            return;
+        };
+        if let Some(verdict) = p.tracker.record(&p.config, r.result) {
+            match verdict {
+                probe::Verdict::Failing => warn!(
+                    vip = %r.vip,
+                    port = p.config.port,
+                    error = p.tracker.last_error.as_deref().unwrap_or(""),
+                    "TCP probe failed {} times: withdrawing (the datapath does not serve it)",
+                    p.config.fail_after
+                ),
+                probe::Verdict::Passing => {
+                    info!(vip = %r.vip, port = p.config.port, "TCP probe passes: advertising")
+                }
+                probe::Verdict::Unknown => {}
+            }
+            self.recompute(now);
+        }
+    }
+
+    /// SIGTERM: answers whether the daemon stops now. `withdrawing`: the
+    /// peers whose routes will not outlive the exit. When some peers will
+    /// lose this node's routes (no graceful restart, or
+    /// `--withdraw-on-exit`) and `graceful_shutdown_wait` is not zero,
+    /// their routes first carry GRACEFUL_SHUTDOWN for the wait (RFC 8326
+    /// §3) and the daemon stops when it is over; a second signal stops it
+    /// at once.
+    /// A signal already began the exit (a second one stops at once).
+    pub fn exiting(&self) -> bool {
+        self.drain.0.lock().expect("drain lock").exiting
+    }
+
+    pub fn begin_exit(&mut self, now: Instant, withdrawing: BTreeSet<String>) -> bool {
+        {
+            let mut control = self.drain.0.lock().expect("drain lock");
+            if control.exiting {
+                info!("second signal: stopping without waiting");
+                return true;
+            }
+            control.exiting = true;
+            if withdrawing.is_empty() || control.wait.is_zero() {
+                return true;
+            }
+            let wait = control.wait;
+            if control.drain.start(now, wait) {
+                control.scope = Scope::Peers(withdrawing.clone());
+                info!(
+                    peers = ?withdrawing,
+                    "routes marked GRACEFUL_SHUTDOWN (RFC 8326) for {wait:?}; withdrawn and the sessions closed after that"
+                );
+            }
+            if !matches!(control.drain.phase(), DrainPhase::GracefulShutdown { .. }) {
+                // Drained already: nothing to wait for.
+                return true;
+            }
+        }
+        self.publish_tables();
+        false
+    }
+
+    /// Recomputes every peer's table; changed ones are marked for the driver
+    /// ([`Self::take_changed_tables`]). Also the input for a drain changed by
+    /// the API (`holdfast drain`, `undrain`).
+    pub fn publish_tables(&mut self) {
+        let (tables, drained) = {
+            let st = self.stability.lock().expect("stability lock");
+            let drained: std::collections::BTreeSet<IpNet> = st.drained().copied().collect();
+            (speaker::peer_tables(&self.config, st.advertised()), drained)
+        };
+        self.drained_marked = !drained.is_empty();
+        let control = self.drain.0.lock().expect("drain lock");
+        for (name, table) in tables {
+            // RFC 8326 §3: routes of a drained node (cordoned, excluded)
+            // carry GRACEFUL_SHUTDOWN until the stability layer withdraws
+            // them; `holdfast drain` and a shutdown do the same to all.
+            let table = if drained.is_empty() {
+                table
+            } else {
+                speaker::drain::mark_graceful_shutdown(table, |p| drained.contains(p))
+            };
+            let table = control.shape(&name, table);
+            if let Some(cur) = self.tables.get_mut(&name)
+                && **cur != table
+            {
+                *cur = Arc::new(table);
+                self.changed.insert(name);
+            }
+        }
+    }
+
+    /// Which peers' tables hold `prefix` now.
+    pub fn peers_with(&self, prefix: &IpNet) -> Vec<String> {
+        self.tables
+            .iter()
+            .filter(|(_, t)| t.contains_key(prefix))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// For the withdraw lines: the Service and the cause of each prefix the
+    /// next stability call may withdraw, read before the call (after it,
+    /// the layer has forgotten them). Absences due by `now` (every absence
+    /// with `all_absent`: new timers may make any of them due), and for an
+    /// update, the advertised prefixes it reports absent (withdrawn at once
+    /// when their reason has no delay) — or with no hold-down, every
+    /// advertised prefix missing from `present`. Skipped for a bulk change
+    /// nobody would see at info level.
+    fn withdraw_notes(
+        &self,
+        st: &Stability<IpNet, Route>,
+        now: Instant,
+        all_absent: bool,
+        update: Option<UpdateInput<'_>>,
+    ) -> BTreeMap<IpNet, WithdrawNote> {
+        let service = |p: &IpNet| st.advertised_route(p).and_then(|r| r.service.clone());
+        let mut notes = BTreeMap::new();
+        if update.is_none() || self.next_stability.is_some_and(|d| d <= now) {
+            for (p, state) in st.states() {
+                let due = all_absent
+                    || match &state {
+                        stability::KeyState::HeldDown { until, .. }
+                        | stability::KeyState::Draining { until, .. } => {
+                            until.is_some_and(|t| t <= now)
+                        }
+                        stability::KeyState::Damped { until_estimate, .. } => {
+                            until_estimate.is_some_and(|t| t <= now)
+                        }
+                        _ => false,
+                    };
+                if let Some(cause) = WithdrawCause::from_state(&state).filter(|_| due) {
+                    notes.insert(*p, (service(p), cause));
+                }
+            }
+        }
+        if let Some((present, absences)) = update {
+            for (p, absence) in absences {
+                if !notes.contains_key(p) && st.state(p) == Some(stability::KeyState::Advertised) {
+                    notes.insert(*p, (service(p), WithdrawCause::Absence(*absence)));
+                }
+            }
+            if st.params().withdraw_hold_down.is_zero() {
+                for (p, r) in st.advertised() {
+                    if !present.contains_key(p) && !notes.contains_key(p) {
+                        let cause = WithdrawCause::Absence(Absence::Vanished);
+                        notes.insert(*p, (r.service.clone(), cause));
+                    }
+                }
+            }
+        }
+        if notes.len() > LOG_EACH_CHANGE_UP_TO && !tracing::enabled!(tracing::Level::DEBUG) {
+            notes.clear();
+        }
+        notes
+    }
+
+    /// Logs the changes, hands the new tables to the sessions and tells
+    /// Kubernetes. `changes` is dropped before the tables are built: for a
+    /// bulk load it holds every route (6 MB of the peak with 100k VIPs).
+    /// `notes`, from [`Self::withdraw_notes`] before the change, give the
+    /// withdraw lines their Service and reason.
+    fn apply(
+        &mut self,
+        changes: Vec<stability::Change<IpNet, Route>>,
+        notes: &BTreeMap<IpNet, WithdrawNote>,
+    ) {
+        if changes.is_empty() {
+            return;
+        }
+        // Who had each withdrawn prefix, and whether an advertised one is
+        // new (rather than new attributes), for the Kubernetes Events; only
+        // the Kubernetes source has anyone to tell.
+        let before: Vec<(IpNet, bool, Vec<String>)> = if self.events_wanted {
+            changes
+                .iter()
+                .map(|c| match c {
+                    stability::Change::Advertise(p, _) => (*p, true, self.peers_with(p)),
+                    stability::Change::Withdraw(p) => (*p, false, self.peers_with(p)),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // One line per route for the everyday few; a bulk load (a VIP file
+        // of 100k) gets one summary line at info, and the routes at debug.
+        let bulk = changes.len() > LOG_EACH_CHANGE_UP_TO;
+        let from_file = self.from_file;
+        let params = stability_params(&self.config);
+        for c in &changes {
+            match c {
+                stability::Change::Advertise(p, r) => {
+                    let service = r.service.as_deref().map(tracing::field::display);
+                    if bulk {
+                        debug!(prefix = %p, service, "advertised")
+                    } else {
+                        info!(prefix = %p, service, "advertised")
+                    }
+                }
+                stability::Change::Withdraw(p) => {
+                    let (service, reason) = match notes.get(p) {
+                        Some((service, cause)) => {
+                            (service.as_deref(), cause.describe(&params, from_file))
+                        }
+                        None => (None, "no longer wanted by the source".to_owned()),
+                    };
+                    let service = service.map(tracing::field::display);
+                    let reason = reason.as_str();
+                    if bulk {
+                        debug!(prefix = %p, service, reason, "withdrawn")
+                    } else {
+                        info!(prefix = %p, service, reason, "withdrawn")
+                    }
+                }
+            }
+        }
+        if bulk {
+            let advertised = changes
+                .iter()
+                .filter(|c| matches!(c, stability::Change::Advertise(..)))
+                .count();
+            info!(
+                advertised,
+                withdrawn = changes.len() - advertised,
+                "routes changed (each one logged at debug level)"
+            );
+        }
+        drop(changes);
+        self.publish_tables();
+        for (prefix, advertise, had) in before {
+            if advertise && had.is_empty() {
+                let peers = self.peers_with(&prefix);
+                if !peers.is_empty() {
+                    self.events.push(Event::Advertised {
+                        vip: prefix.addr(),
+                        peers,
+                    });
+                }
+            } else if !advertise && !had.is_empty() {
+                self.events.push(Event::Withdrawn {
+                    vip: prefix.addr(),
+                    peers: had,
+                });
+            }
+        }
+    }
+
+    /// The probe a VIP's advertisements ask for (the first that has one).
+    fn probe_for(
+        &self,
+        advertisements: &std::collections::BTreeSet<String>,
+    ) -> Option<config::Probe> {
+        self.config
+            .advertisements
+            .iter()
+            .filter(|a| advertisements.contains(&a.name))
+            .find_map(|a| a.probe)
+    }
+
+    /// Tracks a probe for each VIP that needs one, forgets those no longer
+    /// needed (the driver starts and stops the probe tasks to match).
+    fn sync_probes(&mut self) {
+        let wanted: BTreeMap<IpAddr, config::Probe> = self
+            .snapshot
+            .vips
+            .iter()
+            .filter_map(|(ip, v)| Some((*ip, self.probe_for(&v.advertisements)?)))
+            .collect();
+        let count = self.probes.len();
+        self.probes
+            .retain(|ip, p| wanted.get(ip) == Some(&p.config));
+        let removed = self.probes.len() != count;
+        let before = self.probes.len();
+        for (ip, cfg) in wanted {
+            self.probes.entry(ip).or_insert_with(|| Probing {
+                config: cfg,
+                tracker: probe::Tracker::default(),
+            });
+        }
+        // Any removal or addition changes what the driver must run.
+        self.probes_changed |= self.probes.len() != before || removed;
+    }
+
+    /// The source's set, gated by the probes, into the stability layer.
+    fn recompute(&mut self, now: Instant) {
+        let snap = self.snapshot.clone();
+        // Aggregates, PodCIDRs and interface addresses: crate::routes.
+        let (present, absences) = crate::routes::desired(&self.config, &snap, |ip| {
+            match self.probes.get(&ip).map(|p| p.tracker.verdict) {
+                None | Some(probe::Verdict::Passing) => crate::routes::Gate::Pass,
+                Some(probe::Verdict::Failing) => crate::routes::Gate::Fail,
+                Some(probe::Verdict::Unknown) => crate::routes::Gate::Unknown,
+            }
+        });
+        let (changes, notes) = {
+            let mut st = self.stability.lock().expect("stability lock");
+            let notes = self.withdraw_notes(&st, now, false, Some((&present, &absences)));
+            (st.update(now, &present, &absences, snap.healthy), notes)
+        };
+        // Gone before the peer tables are built: with 100k VIPs this map
+        // was 4 MB of the peak.
+        drop(present);
+        self.stability_dirty = true;
+        if snap.synced && self.first_synced.is_none() {
+            // The instant the stability layer saw the complete view: its
+            // VIPs are due for advertisement by `now + advertise_delay`.
+            self.first_synced = Some(now);
+        }
+        // A node drained (or undrained) inside graceful_shutdown_wait
+        // changes no route in the stability layer, only the attributes
+        // the speaker sends (GRACEFUL_SHUTDOWN): the tables are rebuilt
+        // for it too.
+        let unchanged = changes.is_empty();
+        self.apply(changes, &notes);
+        if unchanged {
+            let drained = self
+                .stability
+                .lock()
+                .expect("stability lock")
+                .drained()
+                .next()
+                .is_some();
+            if drained || self.drained_marked {
+                self.publish_tables();
+            }
+        }
+        self.check_routes_ready(now);
+    }
+
+    /// End-of-RIB tells a peer that it has all our routes; after a restart
+    /// it then drops the stale ones we did not send again (RFC 4724 §4.2).
+    /// So the tables count as complete only once the source has reported a
+    /// complete view and the VIPs in it have had their advertise_delay.
+    fn check_routes_ready(&mut self, now: Instant) {
+        if self.routes_ready {
+            return;
+        }
+        let Some(since) = self.first_synced else {
+            return;
+        };
+        if now.saturating_duration_since(since) >= self.config.stability.advertise_delay {
+            info!("the source's first complete view is advertised: End-of-RIB can go out");
+            self.routes_ready = true;
+        }
+    }
+
+    /// The drain's timer: answers whether the daemon stops now (a shutdown
+    /// whose wait is over).
+    fn poll_drain(&mut self, now: Instant) -> bool {
+        let (moved, exiting) = {
+            let mut control = self.drain.0.lock().expect("drain lock");
+            (control.drain.poll(now), control.exiting)
+        };
+        if moved && exiting {
+            // The sessions withdraw every route, then Cease (shutdown()).
+            return true;
+        }
+        if moved {
+            info!(
+                "graceful_shutdown_wait over: this node's routes are withdrawn (holdfast undrain brings them back)"
+            );
+            self.publish_tables();
+        }
+        false
+    }
+}

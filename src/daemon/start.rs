@@ -1,0 +1,500 @@
+//! Wiring: `holdfast run` builds everything from a [`Config`] — the API,
+//! the source, the peers' sessions, the passive side — spawns the tasks and
+//! hands over to the main loop ([`Daemon::drive`]).
+
+use super::*;
+use reload::{listener_keys, stamp};
+use routes::stability_params;
+
+/// Options of `holdfast run`.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub config: PathBuf,
+    /// Withdraw every route and send Cease/Administrative Shutdown on exit,
+    /// even with graceful restart enabled.
+    pub withdraw_on_exit: bool,
+    /// Where the restart marker lives (graceful restart's R bit).
+    pub state_dir: PathBuf,
+}
+
+/// This node's name: `speaker.hostname`, else `$NODE_NAME`, else the
+/// kernel's hostname.
+pub fn node_name(c: &Config) -> String {
+    c.speaker
+        .hostname
+        .clone()
+        .or_else(|| std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "holdfast".into())
+}
+
+/// `router_id = "auto"`: `$NODE_IP` if it is IPv4, else the first global
+/// IPv4 address of the node.
+pub fn router_id(c: &Config) -> Result<Ipv4Addr, String> {
+    match c.speaker.router_id {
+        RouterId::Fixed(id) => Ok(id),
+        RouterId::Auto => {
+            if let Some(ip) = std::env::var("NODE_IP")
+                .ok()
+                .and_then(|s| s.parse::<Ipv4Addr>().ok())
+            {
+                return Ok(ip);
+            }
+            holdfast_sockopt::interface_addresses()
+                .map_err(|e| format!("router_id = \"auto\": cannot list interface addresses: {e}"))?
+                .into_iter()
+                .filter_map(|a| match a.address {
+                    IpAddr::V4(v4) if !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified() => Some(v4),
+                    _ => None,
+                })
+                .next()
+                .ok_or_else(|| "router_id = \"auto\": no $NODE_IP and no global IPv4 address on this node; set speaker.router_id".to_string())
+        }
+    }
+}
+
+/// Reads the restart marker and leaves a fresh one: a process that finds
+/// one was restarted (crash, or a graceful-restart exit) and sets the R bit
+/// (RFC 4724 §3). A clean withdraw-on-exit removes it.
+pub(super) fn restart_marker(dir: &Path) -> bool {
+    let marker = dir.join("running");
+    let existed = marker.exists();
+    if let Err(e) = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&marker, std::process::id().to_string()))
+    {
+        warn!(
+            "cannot write the restart marker {}: {e} — graceful restart's R bit will not be set after a restart",
+            marker.display()
+        );
+    }
+    existed
+}
+
+/// The TTL settings the listening socket needs for the configured peers
+/// (RFC 5082 §3; see `ListenerTtl` for the choice).
+pub(super) fn listener_ttl(c: &Config) -> session::socket::ListenerTtl {
+    let opts: Vec<session::socket::SocketOptions> = c
+        .peers
+        .iter()
+        .map(|p| session::socket_options(p, c.speaker.asn))
+        .collect();
+    session::socket::ListenerTtl::for_peers(&opts)
+}
+
+/// A connection accepted by the passive side, with its source.
+pub(super) type Accepted = (tokio::net::TcpStream, std::net::SocketAddr);
+
+/// The passive side (`speaker.listen`) as it is bound now.
+pub(super) struct Listener {
+    pub(super) addr: std::net::SocketAddr,
+    pub(super) socket: Arc<tokio::net::TcpListener>,
+    /// The MD5 keys set on it (RFC 2385), by peer address.
+    pub(super) keys: BTreeMap<IpAddr, Vec<u8>>,
+    pub(super) accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// The HTTP API as it is bound now.
+pub(super) struct Api {
+    pub(super) addr: std::net::SocketAddr,
+    pub(super) stop: watch::Sender<bool>,
+    pub(super) task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Binds the passive side and starts handing its connections to `to`.
+pub(super) fn bind_listener(
+    addr: std::net::SocketAddr,
+    keys: &BTreeMap<IpAddr, Vec<u8>>,
+    ttl: session::socket::ListenerTtl,
+    to: tokio::sync::mpsc::UnboundedSender<Accepted>,
+) -> std::io::Result<Listener> {
+    let list: Vec<(IpAddr, Vec<u8>)> = keys.iter().map(|(ip, k)| (*ip, k.clone())).collect();
+    let socket = Arc::new(session::socket::listen(addr, &list, ttl)?);
+    info!(listen = %addr, ttl = ttl.ttl, min_ttl = ttl.min_ttl, "accepting BGP connections from configured peers");
+    let l = socket.clone();
+    let accept = tokio::spawn(async move {
+        loop {
+            match l.accept().await {
+                Ok(accepted) => {
+                    if to.send(accepted).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // Out of descriptors under a connection flood, say.
+                    if let Some(note) = logging::allow(Kind::Connection, "listener") {
+                        warn!("accept: {e}{note}");
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    });
+    Ok(Listener {
+        addr,
+        socket,
+        keys: keys.clone(),
+        accept,
+    })
+}
+
+/// Serves the API on `listener` until the daemon stops or this server is
+/// replaced (a reload moved `speaker.api`).
+pub(super) fn spawn_api(
+    listener: tokio::net::TcpListener,
+    addr: std::net::SocketAddr,
+    view: Arc<View>,
+    mut daemon_stops: watch::Receiver<bool>,
+) -> Api {
+    let (stop, mut replaced) = watch::channel(false);
+    let task = tokio::spawn(crate::api::serve_listener(listener, view, async move {
+        tokio::select! {
+            _ = daemon_stops.wait_for(|stop| *stop) => {}
+            _ = replaced.wait_for(|stop| *stop) => {}
+        }
+    }));
+    Api { addr, stop, task }
+}
+
+/// Longest wait for the config and its password files to be read. The
+/// reader refuses FIFOs and devices at once; this bounds what is left, a
+/// file system that hangs (a dead NFS server).
+pub(super) const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads and checks the config on the blocking pool, never on the
+/// runtime's thread: sessions (their keepalives), the API and the sources
+/// keep running while it is read, however the read goes. The error is the
+/// diagnostics as `holdfast check` lists them (the first few, and a count).
+pub(super) async fn load_config(path: &Path) -> Result<config::Config, String> {
+    let owned = path.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || config::load(&owned));
+    match tokio::time::timeout(CONFIG_READ_TIMEOUT, read).await {
+        Ok(Ok(Ok(config))) => Ok(config),
+        Ok(Ok(Err(diagnostics))) => Err(config::list_diagnostics(&diagnostics)),
+        Ok(Err(e)) => Err(format!(
+            "{}: reading the config failed: {e}",
+            path.display()
+        )),
+        Err(_) => Err(format!(
+            "{}: the config and its password files were not read within {}s; is the file system hanging?",
+            path.display(),
+            CONFIG_READ_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// The source's ends, as [`start_source`] leaves them.
+struct Source {
+    snapshots: watch::Receiver<SourceSnapshot>,
+    file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
+    kube: Option<Arc<crate::source::kubernetes::Handle>>,
+    kube_config: Option<watch::Sender<Arc<Config>>>,
+    node_status: Option<crate::source::kubernetes::NodeStatusWriter>,
+}
+
+/// A future that completes when the daemon stops.
+fn until(stops: &watch::Receiver<bool>) -> impl std::future::Future<Output = ()> + use<> {
+    let mut rx = stops.clone();
+    async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Starts the source the config names: the VIP file's task, or the
+/// Kubernetes watchers and this node's BGPNodeStatus writer.
+async fn start_source(
+    config: &Arc<Config>,
+    node: &str,
+    shared: &SharedState,
+    drain_control: &drain::SharedControl,
+    stops: &watch::Receiver<bool>,
+) -> Result<Source, String> {
+    let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
+    // Interface addresses, for `[[advertisement]] interface`.
+    let snap_tx = crate::source::interface::follow(snap_tx);
+    let mut file_settings = None;
+    let mut kube = None;
+    let mut kube_config = None;
+    let mut node_status = None;
+    match crate::source::file::FileSettings::from_config(config) {
+        Some(settings) => {
+            let (tx, rx) = watch::channel(settings);
+            tokio::spawn(crate::source::file::run(
+                rx,
+                snap_tx,
+                crate::source::file::DEFAULT_POLL_INTERVAL,
+                until(stops),
+            ));
+            file_settings = Some(tx);
+        }
+        None => {
+            use crate::source::kubernetes;
+            // The Node is found by its name: $NODE_NAME (the downward API),
+            // else speaker.hostname, else the kernel's hostname.
+            let node_name = std::env::var("NODE_NAME")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| node.to_string());
+            let options = kubernetes::Options::new(node_name);
+            let client = kubernetes::connect(&options).await?;
+            // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
+            // (the Kubernetes source only: the file source has no cluster).
+            let view = View(shared.clone(), drain_control.clone());
+            node_status = Some(kubernetes::NodeStatusWriter::spawn(
+                client.clone(),
+                options.node_name.clone(),
+                kubernetes::node_status::DEFAULT_INTERVAL,
+                Arc::new(move || crate::api::StateView::status(&view)),
+            ));
+            let (tx, rx) = watch::channel(config.clone());
+            kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
+            kube_config = Some(tx);
+        }
+    }
+    if let Some(k) = &kube {
+        let k = k.clone();
+        shared.lock().expect("shared state lock").source_explain =
+            Some(Arc::new(move |ip| k.explain(ip)));
+    }
+    Ok(Source {
+        snapshots: snap_rx,
+        file_settings,
+        kube,
+        kube_config,
+        node_status,
+    })
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub async fn run(opts: Options) -> Result<(), String> {
+    let config = load_config(&opts.config).await?;
+    let node = node_name(&config);
+    let router_id = router_id(&config)?;
+    let restarting = restart_marker(&opts.state_dir);
+    let restart = restart::Restart::new(restarting, Instant::now(), &config.peers);
+    info!(
+        node = %node,
+        asn = config.speaker.asn,
+        router_id = %router_id,
+        restarting,
+        version = %env!("CARGO_PKG_VERSION"),
+        "holdfast starting"
+    );
+    let stability = Arc::new(Mutex::new(
+        Stability::new(stability_params(&config))
+            .map_err(|e| format!("{}: stability: {e}", opts.config.display()))?,
+    ));
+    let config = Arc::new(config);
+    let started = Instant::now();
+    let shared = Arc::new(Mutex::new(Shared {
+        config: config.clone(),
+        config_error: None,
+        node: node.clone(),
+        router_id: router_id.to_string(),
+        started,
+        snapshot: Arc::new(SourceSnapshot::default()),
+        stability: stability.clone(),
+        peers: Vec::new(),
+        probes: BTreeMap::new(),
+        source_explain: None,
+        reconcile_repairs: 0,
+    }));
+    let (shutdown_tx, stops) = watch::channel(false);
+
+    // Not kept across a restart: a restarted holdfast advertises normally
+    // (README, "holdfast drain").
+    let drain_control = drain::shared(config.speaker.graceful_shutdown_wait);
+
+    // The API first: /healthz answers while everything else starts.
+    let api_listener = crate::api::bind(config.speaker.api)
+        .await
+        .map_err(|e| e.to_string())?;
+    info!(api = %config.speaker.api, "HTTP API listening");
+    let view = Arc::new(View(shared.clone(), drain_control.clone()));
+    let api = spawn_api(
+        api_listener,
+        config.speaker.api,
+        view.clone(),
+        stops.clone(),
+    );
+    // The metrics-only listener: what a scraper on the network may reach.
+    let metrics_api = match config.speaker.metrics {
+        Some(addr) => {
+            let listener = crate::api::bind(addr).await.map_err(|e| e.to_string())?;
+            info!(metrics = %addr, "metrics listening (/metrics, /healthz, /readyz)");
+            Some(tokio::spawn(crate::api::serve_surface(
+                listener,
+                view.clone(),
+                until(&stops),
+                crate::api::Surface::MetricsOnly,
+            )))
+        }
+        None => None,
+    };
+
+    // The source.
+    let Source {
+        snapshots: snap_rx,
+        file_settings,
+        kube,
+        kube_config,
+        node_status,
+    } = start_source(&config, &node, &shared, &drain_control, &stops).await?;
+
+    let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (accept_tx, accept_rx) = tokio::sync::mpsc::unbounded_channel();
+    let routes = routes::Routes::new(
+        config.clone(),
+        stability,
+        drain_control.clone(),
+        kube.is_some(),
+        file_settings.is_some(),
+    );
+    let mut d = Daemon {
+        opts: opts.clone(),
+        config: config.clone(),
+        config_error: None,
+        node,
+        router_id,
+        restart,
+        routes,
+        peers: BTreeMap::new(),
+        shared,
+        file_settings,
+        bfd: None,
+        kube,
+        kube_config,
+        probe_tasks: BTreeMap::new(),
+        probe_tx,
+        routes_ready: watch::channel(false).0,
+        listener: None,
+        resync: crate::source::resync::Schedule::new(config.resync, Instant::now()),
+        reconcile_repairs: 0,
+        drain: drain_control.clone(),
+        accept_tx,
+        api,
+        view,
+        shutdown: stops,
+        config_stamp: None,
+    };
+    for p in config.peers.clone() {
+        d.start_peer(&p);
+    }
+
+    // The passive side.
+    if let Some(listen) = config.speaker.listen {
+        let listener = bind_listener(
+            listen,
+            &listener_keys(&config),
+            listener_ttl(&config),
+            d.accept_tx.clone(),
+        )
+        .map_err(|e| format!("speaker.listen {listen}: {e}"))?;
+        d.listener = Some(listener);
+    }
+
+    let signal = |kind| tokio::signal::unix::signal(kind).map_err(|e| e.to_string());
+    use tokio::signal::unix::SignalKind;
+    let inputs = Inputs {
+        snapshots: snap_rx,
+        probes: probe_rx,
+        accepted: accept_rx,
+        sigterm: signal(SignalKind::terminate())?,
+        sigint: signal(SignalKind::interrupt())?,
+        sighup: signal(SignalKind::hangup())?,
+    };
+    d.config_stamp = stamp(&opts.config);
+    d.refresh_shared();
+    let signal = d.drive(inputs).await;
+    let (graceful, withdrawn) = d.shutdown().await;
+    let _ = shutdown_tx.send(true);
+    drop(node_status);
+    let _ = tokio::time::timeout(Duration::from_secs(2), d.api.task).await;
+    if let Some(m) = metrics_api {
+        let _ = tokio::time::timeout(Duration::from_secs(2), m).await;
+    }
+    // A planned stop: one line, whatever the number of peers.
+    info!(
+        signal = signal.map(tracing::field::display),
+        sessions_closed_for_graceful_restart = graceful,
+        sessions_withdrawn = withdrawn,
+        "holdfast stopped"
+    );
+    Ok(())
+}
+
+pub(super) struct View(SharedState, drain::SharedControl);
+
+impl View {
+    /// The status with the drain, while there is one.
+    pub(super) fn with_drain(&self, mut status: crate::status::Status) -> crate::status::Status {
+        let control = self.1.0.lock().expect("drain lock");
+        if control.drain.draining() || control.exiting {
+            status.drain = Some(control.status(Instant::now()));
+        }
+        status
+    }
+}
+
+impl crate::api::StateView for View {
+    fn status(&self) -> crate::status::Status {
+        let status = self.0.lock().expect("shared state lock").status();
+        self.with_drain(status)
+    }
+    fn status_page(&self, page: crate::status::RoutePage) -> crate::status::Status {
+        let status = self.0.lock().expect("shared state lock").status_page(page);
+        self.with_drain(status)
+    }
+    fn explain(&self, vip: IpAddr) -> crate::status::Explanation {
+        let mut explanation = self.0.lock().expect("shared state lock").explain(vip);
+        let control = self.1.0.lock().expect("drain lock");
+        let d = control.status(Instant::now());
+        let why = match (d.state.as_str(), d.seconds_left) {
+            ("draining", Some(left)) => Some(format!(
+                "this node is draining: its routes carry GRACEFUL_SHUTDOWN (RFC 8326) and are withdrawn in {left:.1}s"
+            )),
+            ("drained", _) => Some(
+                "this node is drained (holdfast drain): its routes are withdrawn until holdfast undrain".to_string(),
+            ),
+            _ => None,
+        };
+        if let Some(why) = why {
+            explanation.reasons.push(why);
+        }
+        explanation
+    }
+    fn drain(&self, on: bool) -> Result<crate::status::DrainStatus, String> {
+        let (control, wake) = &*self.1;
+        let answer = control.lock().expect("drain lock").set(on, Instant::now());
+        if answer.is_ok() {
+            info!(
+                "{}",
+                if on {
+                    "holdfast drain: routes marked GRACEFUL_SHUTDOWN, withdrawn after graceful_shutdown_wait"
+                } else {
+                    "holdfast undrain: routes advertised normally again"
+                }
+            );
+            wake.notify_one();
+        }
+        answer
+    }
+    fn ready(&self) -> Result<(), String> {
+        self.readiness().map(|_| ())
+    }
+    fn readiness(&self) -> Result<Option<String>, String> {
+        match self.0.lock().expect("shared state lock").readiness() {
+            state::Readiness::Ready(note) => Ok(note),
+            state::Readiness::NotReady(why) => Err(why),
+        }
+    }
+}
