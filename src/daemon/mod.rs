@@ -88,8 +88,19 @@ pub fn node_name(c: &Config) -> String {
         .unwrap_or_else(|| "holdfast".into())
 }
 
+/// The name `[[node_override]] names` and the derived router ID go by:
+/// `$NODE_NAME` (the Node's name, from the downward API), else
+/// [`node_name`].
+pub fn override_node(c: &Config) -> String {
+    std::env::var("NODE_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| node_name(c))
+}
+
 /// `router_id = "auto"`: `$NODE_IP` if it is IPv4, else the first global
-/// IPv4 address of the node.
+/// IPv4 address of the node, else (an IPv6-only node) an ID derived from
+/// the node name, never 0.0.0.0 (`config::derived_router_id`).
 pub fn router_id(c: &Config) -> Result<Ipv4Addr, String> {
     match c.speaker.router_id {
         RouterId::Fixed(id) => Ok(id),
@@ -100,15 +111,24 @@ pub fn router_id(c: &Config) -> Result<Ipv4Addr, String> {
             {
                 return Ok(ip);
             }
-            holdfast_sockopt::interface_addresses()
+            let found = holdfast_sockopt::interface_addresses()
                 .map_err(|e| format!("router_id = \"auto\": cannot list interface addresses: {e}"))?
                 .into_iter()
                 .filter_map(|a| match a.address {
-                    IpAddr::V4(v4) if !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified() => Some(v4),
+                    IpAddr::V4(v4)
+                        if !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified() =>
+                    {
+                        Some(v4)
+                    }
                     _ => None,
                 })
-                .next()
-                .ok_or_else(|| "router_id = \"auto\": no $NODE_IP and no global IPv4 address on this node; set speaker.router_id".to_string())
+                .next();
+            Ok(found.unwrap_or_else(|| {
+                let node = override_node(c);
+                let id = config::derived_router_id(&node);
+                info!(%node, router_id = %id, "router_id = \"auto\": no IPv4 address on this node; the router ID is derived from the node name (set router_id in a [[node_override]] to choose it)");
+                id
+            }))
         }
     }
 }
@@ -160,6 +180,9 @@ struct Daemon {
     config_error: Option<String>,
     node: String,
     router_id: Ipv4Addr,
+    /// This node's labels (the Kubernetes source), which pick its
+    /// `[[node_override]]`s; `None` while not known.
+    node_labels: Option<crate::source::kubernetes::NodeLabels>,
     /// Whether OPENs carry graceful restart's R bit (RFC 4724 §3).
     restart: restart::Restart,
     /// Shared with the status view (`Shared::stability`).
@@ -260,7 +283,8 @@ impl Daemon {
             peer: p.clone(),
             address: gw.address,
             interface: gw.interface,
-            local_asn: self.config.speaker.asn,
+            // RFC 7705-style: the AS this peer sees us in.
+            local_asn: p.local_as(self.config.speaker.asn),
             router_id: self.router_id,
             hostname: self.node.clone(),
             restarting: self.restart.restarting(p, Instant::now()),
@@ -908,6 +932,8 @@ impl Daemon {
                 .collect::<Vec<_>>()
                 .join("\n")
         })?;
+        // The config this node runs: the file's, with its overrides.
+        let new = config::resolve(&new, &override_node(&new), self.node_labels.as_ref());
         if new == *self.config {
             return Ok(None);
         }
@@ -937,6 +963,21 @@ impl Daemon {
             identity_changed,
             api,
         }))
+    }
+
+    /// The node's labels changed (or are first known): its overrides are
+    /// recomputed and applied like a reload, which resets only the peers
+    /// whose settings change.
+    async fn on_node_labels(&mut self, labels: crate::source::kubernetes::NodeLabels) {
+        if self.node_labels.as_ref() == Some(&labels) {
+            return;
+        }
+        self.node_labels = Some(labels);
+        if self.config.node_overrides.is_empty() {
+            return;
+        }
+        info!("node labels changed: recomputing this node's [[node_override]]s");
+        self.reload().await;
     }
 
     /// Applies a prepared reload.
@@ -1481,9 +1522,32 @@ async fn load_config(path: &Path) -> Result<config::Config, String> {
     }
 }
 
+/// How long the daemon waits at start for the Node's labels when an
+/// override selects by label.
+const NODE_LABELS_WAIT: Duration = Duration::from_secs(30);
+
+/// The Node's labels when they change; never without the Kubernetes source.
+async fn next_labels(
+    rx: &mut Option<watch::Receiver<Option<crate::source::kubernetes::NodeLabels>>>,
+) -> Option<crate::source::kubernetes::NodeLabels> {
+    let Some(rx) = rx else {
+        return std::future::pending().await;
+    };
+    loop {
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        if let Some(labels) = rx.borrow_and_update().clone() {
+            return Some(labels);
+        }
+    }
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> Result<(), String> {
     let config = load_config(&opts.config).await?;
+    // Overrides by name apply at once; by label once the Node is seen.
+    let config = config::resolve(&config, &override_node(&config), None);
     let node = node_name(&config);
     let router_id = router_id(&config)?;
     let restarting = restart_marker(&opts.state_dir);
@@ -1610,6 +1674,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         config_error: None,
         node,
         router_id,
+        node_labels: None,
         restart,
         stability,
         snapshot: Arc::new(SourceSnapshot::default()),
@@ -1635,8 +1700,27 @@ pub async fn run(opts: Options) -> Result<(), String> {
         view,
         shutdown: stops,
     };
-    for p in config.peers.clone() {
-        d.start_peer(&p);
+    // Overrides by label: the sessions start with them, not with the
+    // file's values and a reset a moment later.
+    let mut labels_rx = d.kube.as_ref().map(|k| k.node_labels());
+    if let Some(rx) = labels_rx.as_mut()
+        && config
+            .node_overrides
+            .iter()
+            .any(|o| matches!(o.matcher, config::NodeMatch::Selector(_)))
+    {
+        let first = tokio::time::timeout(NODE_LABELS_WAIT, rx.wait_for(Option::is_some)).await;
+        match first.ok().and_then(|r| r.ok()).and_then(|l| l.clone()) {
+            Some(labels) => d.on_node_labels(labels).await,
+            None => warn!(
+                "the Node's labels are not known after {NODE_LABELS_WAIT:?}: starting without the [[node_override]]s that select by label; they apply once the Node is seen"
+            ),
+        }
+    }
+    for p in d.config.peers.clone() {
+        if !d.peers.contains_key(&p.name) {
+            d.start_peer(&p);
+        }
     }
 
     // The passive side.
@@ -1727,6 +1811,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
                     break;
                 }
             }
+            Some(labels) = next_labels(&mut labels_rx) => d.on_node_labels(labels).await,
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the config");
                 config_stamp = d.reload().await;

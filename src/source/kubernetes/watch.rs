@@ -130,8 +130,14 @@ pub struct Handle {
     /// VIPs a resync found the last evaluation wrong about.
     resync_repairs: Arc<std::sync::atomic::AtomicU64>,
     events: EventRecorder,
+    /// This node's labels as last seen (empty when there is no such Node);
+    /// `None` until the first evaluation.
+    node_labels: watch::Receiver<Option<NodeLabels>>,
     task: JoinHandle<()>,
 }
+
+/// A Node's labels.
+pub type NodeLabels = std::collections::BTreeMap<String, String>;
 
 impl Drop for Handle {
     fn drop(&mut self) {
@@ -164,6 +170,12 @@ impl Handle {
     pub fn resync_repairs(&self) -> u64 {
         self.resync_repairs
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// This node's labels, as the watchers last saw them: the daemon picks
+    /// its `[[node_override]]`s by them.
+    pub fn node_labels(&self) -> watch::Receiver<Option<NodeLabels>> {
+        self.node_labels.clone()
     }
 
     /// The Event recorder for this node's route changes.
@@ -203,6 +215,7 @@ pub fn spawn(
         }),
     );
     let mut runner = Runner::new(client, options, config, snapshots, Arc::clone(&latest));
+    let node_labels = runner.node_labels.subscribe();
     let (resync, resync_rx) = mpsc::unbounded_channel();
     let resync_repairs = Arc::clone(&runner.resync_repairs);
     runner.resync_rx = Some(resync_rx);
@@ -212,6 +225,7 @@ pub fn spawn(
         resync,
         resync_repairs,
         events,
+        node_labels,
         task,
     }
 }
@@ -463,6 +477,8 @@ struct Runner {
     /// The next evaluation answers a resync: count what it corrects.
     resync_pending: bool,
     resync_repairs: Arc<std::sync::atomic::AtomicU64>,
+    /// This node's labels, sent when they change.
+    node_labels: watch::Sender<Option<NodeLabels>>,
 }
 
 impl Runner {
@@ -496,6 +512,7 @@ impl Runner {
             resync_rx: None,
             resync_pending: false,
             resync_repairs: Arc::default(),
+            node_labels: watch::channel(None).0,
         }
     }
 
@@ -642,6 +659,16 @@ impl Runner {
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(self.options.node_name.as_str()))
             .map(|n| &**n);
+        let labels = node
+            .and_then(|n| n.metadata.labels.clone())
+            .unwrap_or_default();
+        self.node_labels.send_if_modified(|cur| {
+            let changed = cur.as_ref() != Some(&labels);
+            if changed {
+                *cur = Some(labels);
+            }
+            changed
+        });
         let namespaces = w.namespaces.as_ref().map(Store::state);
         let cluster = Cluster {
             node_name: &self.options.node_name,
