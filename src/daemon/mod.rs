@@ -854,6 +854,9 @@ impl Daemon {
         let mut s = self.shared.lock().expect("shared state lock");
         s.config = self.config.clone();
         s.config_error = self.config_error.clone();
+        // A reload (or a node override) may change both.
+        s.node = self.node.clone();
+        s.router_id = self.router_id.to_string();
         s.snapshot = self.snapshot.clone();
         s.reconcile_repairs =
             self.reconcile_repairs + self.kube.as_ref().map_or(0, |k| k.resync_repairs());
