@@ -257,13 +257,21 @@ pub(crate) fn parse_node_overrides(
                 continue;
             }
             if let Some(why) = overlap(&a.matcher, &b.matcher) {
+                let it = if shared.len() == 1 { "it" } else { "them" };
+                let fix = match (&a.matcher, &b.matcher) {
+                    (NodeMatch::Names(_), NodeMatch::Names(_)) => {
+                        "name the node in only one of them".to_string()
+                    }
+                    _ => format!(
+                        "make the selectors exclude each other (one label with different values), or set {it} in only one of them"
+                    ),
+                };
                 d.error(
                     &spans[j],
                     format!(
-                        "this [[node_override]] and the one at {} can match the same node ({why}) and both set {}; at most one override may set a field of a node: make the two exclusive (one label with different values) or set {} in one of them",
+                        "this [[node_override]] and the one at {} can match the same node ({why}) and both set {}; at most one override may set a key of a node: {fix}",
                         a.position,
                         shared.join(", "),
-                        if shared.len() == 1 { "it" } else { "them" }
                     ),
                 );
                 ok = false;

@@ -1728,7 +1728,7 @@ fn overlapping_names_are_an_error_at_both_positions() {
              [[node_override]]\nnames = [\"n3\", \"n2\"]\nasn = 65003\nrouter_id = \"192.0.2.9\"\n"
         )),
         vec![
-            "17:9: this [[node_override]] and the one at t.toml:14:9 can match the same node (both name node \"n2\") and both set asn; at most one override may set a field of a node: make the two exclusive (one label with different values) or set it in one of them"
+            "17:9: this [[node_override]] and the one at t.toml:14:9 can match the same node (both name node \"n2\") and both set asn; at most one override may set a key of a node: name the node in only one of them"
         ]
     );
 }
