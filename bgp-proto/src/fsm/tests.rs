@@ -1230,18 +1230,3 @@ fn a_fixed_peer_as_refuses_any_other() {
         "{e:?}"
     );
 }
-
-#[test]
-fn a_local_as_per_peer_goes_in_the_open_and_decides_internal() {
-    // The speaker presents AS 65100 to this peer (a per-peer local AS):
-    // its OPEN says so, and a peer in 65100 is internal.
-    let c = Config {
-        local_asn: 65100,
-        peer_asn: PeerAs::Internal,
-        ..config()
-    };
-    let open = c.open();
-    assert_eq!(open.asn(), 65100);
-    let n = negotiate(&c, &open, &peer_open(65100, 90, [192, 0, 2, 1])).expect("internal");
-    assert!(!n.is_external());
-}
