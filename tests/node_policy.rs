@@ -146,6 +146,13 @@ fn a_node_label_chooses_the_override_frr_sees_and_a_label_change_moves_it() {
         h.log()
     );
     let status = h.status();
+    // The session started with the override: it did not come up with the
+    // file's values first and reset once the labels were known.
+    assert_eq!(
+        peer(&status, "tor1")["established_transitions"],
+        1,
+        "{status}"
+    );
     assert_eq!(status["asn"], 65002, "{status}");
     assert_eq!(status["router_id"], "192.0.2.202", "{status}");
     let overrides = status["node_overrides"].as_array().expect("node_overrides");
