@@ -168,6 +168,13 @@ fn a_node_label_chooses_the_override_frr_sees_and_a_label_change_moves_it() {
         "{}",
         h.status_text()
     );
+    // explain names it too, whatever the VIP.
+    let (_, why) = h.explain(VIP);
+    assert!(
+        why.contains("this node's config has [[node_override]] at")
+            && why.contains("(by node_selector): asn, router_id"),
+        "{why}"
+    );
 
     // The label goes: the file's AS and router ID.
     k.api
