@@ -15,6 +15,9 @@ pub struct Status {
     /// The last config reload that failed, if the running config is older
     /// than the file (`path:line:col: message` lines).
     pub config_error: Option<String>,
+    /// The `[[node_override]]`s in force on this node and what each set.
+    #[serde(default)]
+    pub node_overrides: Vec<String>,
     pub source: SourceStatus,
     pub peers: Vec<PeerStatus>,
     /// The routes, or one page of them (see [`RoutePage`]).
@@ -135,7 +138,18 @@ pub struct PeerStatus {
     pub address: Option<String>,
     /// As configured: an address or "default-gateway (ipv4)".
     pub configured_address: String,
+    /// The configured AS, else (`"external"` / `"internal"`) the one the
+    /// last OPEN gave; 0 before any.
     pub asn: u32,
+    /// `asn` as configured: a number, "external" or "internal".
+    #[serde(default)]
+    pub configured_asn: String,
+    /// The AS the peer's last OPEN gave (RFC 4271 §4.2, RFC 6793).
+    #[serde(default)]
+    pub peer_asn: Option<u32>,
+    /// The AS presented to this peer instead of the speaker's (`local_asn`).
+    #[serde(default)]
+    pub local_asn: Option<u32>,
     /// RFC 4271 state: Idle, Connect, Active, OpenSent, OpenConfirm,
     /// Established.
     pub state: String,

@@ -54,6 +54,9 @@ pub fn render_status(s: &Status) -> String {
     if !s.config_path.is_empty() {
         let _ = writeln!(out, "config {}", s.config_path);
     }
+    for o in &s.node_overrides {
+        let _ = writeln!(out, "node override {o}");
+    }
     if let Some(d) = &s.drain {
         let _ = writeln!(out, "{}", super::drain::drain_words(d));
     }
@@ -158,7 +161,13 @@ pub fn render_peers(peers: &[PeerStatus]) -> String {
                 p.address
                     .clone()
                     .unwrap_or_else(|| p.configured_address.clone()),
-                p.asn.to_string(),
+                // A flexible AS shows what the OPEN gave, and that it was
+                // learned.
+                match (p.configured_asn.as_str(), p.peer_asn) {
+                    (how @ ("external" | "internal"), Some(asn)) => format!("{asn} ({how})"),
+                    (how @ ("external" | "internal"), None) => format!("? ({how})"),
+                    _ => p.asn.to_string(),
+                },
                 p.messages_received.to_string(),
                 p.messages_sent.to_string(),
                 up_down_cell,

@@ -109,6 +109,13 @@ impl<'a> Diagnostics<'a> {
         self.line_col(offset).0
     }
 
+    /// `PATH:LINE:COL` of a byte offset, for messages that name a second
+    /// place in the file.
+    pub(crate) fn position(&self, offset: usize) -> String {
+        let (line, col) = self.line_col(offset);
+        format!("{}:{line}:{col}", self.path.display())
+    }
+
     fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&start| start <= offset);

@@ -13,6 +13,7 @@ mod advertisement;
 mod community;
 mod diagnostic;
 mod duration;
+mod node_override;
 mod peer;
 pub mod read;
 mod selector;
@@ -38,9 +39,12 @@ pub use community::{
 };
 pub use diagnostic::{Diagnostic, MAX_LISTED, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};
+pub use node_override::{
+    AppliedOverride, NodeMatch, NodeOverride, PeerOverride, derived_router_id, resolve,
+};
 pub use peer::{
     AddressFamily, Bfd, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME, DEFAULT_PORT, Family,
-    GracefulRestart, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerPassword,
+    GracefulRestart, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerAsn, PeerPassword,
 };
 pub use read::{
     FileProblem, MAX_CONFIG_LEN, MAX_PASSWORD_FILE_LEN, MAX_VIP_FILE_LEN, read_regular_file,
@@ -75,6 +79,11 @@ pub struct Config {
     /// `[[advertisement]]`, in file order; when the file has none, the one
     /// implicit [`DEFAULT_ADVERTISEMENT`].
     pub advertisements: Vec<Advertisement>,
+    /// `[[node_override]]`, in file order.
+    pub node_overrides: Vec<NodeOverride>,
+    /// The overrides [`resolve`] applied to make this config (empty in the
+    /// config as read from the file).
+    pub applied_overrides: Vec<AppliedOverride>,
 }
 
 impl Config {
@@ -162,7 +171,14 @@ pub(crate) fn syntax_errors(errors: &[toml::de::Error], d: &mut Diagnostics) {
     }
 }
 
-const TOP_LEVEL_KEYS: &[&str] = &["speaker", "peer", "source", "stability", "advertisement"];
+const TOP_LEVEL_KEYS: &[&str] = &[
+    "speaker",
+    "peer",
+    "source",
+    "stability",
+    "advertisement",
+    "node_override",
+];
 
 fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, Vec<Diagnostic>> {
     let mut d = Diagnostics::new(path, text);
@@ -268,7 +284,22 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         }),
     };
 
-    match (speaker, peers, source, stability, advertisements, resync) {
+    let node_overrides = match root.get("node_override") {
+        None => Some(Vec::new()),
+        Some(list) => {
+            node_override::parse_node_overrides(list, peers.as_deref(), &peer_names, &mut d)
+        }
+    };
+
+    match (
+        speaker,
+        peers,
+        source,
+        stability,
+        advertisements,
+        resync,
+        node_overrides,
+    ) {
         (
             Some(speaker),
             Some(peers),
@@ -276,6 +307,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
             Some(stability),
             Some(advertisements),
             Some(resync),
+            Some(node_overrides),
         ) if d.is_empty() => Ok(Config {
             path: path.to_path_buf(),
             speaker,
@@ -284,6 +316,8 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
             resync,
             stability,
             advertisements,
+            node_overrides,
+            applied_overrides: Vec::new(),
         }),
         _ => Err(d.into_sorted()),
     }

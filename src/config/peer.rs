@@ -32,8 +32,13 @@ pub struct Peer {
     pub name: String,
     /// Where the router is.
     pub address: PeerAddress,
-    /// The router's AS number; equal to `speaker.asn` makes the session iBGP.
-    pub asn: u32,
+    /// The router's AS: a number, or `"external"` (any AS but the one we
+    /// present to it) or `"internal"` (the one we present). Equal to the AS
+    /// we present ([`Peer::local_as`]) makes the session iBGP.
+    pub asn: PeerAsn,
+    /// The AS we present to this router, in OPEN and AS_PATH, instead of
+    /// `speaker.asn` (RFC 7705's local AS); none: `speaker.asn`.
+    pub local_asn: Option<u32>,
     /// TCP port of the router.
     pub port: u16,
     /// TCP MD5 signature key (RFC 2385), if any.
@@ -68,9 +73,15 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// True when this is an iBGP session for a speaker in `local_asn`.
-    pub fn is_ibgp(&self, local_asn: u32) -> bool {
-        self.asn == local_asn
+    /// The AS this peer sees us in: `local_asn`, else the speaker's.
+    pub fn local_as(&self, speaker_asn: u32) -> u32 {
+        self.local_asn.unwrap_or(speaker_asn)
+    }
+
+    /// True when this is an iBGP session for a speaker in `speaker_asn`
+    /// (compared with the AS presented to this peer, [`Peer::local_as`]).
+    pub fn is_ibgp(&self, speaker_asn: u32) -> bool {
+        self.asn.is_internal(self.local_as(speaker_asn))
     }
 
     /// The TCP MD5 key, once read by `load`.
@@ -79,6 +90,48 @@ impl Peer {
             .as_ref()
             .and_then(|p| p.key.as_ref())
             .map(Md5Key::as_bytes)
+    }
+}
+
+/// `[[peer]] asn`: which AS the router may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PeerAsn {
+    /// Exactly this AS.
+    Exact(u32),
+    /// `"external"`: any AS other than the one we present (eBGP).
+    External,
+    /// `"internal"`: the AS we present (iBGP).
+    Internal,
+}
+
+impl PeerAsn {
+    /// The configured number, if the config names one.
+    pub fn exact(&self) -> Option<u32> {
+        match self {
+            PeerAsn::Exact(asn) => Some(*asn),
+            PeerAsn::External | PeerAsn::Internal => None,
+        }
+    }
+
+    /// Whether a session with this peer is internal for a speaker that
+    /// presents AS `local`. Known from the config alone: `"external"` is
+    /// never internal and `"internal"` always is.
+    pub fn is_internal(&self, local: u32) -> bool {
+        match self {
+            PeerAsn::Exact(asn) => *asn == local,
+            PeerAsn::External => false,
+            PeerAsn::Internal => true,
+        }
+    }
+}
+
+impl fmt::Display for PeerAsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerAsn::Exact(asn) => write!(f, "{asn}"),
+            PeerAsn::External => f.write_str("external"),
+            PeerAsn::Internal => f.write_str("internal"),
+        }
     }
 }
 
@@ -250,6 +303,7 @@ pub(crate) const KEYS: &[&str] = &[
     "address",
     "family",
     "asn",
+    "local_asn",
     "port",
     "password_file",
     "hold_time",
@@ -333,7 +387,11 @@ pub(crate) fn parse_peer(
         .required("address", d)
         .and_then(|v| peer_address(&table, v, d));
 
-    let asn = table.required("asn", d).and_then(|v| asn(v, "asn", d));
+    let asn = table.required("asn", d).and_then(|v| peer_asn(v, d));
+    let local_asn = match table.get("local_asn") {
+        None => Some(None),
+        Some(v) => super::speaker::asn(v, "local_asn", d).map(Some),
+    };
 
     let port = match table.get("port") {
         None => Some(DEFAULT_PORT),
@@ -457,6 +515,7 @@ pub(crate) fn parse_peer(
         name: name?,
         address: address?,
         asn: asn?,
+        local_asn: local_asn?,
         port: port?,
         password: password?,
         hold_time: hold_time?,
@@ -473,7 +532,27 @@ pub(crate) fn parse_peer(
     })
 }
 
-fn family_word(family: AddressFamily) -> &'static str {
+/// `asn`: a number, `"external"` or `"internal"`.
+fn peer_asn(v: &Value<'_>, d: &mut Diagnostics) -> Option<PeerAsn> {
+    if let toml::de::DeValue::String(text) = v.get_ref() {
+        return match text.as_ref() {
+            "external" => Some(PeerAsn::External),
+            "internal" => Some(PeerAsn::Internal),
+            other => {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "asn must be an AS number, \"external\" or \"internal\", got \"{other}\""
+                    ),
+                );
+                None
+            }
+        };
+    }
+    asn(v, "asn", d).map(PeerAsn::Exact)
+}
+
+pub(crate) fn family_word(family: AddressFamily) -> &'static str {
     match family {
         AddressFamily::Ipv4 => "IPv4",
         AddressFamily::Ipv6 => "IPv6",
@@ -481,7 +560,11 @@ fn family_word(family: AddressFamily) -> &'static str {
 }
 
 /// `address`, with `family` (only meaningful for "default-gateway").
-fn peer_address(table: &Table<'_, '_>, v: &Value<'_>, d: &mut Diagnostics) -> Option<PeerAddress> {
+pub(crate) fn peer_address(
+    table: &Table<'_, '_>,
+    v: &Value<'_>,
+    d: &mut Diagnostics,
+) -> Option<PeerAddress> {
     let text = tree::string(v, "address", d)?;
     let family = table.get("family");
     if text == "default-gateway" {

@@ -16,7 +16,8 @@ pub struct Speaker {
     /// Our autonomous system number (4-octet, RFC 6793). Required.
     pub asn: u32,
     /// BGP Identifier (RFC 4271 §4.2); "auto" picks $NODE_IP, else the
-    /// first global IPv4 address of the node.
+    /// first global IPv4 address of the node, else (an IPv6-only node) one
+    /// derived from the node name ([`super::derived_router_id`]).
     pub router_id: RouterId,
     /// Address of the HTTP API (metrics, health, status).
     pub api: SocketAddr,
@@ -65,7 +66,8 @@ pub const MAX_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(3600);
 /// How the BGP Identifier is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouterId {
-    /// $NODE_IP if it is IPv4, else the first global IPv4 address.
+    /// $NODE_IP if it is IPv4, else the first global IPv4 address, else
+    /// one derived from the node name.
     Auto,
     /// This address.
     Fixed(Ipv4Addr),
@@ -103,6 +105,29 @@ pub(crate) fn asn(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<u
     Some(asn)
 }
 
+/// Reads `router_id`: "auto" or a non-zero IPv4 address.
+pub(crate) fn router_id(v: &Value<'_>, d: &mut Diagnostics) -> Option<RouterId> {
+    let text = tree::string(v, "router_id", d)?;
+    if text == "auto" {
+        return Some(RouterId::Auto);
+    }
+    match text.parse::<Ipv4Addr>() {
+        // RFC 6286 §2.1: the BGP Identifier is a non-zero 32-bit value.
+        Ok(ip) if ip.is_unspecified() => {
+            d.error(&v.span(), "router_id must not be 0.0.0.0 (RFC 6286 §2.1)");
+            None
+        }
+        Ok(ip) => Some(RouterId::Fixed(ip)),
+        Err(_) => {
+            d.error(
+                &v.span(),
+                format!("router_id must be \"auto\" or an IPv4 address, got \"{text}\""),
+            );
+            None
+        }
+    }
+}
+
 pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Option<Speaker> {
     table.reject_unknown_keys(KEYS, d);
     let context = table.context.clone();
@@ -111,26 +136,7 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
 
     let router_id = match table.get("router_id") {
         None => Some(RouterId::Auto),
-        Some(v) => tree::string(v, "router_id", d).and_then(|text| {
-            if text == "auto" {
-                return Some(RouterId::Auto);
-            }
-            match text.parse::<Ipv4Addr>() {
-                // RFC 6286 §2.1: the BGP Identifier is a non-zero 32-bit value.
-                Ok(ip) if ip.is_unspecified() => {
-                    d.error(&v.span(), "router_id must not be 0.0.0.0 (RFC 6286 §2.1)");
-                    None
-                }
-                Ok(ip) => Some(RouterId::Fixed(ip)),
-                Err(_) => {
-                    d.error(
-                        &v.span(),
-                        format!("router_id must be \"auto\" or an IPv4 address, got \"{text}\""),
-                    );
-                    None
-                }
-            }
-        }),
+        Some(v) => router_id(v, d),
     };
 
     let api = match table.get("api") {

@@ -68,7 +68,8 @@ fn minimal_config_gets_documented_defaults() {
         vec![Peer {
             name: "tor1".to_string(),
             address: PeerAddress::Ip(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))),
-            asn: 65000,
+            asn: PeerAsn::Exact(65000),
+            local_asn: None,
             port: 179,
             password: None,
             hold_time: secs(90),
@@ -366,7 +367,7 @@ fn unknown_keys_are_reported_at_the_key_with_a_suggestion() {
         vec![
             "9:1: unknown key \"hold_tme\" in [[peer]] (did you mean \"hold_time\"?)",
             "10:1: unknown key \"colour\" in [[peer]]; expected one of \"name\", \"address\", \
-             \"family\", \"asn\", \"port\", \"password_file\", \"hold_time\", \"keepalive\", \
+             \"family\", \"asn\", \"local_asn\", \"port\", \"password_file\", \"hold_time\", \"keepalive\", \
              \"connect_retry\", \"ebgp_multihop\", \"ttl_security\", \"source_address\", \
              \"families\", \"passive\", \"min_route_advertisement_interval\", \
              \"graceful_restart\" or \"bfd\"",
@@ -1531,6 +1532,8 @@ fn readme_documents_every_config_key() {
         ("", super::stability::DAMPING_KEYS),
         ("", super::advertisement::KEYS),
         ("probe.", super::advertisement::PROBE_KEYS),
+        ("", super::node_override::KEYS),
+        ("peer.NAME.", super::node_override::PEER_KEYS),
     ];
     for (prefix, keys) in sections {
         for key in *keys {
@@ -1636,4 +1639,213 @@ fn ipv4_mapped_addresses_are_refused_in_the_config_naming_the_ipv4_form() {
         "[[peer]]\nname = \"tor2\"\naddress = \"2001:db8::2\"\nasn = 65000\nsource_address = \"2001:db8::11\"\n",
     );
     assert!(parse(Path::new("t.toml"), &ok).is_ok());
+}
+
+// ---- flexible peer ASNs and local_asn ----
+
+#[test]
+fn peer_asn_may_be_external_or_internal_and_local_asn_is_per_peer() {
+    let c = valid(&format!(
+        "{HEAD}[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = \"external\"\nlocal_asn = 65100\n\
+         [[peer]]\nname = \"b\"\naddress = \"192.0.2.3\"\nasn = \"internal\"\n\
+         [[peer]]\nname = \"c\"\naddress = \"192.0.2.4\"\nasn = 65100\nlocal_asn = 65100\n"
+    ));
+    let (a, b, cc) = (&c.peers[0], &c.peers[1], &c.peers[2]);
+    assert_eq!((a.asn, a.local_asn), (PeerAsn::External, Some(65100)));
+    assert_eq!((b.asn, b.local_asn), (PeerAsn::Internal, None));
+    // The AS presented decides iBGP: c is internal in 65100, not 65001.
+    assert_eq!(a.local_as(65001), 65100);
+    assert_eq!(b.local_as(65001), 65001);
+    assert!(!a.is_ibgp(65001));
+    assert!(b.is_ibgp(65001));
+    assert!(cc.is_ibgp(65001));
+    assert_eq!(a.asn.to_string(), "external");
+}
+
+#[test]
+fn peer_asn_words_and_local_asn_are_checked() {
+    assert_eq!(
+        problems(&format!(
+            "{HEAD}[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = \"ebgp\"\nlocal_asn = 23456\n"
+        )),
+        vec![
+            "8:7: asn must be an AS number, \"external\" or \"internal\", got \"ebgp\"",
+            "9:13: local_asn must not be 23456: that is AS_TRANS, the placeholder for a 4-octet AS number in 2-octet fields (RFC 6793 §9), not an AS",
+        ]
+    );
+}
+
+// ---- [[node_override]] ----
+
+/// Two peers (lines 5–8 and 9–12), overrides from line 13.
+fn with_two_peers(extra: &str) -> String {
+    with_peer(&format!(
+        "[[peer]]\nname = \"tor2\"\naddress = \"2001:db8::1\"\nasn = 65000\n{extra}"
+    ))
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn overrides_resolve_by_name_and_by_label() {
+    let c = valid(&with_two_peers(
+        "[[node_override]]\nnames = [\"node-7\"]\nasn = 65007\nrouter_id = \"192.0.2.77\"\n\
+         [node_override.peer.tor1]\nsource_address = \"192.0.2.7\"\n\
+         [[node_override]]\nnode_selector = { match_labels = { rack = \"b\" } }\n\
+         [node_override.peer.tor1]\naddress = \"192.0.2.129\"\n\
+         [node_override.peer.tor2]\naddress = \"2001:db8:b::1\"\n",
+    ));
+    assert_eq!(c.node_overrides.len(), 2);
+    assert!(c.applied_overrides.is_empty());
+
+    // Another node without labels: the file's values.
+    let other = resolve(&c, "node-1", None);
+    assert_eq!(other.speaker.asn, 65001);
+    assert_eq!(other.speaker.router_id, RouterId::Auto);
+    assert!(other.applied_overrides.is_empty());
+    assert_eq!(other.peers, c.peers);
+
+    // node-7 by name, without labels.
+    let n7 = resolve(&c, "node-7", None);
+    assert_eq!(n7.speaker.asn, 65007);
+    assert_eq!(
+        n7.speaker.router_id,
+        RouterId::Fixed(Ipv4Addr::new(192, 0, 2, 77))
+    );
+    assert_eq!(
+        n7.peers[0].source_address,
+        Some("192.0.2.7".parse().unwrap())
+    );
+    assert_eq!(n7.peers[0].address, c.peers[0].address);
+    assert_eq!(
+        n7.applied_overrides
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec![
+            "[[node_override]] at /etc/holdfast/t.toml:14:9 (by names): asn, router_id, peer.tor1.source_address"
+        ]
+    );
+
+    // rack=b by label: only once the labels are known.
+    assert_eq!(resolve(&c, "node-2", None).peers, c.peers);
+    let b = resolve(&c, "node-2", Some(&labels(&[("rack", "b")])));
+    assert_eq!(b.speaker.asn, 65001);
+    assert_eq!(
+        b.peers[0].address,
+        PeerAddress::Ip("192.0.2.129".parse().unwrap())
+    );
+    assert_eq!(
+        b.peers[1].address,
+        PeerAddress::Ip("2001:db8:b::1".parse().unwrap())
+    );
+    assert_eq!(b.applied_overrides.len(), 1);
+    assert_eq!(b.applied_overrides[0].matched_by, "node_selector");
+    assert_eq!(
+        b.applied_overrides[0].fields,
+        vec!["peer.tor1.address", "peer.tor2.address"]
+    );
+    // A label change moves the node back.
+    let a = resolve(&c, "node-2", Some(&labels(&[("rack", "a")])));
+    assert_eq!(a.peers, c.peers);
+    // node-7 in rack b gets both (they set different fields).
+    let both = resolve(&c, "node-7", Some(&labels(&[("rack", "b")])));
+    assert_eq!(both.applied_overrides.len(), 2);
+    assert_eq!(both.speaker.asn, 65007);
+    assert_eq!(
+        both.peers[0].address,
+        PeerAddress::Ip("192.0.2.129".parse().unwrap())
+    );
+    assert_eq!(
+        both.peers[0].source_address,
+        Some("192.0.2.7".parse().unwrap())
+    );
+    // Resolving is pure: the same inputs, the same config.
+    assert_eq!(both, resolve(&c, "node-7", Some(&labels(&[("rack", "b")]))));
+}
+
+#[test]
+fn overlapping_names_are_an_error_at_both_positions() {
+    assert_eq!(
+        problems(&with_two_peers(
+            "[[node_override]]\nnames = [\"n1\", \"n2\"]\nasn = 65002\n\
+             [[node_override]]\nnames = [\"n3\", \"n2\"]\nasn = 65003\nrouter_id = \"192.0.2.9\"\n"
+        )),
+        vec![
+            "17:9: this [[node_override]] and the one at t.toml:14:9 can match the same node (both name node \"n2\") and both set asn; at most one override may set a key of a node: name the node in only one of them"
+        ]
+    );
+}
+
+#[test]
+fn overrides_of_different_fields_or_nodes_may_coexist() {
+    valid(&with_two_peers(
+        "[[node_override]]\nnames = [\"n1\"]\nasn = 65002\n\
+         [[node_override]]\nnames = [\"n1\"]\nrouter_id = \"192.0.2.9\"\n\
+         [[node_override]]\nnames = [\"n2\"]\nasn = 65003\n\
+         [[node_override]]\nnode_selector = { match_labels = { rack = \"a\" } }\n[node_override.peer.tor1]\naddress = \"192.0.2.65\"\n\
+         [[node_override]]\nnode_selector = { match_labels = { rack = \"b\" } }\n[node_override.peer.tor1]\naddress = \"192.0.2.129\"\n\
+         [[node_override]]\nnode_selector = { match_expressions = [{ key = \"rack\", operator = \"DoesNotExist\" }] }\n[node_override.peer.tor1]\naddress = \"192.0.2.193\"\n\
+         [[node_override]]\nnode_selector = { match_expressions = [{ key = \"rack\", operator = \"NotIn\", values = [\"c\"] }] }\n[node_override.peer.tor2]\naddress = \"2001:db8:2::1\"\n\
+         [[node_override]]\nnode_selector = { match_labels = { rack = \"c\" } }\n[node_override.peer.tor2]\naddress = \"2001:db8:3::1\"\n",
+    ));
+}
+
+#[test]
+fn selectors_that_can_match_one_node_overlap() {
+    let p = problems(&with_two_peers(
+        "[[node_override]]\nnode_selector = { match_labels = { rack = \"a\" } }\nasn = 65002\n\
+         [[node_override]]\nnode_selector = { match_labels = { role = \"edge\" } }\nasn = 65003\n\
+         [[node_override]]\nnames = [\"n9\"]\nasn = 65004\n\
+         [[node_override]]\nnode_selector = { match_expressions = [{ key = \"rack\", operator = \"In\", values = [\"a\", \"b\"] }] }\n[node_override.peer.tor1]\naddress = \"192.0.2.65\"\n\
+         [[node_override]]\nnode_selector = { match_expressions = [{ key = \"rack\", operator = \"NotIn\", values = [\"a\"] }] }\n[node_override.peer.tor1]\naddress = \"192.0.2.66\"\n",
+    ));
+    let short: Vec<String> = p
+        .iter()
+        .map(|l| {
+            l.split(" and both set")
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        short,
+        vec![
+            "17:17: this [[node_override]] and the one at t.toml:14:17 can match the same node (a node can carry labels both selectors match)",
+            "20:9: this [[node_override]] and the one at t.toml:14:17 can match the same node (node \"n9\" may carry labels the node_selector matches)",
+            "20:9: this [[node_override]] and the one at t.toml:17:17 can match the same node (node \"n9\" may carry labels the node_selector matches)",
+            "27:17: this [[node_override]] and the one at t.toml:23:17 can match the same node (a node can carry labels both selectors match)",
+        ]
+    );
+}
+
+#[test]
+fn override_mistakes_are_reported_where_they_are() {
+    assert_eq!(
+        problems(&with_two_peers(
+            "[[node_override]]\nnames = [\"n1\"]\n[node_override.peer.tor3]\naddress = \"192.0.2.5\"\n\
+             [[node_override]]\nasn = 65002\n\
+             [[node_override]]\nnames = [\"n2\"]\nnode_selector = { match_labels = { a = \"b\" } }\nasn = 65002\n\
+             [[node_override]]\nnames = []\nasn = 65003\n\
+             [[node_override]]\nnames = [\"n4\"]\n\
+             [[node_override]]\nnames = [\"n5\"]\n[node_override.peer.tor2]\nsource_address = \"192.0.2.2\"\n\
+             [[node_override]]\nnames = [\"n6\"]\nrouter_id = \"0.0.0.0\"\nport = 180\n"
+        )),
+        vec![
+            "15:21: node_override names peer \"tor3\", which no [[peer]] defines (did you mean \"tor1\"?)",
+            "17:1: [[node_override]] needs names = [...] or node_selector = { match_labels = {...} } to say which nodes it is for",
+            "21:17: a [[node_override]] has either names or node_selector, not both",
+            "24:9: names is empty: list the nodes this override is for",
+            "27:9: this [[node_override]] sets nothing: give asn, router_id or [node_override.peer.NAME] address / source_address",
+            "31:18: with this override peer \"tor2\" would have a IPv4 source_address (192.0.2.2) and an IPv6 address",
+            "34:13: router_id must not be 0.0.0.0 (RFC 6286 §2.1)",
+            "35:1: unknown key \"port\" in [[node_override]]; expected one of \"names\", \"node_selector\", \"asn\", \"router_id\" or \"peer\"",
+        ]
+    );
 }

@@ -57,6 +57,9 @@ struct Daemon {
     config_error: Option<String>,
     node: String,
     router_id: Ipv4Addr,
+    /// This node's labels (the Kubernetes source), which pick its
+    /// `[[node_override]]`s; `None` while not known.
+    node_labels: Option<crate::source::kubernetes::NodeLabels>,
     /// Whether OPENs carry graceful restart's R bit (RFC 4724 §3).
     restart: restart::Restart,
     /// The routes core: snapshots, probe results, drains and time in;
@@ -105,6 +108,25 @@ struct Inputs {
     sigterm: tokio::signal::unix::Signal,
     sigint: tokio::signal::unix::Signal,
     sighup: tokio::signal::unix::Signal,
+    /// This node's labels (the Kubernetes source only).
+    labels: Option<watch::Receiver<Option<crate::source::kubernetes::NodeLabels>>>,
+}
+
+/// The Node's labels when they change; never without the Kubernetes source.
+async fn next_labels(
+    rx: &mut Option<watch::Receiver<Option<crate::source::kubernetes::NodeLabels>>>,
+) -> Option<crate::source::kubernetes::NodeLabels> {
+    let Some(rx) = rx else {
+        return std::future::pending().await;
+    };
+    loop {
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        if let Some(labels) = rx.borrow_and_update().clone() {
+            return Some(labels);
+        }
+    }
 }
 
 impl Daemon {
@@ -157,6 +179,7 @@ impl Daemon {
                         break;
                     }
                 }
+                Some(labels) = next_labels(&mut inputs.labels) => self.on_node_labels(labels).await,
                 _ = inputs.sighup.recv() => {
                     info!("SIGHUP: reloading the config");
                     self.config_stamp = self.reload().await;
@@ -328,6 +351,9 @@ impl Daemon {
         let mut s = self.shared.lock().expect("shared state lock");
         s.config = self.config.clone();
         s.config_error = self.config_error.clone();
+        // A reload (or a node override) may change both.
+        s.node = self.node.clone();
+        s.router_id = self.router_id.to_string();
         s.snapshot = self.routes.snapshot().clone();
         s.reconcile_repairs =
             self.reconcile_repairs + self.kube.as_ref().map_or(0, |k| k.resync_repairs());

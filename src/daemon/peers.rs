@@ -25,7 +25,8 @@ impl Daemon {
             peer: p.clone(),
             address: gw.address,
             interface: gw.interface,
-            local_asn: self.config.speaker.asn,
+            // RFC 7705-style: the AS this peer sees us in.
+            local_asn: p.local_as(self.config.speaker.asn),
             router_id: self.router_id,
             hostname: self.node.clone(),
             restarting: self.restart.restarting(p, Instant::now()),

@@ -104,6 +104,12 @@ impl Daemon {
                 .collect::<Vec<_>>()
                 .join("\n")
         })?;
+        // The config this node runs: the file's, with its overrides.
+        let new = config::resolve(
+            &new,
+            &super::start::override_node(&new),
+            self.node_labels.as_ref(),
+        );
         if new == *self.config {
             return Ok(None);
         }
@@ -133,6 +139,21 @@ impl Daemon {
             identity_changed,
             api,
         }))
+    }
+
+    /// The node's labels changed (or are first known): its overrides are
+    /// recomputed and applied like a reload, which resets only the peers
+    /// whose settings change.
+    pub(super) async fn on_node_labels(&mut self, labels: crate::source::kubernetes::NodeLabels) {
+        if self.node_labels.as_ref() == Some(&labels) {
+            return;
+        }
+        self.node_labels = Some(labels);
+        if self.config.node_overrides.is_empty() {
+            return;
+        }
+        info!("node labels changed: recomputing this node's [[node_override]]s");
+        self.reload().await;
     }
 
     /// Applies a prepared reload.

@@ -32,8 +32,19 @@ pub fn node_name(c: &Config) -> String {
         .unwrap_or_else(|| "holdfast".into())
 }
 
+/// The name `[[node_override]] names` and the derived router ID go by:
+/// `$NODE_NAME` (the Node's name, from the downward API), else
+/// [`node_name`].
+pub fn override_node(c: &Config) -> String {
+    std::env::var("NODE_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| node_name(c))
+}
+
 /// `router_id = "auto"`: `$NODE_IP` if it is IPv4, else the first global
-/// IPv4 address of the node.
+/// IPv4 address of the node, else (an IPv6-only node) an ID derived from
+/// the node name, never 0.0.0.0 (`config::derived_router_id`).
 pub fn router_id(c: &Config) -> Result<Ipv4Addr, String> {
     match c.speaker.router_id {
         RouterId::Fixed(id) => Ok(id),
@@ -44,15 +55,24 @@ pub fn router_id(c: &Config) -> Result<Ipv4Addr, String> {
             {
                 return Ok(ip);
             }
-            holdfast_sockopt::interface_addresses()
+            let found = holdfast_sockopt::interface_addresses()
                 .map_err(|e| format!("router_id = \"auto\": cannot list interface addresses: {e}"))?
                 .into_iter()
                 .filter_map(|a| match a.address {
-                    IpAddr::V4(v4) if !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified() => Some(v4),
+                    IpAddr::V4(v4)
+                        if !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified() =>
+                    {
+                        Some(v4)
+                    }
                     _ => None,
                 })
-                .next()
-                .ok_or_else(|| "router_id = \"auto\": no $NODE_IP and no global IPv4 address on this node; set speaker.router_id".to_string())
+                .next();
+            Ok(found.unwrap_or_else(|| {
+                let node = override_node(c);
+                let id = config::derived_router_id(&node);
+                info!(%node, router_id = %id, "router_id = \"auto\": no IPv4 address on this node; the router ID is derived from the node name (set router_id in a [[node_override]] to choose it)");
+                id
+            }))
         }
     }
 }
@@ -274,9 +294,15 @@ async fn start_source(
     })
 }
 
+/// How long the daemon waits at start for the Node's labels when an
+/// override selects by label.
+const NODE_LABELS_WAIT: Duration = Duration::from_secs(30);
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> Result<(), String> {
     let config = load_config(&opts.config).await?;
+    // Overrides by name apply at once; by label once the Node is seen.
+    let config = config::resolve(&config, &override_node(&config), None);
     let node = node_name(&config);
     let router_id = router_id(&config)?;
     let restarting = restart_marker(&opts.state_dir);
@@ -365,6 +391,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         config_error: None,
         node,
         router_id,
+        node_labels: None,
         restart,
         routes,
         peers: BTreeMap::new(),
@@ -386,8 +413,27 @@ pub async fn run(opts: Options) -> Result<(), String> {
         shutdown: stops,
         config_stamp: None,
     };
-    for p in config.peers.clone() {
-        d.start_peer(&p);
+    // Overrides by label: the sessions start with them, not with the
+    // file's values and a reset a moment later.
+    let mut labels_rx = d.kube.as_ref().map(|k| k.node_labels());
+    if let Some(rx) = labels_rx.as_mut()
+        && config
+            .node_overrides
+            .iter()
+            .any(|o| matches!(o.matcher, config::NodeMatch::Selector(_)))
+    {
+        let first = tokio::time::timeout(NODE_LABELS_WAIT, rx.wait_for(Option::is_some)).await;
+        match first.ok().and_then(|r| r.ok()).and_then(|l| l.clone()) {
+            Some(labels) => d.on_node_labels(labels).await,
+            None => warn!(
+                "the Node's labels are not known after {NODE_LABELS_WAIT:?}: starting without the [[node_override]]s that select by label; they apply once the Node is seen"
+            ),
+        }
+    }
+    for p in d.config.peers.clone() {
+        if !d.peers.contains_key(&p.name) {
+            d.start_peer(&p);
+        }
     }
 
     // The passive side.
@@ -411,6 +457,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         sigterm: signal(SignalKind::terminate())?,
         sigint: signal(SignalKind::interrupt())?,
         sighup: signal(SignalKind::hangup())?,
+        labels: labels_rx,
     };
     d.config_stamp = stamp(&opts.config);
     d.refresh_shared();

@@ -140,14 +140,19 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
     let mut s = PeerStatus {
         name: p.name.clone(),
         configured_address: p.configured.clone(),
-        asn: p.spec.as_ref().map_or(0, |s| s.peer.asn),
+        asn: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.peer.asn.exact())
+            .unwrap_or(0),
         address: p.spec.as_ref().map(|s| s.display_address()),
         state: "Idle".into(),
         last_error: p.waiting.clone(),
         ..PeerStatus::default()
     };
     if let Some(spec) = &p.spec {
-        s.asn = spec.peer.asn;
+        s.configured_asn = spec.peer.asn.to_string();
+        s.local_asn = spec.peer.local_asn;
     }
     if let Some(b) = &p.bfd {
         let b = b.borrow().clone();
@@ -204,6 +209,12 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
                 .as_ref()
                 .is_some_and(|s| s.peer.graceful_restart.enabled);
         s.peer_hostname = n.peer_hostname.clone();
+        // The AS the peer's OPEN gave: what "external" / "internal" peers
+        // turned out to be.
+        s.peer_asn = Some(n.peer_asn);
+        if s.asn == 0 {
+            s.asn = n.peer_asn;
+        }
     }
     s
 }
@@ -414,6 +425,12 @@ impl Shared {
             uptime_seconds: now.saturating_duration_since(self.started).as_secs(),
             config_path: self.config.path.display().to_string(),
             config_error: self.config_error.clone(),
+            node_overrides: self
+                .config
+                .applied_overrides
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             source: SourceStatus {
                 kind: kind.into(),
                 healthy: self.snapshot.healthy,
@@ -507,6 +524,11 @@ impl Shared {
                     p.error.as_deref().unwrap_or("no detail")
                 ),
             });
+        }
+        // Per-node values decide the AS, router ID and peer addresses the
+        // route goes out with.
+        for o in &self.config.applied_overrides {
+            reasons.push(format!("this node's config has {o}"));
         }
         if !self.snapshot.healthy {
             reasons.push(format!(

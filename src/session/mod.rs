@@ -132,8 +132,10 @@ impl PeerSpec {
             .collect()
     }
 
+    /// iBGP as far as the config tells (`local_asn` is the AS presented to
+    /// this peer); once up, the session follows the AS the OPEN gave.
     pub fn is_ibgp(&self) -> bool {
-        self.peer.asn == self.local_asn
+        self.peer.asn.is_internal(self.local_asn)
     }
 
     /// What we put in our OPEN: multiprotocol for each family,
@@ -202,7 +204,11 @@ impl PeerSpec {
         let p = &self.peer;
         fsm::Config {
             local_asn: self.local_asn,
-            peer_asn: p.asn,
+            peer_asn: match p.asn {
+                config::PeerAsn::Exact(asn) => fsm::PeerAs::Is(asn),
+                config::PeerAsn::External => fsm::PeerAs::External,
+                config::PeerAsn::Internal => fsm::PeerAs::Internal,
+            },
             router_id: self.router_id,
             hold_time: p.hold_time.as_secs().min(u64::from(u16::MAX)) as u16,
             keepalive: p.keepalive,
@@ -222,7 +228,7 @@ impl PeerSpec {
 
 /// The socket-level settings of peer `p` of a speaker in AS `local_asn`.
 pub fn socket_options(p: &config::Peer, local_asn: u32) -> SocketOptions {
-    let ibgp = p.asn == local_asn;
+    let ibgp = p.is_ibgp(local_asn);
     SocketOptions {
         source_address: p.source_address,
         // iBGP sessions are rarely one hop: TTL 255 unless configured.
@@ -561,7 +567,7 @@ impl Driver {
     }
 
     async fn run(mut self, mut cmds: mpsc::Receiver<Command>) {
-        info!(peer = %self.name(), address = %self.spec.display_address(), asn = self.spec.peer.asn, "session starting");
+        info!(peer = %self.name(), address = %self.spec.display_address(), asn = %self.spec.peer.asn, "session starting");
         // BGP starts at once; BFD, once it has been up, decides from then
         // on (RFC 5882 §4.3). Waiting for BFD before the first session
         // would deadlock with routers that start BFD only for established
@@ -1059,7 +1065,10 @@ impl Driver {
         );
         let params = EncodeParams {
             local_asn: self.spec.local_asn,
-            ibgp: self.spec.is_ibgp(),
+            // RFC 4271 §5.1.2, §5.1.5: internal or external as the peer's
+            // OPEN turned out ("external" / "internal" peers are only
+            // known then).
+            ibgp: !negotiated.is_external(),
             ctx: negotiated.tx,
             next_hops,
         };

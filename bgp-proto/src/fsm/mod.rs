@@ -29,7 +29,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-pub use negotiate::{Negotiated, negotiate};
+pub use negotiate::{Negotiated, PeerAs, negotiate};
 
 use crate::capability::Capability;
 use crate::consts::{MAX_MESSAGE_LEN, notify};
@@ -51,8 +51,9 @@ pub struct Config {
     /// sent as AS_TRANS there and in full in the 4-octet AS capability, RFC
     /// 6793 §3).
     pub local_asn: u32,
-    /// The AS we expect in the peer's OPEN.
-    pub peer_asn: u32,
+    /// The AS we accept in the peer's OPEN (RFC 4271 §6.2 Bad Peer AS
+    /// otherwise): one number, or any AS but ours, or ours.
+    pub peer_asn: PeerAs,
     /// Our BGP Identifier, sent in OPEN (RFC 4271 §4.2, RFC 6286).
     pub router_id: Ipv4Addr,
     /// Proposed Hold Time in seconds: 0, or at least 3 (RFC 4271 §4.2).

@@ -12,6 +12,35 @@ use crate::open::{Open, OptParam};
 
 use super::Config;
 
+/// Which AS the peer's OPEN may carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PeerAs {
+    /// Exactly this AS.
+    Is(u32),
+    /// Any AS other than our own (`local_asn`): the session is external.
+    External,
+    /// Our own AS (`local_asn`): the session is internal.
+    Internal,
+}
+
+impl PeerAs {
+    /// Whether a peer in AS `peer` is acceptable to a speaker presenting
+    /// AS `local`.
+    pub fn accepts(self, peer: u32, local: u32) -> bool {
+        match self {
+            PeerAs::Is(asn) => peer == asn,
+            PeerAs::External => peer != local,
+            PeerAs::Internal => peer == local,
+        }
+    }
+}
+
+impl From<u32> for PeerAs {
+    fn from(asn: u32) -> Self {
+        PeerAs::Is(asn)
+    }
+}
+
 /// What a session agreed on, from our OPEN and the peer's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Negotiated {
@@ -96,10 +125,13 @@ pub fn negotiate(config: &Config, local: &Open, peer: &Open) -> Result<Negotiate
     if peer.four_octet_as().is_none() && peer.my_as == AS_TRANS {
         return Err(Error::BadPeerAs { asn: peer_asn });
     }
-    if peer_asn != config.peer_asn {
+    if !config.peer_asn.accepts(peer_asn, config.local_asn) {
         return Err(Error::BadPeerAs { asn: peer_asn });
     }
-    let external = config.peer_asn != config.local_asn;
+    // RFC 4271 §1.1 (EBGP, IBGP): external when the peer's AS, as its OPEN
+    // gave it, differs from the AS we present; with `PeerAs::External` or
+    // `Internal` that is only known now.
+    let external = peer_asn != config.local_asn;
 
     // RFC 6286 §2.2: the BGP Identifier is a non-zero 4-octet unsigned
     // integer, and must differ from ours for an internal peer.

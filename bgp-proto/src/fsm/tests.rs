@@ -18,7 +18,7 @@ const IN: ConnId = ConnId(2);
 fn config() -> Config {
     Config {
         local_asn: 65001,
-        peer_asn: 65000,
+        peer_asn: PeerAs::Is(65000),
         router_id: Ipv4Addr::new(192, 0, 2, 2),
         hold_time: 9,
         keepalive: Duration::from_secs(3),
@@ -476,7 +476,7 @@ fn open_checks() {
 #[test]
 fn four_octet_peer_as_through_as_trans() {
     let mut t = T::new(Config {
-        peer_asn: 4_200_000_001,
+        peer_asn: PeerAs::Is(4_200_000_001),
         ..config()
     });
     t.ev(Event::ManualStart);
@@ -493,7 +493,7 @@ fn four_octet_peer_as_through_as_trans() {
 #[test]
 fn same_router_id_is_an_error_only_for_ibgp() {
     let ibgp = Config {
-        peer_asn: 65001,
+        peer_asn: PeerAs::Is(65001),
         ..config()
     };
     let mut t = T::new(ibgp);
@@ -1182,4 +1182,51 @@ fn an_oversized_borr_gets_7_1_cut_to_fit_the_message_size() {
     assert_eq!(bytes[21..], borr[..4096 - 21]);
     assert_eq!(t.s.stats().notifications_sent, vec![(7, 1, 1)]);
     assert_eq!(t.s.state(), State::Idle);
+}
+
+/// RFC 4271 §6.2 with a flexible peer AS: what `negotiate` accepts, and
+/// which side of EBGP/IBGP the session then is on.
+fn negotiate_with(peer_asn: PeerAs, their_as: u32) -> Result<Negotiated, crate::error::Error> {
+    let c = Config {
+        peer_asn,
+        ..config()
+    };
+    negotiate(&c, &c.open(), &peer_open(their_as, 90, [192, 0, 2, 1]))
+}
+
+#[test]
+fn external_peer_as_accepts_any_other_as_and_is_external() {
+    for asn in [65000, 65010, 4_200_000_001] {
+        let n = negotiate_with(PeerAs::External, asn)
+            .unwrap_or_else(|e| panic!("AS {asn} refused: {e}"));
+        assert_eq!(n.peer_asn, asn);
+        assert!(n.is_external(), "AS {asn} against our 65001");
+    }
+    // Our own AS is not external: Bad Peer AS (2/2).
+    let e = negotiate_with(PeerAs::External, 65001).expect_err("our own AS");
+    assert!(
+        matches!(e, crate::error::Error::BadPeerAs { asn: 65001 }),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn internal_peer_as_accepts_only_our_as_and_is_internal() {
+    let n = negotiate_with(PeerAs::Internal, 65001).expect("our own AS");
+    assert!(!n.is_external());
+    let e = negotiate_with(PeerAs::Internal, 65000).expect_err("another AS");
+    assert!(
+        matches!(e, crate::error::Error::BadPeerAs { asn: 65000 }),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_fixed_peer_as_refuses_any_other() {
+    assert!(negotiate_with(PeerAs::Is(65000), 65000).is_ok());
+    let e = negotiate_with(PeerAs::Is(65000), 65010).expect_err("another AS");
+    assert!(
+        matches!(e, crate::error::Error::BadPeerAs { asn: 65010 }),
+        "{e:?}"
+    );
 }

@@ -391,7 +391,7 @@ pub fn session(data: &[u8]) -> Stats {
     let peer_asn = if ibgp { local_asn } else { 65002 };
     let config = Config {
         local_asn,
-        peer_asn,
+        peer_asn: peer_asn.into(),
         router_id,
         hold_time: hold,
         keepalive: Duration::from_secs(u64::from(hold / 3).max(1)),

@@ -62,4 +62,4 @@ pub use policy::{
     Cluster, Evaluation, Giver, NAMESPACE_NAME_LABEL, evaluate, needs_namespace_labels,
 };
 pub use service::{ADVERTISE_ANNOTATION, ServiceKey};
-pub use watch::{Handle, Options, client_config, connect, spawn};
+pub use watch::{Handle, NodeLabels, Options, client_config, connect, spawn};

@@ -133,8 +133,14 @@ pub struct Handle {
     /// first, or while the Node is missing).
     node_facts: Arc<Mutex<Option<super::NodeFacts>>>,
     events: EventRecorder,
+    /// This node's labels as last seen (empty when there is no such Node);
+    /// `None` until the first evaluation.
+    node_labels: watch::Receiver<Option<NodeLabels>>,
     task: JoinHandle<()>,
 }
+
+/// A Node's labels.
+pub type NodeLabels = std::collections::BTreeMap<String, String>;
 
 impl Drop for Handle {
     fn drop(&mut self) {
@@ -172,6 +178,12 @@ impl Handle {
     /// Whether this node is going away, as of the last evaluation.
     pub fn node_facts(&self) -> Option<super::NodeFacts> {
         self.node_facts.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// This node's labels, as the watchers last saw them: the daemon picks
+    /// its `[[node_override]]`s by them.
+    pub fn node_labels(&self) -> watch::Receiver<Option<NodeLabels>> {
+        self.node_labels.clone()
     }
 
     /// The Event recorder for this node's route changes.
@@ -212,6 +224,7 @@ pub fn spawn(
     );
     let mut runner = Runner::new(client, options, config, snapshots, Arc::clone(&latest));
     runner.events = Some(events.clone());
+    let node_labels = runner.node_labels.subscribe();
     let (resync, resync_rx) = mpsc::unbounded_channel();
     let resync_repairs = Arc::clone(&runner.resync_repairs);
     let node_facts = Arc::clone(&runner.node_facts);
@@ -223,6 +236,7 @@ pub fn spawn(
         resync_repairs,
         node_facts,
         events,
+        node_labels,
         task,
     }
 }
@@ -500,6 +514,8 @@ struct Runner {
     node_facts: Arc<Mutex<Option<super::NodeFacts>>>,
     /// For Warning Events about refused attribute annotations.
     events: Option<EventRecorder>,
+    /// This node's labels, sent when they change.
+    node_labels: watch::Sender<Option<NodeLabels>>,
 }
 
 impl Runner {
@@ -535,6 +551,7 @@ impl Runner {
             resync_repairs: Arc::default(),
             node_facts: Arc::default(),
             events: None,
+            node_labels: watch::channel(None).0,
         }
     }
 
@@ -684,6 +701,16 @@ impl Runner {
         if let Ok(mut facts) = self.node_facts.lock() {
             *facts = node.map(super::node_facts);
         }
+        let labels = node
+            .and_then(|n| n.metadata.labels.clone())
+            .unwrap_or_default();
+        self.node_labels.send_if_modified(|cur| {
+            let changed = cur.as_ref() != Some(&labels);
+            if changed {
+                *cur = Some(labels);
+            }
+            changed
+        });
         let namespaces = w.namespaces.as_ref().map(Store::state);
         let cluster = Cluster {
             node_name: &self.options.node_name,
