@@ -134,6 +134,7 @@ fixtures! {
     fixture_damping => "damping",
     fixture_hints => "hints",
     fixture_addresses => "addresses",
+    fixture_node_overrides => "node-overrides",
 }
 
 #[test]
