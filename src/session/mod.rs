@@ -1,13 +1,14 @@
 //! The session driver: one tokio task per peer around the sans-IO FSM of
 //! `bgp_proto::fsm`. It owns the sockets and the timers, feeds bytes and
-//! instants to the FSM and carries out what it asks; and it keeps the
-//! peer's Adj-RIB-Out in step with the desired table the daemon publishes,
-//! replaying the whole table and End-of-RIB on every new session.
+//! instants to the FSM and carries out what it asks, and feeds the peer's
+//! speaker ([`crate::speaker::PeerSpeaker`], sans IO as well: the
+//! Adj-RIB-Out, MRAI, End-of-RIB and route refresh) the desired table the
+//! daemon publishes, handing what it outputs to the FSM to send.
 
 pub mod socket;
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV6};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use bgp_proto::capability::{GrFamily, GracefulRestart as GrCap, LlgrFamily};
 use bgp_proto::consts::notify::cease;
 use bgp_proto::fsm::{self, Action, ConnId, Direction, Event, Negotiated, Session, State};
-use bgp_proto::{Capability, Family, Message, Notification, RouteRefresh, Update};
+use bgp_proto::{Capability, Family, Notification};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -25,15 +26,11 @@ use tracing::{debug, info, warn};
 use crate::bfd::driver::BfdStatus;
 use crate::config;
 use crate::logging::{self, DownLog, DownVerdict, Kind};
-use crate::speaker::{self, AdjRibOut, EncodeParams, NextHops, PeerTable};
+pub use crate::speaker::pick_next_hops;
+use crate::speaker::{Budget, EncodeParams, NextHops, Output, PeerSpeaker, PeerTable, SessionUp};
 use socket::SocketOptions;
 
-/// The output of a connection waiting in holdfast for the socket: while
-/// more than this is queued, no new bulk output (UPDATEs of a route
-/// change, answers to ROUTE-REFRESH) is produced; it waits, coalesced,
-/// until the queue drains. What is queued is at most this plus one batch
-/// (the whole table at worst).
-pub const OUTPUT_LIMIT: usize = 4 << 20;
+pub use crate::speaker::OUTPUT_LIMIT;
 
 /// Reads of a connection waiting for the session (64 KiB each): beyond
 /// them the reader stops reading and TCP flow control holds the peer back.
@@ -435,12 +432,6 @@ struct OutQueue {
 }
 
 impl OutQueue {
-    fn queued(&self) -> usize {
-        let e = self.enqueued.load(Ordering::Relaxed);
-        let w = self.written.load(Ordering::Relaxed);
-        e.saturating_sub(w) as usize
-    }
-
     fn send_hold(&self) -> Duration {
         match self.send_hold_ms.load(Ordering::Relaxed) {
             0 => DEFAULT_SEND_HOLD_TIME,
@@ -471,10 +462,9 @@ fn count_written(written: &Written, runtime: &Mutex<PeerRuntime>, code: u8, subc
         .notifications_sent = list;
 }
 
+/// The established session, as the driver needs it.
 struct Up {
     negotiated: Negotiated,
-    params: EncodeParams,
-    families: Vec<Family>,
 }
 
 struct Driver {
@@ -486,12 +476,11 @@ struct Driver {
     /// BFD was Up at its last change.
     bfd_was_up: bool,
     fsm: Session,
-    rib: AdjRibOut,
+    /// What the peer is sent: Adj-RIB-Out, MRAI, End-of-RIB, route refresh.
+    speaker: PeerSpeaker,
     table: watch::Receiver<Arc<PeerTable>>,
     /// The daemon's table is complete: End-of-RIB may go out.
     routes_ready: watch::Receiver<bool>,
-    /// The session is up but End-of-RIB waits for `routes_ready`.
-    end_of_rib_pending: bool,
     runtime: Arc<Mutex<PeerRuntime>>,
     io_tx: mpsc::Sender<Io>,
     io_rx: mpsc::Receiver<Io>,
@@ -506,17 +495,6 @@ struct Driver {
     /// sees a ManualStop).
     stopping: Option<Stopping>,
     up: Option<Up>,
-    /// Routes changed since the last sync.
-    dirty: bool,
-    /// MinRouteAdvertisementIntervalTimer (RFC 4271 §9.2.1.1).
-    mrai_until: Option<Instant>,
-    /// ROUTE-REFRESH requests not answered yet (the output queue was
-    /// full), one per family: a repeated request adds nothing.
-    refresh_pending: Vec<(Family, bool)>,
-    /// The answer to a family's ROUTE-REFRESH ends at this octet of the
-    /// connection's output: a request while it is still being written adds
-    /// nothing either.
-    refresh_until: HashMap<Family, u64>,
     /// NOTIFICATIONs written, shared with the writers.
     written: Written,
 }
@@ -531,14 +509,13 @@ impl Driver {
         let (io_tx, io_rx) = mpsc::channel(READ_QUEUE * 2);
         Driver {
             fsm: Session::new(spec.fsm_config()),
+            speaker: PeerSpeaker::new(spec.peer.min_route_advertisement_interval),
             spec,
             bfd: None,
             started: false,
             bfd_was_up: false,
-            rib: AdjRibOut::default(),
             table,
             routes_ready,
-            end_of_rib_pending: false,
             runtime,
             io_tx,
             io_rx,
@@ -548,10 +525,6 @@ impl Driver {
             down_log: DownLog::new(crate::logging::DOWN_SUMMARY_EVERY),
             stopping: None,
             up: None,
-            dirty: false,
-            mrai_until: None,
-            refresh_pending: Vec::new(),
-            refresh_until: HashMap::new(),
             written: Written::default(),
         }
     }
@@ -574,13 +547,10 @@ impl Driver {
         self.event(Event::ManualStart);
         self.started = true;
         loop {
-            let deadline = [
-                self.fsm.next_deadline(),
-                self.mrai_until.filter(|_| self.dirty),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            let deadline = [self.fsm.next_deadline(), self.speaker.next_deadline()]
+                .into_iter()
+                .flatten()
+                .min();
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -603,11 +573,9 @@ impl Driver {
                     if changed.is_err() {
                         return;
                     }
-                    self.dirty = true;
+                    self.speaker.set_table(self.table.borrow_and_update().clone());
                 }
-                Ok(()) = self.routes_ready.changed(), if self.end_of_rib_pending => {
-                    self.send_end_of_rib();
-                }
+                Ok(()) = self.routes_ready.changed(), if self.speaker.end_of_rib_pending() => {}
                 Some(changed) = async { match self.bfd.as_mut() { Some(b) => Some(b.changed().await), None => None } }, if self.bfd.is_some() => {
                     if changed.is_err() {
                         self.bfd = None;
@@ -616,9 +584,7 @@ impl Driver {
                 }
                 () = sleep => self.event(Event::Tick),
             }
-            self.sync_routes();
-            self.send_end_of_rib();
-            self.answer_refreshes();
+            self.poll_speaker();
         }
     }
 
@@ -947,10 +913,7 @@ impl Driver {
                         ),
                     }
                     self.up = None;
-                    self.end_of_rib_pending = false;
-                    self.refresh_pending.clear();
-                    self.refresh_until.clear();
-                    self.rib.clear();
+                    self.speaker.down();
                     let mut rt = self.runtime.lock().expect("peer runtime lock");
                     rt.last_error = Some(reason.to_string());
                     rt.negotiated = None;
@@ -978,7 +941,10 @@ impl Driver {
                         );
                     }
                 }
-                Action::RouteRefresh { family, enhanced } => self.route_refresh(family, enhanced),
+                Action::RouteRefresh { family, enhanced } => {
+                    let out = self.speaker.route_refresh(family, enhanced, self.budget());
+                    self.speaker_output(out);
+                }
             }
         }
         // What the FSM counted, but NOTIFICATIONs as the writers counted
@@ -1067,71 +1033,83 @@ impl Driver {
             let ms = send_hold_time(negotiated.hold_time).as_millis() as u64;
             c.queue.send_hold_ms.store(ms, Ordering::Relaxed);
         }
-        self.refresh_pending.clear();
-        self.refresh_until.clear();
         {
             let mut rt = self.runtime.lock().expect("peer runtime lock");
             rt.negotiated = Some(negotiated.clone());
             rt.local_address = local;
             rt.end_of_rib_sent = false;
         }
-        self.up = Some(Up {
-            negotiated,
-            params,
-            families,
-        });
-        // RFC 4724 §4.1: after (re)establishment, the whole table, then
-        // End-of-RIB for each family.
-        self.rib.clear();
-        self.mrai_until = None;
-        self.dirty = true;
-        self.sync_routes();
-        self.end_of_rib_pending = true;
-        if *self.routes_ready.borrow() {
-            self.send_end_of_rib();
-        } else {
-            // End-of-RIB says "this is all of it": after a restart the peer
-            // then drops every stale route we did not send again (RFC 4724
-            // §4.2). Until the source has given its first complete view,
-            // our table is not all of it.
-            info!(peer = %self.name(), "End-of-RIB waits for the source's first complete view");
-        }
+        self.up = Some(Up { negotiated });
+        self.follow_table();
+        let out = self.speaker.up(
+            Instant::now(),
+            SessionUp { params, families },
+            self.budget(),
+        );
+        self.speaker_output(out);
     }
 
-    /// The whole table, then End-of-RIB for each family (RFC 4724 §4.1),
-    /// once the table is complete.
-    fn send_end_of_rib(&mut self) {
-        if !self.end_of_rib_pending || !*self.routes_ready.borrow() || self.up.is_none() {
-            return;
+    /// The desired table, if the daemon published a new one, and whether
+    /// it is complete.
+    fn follow_table(&mut self) {
+        if self.table.has_changed().unwrap_or(false) {
+            self.speaker
+                .set_table(self.table.borrow_and_update().clone());
         }
-        // End-of-RIB must follow the whole table, which waits while the
-        // output is backlogged.
-        if self.backlogged() {
-            return;
+        self.speaker.set_routes_ready(*self.routes_ready.borrow());
+    }
+
+    /// What the speaker may send now (held back changes whose MRAI
+    /// expired, End-of-RIB once the table is complete, ROUTE-REFRESH
+    /// answers that waited for room).
+    fn poll_speaker(&mut self) {
+        self.follow_table();
+        let out = self.speaker.poll(Instant::now(), self.budget());
+        self.speaker_output(out);
+    }
+
+    /// Hands the speaker's messages to the FSM, in order, and says what
+    /// they were.
+    fn speaker_output(&mut self, out: Vec<Output>) {
+        for o in out {
+            match &o {
+                Output::Updates {
+                    messages,
+                    announced,
+                    withdrawn,
+                    unsendable,
+                } => {
+                    if let Some(first) = unsendable.first() {
+                        warn!(peer = %self.name(), count = unsendable.len(), %first, "routes not sent: no next hop of their family on this session");
+                    }
+                    debug!(peer = %self.name(), announced, withdrawn, messages = messages.len(), "UPDATEs");
+                }
+                Output::EndOfRib { .. } => debug!(peer = %self.name(), "End-of-RIB"),
+                Output::EndOfRibWaits => {
+                    info!(peer = %self.name(), "End-of-RIB waits for the source's first complete view");
+                    continue;
+                }
+                Output::Refresh {
+                    family, enhanced, ..
+                } => {
+                    if let Some(note) = logging::allow(Kind::RouteRefresh, self.name()) {
+                        info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH{note}");
+                    }
+                }
+            }
+            let eor = matches!(o, Output::EndOfRib { .. });
+            self.event(Event::SendUpdates(o.into_messages()));
+            if eor {
+                self.runtime
+                    .lock()
+                    .expect("peer runtime lock")
+                    .end_of_rib_sent = true;
+                // RFC 4724 §4.1: the restart is over for this peer once it
+                // has our End-of-RIB; later OPENs go without R.
+                self.end_restart();
+            }
         }
-        self.end_of_rib_pending = false;
-        self.mrai_until = None;
-        self.dirty = true;
-        self.sync_routes();
-        let Some(up) = &self.up else { return };
-        let eors: Vec<Vec<u8>> = up
-            .families
-            .iter()
-            .filter_map(|f| {
-                Message::Update(Update::end_of_rib(*f))
-                    .encode(&up.negotiated.tx)
-                    .ok()
-            })
-            .collect();
-        debug!(peer = %self.name(), "End-of-RIB");
-        self.event(Event::SendUpdates(eors));
-        self.runtime
-            .lock()
-            .expect("peer runtime lock")
-            .end_of_rib_sent = true;
-        // RFC 4724 §4.1: the restart is over for this peer once it has our
-        // End-of-RIB; later OPENs go without R.
-        self.end_restart();
+        self.publish_rib();
     }
 
     fn end_restart(&mut self) {
@@ -1142,132 +1120,20 @@ impl Driver {
         }
     }
 
-    /// Brings the Adj-RIB-Out to the desired table, unless the
-    /// MinRouteAdvertisementInterval holds it back.
-    fn sync_routes(&mut self) {
-        if !self.dirty || self.up.is_none() {
-            return;
-        }
-        // Backlogged: the change waits, and changes meanwhile coalesce in
-        // the next diff of the Adj-RIB-Out.
-        if self.backlogged() {
-            return;
-        }
-        let now = Instant::now();
-        if self.mrai_until.is_some_and(|t| now < t) {
-            return;
-        }
-        self.dirty = false;
-        let table = self.table.borrow_and_update().clone();
-        let Some(up) = &self.up else { return };
-        let mut delta = self.rib.diff(&table, &up.families);
-        if delta.is_empty() {
-            return;
-        }
-        let (messages, unsendable) = speaker::encode(&delta, &up.params);
-        if !unsendable.is_empty() {
-            warn!(peer = %self.name(), count = unsendable.len(), first = %unsendable[0], "routes not sent: no next hop of their family on this session");
-            for p in &unsendable {
-                delta
-                    .announce
-                    .values_mut()
-                    .for_each(|v| v.retain(|q| q != p));
-            }
-            self.rib.forget(&unsendable);
-        }
-        debug!(peer = %self.name(), announced = delta.announced(), withdrawn = delta.withdraw.len(), messages = messages.len(), "UPDATEs");
-        self.event(Event::SendUpdates(messages));
-        let mrai = self.spec.peer.min_route_advertisement_interval;
-        if !mrai.is_zero() {
-            self.mrai_until = Some(now + mrai);
-        }
-        self.publish_rib();
-    }
-
     fn publish_rib(&self) {
         let mut rt = self.runtime.lock().expect("peer runtime lock");
-        rt.advertised = self.rib.table();
+        rt.advertised = self.speaker.advertised();
     }
 
-    /// The established connection's output queue.
-    fn out_queue(&self) -> Option<&Arc<OutQueue>> {
-        let (conn, _) = self.fsm.established()?;
-        self.conns.get(&conn).map(|c| &c.queue)
-    }
-
-    /// More than [`OUTPUT_LIMIT`] waits for the socket: no new bulk output.
-    fn backlogged(&self) -> bool {
-        self.out_queue().is_some_and(|q| q.queued() >= OUTPUT_LIMIT)
-    }
-
-    /// A ROUTE-REFRESH for `family` (RFC 2918). Answers coalesce: at most
-    /// one waits per family, and a request while the previous answer is
-    /// still waiting or being written adds nothing — that answer, and the
-    /// UPDATEs of any change after it, already bring the peer up to date.
-    /// A peer asking faster than it reads cannot make holdfast queue more.
-    fn route_refresh(&mut self, family: Family, enhanced: bool) {
-        if self.refresh_pending.iter().any(|(f, _)| *f == family) {
-            return;
-        }
-        let written = self
-            .out_queue()
-            .map_or(0, |q| q.written.load(Ordering::Relaxed));
-        if self
-            .refresh_until
-            .get(&family)
-            .is_some_and(|&end| written < end)
-        {
-            return;
-        }
-        if self.backlogged() {
-            self.refresh_pending.push((family, enhanced));
-            return;
-        }
-        self.answer_refresh(family, enhanced);
-    }
-
-    /// The ROUTE-REFRESH answers held back, while the output has room.
-    fn answer_refreshes(&mut self) {
-        while !self.refresh_pending.is_empty() && !self.backlogged() {
-            let (family, enhanced) = self.refresh_pending.remove(0);
-            self.answer_refresh(family, enhanced);
-        }
-    }
-
-    /// RFC 2918: the whole table of `family` again; RFC 7313 §4: between
-    /// BoRR and EoRR when enhanced route refresh was negotiated.
-    fn answer_refresh(&mut self, family: Family, enhanced: bool) {
-        let Some(up) = &self.up else { return };
-        let mut delta = self.rib.full();
-        for v in delta.announce.values_mut() {
-            v.retain(|p| match p {
-                ipnet::IpNet::V4(_) => family == Family::IPV4_UNICAST,
-                ipnet::IpNet::V6(_) => family == Family::IPV6_UNICAST,
-            });
-        }
-        delta.announce.retain(|_, v| !v.is_empty());
-        let (mut messages, _) = speaker::encode(&delta, &up.params);
-        if enhanced {
-            let rr = |subtype| {
-                Message::RouteRefresh(RouteRefresh::new(family, subtype))
-                    .encode(&up.negotiated.tx)
-                    .ok()
-            };
-            messages.insert(0, rr(RouteRefresh::BORR).unwrap_or_default());
-            messages.extend(rr(RouteRefresh::EORR));
-        } else if let Ok(eor) =
-            Message::Update(Update::end_of_rib(family)).encode(&up.negotiated.tx)
-        {
-            messages.push(eor);
-        }
-        if let Some(note) = logging::allow(Kind::RouteRefresh, self.name()) {
-            info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH{note}");
-        }
-        self.event(Event::SendUpdates(messages));
-        if let Some(q) = self.out_queue() {
-            let end = q.enqueued.load(Ordering::Relaxed);
-            self.refresh_until.insert(family, end);
-        }
+    /// How far the established connection's output has got.
+    fn budget(&self) -> Budget {
+        self.fsm
+            .established()
+            .and_then(|(conn, _)| self.conns.get(&conn))
+            .map_or_else(Budget::default, |c| Budget {
+                enqueued: c.queue.enqueued.load(Ordering::Relaxed),
+                written: c.queue.written.load(Ordering::Relaxed),
+            })
     }
 
     async fn stop(&mut self, how: StopHow) {
@@ -1275,9 +1141,7 @@ impl Driver {
             StopHow::Graceful => None,
             StopHow::Withdraw(message) => {
                 // Withdraw everything first, then say why we leave.
-                if let Some(up) = &self.up {
-                    let delta = self.rib.withdraw_all();
-                    let (messages, _) = speaker::encode(&delta, &up.params);
+                if let Some(messages) = self.speaker.withdraw_all() {
                     if !messages.is_empty() {
                         self.event(Event::SendUpdates(messages));
                     }
@@ -1351,86 +1215,6 @@ pub fn hard_reset(negotiated: Option<&Negotiated>, inner: Notification) -> Notif
 pub fn next_hops(local: IpAddr, peer: IpAddr, interface: Option<&str>) -> NextHops {
     let addrs = holdfast_sockopt::interface_addresses().unwrap_or_default();
     pick_next_hops(&addrs, local, peer, interface)
-}
-
-/// The next hops of a session, given the node's interface addresses:
-///
-/// - `local` itself for its family, unless it is link-local: RFC 2545 §3
-///   puts a global address in the next hop, so a session between link-local
-///   addresses (an IPv6 default gateway) sends the node's global IPv6
-///   address on that interface, or failing that its first global IPv6
-///   address anywhere (an address on a loopback, as in unnumbered setups);
-/// - for the other family, the node's address of that family on the same
-///   interface;
-/// - and, beside a global IPv6 next hop, the interface's link-local address
-///   when the peer is on-link (RFC 2545 §3: "if and only if" the peer
-///   shares the subnet) — `local` itself for a link-local session.
-pub fn pick_next_hops(
-    addrs: &[holdfast_sockopt::InterfaceAddress],
-    local: IpAddr,
-    peer: IpAddr,
-    interface: Option<&str>,
-) -> NextHops {
-    let local = socket::unmap(local);
-    let peer = socket::unmap(peer);
-    let link_local_session = matches!(local, IpAddr::V6(v6) if is_link_local(v6));
-    let interface: Option<String> = interface.map(str::to_string).or_else(|| {
-        addrs
-            .iter()
-            .find(|a| a.address == local)
-            .map(|a| a.interface.clone())
-    });
-    let on_link = link_local_session
-        || addrs
-            .iter()
-            .any(|a| a.contains(peer) && Some(&a.interface) == interface.as_ref());
-    let same_if = |pred: &dyn Fn(IpAddr) -> bool| {
-        addrs
-            .iter()
-            .filter(|a| Some(&a.interface) == interface.as_ref())
-            .map(|a| a.address)
-            .find(|a| pred(*a))
-    };
-    let global6 =
-        |a: IpAddr| matches!(a, IpAddr::V6(v6) if !is_link_local(v6) && !v6.is_loopback());
-    let mut nh = NextHops::default();
-    match local {
-        IpAddr::V4(v4) => {
-            nh.ipv4 = Some(v4);
-            nh.ipv6 = same_if(&global6).and_then(as_v6);
-        }
-        IpAddr::V6(v6) => {
-            nh.ipv6 = if link_local_session {
-                same_if(&global6)
-                    .or_else(|| addrs.iter().map(|a| a.address).find(|a| global6(*a)))
-                    .and_then(as_v6)
-            } else {
-                Some(v6)
-            };
-            nh.ipv4 = same_if(&|a| a.is_ipv4()).and_then(|a| match a {
-                IpAddr::V4(v4) => Some(v4),
-                IpAddr::V6(_) => None,
-            });
-        }
-    }
-    if on_link && nh.ipv6.is_some() {
-        nh.ipv6_link_local = match local {
-            IpAddr::V6(v6) if link_local_session => Some(v6),
-            _ => same_if(&|a| matches!(a, IpAddr::V6(v6) if is_link_local(v6))).and_then(as_v6),
-        };
-    }
-    nh
-}
-
-fn as_v6(a: IpAddr) -> Option<Ipv6Addr> {
-    match a {
-        IpAddr::V6(v6) => Some(v6),
-        IpAddr::V4(_) => None,
-    }
-}
-
-fn is_link_local(a: Ipv6Addr) -> bool {
-    (a.segments()[0] & 0xffc0) == 0xfe80
 }
 
 #[cfg(test)]

@@ -5,14 +5,15 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use bgp_proto::Context;
 use bgp_proto::capability::GracefulRestart as GrCap;
 use bgp_proto::message::check_header;
 use bgp_proto::open::Open;
+use bgp_proto::{Context, Message};
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::speaker::Route;
+use crate::speaker::{self, Route};
+use std::net::Ipv6Addr;
 
 /// Generous: these are real sockets on a machine that may be busy.
 const DEADLINE: Duration = Duration::from_secs(20);

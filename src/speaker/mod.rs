@@ -6,10 +6,14 @@
 
 mod attrs;
 pub mod drain;
+mod next_hop;
+pub mod peer;
 mod rib;
 
 pub use attrs::{EncodeParams, NextHops, RouteAttrs};
 pub use drain::{Drain, DrainPhase};
+pub use next_hop::pick_next_hops;
+pub use peer::{Budget, OUTPUT_LIMIT, Output, PeerSpeaker, SessionUp};
 pub use rib::{AdjRibOut, Delta, encode};
 
 use std::collections::BTreeMap;
