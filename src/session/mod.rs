@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use bgp_proto::capability::{GrFamily, GracefulRestart as GrCap, LlgrFamily};
 use bgp_proto::consts::notify::cease;
 use bgp_proto::fsm::{self, Action, ConnId, Direction, Event, Negotiated, Session, State};
-use bgp_proto::{Capability, Family, Notification};
+use bgp_proto::{Capability, Family, Message, Notification};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::bfd::driver::BfdStatus;
 use crate::config;
@@ -412,12 +412,16 @@ struct ConnIo {
     /// Whole messages to write. Unbounded as a channel, bounded in bytes:
     /// bulk output is produced only while `queue.queued()` is under
     /// [`OUTPUT_LIMIT`].
-    writer: mpsc::UnboundedSender<Vec<u8>>,
+    writer: mpsc::UnboundedSender<Queued>,
     queue: Arc<OutQueue>,
     reader: JoinHandle<()>,
     local: SocketAddr,
     flushed: Option<oneshot::Receiver<()>>,
 }
+
+/// One whole message for a connection's writer, and the code and subcode
+/// of a NOTIFICATION (counted once it is written).
+type Queued = (Vec<u8>, Option<(u8, u8)>);
 
 /// What a connection's writer has been given and has written, in octets.
 #[derive(Default)]
@@ -685,7 +689,7 @@ impl Driver {
                 }
             }
         });
-        let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (wtx, mut wrx) = mpsc::unbounded_channel::<Queued>();
         let (flushed_tx, flushed_rx) = oneshot::channel();
         let io = self.io_tx.clone();
         let queue = Arc::new(OutQueue::default());
@@ -699,12 +703,11 @@ impl Driver {
             while let Some(first) = wrx.recv().await {
                 batch.clear();
                 notifications.clear();
-                let add = |batch: &mut Vec<u8>, n: &mut Vec<(u8, u8)>, m: &[u8]| {
-                    if m.len() >= 21 && m[18] == bgp_proto::consts::msg_type::NOTIFICATION {
-                        n.push((m[19], m[20]));
-                    }
-                    batch.extend_from_slice(m);
-                };
+                let add =
+                    |batch: &mut Vec<u8>, n: &mut Vec<(u8, u8)>, (m, notification): &Queued| {
+                        n.extend(*notification);
+                        batch.extend_from_slice(m);
+                    };
                 add(&mut batch, &mut notifications, &first);
                 while batch.len() < 65536 {
                     match wrx.try_recv() {
@@ -731,7 +734,7 @@ impl Driver {
                         // either) until the session lets go.
                         let _ = io.send(Io::SendStalled(id)).await;
                         drop(batch);
-                        while let Some(m) = wrx.recv().await {
+                        while let Some((m, _)) = wrx.recv().await {
                             q.written.fetch_add(m.len() as u64, Ordering::Relaxed);
                         }
                         return;
@@ -791,6 +794,18 @@ impl Driver {
                     }
                     self.event(Event::TcpClosed { conn });
                 }
+            }
+        }
+    }
+
+    /// Queues one whole message for the connection's writer; a
+    /// NOTIFICATION's code and subcode go beside it, to be counted once
+    /// written.
+    fn write(&self, conn: ConnId, bytes: Vec<u8>, notification: Option<(u8, u8)>) {
+        if let Some(c) = self.conns.get(&conn) {
+            let len = bytes.len() as u64;
+            if c.writer.send((bytes, notification)).is_ok() {
+                c.queue.enqueued.fetch_add(len, Ordering::Relaxed);
             }
         }
     }
@@ -868,14 +883,21 @@ impl Driver {
                         }
                     }
                 }
-                Action::Send { conn, bytes } => {
-                    if let Some(c) = self.conns.get(&conn) {
-                        let len = bytes.len() as u64;
-                        if c.writer.send(bytes).is_ok() {
-                            c.queue.enqueued.fetch_add(len, Ordering::Relaxed);
-                        }
+                // The FSM's own messages are encoded here, at the edge.
+                Action::Send { conn, message, ctx } => match message.encode(&ctx) {
+                    Ok(bytes) => {
+                        let notification = match &message {
+                            Message::Notification(n) => Some((n.code, n.subcode)),
+                            _ => None,
+                        };
+                        self.write(conn, bytes, notification);
                     }
-                }
+                    // The FSM cuts a NOTIFICATION to fit, and an OPEN or
+                    // KEEPALIVE fits 4096 octets: this cannot happen, and
+                    // is not papered over if it does.
+                    Err(e) => error!(peer = %self.name(), "{} not sent: {e}", message.name()),
+                },
+                Action::SendEncoded { conn, bytes } => self.write(conn, bytes, None),
                 Action::Close { conn } => self.close(conn),
                 Action::StateChange { from, to, reason } => {
                     // The steps are detail: the Up and Down lines are

@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+use bgp_proto::Context;
 use bgp_proto::capability::GracefulRestart as GrCap;
 use bgp_proto::message::check_header;
 use bgp_proto::open::Open;
-use bgp_proto::{Context, Message};
 use tokio::net::TcpListener;
 
 use super::*;

@@ -98,11 +98,20 @@ impl T {
     }
 }
 
+/// The messages sent, as the peer would decode them: a typed one is
+/// encoded in the context the FSM gave (as the driver does) and decoded
+/// again, so that what goes out must encode.
 fn sent(actions: &[Action]) -> Vec<Message> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Send { bytes, .. } => {
+            Action::Send { message, ctx, .. } => {
+                let bytes = message.encode(ctx).expect("a sent message encodes");
+                let decoded = Message::decode(&bytes, &Context::default()).unwrap();
+                assert_eq!(&decoded, message, "sent as typed");
+                Some(decoded)
+            }
+            Action::SendEncoded { bytes, .. } => {
                 Some(Message::decode(bytes, &Context::default()).unwrap())
             }
             _ => None,
@@ -646,7 +655,7 @@ fn established_keepalive_timer_and_updates_sent() {
     let a = t.ev(Event::SendUpdates(vec![eor.clone()]));
     assert_eq!(
         a,
-        vec![Action::Send {
+        vec![Action::SendEncoded {
             conn: OUT,
             bytes: eor
         }]
@@ -1173,7 +1182,7 @@ fn an_oversized_borr_gets_7_1_cut_to_fit_the_message_size() {
     let bytes = a
         .iter()
         .find_map(|a| match a {
-            Action::Send { bytes, .. } => Some(bytes.clone()),
+            Action::Send { message, ctx, .. } => Some(message.encode(ctx).unwrap()),
             _ => None,
         })
         .expect("a NOTIFICATION is sent");

@@ -216,7 +216,19 @@ impl Driver {
 
     fn action(&mut self, a: Action, queue: &mut Vec<Event>) {
         match a {
-            Action::Send { conn, bytes } => self.check_sent(conn, &bytes),
+            Action::Send { conn, message, ctx } => {
+                // The driver encodes it in the context given: it must be
+                // the connection's, and the message must fit it.
+                if let Some(want) = self.encoding_context(conn, &message) {
+                    assert_eq!(ctx, want, "{} in the wrong context", message.name());
+                }
+                let bytes = match message.encode(&ctx) {
+                    Ok(b) => b,
+                    Err(e) => panic!("we sent a {} that does not encode: {e}", message.name()),
+                };
+                self.check_sent(conn, &bytes);
+            }
+            Action::SendEncoded { conn, bytes } => self.check_sent(conn, &bytes),
             Action::StateChange { from, to, .. } => {
                 assert_eq!(from, self.state, "StateChange from a state we were not in");
                 assert_ne!(from, to, "StateChange to the same state");
@@ -265,6 +277,20 @@ impl Driver {
             | Action::NotificationSent { .. }
             | Action::NotificationReceived { .. }
             | Action::UpdateReceived(_) => {}
+        }
+    }
+
+    /// What a typed message must go out in, where the harness knows: OPEN
+    /// and KEEPALIVE in the default context (RFC 4271 §4.2: before
+    /// anything is negotiated; a KEEPALIVE is the header alone), a
+    /// NOTIFICATION on an established connection in its negotiated one.
+    /// (A NOTIFICATION in OpenConfirm uses what the OPENs agreed, which the
+    /// harness learns only at `Up`: `check_sent` bounds its size.)
+    fn encoding_context(&self, conn: ConnId, message: &Message) -> Option<Context> {
+        match (message, self.negotiated.get(&conn)) {
+            (Message::Notification(_), Some(n)) => Some(n.tx),
+            (Message::Notification(_), None) => None,
+            _ => Some(Context::default()),
         }
     }
 
