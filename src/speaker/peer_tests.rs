@@ -157,7 +157,36 @@ fn end_of_rib_waits_until_the_table_is_complete() {
     assert!(s.end_of_rib_sent());
     assert!(!s.end_of_rib_pending());
     // Once only.
-    assert!(s.poll(t0, drained(b, &out)).is_empty());
+    let b = drained(b, &out);
+    assert!(s.poll(t0, b).is_empty());
+
+    // A new session before the source is complete (a restart of ours, the
+    // table not yet whole again) still gets the table, without End-of-RIB.
+    s.down();
+    s.set_routes_ready(false);
+    let out = s.up(t0, session(&[V4]), b);
+    assert_eq!(lines(&out), ["UPDATE +10.0.0.1/32 +10.0.0.3/32"]);
+    assert_eq!(out.last(), Some(&Output::EndOfRibWaits));
+}
+
+#[test]
+fn end_of_rib_brings_the_changes_the_mrai_held_back_first() {
+    let t0 = Instant::now();
+    let mrai = Duration::from_secs(30);
+    let mut s = PeerSpeaker::new(mrai);
+    s.set_table(table(&["10.0.0.1/32"]));
+    let out = s.up(t0, session(&[V4]), Budget::default());
+    assert_eq!(lines(&out), ["UPDATE +10.0.0.1/32"]);
+    let b = drained(Budget::default(), &out);
+    s.set_table(table(&["10.0.0.1/32", "10.0.0.2/32"]));
+    assert!(s.poll(t0 + Duration::from_secs(1), b).is_empty());
+    assert_eq!(s.next_deadline(), Some(t0 + mrai));
+
+    // RFC 4724 §4.1: End-of-RIB follows the whole table, so what the MRAI
+    // held back goes at once, right before it.
+    s.set_routes_ready(true);
+    let out = s.poll(t0 + Duration::from_secs(2), b);
+    assert_eq!(lines(&out), ["UPDATE +10.0.0.2/32", "EoR ipv4-unicast"]);
 }
 
 #[test]
