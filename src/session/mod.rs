@@ -665,86 +665,23 @@ impl Driver {
         let local = stream
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
-        let (mut rd, mut wr) = stream.into_split();
-        let io = self.io_tx.clone();
-        let reader = tokio::spawn(async move {
-            let mut buf = vec![0u8; 65536];
-            loop {
-                match rd.read(&mut buf).await {
-                    Ok(0) => {
-                        let _ = io.send(Io::Closed(id, "closed by the peer".into())).await;
-                        return;
-                    }
-                    Ok(n) => {
-                        // Waits while the session is behind: TCP flow
-                        // control then holds the peer back.
-                        if io.send(Io::Read(id, buf[..n].to_vec())).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = io.send(Io::Closed(id, e.to_string())).await;
-                        return;
-                    }
-                }
-            }
-        });
-        let (wtx, mut wrx) = mpsc::unbounded_channel::<Queued>();
+        let (rd, wr) = stream.into_split();
+        let reader = tokio::spawn(read_loop(id, rd, self.io_tx.clone()));
+        let (wtx, wrx) = mpsc::unbounded_channel::<Queued>();
         let (flushed_tx, flushed_rx) = oneshot::channel();
-        let io = self.io_tx.clone();
         let queue = Arc::new(OutQueue::default());
-        let q = queue.clone();
-        let written = self.written.clone();
-        let runtime = self.runtime.clone();
-        tokio::spawn(async move {
-            // Messages queued together go out in one write.
-            let mut batch = Vec::with_capacity(65536);
-            let mut notifications: Vec<(u8, u8)> = Vec::new();
-            while let Some(first) = wrx.recv().await {
-                batch.clear();
-                notifications.clear();
-                let add =
-                    |batch: &mut Vec<u8>, n: &mut Vec<(u8, u8)>, (m, notification): &Queued| {
-                        n.extend(*notification);
-                        batch.extend_from_slice(m);
-                    };
-                add(&mut batch, &mut notifications, &first);
-                while batch.len() < 65536 {
-                    match wrx.try_recv() {
-                        Ok(more) => add(&mut batch, &mut notifications, &more),
-                        Err(_) => break,
-                    }
-                }
-                match tokio::time::timeout(q.send_hold(), wr.write_all(&batch)).await {
-                    Ok(Ok(())) => {
-                        q.written.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                        for &(code, subcode) in &notifications {
-                            count_written(&written, &runtime, code, subcode);
-                        }
-                        let _ = io.try_send(Io::Written);
-                    }
-                    Ok(Err(e)) => {
-                        let _ = io.send(Io::Closed(id, e.to_string())).await;
-                        return;
-                    }
-                    Err(_) => {
-                        // RFC 9687: the peer stopped reading. Its backlog is
-                        // dropped as it comes (what the session still sends,
-                        // its NOTIFICATION included, cannot be written
-                        // either) until the session lets go.
-                        let _ = io.send(Io::SendStalled(id)).await;
-                        drop(batch);
-                        while let Some((m, _)) = wrx.recv().await {
-                            q.written.fetch_add(m.len() as u64, Ordering::Relaxed);
-                        }
-                        return;
-                    }
-                }
-            }
-            // The session dropped its sender: everything queued is out.
-            let _ = wr.shutdown().await;
-            let _ = flushed_tx.send(());
-        });
+        tokio::spawn(write_loop(
+            id,
+            wr,
+            wrx,
+            WriterShared {
+                io: self.io_tx.clone(),
+                queue: queue.clone(),
+                written: self.written.clone(),
+                runtime: self.runtime.clone(),
+            },
+            flushed_tx,
+        ));
         self.conns.insert(
             id,
             ConnIo {
@@ -899,49 +836,9 @@ impl Driver {
                 },
                 Action::SendEncoded { conn, bytes } => self.write(conn, bytes, None),
                 Action::Close { conn } => self.close(conn),
-                Action::StateChange { from, to, reason } => {
-                    // The steps are detail: the Up and Down lines are
-                    // what an operator reads.
-                    debug!(peer = %self.name(), %from, %to, %reason, "state change");
-                    let mut rt = self.runtime.lock().expect("peer runtime lock");
-                    rt.state = to;
-                    rt.state_since = Instant::now();
-                    rt.established_since = self.fsm.established_since();
-                    if from == State::Established {
-                        rt.down_since = Some(rt.state_since);
-                    }
-                    if to == State::Established {
-                        rt.last_error = None;
-                    }
-                }
+                Action::StateChange { from, to, reason } => self.state_changed(from, to, &reason),
                 Action::Up { conn, negotiated } => self.session_up(conn, *negotiated),
-                Action::Down { reason } => {
-                    let address = self.spec.address;
-                    match self.stopping.take() {
-                        Some(Stopping::Planned) => {
-                            debug!(peer = %self.name(), %address, "session Down: stopped")
-                        }
-                        Some(Stopping::Bfd(diag)) => warn!(
-                            peer = %self.name(),
-                            %address,
-                            reason = format!("BFD down ({diag})").as_str(),
-                            "session Down"
-                        ),
-                        None => warn!(
-                            peer = %self.name(),
-                            %address,
-                            reason = reason.to_string().as_str(),
-                            "session Down"
-                        ),
-                    }
-                    self.up = None;
-                    self.speaker.down();
-                    let mut rt = self.runtime.lock().expect("peer runtime lock");
-                    rt.last_error = Some(reason.to_string());
-                    rt.negotiated = None;
-                    rt.advertised = Arc::default();
-                    rt.end_of_rib_sent = false;
-                }
+                Action::Down { reason } => self.session_down(&reason),
                 Action::NotificationSent { notification } => {
                     let what = format!("sent NOTIFICATION: {}", notification.describe());
                     self.notification_line(ends_session, &notification, &what);
@@ -979,6 +876,53 @@ impl Driver {
         let mut rt = self.runtime.lock().expect("peer runtime lock");
         rt.stats = self.fsm.stats().clone();
         rt.stats.notifications_sent = written;
+    }
+
+    /// The FSM moved between states: the status view follows.
+    fn state_changed(&mut self, from: State, to: State, reason: &fsm::Reason) {
+        // The steps are detail: the Up and Down lines are
+        // what an operator reads.
+        debug!(peer = %self.name(), %from, %to, %reason, "state change");
+        let mut rt = self.runtime.lock().expect("peer runtime lock");
+        rt.state = to;
+        rt.state_since = Instant::now();
+        rt.established_since = self.fsm.established_since();
+        if from == State::Established {
+            rt.down_since = Some(rt.state_since);
+        }
+        if to == State::Established {
+            rt.last_error = None;
+        }
+    }
+
+    /// The session left Established: said in one line (why, when we
+    /// brought it about), and nothing is advertised any more.
+    fn session_down(&mut self, reason: &fsm::Reason) {
+        let address = self.spec.address;
+        match self.stopping.take() {
+            Some(Stopping::Planned) => {
+                debug!(peer = %self.name(), %address, "session Down: stopped")
+            }
+            Some(Stopping::Bfd(diag)) => warn!(
+                peer = %self.name(),
+                %address,
+                reason = format!("BFD down ({diag})").as_str(),
+                "session Down"
+            ),
+            None => warn!(
+                peer = %self.name(),
+                %address,
+                reason = reason.to_string().as_str(),
+                "session Down"
+            ),
+        }
+        self.up = None;
+        self.speaker.down();
+        let mut rt = self.runtime.lock().expect("peer runtime lock");
+        rt.last_error = Some(reason.to_string());
+        rt.negotiated = None;
+        rt.advertised = Arc::default();
+        rt.end_of_rib_sent = false;
     }
 
     /// A NOTIFICATION sent or received: said by the Down line when it ends
@@ -1201,6 +1145,101 @@ impl Driver {
             let _ = tokio::time::timeout(Duration::from_secs(2), f).await;
         }
     }
+}
+
+/// What a connection's writer shares with the session.
+struct WriterShared {
+    io: mpsc::Sender<Io>,
+    queue: Arc<OutQueue>,
+    written: Written,
+    runtime: Arc<Mutex<PeerRuntime>>,
+}
+
+/// Reads a connection and hands the octets to the session.
+async fn read_loop(id: ConnId, mut rd: tokio::net::tcp::OwnedReadHalf, io: mpsc::Sender<Io>) {
+    let mut buf = vec![0u8; 65536];
+    loop {
+        match rd.read(&mut buf).await {
+            Ok(0) => {
+                let _ = io.send(Io::Closed(id, "closed by the peer".into())).await;
+                return;
+            }
+            Ok(n) => {
+                // Waits while the session is behind: TCP flow
+                // control then holds the peer back.
+                if io.send(Io::Read(id, buf[..n].to_vec())).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = io.send(Io::Closed(id, e.to_string())).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Writes what the session queues for a connection, within the RFC 9687
+/// SendHoldTime, and counts the NOTIFICATIONs that were written.
+async fn write_loop(
+    id: ConnId,
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut wrx: mpsc::UnboundedReceiver<Queued>,
+    shared: WriterShared,
+    flushed_tx: oneshot::Sender<()>,
+) {
+    let WriterShared {
+        io,
+        queue: q,
+        written,
+        runtime,
+    } = shared;
+    // Messages queued together go out in one write.
+    let mut batch = Vec::with_capacity(65536);
+    let mut notifications: Vec<(u8, u8)> = Vec::new();
+    while let Some(first) = wrx.recv().await {
+        batch.clear();
+        notifications.clear();
+        let add = |batch: &mut Vec<u8>, n: &mut Vec<(u8, u8)>, (m, notification): &Queued| {
+            n.extend(*notification);
+            batch.extend_from_slice(m);
+        };
+        add(&mut batch, &mut notifications, &first);
+        while batch.len() < 65536 {
+            match wrx.try_recv() {
+                Ok(more) => add(&mut batch, &mut notifications, &more),
+                Err(_) => break,
+            }
+        }
+        match tokio::time::timeout(q.send_hold(), wr.write_all(&batch)).await {
+            Ok(Ok(())) => {
+                q.written.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                for &(code, subcode) in &notifications {
+                    count_written(&written, &runtime, code, subcode);
+                }
+                let _ = io.try_send(Io::Written);
+            }
+            Ok(Err(e)) => {
+                let _ = io.send(Io::Closed(id, e.to_string())).await;
+                return;
+            }
+            Err(_) => {
+                // RFC 9687: the peer stopped reading. Its backlog is
+                // dropped as it comes (what the session still sends,
+                // its NOTIFICATION included, cannot be written
+                // either) until the session lets go.
+                let _ = io.send(Io::SendStalled(id)).await;
+                drop(batch);
+                while let Some((m, _)) = wrx.recv().await {
+                    q.written.fetch_add(m.len() as u64, Ordering::Relaxed);
+                }
+                return;
+            }
+        }
+    }
+    // The session dropped its sender: everything queued is out.
+    let _ = wr.shutdown().await;
+    let _ = flushed_tx.send(());
 }
 
 /// Cease with an RFC 9003 message. With the N bit negotiated (RFC 8538
