@@ -2,7 +2,9 @@
 //! §3.2) holds the routes last sent; the desired table is compared with it
 //! and the difference goes out as packed UPDATEs — announcements grouped by
 //! identical attributes, withdrawals together — and nothing at all when
-//! nothing changed.
+//! nothing changed. [`PeerSpeaker`] decides, sans IO, what a peer is sent
+//! and when (MRAI, End-of-RIB, route refresh, the output budget); the
+//! session driver carries it out.
 
 mod attrs;
 pub mod drain;

@@ -4,11 +4,13 @@
 //! What runs is the sans-IO core of a holdfast session: the RFC 4271 §8 FSM
 //! (`bgp_proto::fsm::Session`) and the speaker's UPDATE packing
 //! (`bgp_proto::pack`, what `src/speaker` encodes the Adj-RIB-Out with).
-//! The holdfast crate itself (its driver in `src/session`, which pulls in
-//! tokio and kube) is not linked; this harness plays that driver: it
-//! answers `Up` with the table and End-of-RIB, `RouteRefresh` with
-//! BoRR/table/EoRR (RFC 7313 §4), and hands every UPDATE to the FSM through
-//! `Event::SendUpdates`, as `src/session/mod.rs` does.
+//! The holdfast crate itself (its driver in `src/session` and the per-peer
+//! speaker in `src/speaker/peer.rs`, which pull in tokio and kube) is not
+//! linked; this harness plays them: it answers `Up` with the table and
+//! End-of-RIB, `RouteRefresh` with BoRR/table/EoRR (RFC 7313 §4), hands
+//! every UPDATE to the FSM through `Event::SendUpdates`, and encodes the
+//! FSM's typed messages (`Action::Send`) in the context given, as the
+//! driver does.
 //!
 //! The input is a script. The first 17 octets configure the session; then
 //! each step is an opcode octet and its arguments (missing octets read as
@@ -22,6 +24,9 @@
 //!
 //! Checked after every event (a violation is a crash):
 //! - nothing panics;
+//! - every typed message goes out in the context it must (OPEN and
+//!   KEEPALIVE in the default one, a NOTIFICATION on an established
+//!   connection in the negotiated one) and encodes there;
 //! - every message we send decodes again (an UPDATE also validates without
 //!   error, RFC 7606) and fits the negotiated maximum message size (RFC
 //!   4271 §4.1, RFC 8654 §4);
