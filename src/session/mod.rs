@@ -1,39 +1,35 @@
 //! The session driver: one tokio task per peer around the sans-IO FSM of
 //! `bgp_proto::fsm`. It owns the sockets and the timers, feeds bytes and
-//! instants to the FSM and carries out what it asks; and it keeps the
-//! peer's Adj-RIB-Out in step with the desired table the daemon publishes,
-//! replaying the whole table and End-of-RIB on every new session.
+//! instants to the FSM and carries out what it asks, and feeds the peer's
+//! speaker ([`crate::speaker::PeerSpeaker`], sans IO as well: the
+//! Adj-RIB-Out, MRAI, End-of-RIB and route refresh) the desired table the
+//! daemon publishes, handing what it outputs to the FSM to send.
 
 pub mod socket;
+mod spec;
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bgp_proto::capability::{GrFamily, GracefulRestart as GrCap, LlgrFamily};
 use bgp_proto::consts::notify::cease;
 use bgp_proto::fsm::{self, Action, ConnId, Direction, Event, Negotiated, Session, State};
-use bgp_proto::{Capability, Family, Message, Notification, RouteRefresh, Update};
+use bgp_proto::{Family, Message, Notification};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::bfd::driver::BfdStatus;
-use crate::config;
 use crate::logging::{self, DownLog, DownVerdict, Kind};
-use crate::speaker::{self, AdjRibOut, EncodeParams, NextHops, PeerTable};
-use socket::SocketOptions;
+pub use crate::speaker::pick_next_hops;
+use crate::speaker::{Budget, EncodeParams, NextHops, Output, PeerSpeaker, PeerTable, SessionUp};
+pub use spec::{Interface, PeerSpec, socket_options};
 
-/// The output of a connection waiting in holdfast for the socket: while
-/// more than this is queued, no new bulk output (UPDATEs of a route
-/// change, answers to ROUTE-REFRESH) is produced; it waits, coalesced,
-/// until the queue drains. What is queued is at most this plus one batch
-/// (the whole table at worst).
-pub const OUTPUT_LIMIT: usize = 4 << 20;
+pub use crate::speaker::OUTPUT_LIMIT;
 
 /// Reads of a connection waiting for the session (64 KiB each): beyond
 /// them the reader stops reading and TCP flow control holds the peer back.
@@ -58,203 +54,6 @@ pub fn send_hold_time(hold_time: u16) -> Duration {
     } else {
         Duration::from_secs(2 * u64::from(hold_time))
     }
-}
-
-/// Everything a session needs to know about its peer.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PeerSpec {
-    pub peer: config::Peer,
-    /// The address in use (a `default-gateway` peer's current gateway).
-    pub address: IpAddr,
-    /// The interface an IPv6 link-local `address` is on (its scope, RFC
-    /// 4007 §6); `None` for every other address.
-    pub interface: Option<Interface>,
-    pub local_asn: u32,
-    pub router_id: Ipv4Addr,
-    /// Our name, in the FQDN capability and shutdown messages.
-    pub hostname: String,
-    /// Set the R bit of graceful restart (RFC 4724 §3): this process
-    /// restarted and the restart is still in progress for this peer (the
-    /// daemon decides, see `daemon::restart`). The session clears it itself
-    /// once End-of-RIB has gone out (RFC 4724 §4.1), so that its own later
-    /// reconnections send R=0.
-    pub restarting: bool,
-}
-
-/// A network interface, by name and index.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Interface {
-    pub name: String,
-    pub index: u32,
-}
-
-impl PeerSpec {
-    /// Where to connect: the address and port, with the interface as the
-    /// scope id of a link-local address (RFC 4007 §11: a link-local
-    /// address is ambiguous without its zone).
-    pub fn socket_addr(&self) -> SocketAddr {
-        match (self.address, &self.interface) {
-            (IpAddr::V6(v6), Some(i)) => {
-                SocketAddr::V6(SocketAddrV6::new(v6, self.peer.port, 0, i.index))
-            }
-            (ip, _) => SocketAddr::new(ip, self.peer.port),
-        }
-    }
-
-    /// The address as shown: `fe80::1%eth0` for a link-local one.
-    pub fn display_address(&self) -> String {
-        match &self.interface {
-            Some(i) => format!("{}%{}", self.address, i.name),
-            None => self.address.to_string(),
-        }
-    }
-
-    /// Whether a connection from `from` is from this peer: the address, and
-    /// for a link-local one also the interface it came in on.
-    pub fn is_from(&self, from: SocketAddr) -> bool {
-        if socket::unmap(from.ip()) != self.address {
-            return false;
-        }
-        match (&self.interface, from) {
-            (Some(i), SocketAddr::V6(f)) => f.scope_id() == i.index,
-            _ => true,
-        }
-    }
-
-    pub fn families(&self) -> Vec<Family> {
-        self.peer
-            .families
-            .iter()
-            .map(|f| match f {
-                config::Family::Ipv4Unicast => Family::IPV4_UNICAST,
-                config::Family::Ipv6Unicast => Family::IPV6_UNICAST,
-            })
-            .collect()
-    }
-
-    /// iBGP as far as the config tells (`local_asn` is the AS presented to
-    /// this peer); once up, the session follows the AS the OPEN gave.
-    pub fn is_ibgp(&self) -> bool {
-        self.peer.asn.is_internal(self.local_asn)
-    }
-
-    /// What we put in our OPEN: multiprotocol for each family,
-    /// route refresh and enhanced route refresh, 4-octet AS (added by the
-    /// FSM), graceful restart, extended message and FQDN.
-    pub fn capabilities(&self) -> Vec<Capability> {
-        let mut caps: Vec<Capability> = self
-            .families()
-            .into_iter()
-            .map(Capability::Multiprotocol)
-            .collect();
-        caps.push(Capability::RouteRefresh);
-        caps.push(Capability::EnhancedRouteRefresh);
-        caps.push(Capability::FourOctetAs(self.local_asn));
-        let gr = &self.peer.graceful_restart;
-        if gr.enabled {
-            let mut flags = 0;
-            if self.restarting {
-                flags |= GrCap::RESTART_STATE;
-            }
-            if gr.notification {
-                flags |= GrCap::NOTIFICATION;
-            }
-            caps.push(Capability::GracefulRestart(GrCap {
-                flags,
-                restart_time: gr
-                    .restart_time
-                    .as_secs()
-                    .min(u64::from(GrCap::MAX_RESTART_TIME)) as u16,
-                families: self
-                    .families()
-                    .into_iter()
-                    .map(|family| GrFamily {
-                        family,
-                        flags: if gr.forwarding_state {
-                            GrFamily::FORWARDING
-                        } else {
-                            0
-                        },
-                    })
-                    .collect(),
-            }));
-            // RFC 9494 §4.2: the long-lived capability goes only beside
-            // the Graceful Restart one; §3: one stale time per family.
-            if let Some(stale) = gr.long_lived_stale_time {
-                caps.push(Capability::LongLivedGracefulRestart(
-                    self.families()
-                        .into_iter()
-                        .map(|family| LlgrFamily {
-                            family,
-                            // The F bit (0x80), as in the GR capability.
-                            flags: if gr.forwarding_state { 0x80 } else { 0 },
-                            // 24 bits; the config checks the range.
-                            stale_time: stale.as_secs().min(0x00ff_ffff) as u32,
-                        })
-                        .collect(),
-                ));
-            }
-        }
-        caps.push(Capability::ExtendedMessage);
-        caps.push(Capability::fqdn(&self.hostname, ""));
-        caps
-    }
-
-    pub fn fsm_config(&self) -> fsm::Config {
-        let p = &self.peer;
-        fsm::Config {
-            local_asn: self.local_asn,
-            peer_asn: match p.asn {
-                config::PeerAsn::Exact(asn) => fsm::PeerAs::Is(asn),
-                config::PeerAsn::External => fsm::PeerAs::External,
-                config::PeerAsn::Internal => fsm::PeerAs::Internal,
-            },
-            router_id: self.router_id,
-            hold_time: p.hold_time.as_secs().min(u64::from(u16::MAX)) as u16,
-            keepalive: p.keepalive,
-            connect_retry: p.connect_retry,
-            passive: p.passive,
-            capabilities: self.capabilities(),
-            idle_hold_time: Duration::from_secs(1),
-            max_idle_hold_time: Duration::from_secs(120),
-            jitter_seed: seed(&p.name),
-        }
-    }
-
-    pub fn socket_options(&self) -> SocketOptions {
-        socket_options(&self.peer, self.local_asn)
-    }
-}
-
-/// The socket-level settings of peer `p` of a speaker in AS `local_asn`.
-pub fn socket_options(p: &config::Peer, local_asn: u32) -> SocketOptions {
-    let ibgp = p.is_ibgp(local_asn);
-    SocketOptions {
-        source_address: p.source_address,
-        // iBGP sessions are rarely one hop: TTL 255 unless configured.
-        ttl: if ibgp && p.ebgp_multihop == 1 {
-            255
-        } else {
-            p.ebgp_multihop
-        },
-        ttl_security_hops: if p.ttl_security {
-            std::num::NonZeroU8::new(p.ebgp_multihop.max(1))
-        } else {
-            None
-        },
-        md5_key: p.md5_key().map(<[u8]>::to_vec),
-    }
-}
-
-fn seed(name: &str) -> u64 {
-    // FNV-1a of the name and the process id: different peers and runs get
-    // different jitter.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ u64::from(std::process::id());
-    for b in name.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 /// How a session ends.
@@ -421,12 +220,16 @@ struct ConnIo {
     /// Whole messages to write. Unbounded as a channel, bounded in bytes:
     /// bulk output is produced only while `queue.queued()` is under
     /// [`OUTPUT_LIMIT`].
-    writer: mpsc::UnboundedSender<Vec<u8>>,
+    writer: mpsc::UnboundedSender<Queued>,
     queue: Arc<OutQueue>,
     reader: JoinHandle<()>,
     local: SocketAddr,
     flushed: Option<oneshot::Receiver<()>>,
 }
+
+/// One whole message for a connection's writer, and the code and subcode
+/// of a NOTIFICATION (counted once it is written).
+type Queued = (Vec<u8>, Option<(u8, u8)>);
 
 /// What a connection's writer has been given and has written, in octets.
 #[derive(Default)]
@@ -441,12 +244,6 @@ struct OutQueue {
 }
 
 impl OutQueue {
-    fn queued(&self) -> usize {
-        let e = self.enqueued.load(Ordering::Relaxed);
-        let w = self.written.load(Ordering::Relaxed);
-        e.saturating_sub(w) as usize
-    }
-
     fn send_hold(&self) -> Duration {
         match self.send_hold_ms.load(Ordering::Relaxed) {
             0 => DEFAULT_SEND_HOLD_TIME,
@@ -477,10 +274,9 @@ fn count_written(written: &Written, runtime: &Mutex<PeerRuntime>, code: u8, subc
         .notifications_sent = list;
 }
 
+/// The established session, as the driver needs it.
 struct Up {
     negotiated: Negotiated,
-    params: EncodeParams,
-    families: Vec<Family>,
 }
 
 struct Driver {
@@ -492,12 +288,11 @@ struct Driver {
     /// BFD was Up at its last change.
     bfd_was_up: bool,
     fsm: Session,
-    rib: AdjRibOut,
+    /// What the peer is sent: Adj-RIB-Out, MRAI, End-of-RIB, route refresh.
+    speaker: PeerSpeaker,
     table: watch::Receiver<Arc<PeerTable>>,
     /// The daemon's table is complete: End-of-RIB may go out.
     routes_ready: watch::Receiver<bool>,
-    /// The session is up but End-of-RIB waits for `routes_ready`.
-    end_of_rib_pending: bool,
     runtime: Arc<Mutex<PeerRuntime>>,
     io_tx: mpsc::Sender<Io>,
     io_rx: mpsc::Receiver<Io>,
@@ -512,17 +307,6 @@ struct Driver {
     /// sees a ManualStop).
     stopping: Option<Stopping>,
     up: Option<Up>,
-    /// Routes changed since the last sync.
-    dirty: bool,
-    /// MinRouteAdvertisementIntervalTimer (RFC 4271 §9.2.1.1).
-    mrai_until: Option<Instant>,
-    /// ROUTE-REFRESH requests not answered yet (the output queue was
-    /// full), one per family: a repeated request adds nothing.
-    refresh_pending: Vec<(Family, bool)>,
-    /// The answer to a family's ROUTE-REFRESH ends at this octet of the
-    /// connection's output: a request while it is still being written adds
-    /// nothing either.
-    refresh_until: HashMap<Family, u64>,
     /// NOTIFICATIONs written, shared with the writers.
     written: Written,
 }
@@ -537,14 +321,13 @@ impl Driver {
         let (io_tx, io_rx) = mpsc::channel(READ_QUEUE * 2);
         Driver {
             fsm: Session::new(spec.fsm_config()),
+            speaker: PeerSpeaker::new(spec.peer.min_route_advertisement_interval),
             spec,
             bfd: None,
             started: false,
             bfd_was_up: false,
-            rib: AdjRibOut::default(),
             table,
             routes_ready,
-            end_of_rib_pending: false,
             runtime,
             io_tx,
             io_rx,
@@ -554,10 +337,6 @@ impl Driver {
             down_log: DownLog::new(crate::logging::DOWN_SUMMARY_EVERY),
             stopping: None,
             up: None,
-            dirty: false,
-            mrai_until: None,
-            refresh_pending: Vec::new(),
-            refresh_until: HashMap::new(),
             written: Written::default(),
         }
     }
@@ -580,13 +359,10 @@ impl Driver {
         self.event(Event::ManualStart);
         self.started = true;
         loop {
-            let deadline = [
-                self.fsm.next_deadline(),
-                self.mrai_until.filter(|_| self.dirty),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            let deadline = [self.fsm.next_deadline(), self.speaker.next_deadline()]
+                .into_iter()
+                .flatten()
+                .min();
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -609,11 +385,9 @@ impl Driver {
                     if changed.is_err() {
                         return;
                     }
-                    self.dirty = true;
+                    self.speaker.set_table(self.table.borrow_and_update().clone());
                 }
-                Ok(()) = self.routes_ready.changed(), if self.end_of_rib_pending => {
-                    self.send_end_of_rib();
-                }
+                Ok(()) = self.routes_ready.changed(), if self.speaker.end_of_rib_pending() => {}
                 Some(changed) = async { match self.bfd.as_mut() { Some(b) => Some(b.changed().await), None => None } }, if self.bfd.is_some() => {
                     if changed.is_err() {
                         self.bfd = None;
@@ -622,9 +396,7 @@ impl Driver {
                 }
                 () = sleep => self.event(Event::Tick),
             }
-            self.sync_routes();
-            self.send_end_of_rib();
-            self.answer_refreshes();
+            self.poll_speaker();
         }
     }
 
@@ -701,87 +473,23 @@ impl Driver {
         let local = stream
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
-        let (mut rd, mut wr) = stream.into_split();
-        let io = self.io_tx.clone();
-        let reader = tokio::spawn(async move {
-            let mut buf = vec![0u8; 65536];
-            loop {
-                match rd.read(&mut buf).await {
-                    Ok(0) => {
-                        let _ = io.send(Io::Closed(id, "closed by the peer".into())).await;
-                        return;
-                    }
-                    Ok(n) => {
-                        // Waits while the session is behind: TCP flow
-                        // control then holds the peer back.
-                        if io.send(Io::Read(id, buf[..n].to_vec())).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = io.send(Io::Closed(id, e.to_string())).await;
-                        return;
-                    }
-                }
-            }
-        });
-        let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (rd, wr) = stream.into_split();
+        let reader = tokio::spawn(read_loop(id, rd, self.io_tx.clone()));
+        let (wtx, wrx) = mpsc::unbounded_channel::<Queued>();
         let (flushed_tx, flushed_rx) = oneshot::channel();
-        let io = self.io_tx.clone();
         let queue = Arc::new(OutQueue::default());
-        let q = queue.clone();
-        let written = self.written.clone();
-        let runtime = self.runtime.clone();
-        tokio::spawn(async move {
-            // Messages queued together go out in one write.
-            let mut batch = Vec::with_capacity(65536);
-            let mut notifications: Vec<(u8, u8)> = Vec::new();
-            while let Some(first) = wrx.recv().await {
-                batch.clear();
-                notifications.clear();
-                let add = |batch: &mut Vec<u8>, n: &mut Vec<(u8, u8)>, m: &[u8]| {
-                    if m.len() >= 21 && m[18] == bgp_proto::consts::msg_type::NOTIFICATION {
-                        n.push((m[19], m[20]));
-                    }
-                    batch.extend_from_slice(m);
-                };
-                add(&mut batch, &mut notifications, &first);
-                while batch.len() < 65536 {
-                    match wrx.try_recv() {
-                        Ok(more) => add(&mut batch, &mut notifications, &more),
-                        Err(_) => break,
-                    }
-                }
-                match tokio::time::timeout(q.send_hold(), wr.write_all(&batch)).await {
-                    Ok(Ok(())) => {
-                        q.written.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                        for &(code, subcode) in &notifications {
-                            count_written(&written, &runtime, code, subcode);
-                        }
-                        let _ = io.try_send(Io::Written);
-                    }
-                    Ok(Err(e)) => {
-                        let _ = io.send(Io::Closed(id, e.to_string())).await;
-                        return;
-                    }
-                    Err(_) => {
-                        // RFC 9687: the peer stopped reading. Its backlog is
-                        // dropped as it comes (what the session still sends,
-                        // its NOTIFICATION included, cannot be written
-                        // either) until the session lets go.
-                        let _ = io.send(Io::SendStalled(id)).await;
-                        drop(batch);
-                        while let Some(m) = wrx.recv().await {
-                            q.written.fetch_add(m.len() as u64, Ordering::Relaxed);
-                        }
-                        return;
-                    }
-                }
-            }
-            // The session dropped its sender: everything queued is out.
-            let _ = wr.shutdown().await;
-            let _ = flushed_tx.send(());
-        });
+        tokio::spawn(write_loop(
+            id,
+            wr,
+            wrx,
+            WriterShared {
+                io: self.io_tx.clone(),
+                queue: queue.clone(),
+                written: self.written.clone(),
+                runtime: self.runtime.clone(),
+            },
+            flushed_tx,
+        ));
         self.conns.insert(
             id,
             ConnIo {
@@ -831,6 +539,18 @@ impl Driver {
                     }
                     self.event(Event::TcpClosed { conn });
                 }
+            }
+        }
+    }
+
+    /// Queues one whole message for the connection's writer; a
+    /// NOTIFICATION's code and subcode go beside it, to be counted once
+    /// written.
+    fn write(&self, conn: ConnId, bytes: Vec<u8>, notification: Option<(u8, u8)>) {
+        if let Some(c) = self.conns.get(&conn) {
+            let len = bytes.len() as u64;
+            if c.writer.send((bytes, notification)).is_ok() {
+                c.queue.enqueued.fetch_add(len, Ordering::Relaxed);
             }
         }
     }
@@ -908,61 +628,25 @@ impl Driver {
                         }
                     }
                 }
-                Action::Send { conn, bytes } => {
-                    if let Some(c) = self.conns.get(&conn) {
-                        let len = bytes.len() as u64;
-                        if c.writer.send(bytes).is_ok() {
-                            c.queue.enqueued.fetch_add(len, Ordering::Relaxed);
-                        }
+                // The FSM's own messages are encoded here, at the edge.
+                Action::Send { conn, message, ctx } => match message.encode(&ctx) {
+                    Ok(bytes) => {
+                        let notification = match &message {
+                            Message::Notification(n) => Some((n.code, n.subcode)),
+                            _ => None,
+                        };
+                        self.write(conn, bytes, notification);
                     }
-                }
+                    // The FSM cuts a NOTIFICATION to fit, and an OPEN or
+                    // KEEPALIVE fits 4096 octets: this cannot happen, and
+                    // is not papered over if it does.
+                    Err(e) => error!(peer = %self.name(), "{} not sent: {e}", message.name()),
+                },
+                Action::SendEncoded { conn, bytes } => self.write(conn, bytes, None),
                 Action::Close { conn } => self.close(conn),
-                Action::StateChange { from, to, reason } => {
-                    // The steps are detail: the Up and Down lines are
-                    // what an operator reads.
-                    debug!(peer = %self.name(), %from, %to, %reason, "state change");
-                    let mut rt = self.runtime.lock().expect("peer runtime lock");
-                    rt.state = to;
-                    rt.state_since = Instant::now();
-                    rt.established_since = self.fsm.established_since();
-                    if from == State::Established {
-                        rt.down_since = Some(rt.state_since);
-                    }
-                    if to == State::Established {
-                        rt.last_error = None;
-                    }
-                }
+                Action::StateChange { from, to, reason } => self.state_changed(from, to, &reason),
                 Action::Up { conn, negotiated } => self.session_up(conn, *negotiated),
-                Action::Down { reason } => {
-                    let address = self.spec.address;
-                    match self.stopping.take() {
-                        Some(Stopping::Planned) => {
-                            debug!(peer = %self.name(), %address, "session Down: stopped")
-                        }
-                        Some(Stopping::Bfd(diag)) => warn!(
-                            peer = %self.name(),
-                            %address,
-                            reason = format!("BFD down ({diag})").as_str(),
-                            "session Down"
-                        ),
-                        None => warn!(
-                            peer = %self.name(),
-                            %address,
-                            reason = reason.to_string().as_str(),
-                            "session Down"
-                        ),
-                    }
-                    self.up = None;
-                    self.end_of_rib_pending = false;
-                    self.refresh_pending.clear();
-                    self.refresh_until.clear();
-                    self.rib.clear();
-                    let mut rt = self.runtime.lock().expect("peer runtime lock");
-                    rt.last_error = Some(reason.to_string());
-                    rt.negotiated = None;
-                    rt.advertised = Arc::default();
-                    rt.end_of_rib_sent = false;
-                }
+                Action::Down { reason } => self.session_down(&reason),
                 Action::NotificationSent { notification } => {
                     let what = format!("sent NOTIFICATION: {}", notification.describe());
                     self.notification_line(ends_session, &notification, &what);
@@ -984,7 +668,10 @@ impl Driver {
                         );
                     }
                 }
-                Action::RouteRefresh { family, enhanced } => self.route_refresh(family, enhanced),
+                Action::RouteRefresh { family, enhanced } => {
+                    let out = self.speaker.route_refresh(family, enhanced, self.budget());
+                    self.speaker_output(out);
+                }
             }
         }
         // What the FSM counted, but NOTIFICATIONs as the writers counted
@@ -997,6 +684,53 @@ impl Driver {
         let mut rt = self.runtime.lock().expect("peer runtime lock");
         rt.stats = self.fsm.stats().clone();
         rt.stats.notifications_sent = written;
+    }
+
+    /// The FSM moved between states: the status view follows.
+    fn state_changed(&mut self, from: State, to: State, reason: &fsm::Reason) {
+        // The steps are detail: the Up and Down lines are
+        // what an operator reads.
+        debug!(peer = %self.name(), %from, %to, %reason, "state change");
+        let mut rt = self.runtime.lock().expect("peer runtime lock");
+        rt.state = to;
+        rt.state_since = Instant::now();
+        rt.established_since = self.fsm.established_since();
+        if from == State::Established {
+            rt.down_since = Some(rt.state_since);
+        }
+        if to == State::Established {
+            rt.last_error = None;
+        }
+    }
+
+    /// The session left Established: said in one line (why, when we
+    /// brought it about), and nothing is advertised any more.
+    fn session_down(&mut self, reason: &fsm::Reason) {
+        let address = self.spec.address;
+        match self.stopping.take() {
+            Some(Stopping::Planned) => {
+                debug!(peer = %self.name(), %address, "session Down: stopped")
+            }
+            Some(Stopping::Bfd(diag)) => warn!(
+                peer = %self.name(),
+                %address,
+                reason = format!("BFD down ({diag})").as_str(),
+                "session Down"
+            ),
+            None => warn!(
+                peer = %self.name(),
+                %address,
+                reason = reason.to_string().as_str(),
+                "session Down"
+            ),
+        }
+        self.up = None;
+        self.speaker.down();
+        let mut rt = self.runtime.lock().expect("peer runtime lock");
+        rt.last_error = Some(reason.to_string());
+        rt.negotiated = None;
+        rt.advertised = Arc::default();
+        rt.end_of_rib_sent = false;
     }
 
     /// A NOTIFICATION sent or received: said by the Down line when it ends
@@ -1076,71 +810,83 @@ impl Driver {
             let ms = send_hold_time(negotiated.hold_time).as_millis() as u64;
             c.queue.send_hold_ms.store(ms, Ordering::Relaxed);
         }
-        self.refresh_pending.clear();
-        self.refresh_until.clear();
         {
             let mut rt = self.runtime.lock().expect("peer runtime lock");
             rt.negotiated = Some(negotiated.clone());
             rt.local_address = local;
             rt.end_of_rib_sent = false;
         }
-        self.up = Some(Up {
-            negotiated,
-            params,
-            families,
-        });
-        // RFC 4724 §4.1: after (re)establishment, the whole table, then
-        // End-of-RIB for each family.
-        self.rib.clear();
-        self.mrai_until = None;
-        self.dirty = true;
-        self.sync_routes();
-        self.end_of_rib_pending = true;
-        if *self.routes_ready.borrow() {
-            self.send_end_of_rib();
-        } else {
-            // End-of-RIB says "this is all of it": after a restart the peer
-            // then drops every stale route we did not send again (RFC 4724
-            // §4.2). Until the source has given its first complete view,
-            // our table is not all of it.
-            info!(peer = %self.name(), "End-of-RIB waits for the source's first complete view");
-        }
+        self.up = Some(Up { negotiated });
+        self.follow_table();
+        let out = self.speaker.up(
+            Instant::now(),
+            SessionUp { params, families },
+            self.budget(),
+        );
+        self.speaker_output(out);
     }
 
-    /// The whole table, then End-of-RIB for each family (RFC 4724 §4.1),
-    /// once the table is complete.
-    fn send_end_of_rib(&mut self) {
-        if !self.end_of_rib_pending || !*self.routes_ready.borrow() || self.up.is_none() {
-            return;
+    /// The desired table, if the daemon published a new one, and whether
+    /// it is complete.
+    fn follow_table(&mut self) {
+        if self.table.has_changed().unwrap_or(false) {
+            self.speaker
+                .set_table(self.table.borrow_and_update().clone());
         }
-        // End-of-RIB must follow the whole table, which waits while the
-        // output is backlogged.
-        if self.backlogged() {
-            return;
+        self.speaker.set_routes_ready(*self.routes_ready.borrow());
+    }
+
+    /// What the speaker may send now (held back changes whose MRAI
+    /// expired, End-of-RIB once the table is complete, ROUTE-REFRESH
+    /// answers that waited for room).
+    fn poll_speaker(&mut self) {
+        self.follow_table();
+        let out = self.speaker.poll(Instant::now(), self.budget());
+        self.speaker_output(out);
+    }
+
+    /// Hands the speaker's messages to the FSM, in order, and says what
+    /// they were.
+    fn speaker_output(&mut self, out: Vec<Output>) {
+        for o in out {
+            match &o {
+                Output::Updates {
+                    messages,
+                    announced,
+                    withdrawn,
+                    unsendable,
+                } => {
+                    if let Some(first) = unsendable.first() {
+                        warn!(peer = %self.name(), count = unsendable.len(), %first, "routes not sent: no next hop of their family on this session");
+                    }
+                    debug!(peer = %self.name(), announced, withdrawn, messages = messages.len(), "UPDATEs");
+                }
+                Output::EndOfRib { .. } => debug!(peer = %self.name(), "End-of-RIB"),
+                Output::EndOfRibWaits => {
+                    info!(peer = %self.name(), "End-of-RIB waits for the source's first complete view");
+                    continue;
+                }
+                Output::Refresh {
+                    family, enhanced, ..
+                } => {
+                    if let Some(note) = logging::allow(Kind::RouteRefresh, self.name()) {
+                        info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH{note}");
+                    }
+                }
+            }
+            let eor = matches!(o, Output::EndOfRib { .. });
+            self.event(Event::SendUpdates(o.into_messages()));
+            if eor {
+                self.runtime
+                    .lock()
+                    .expect("peer runtime lock")
+                    .end_of_rib_sent = true;
+                // RFC 4724 §4.1: the restart is over for this peer once it
+                // has our End-of-RIB; later OPENs go without R.
+                self.end_restart();
+            }
         }
-        self.end_of_rib_pending = false;
-        self.mrai_until = None;
-        self.dirty = true;
-        self.sync_routes();
-        let Some(up) = &self.up else { return };
-        let eors: Vec<Vec<u8>> = up
-            .families
-            .iter()
-            .filter_map(|f| {
-                Message::Update(Update::end_of_rib(*f))
-                    .encode(&up.negotiated.tx)
-                    .ok()
-            })
-            .collect();
-        debug!(peer = %self.name(), "End-of-RIB");
-        self.event(Event::SendUpdates(eors));
-        self.runtime
-            .lock()
-            .expect("peer runtime lock")
-            .end_of_rib_sent = true;
-        // RFC 4724 §4.1: the restart is over for this peer once it has our
-        // End-of-RIB; later OPENs go without R.
-        self.end_restart();
+        self.publish_rib();
     }
 
     fn end_restart(&mut self) {
@@ -1151,132 +897,20 @@ impl Driver {
         }
     }
 
-    /// Brings the Adj-RIB-Out to the desired table, unless the
-    /// MinRouteAdvertisementInterval holds it back.
-    fn sync_routes(&mut self) {
-        if !self.dirty || self.up.is_none() {
-            return;
-        }
-        // Backlogged: the change waits, and changes meanwhile coalesce in
-        // the next diff of the Adj-RIB-Out.
-        if self.backlogged() {
-            return;
-        }
-        let now = Instant::now();
-        if self.mrai_until.is_some_and(|t| now < t) {
-            return;
-        }
-        self.dirty = false;
-        let table = self.table.borrow_and_update().clone();
-        let Some(up) = &self.up else { return };
-        let mut delta = self.rib.diff(&table, &up.families);
-        if delta.is_empty() {
-            return;
-        }
-        let (messages, unsendable) = speaker::encode(&delta, &up.params);
-        if !unsendable.is_empty() {
-            warn!(peer = %self.name(), count = unsendable.len(), first = %unsendable[0], "routes not sent: no next hop of their family on this session");
-            for p in &unsendable {
-                delta
-                    .announce
-                    .values_mut()
-                    .for_each(|v| v.retain(|q| q != p));
-            }
-            self.rib.forget(&unsendable);
-        }
-        debug!(peer = %self.name(), announced = delta.announced(), withdrawn = delta.withdraw.len(), messages = messages.len(), "UPDATEs");
-        self.event(Event::SendUpdates(messages));
-        let mrai = self.spec.peer.min_route_advertisement_interval;
-        if !mrai.is_zero() {
-            self.mrai_until = Some(now + mrai);
-        }
-        self.publish_rib();
-    }
-
     fn publish_rib(&self) {
         let mut rt = self.runtime.lock().expect("peer runtime lock");
-        rt.advertised = self.rib.table();
+        rt.advertised = self.speaker.advertised();
     }
 
-    /// The established connection's output queue.
-    fn out_queue(&self) -> Option<&Arc<OutQueue>> {
-        let (conn, _) = self.fsm.established()?;
-        self.conns.get(&conn).map(|c| &c.queue)
-    }
-
-    /// More than [`OUTPUT_LIMIT`] waits for the socket: no new bulk output.
-    fn backlogged(&self) -> bool {
-        self.out_queue().is_some_and(|q| q.queued() >= OUTPUT_LIMIT)
-    }
-
-    /// A ROUTE-REFRESH for `family` (RFC 2918). Answers coalesce: at most
-    /// one waits per family, and a request while the previous answer is
-    /// still waiting or being written adds nothing — that answer, and the
-    /// UPDATEs of any change after it, already bring the peer up to date.
-    /// A peer asking faster than it reads cannot make holdfast queue more.
-    fn route_refresh(&mut self, family: Family, enhanced: bool) {
-        if self.refresh_pending.iter().any(|(f, _)| *f == family) {
-            return;
-        }
-        let written = self
-            .out_queue()
-            .map_or(0, |q| q.written.load(Ordering::Relaxed));
-        if self
-            .refresh_until
-            .get(&family)
-            .is_some_and(|&end| written < end)
-        {
-            return;
-        }
-        if self.backlogged() {
-            self.refresh_pending.push((family, enhanced));
-            return;
-        }
-        self.answer_refresh(family, enhanced);
-    }
-
-    /// The ROUTE-REFRESH answers held back, while the output has room.
-    fn answer_refreshes(&mut self) {
-        while !self.refresh_pending.is_empty() && !self.backlogged() {
-            let (family, enhanced) = self.refresh_pending.remove(0);
-            self.answer_refresh(family, enhanced);
-        }
-    }
-
-    /// RFC 2918: the whole table of `family` again; RFC 7313 §4: between
-    /// BoRR and EoRR when enhanced route refresh was negotiated.
-    fn answer_refresh(&mut self, family: Family, enhanced: bool) {
-        let Some(up) = &self.up else { return };
-        let mut delta = self.rib.full();
-        for v in delta.announce.values_mut() {
-            v.retain(|p| match p {
-                ipnet::IpNet::V4(_) => family == Family::IPV4_UNICAST,
-                ipnet::IpNet::V6(_) => family == Family::IPV6_UNICAST,
-            });
-        }
-        delta.announce.retain(|_, v| !v.is_empty());
-        let (mut messages, _) = speaker::encode(&delta, &up.params);
-        if enhanced {
-            let rr = |subtype| {
-                Message::RouteRefresh(RouteRefresh::new(family, subtype))
-                    .encode(&up.negotiated.tx)
-                    .ok()
-            };
-            messages.insert(0, rr(RouteRefresh::BORR).unwrap_or_default());
-            messages.extend(rr(RouteRefresh::EORR));
-        } else if let Ok(eor) =
-            Message::Update(Update::end_of_rib(family)).encode(&up.negotiated.tx)
-        {
-            messages.push(eor);
-        }
-        if let Some(note) = logging::allow(Kind::RouteRefresh, self.name()) {
-            info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH{note}");
-        }
-        self.event(Event::SendUpdates(messages));
-        if let Some(q) = self.out_queue() {
-            let end = q.enqueued.load(Ordering::Relaxed);
-            self.refresh_until.insert(family, end);
-        }
+    /// How far the established connection's output has got.
+    fn budget(&self) -> Budget {
+        self.fsm
+            .established()
+            .and_then(|(conn, _)| self.conns.get(&conn))
+            .map_or_else(Budget::default, |c| Budget {
+                enqueued: c.queue.enqueued.load(Ordering::Relaxed),
+                written: c.queue.written.load(Ordering::Relaxed),
+            })
     }
 
     async fn stop(&mut self, how: StopHow) {
@@ -1284,9 +918,7 @@ impl Driver {
             StopHow::Graceful => None,
             StopHow::Withdraw(message) => {
                 // Withdraw everything first, then say why we leave.
-                if let Some(up) = &self.up {
-                    let delta = self.rib.withdraw_all();
-                    let (messages, _) = speaker::encode(&delta, &up.params);
+                if let Some(messages) = self.speaker.withdraw_all() {
                     if !messages.is_empty() {
                         self.event(Event::SendUpdates(messages));
                     }
@@ -1326,6 +958,101 @@ impl Driver {
     }
 }
 
+/// What a connection's writer shares with the session.
+struct WriterShared {
+    io: mpsc::Sender<Io>,
+    queue: Arc<OutQueue>,
+    written: Written,
+    runtime: Arc<Mutex<PeerRuntime>>,
+}
+
+/// Reads a connection and hands the octets to the session.
+async fn read_loop(id: ConnId, mut rd: tokio::net::tcp::OwnedReadHalf, io: mpsc::Sender<Io>) {
+    let mut buf = vec![0u8; 65536];
+    loop {
+        match rd.read(&mut buf).await {
+            Ok(0) => {
+                let _ = io.send(Io::Closed(id, "closed by the peer".into())).await;
+                return;
+            }
+            Ok(n) => {
+                // Waits while the session is behind: TCP flow
+                // control then holds the peer back.
+                if io.send(Io::Read(id, buf[..n].to_vec())).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = io.send(Io::Closed(id, e.to_string())).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Writes what the session queues for a connection, within the RFC 9687
+/// SendHoldTime, and counts the NOTIFICATIONs that were written.
+async fn write_loop(
+    id: ConnId,
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut wrx: mpsc::UnboundedReceiver<Queued>,
+    shared: WriterShared,
+    flushed_tx: oneshot::Sender<()>,
+) {
+    let WriterShared {
+        io,
+        queue: q,
+        written,
+        runtime,
+    } = shared;
+    // Messages queued together go out in one write.
+    let mut batch = Vec::with_capacity(65536);
+    let mut notifications: Vec<(u8, u8)> = Vec::new();
+    while let Some(first) = wrx.recv().await {
+        batch.clear();
+        notifications.clear();
+        let add = |batch: &mut Vec<u8>, n: &mut Vec<(u8, u8)>, (m, notification): &Queued| {
+            n.extend(*notification);
+            batch.extend_from_slice(m);
+        };
+        add(&mut batch, &mut notifications, &first);
+        while batch.len() < 65536 {
+            match wrx.try_recv() {
+                Ok(more) => add(&mut batch, &mut notifications, &more),
+                Err(_) => break,
+            }
+        }
+        match tokio::time::timeout(q.send_hold(), wr.write_all(&batch)).await {
+            Ok(Ok(())) => {
+                q.written.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                for &(code, subcode) in &notifications {
+                    count_written(&written, &runtime, code, subcode);
+                }
+                let _ = io.try_send(Io::Written);
+            }
+            Ok(Err(e)) => {
+                let _ = io.send(Io::Closed(id, e.to_string())).await;
+                return;
+            }
+            Err(_) => {
+                // RFC 9687: the peer stopped reading. Its backlog is
+                // dropped as it comes (what the session still sends,
+                // its NOTIFICATION included, cannot be written
+                // either) until the session lets go.
+                let _ = io.send(Io::SendStalled(id)).await;
+                drop(batch);
+                while let Some((m, _)) = wrx.recv().await {
+                    q.written.fetch_add(m.len() as u64, Ordering::Relaxed);
+                }
+                return;
+            }
+        }
+    }
+    // The session dropped its sender: everything queued is out.
+    let _ = wr.shutdown().await;
+    let _ = flushed_tx.send(());
+}
+
 /// Cease with an RFC 9003 message. With the N bit negotiated (RFC 8538
 /// §3), a plain Cease would keep our routes as stale at the peer: a hard
 /// reset is meant, so it goes as Cease/Hard Reset carrying the original
@@ -1360,86 +1087,6 @@ pub fn hard_reset(negotiated: Option<&Negotiated>, inner: Notification) -> Notif
 pub fn next_hops(local: IpAddr, peer: IpAddr, interface: Option<&str>) -> NextHops {
     let addrs = holdfast_sockopt::interface_addresses().unwrap_or_default();
     pick_next_hops(&addrs, local, peer, interface)
-}
-
-/// The next hops of a session, given the node's interface addresses:
-///
-/// - `local` itself for its family, unless it is link-local: RFC 2545 §3
-///   puts a global address in the next hop, so a session between link-local
-///   addresses (an IPv6 default gateway) sends the node's global IPv6
-///   address on that interface, or failing that its first global IPv6
-///   address anywhere (an address on a loopback, as in unnumbered setups);
-/// - for the other family, the node's address of that family on the same
-///   interface;
-/// - and, beside a global IPv6 next hop, the interface's link-local address
-///   when the peer is on-link (RFC 2545 §3: "if and only if" the peer
-///   shares the subnet) — `local` itself for a link-local session.
-pub fn pick_next_hops(
-    addrs: &[holdfast_sockopt::InterfaceAddress],
-    local: IpAddr,
-    peer: IpAddr,
-    interface: Option<&str>,
-) -> NextHops {
-    let local = socket::unmap(local);
-    let peer = socket::unmap(peer);
-    let link_local_session = matches!(local, IpAddr::V6(v6) if is_link_local(v6));
-    let interface: Option<String> = interface.map(str::to_string).or_else(|| {
-        addrs
-            .iter()
-            .find(|a| a.address == local)
-            .map(|a| a.interface.clone())
-    });
-    let on_link = link_local_session
-        || addrs
-            .iter()
-            .any(|a| a.contains(peer) && Some(&a.interface) == interface.as_ref());
-    let same_if = |pred: &dyn Fn(IpAddr) -> bool| {
-        addrs
-            .iter()
-            .filter(|a| Some(&a.interface) == interface.as_ref())
-            .map(|a| a.address)
-            .find(|a| pred(*a))
-    };
-    let global6 =
-        |a: IpAddr| matches!(a, IpAddr::V6(v6) if !is_link_local(v6) && !v6.is_loopback());
-    let mut nh = NextHops::default();
-    match local {
-        IpAddr::V4(v4) => {
-            nh.ipv4 = Some(v4);
-            nh.ipv6 = same_if(&global6).and_then(as_v6);
-        }
-        IpAddr::V6(v6) => {
-            nh.ipv6 = if link_local_session {
-                same_if(&global6)
-                    .or_else(|| addrs.iter().map(|a| a.address).find(|a| global6(*a)))
-                    .and_then(as_v6)
-            } else {
-                Some(v6)
-            };
-            nh.ipv4 = same_if(&|a| a.is_ipv4()).and_then(|a| match a {
-                IpAddr::V4(v4) => Some(v4),
-                IpAddr::V6(_) => None,
-            });
-        }
-    }
-    if on_link && nh.ipv6.is_some() {
-        nh.ipv6_link_local = match local {
-            IpAddr::V6(v6) if link_local_session => Some(v6),
-            _ => same_if(&|a| matches!(a, IpAddr::V6(v6) if is_link_local(v6))).and_then(as_v6),
-        };
-    }
-    nh
-}
-
-fn as_v6(a: IpAddr) -> Option<Ipv6Addr> {
-    match a {
-        IpAddr::V6(v6) => Some(v6),
-        IpAddr::V4(_) => None,
-    }
-}
-
-fn is_link_local(a: Ipv6Addr) -> bool {
-    (a.segments()[0] & 0xffc0) == 0xfe80
 }
 
 #[cfg(test)]

@@ -12,7 +12,11 @@ use bgp_proto::open::Open;
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::speaker::Route;
+use crate::config;
+use crate::speaker::{self, Route};
+use bgp_proto::Capability;
+use std::net::Ipv6Addr;
+use std::net::SocketAddrV6;
 
 /// Generous: these are real sockets on a machine that may be busy.
 const DEADLINE: Duration = Duration::from_secs(20);

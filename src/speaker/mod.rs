@@ -2,14 +2,20 @@
 //! §3.2) holds the routes last sent; the desired table is compared with it
 //! and the difference goes out as packed UPDATEs — announcements grouped by
 //! identical attributes, withdrawals together — and nothing at all when
-//! nothing changed.
+//! nothing changed. [`PeerSpeaker`] decides, sans IO, what a peer is sent
+//! and when (MRAI, End-of-RIB, route refresh, the output budget); the
+//! session driver carries it out.
 
 mod attrs;
 pub mod drain;
+mod next_hop;
+pub mod peer;
 mod rib;
 
 pub use attrs::{EncodeParams, NextHops, RouteAttrs};
 pub use drain::{Drain, DrainPhase};
+pub use next_hop::pick_next_hops;
+pub use peer::{Budget, OUTPUT_LIMIT, Output, PeerSpeaker, SessionUp};
 pub use rib::{AdjRibOut, Delta, encode};
 
 use std::collections::BTreeMap;

@@ -1,8 +1,8 @@
 //! The RFC 4271 §8 session FSM, sans IO.
 //!
 //! Time and bytes go in as [`Event`]s with the current instant; what to do
-//! comes out as [`Action`]s (open or close a TCP connection, send these
-//! bytes, the session went up or down). [`Session::next_deadline`] says
+//! comes out as [`Action`]s (open or close a TCP connection, send this
+//! message — typed, encoded by the driver — the session went up or down). [`Session::next_deadline`] says
 //! when to come back with [`Event::Tick`]. Nothing here reads a clock,
 //! touches a socket or sleeps, so every test runs on simulated time.
 //!
@@ -284,8 +284,28 @@ pub enum Action {
     Connect,
     /// Give up the pending outgoing attempt.
     AbortConnect,
-    /// Write this message to the connection.
+    /// Encode this message in `ctx` ([`Message::encode`]) and write it to
+    /// the connection: the OPEN, KEEPALIVE and NOTIFICATION messages the FSM
+    /// itself builds. They go out typed, so that what is sent reads as what
+    /// it is (in tests and logs too), and are encoded at the edge, by the
+    /// driver. A NOTIFICATION has already been cut to fit `ctx`'s maximum
+    /// message size.
     Send {
+        /// The connection to write to.
+        conn: ConnId,
+        /// The message.
+        message: Message,
+        /// What to encode it in: the connection's negotiated context once
+        /// the OPENs are exchanged, [`Context::default`] before.
+        ctx: Context,
+    },
+    /// Write these octets, one whole message, to the connection: the
+    /// UPDATE and ROUTE-REFRESH messages handed over already encoded in
+    /// [`Event::SendUpdates`], passed through as they are. They stay bytes
+    /// because the speaker packs them against the negotiated maximum size
+    /// and counts their octets against its output budget before they reach
+    /// the FSM: decoding them into types here would only be undone again.
+    SendEncoded {
         /// The connection to write to.
         conn: ConnId,
         /// One whole encoded message.
@@ -665,7 +685,7 @@ impl Session {
                 for bytes in messages {
                     self.stats.messages_sent += 1;
                     self.stats.updates_sent += 1;
-                    out.push(Action::Send { conn: c.id, bytes });
+                    out.push(Action::SendEncoded { conn: c.id, bytes });
                 }
                 // RFC 4271 §4.4: KEEPALIVEs are needed only when nothing
                 // else is sent; restart the timer.
@@ -769,7 +789,8 @@ impl Session {
                 }
                 out.push(Action::Send {
                     conn: c.id,
-                    bytes: keepalive_bytes(),
+                    message: Message::Keepalive,
+                    ctx: Context::default(),
                 });
                 self.stats.messages_sent += 1;
             }
@@ -859,10 +880,11 @@ impl Session {
             since: now,
         };
         c.hold.start(now, LARGE_HOLD_TIME);
-        let open = Message::Open(self.local_open.clone())
-            .encode(&Context::default())
-            .expect("our OPEN fits 4096 octets");
-        out.push(Action::Send { conn, bytes: open });
+        out.push(Action::Send {
+            conn,
+            message: Message::Open(self.local_open.clone()),
+            ctx: Context::default(),
+        });
         self.stats.messages_sent += 1;
         self.conns.push(c);
         Some(Reason::TcpConnected)
@@ -877,10 +899,11 @@ impl Session {
             .as_ref()
             .map_or_else(Context::default, |neg| neg.tx);
         let n = n.fit(ctx.max_message_len);
-        // Always Ok: `fit` made it fit.
-        if let Ok(bytes) = Message::Notification(n.clone()).encode(&ctx) {
-            out.push(Action::Send { conn: c.id, bytes });
-        }
+        out.push(Action::Send {
+            conn: c.id,
+            message: Message::Notification(n.clone()),
+            ctx,
+        });
         self.stats.messages_sent += 1;
         Stats::count(&mut self.stats.notifications_sent, &n);
         out.push(Action::NotificationSent { notification: n });
@@ -1270,7 +1293,8 @@ impl Session {
         c.negotiated = Some(negotiated);
         out.push(Action::Send {
             conn: id,
-            bytes: keepalive_bytes(),
+            message: Message::Keepalive,
+            ctx: Context::default(),
         });
         self.stats.messages_sent += 1;
         Some(Reason::OpenReceived)
@@ -1293,12 +1317,6 @@ impl Session {
         }
         None
     }
-}
-
-fn keepalive_bytes() -> Vec<u8> {
-    Message::Keepalive
-        .encode(&Context::default())
-        .expect("KEEPALIVE is 19 octets")
 }
 
 #[cfg(test)]

@@ -98,11 +98,20 @@ impl T {
     }
 }
 
+/// The messages sent, as the peer would decode them: a typed one is
+/// encoded in the context the FSM gave (as the driver does) and decoded
+/// again, so that what goes out must encode.
 fn sent(actions: &[Action]) -> Vec<Message> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Send { bytes, .. } => {
+            Action::Send { message, ctx, .. } => {
+                let bytes = message.encode(ctx).expect("a sent message encodes");
+                let decoded = Message::decode(&bytes, &Context::default()).unwrap();
+                assert_eq!(&decoded, message, "sent as typed");
+                Some(decoded)
+            }
+            Action::SendEncoded { bytes, .. } => {
                 Some(Message::decode(bytes, &Context::default()).unwrap())
             }
             _ => None,
@@ -646,7 +655,7 @@ fn established_keepalive_timer_and_updates_sent() {
     let a = t.ev(Event::SendUpdates(vec![eor.clone()]));
     assert_eq!(
         a,
-        vec![Action::Send {
+        vec![Action::SendEncoded {
             conn: OUT,
             bytes: eor
         }]
@@ -1173,7 +1182,7 @@ fn an_oversized_borr_gets_7_1_cut_to_fit_the_message_size() {
     let bytes = a
         .iter()
         .find_map(|a| match a {
-            Action::Send { bytes, .. } => Some(bytes.clone()),
+            Action::Send { message, ctx, .. } => Some(message.encode(ctx).unwrap()),
             _ => None,
         })
         .expect("a NOTIFICATION is sent");
@@ -1229,4 +1238,51 @@ fn a_fixed_peer_as_refuses_any_other() {
         matches!(e, crate::error::Error::BadPeerAs { asn: 65010 }),
         "{e:?}"
     );
+}
+
+#[test]
+fn the_fsm_sends_its_messages_typed_in_the_context_to_encode_them_in() {
+    let mut c = config();
+    c.capabilities.push(Capability::ExtendedMessage);
+    let mut t = T::new(c);
+    t.ev(Event::ManualStart);
+    let a = t.ev(Event::TcpConnected {
+        conn: OUT,
+        direction: Direction::Outgoing,
+    });
+    // RFC 4271 §4.2: the OPEN goes before anything is negotiated.
+    assert!(matches!(
+        &a[..],
+        [Action::Send { conn: OUT, message: Message::Open(_), ctx }, ..] if *ctx == Context::default()
+    ));
+    let o = Open::new(
+        65000,
+        9,
+        Ipv4Addr::new(192, 0, 2, 1),
+        vec![
+            Capability::Multiprotocol(Family::IPV4_UNICAST),
+            Capability::ExtendedMessage,
+        ],
+    );
+    t.data(OUT, open_bytes(o));
+    t.data(OUT, keepalive());
+    assert_eq!(t.s.state(), State::Established);
+    // RFC 8654 §4: a NOTIFICATION on the session goes in what was
+    // negotiated — up to 65535 octets — so the driver must encode it there.
+    let a = t.ev(Event::ManualStop {
+        notification: Some(Notification::cease(2)),
+    });
+    let ctx = a
+        .iter()
+        .find_map(|a| match a {
+            Action::Send {
+                message: Message::Notification(_),
+                ctx,
+                ..
+            } => Some(*ctx),
+            _ => None,
+        })
+        .expect("a NOTIFICATION is sent");
+    assert_eq!(ctx.max_message_len, crate::consts::MAX_EXTENDED_MESSAGE_LEN);
+    assert!(ctx.four_octet_as);
 }

@@ -4,11 +4,13 @@
 //! What runs is the sans-IO core of a holdfast session: the RFC 4271 §8 FSM
 //! (`bgp_proto::fsm::Session`) and the speaker's UPDATE packing
 //! (`bgp_proto::pack`, what `src/speaker` encodes the Adj-RIB-Out with).
-//! The holdfast crate itself (its driver in `src/session`, which pulls in
-//! tokio and kube) is not linked; this harness plays that driver: it
-//! answers `Up` with the table and End-of-RIB, `RouteRefresh` with
-//! BoRR/table/EoRR (RFC 7313 §4), and hands every UPDATE to the FSM through
-//! `Event::SendUpdates`, as `src/session/mod.rs` does.
+//! The holdfast crate itself (its driver in `src/session` and the per-peer
+//! speaker in `src/speaker/peer.rs`, which pull in tokio and kube) is not
+//! linked; this harness plays them: it answers `Up` with the table and
+//! End-of-RIB, `RouteRefresh` with BoRR/table/EoRR (RFC 7313 §4), hands
+//! every UPDATE to the FSM through `Event::SendUpdates`, and encodes the
+//! FSM's typed messages (`Action::Send`) in the context given, as the
+//! driver does.
 //!
 //! The input is a script. The first 17 octets configure the session; then
 //! each step is an opcode octet and its arguments (missing octets read as
@@ -22,6 +24,9 @@
 //!
 //! Checked after every event (a violation is a crash):
 //! - nothing panics;
+//! - every typed message goes out in the context it must (OPEN and
+//!   KEEPALIVE in the default one, a NOTIFICATION on an established
+//!   connection in the negotiated one) and encodes there;
 //! - every message we send decodes again (an UPDATE also validates without
 //!   error, RFC 7606) and fits the negotiated maximum message size (RFC
 //!   4271 §4.1, RFC 8654 §4);
@@ -216,7 +221,19 @@ impl Driver {
 
     fn action(&mut self, a: Action, queue: &mut Vec<Event>) {
         match a {
-            Action::Send { conn, bytes } => self.check_sent(conn, &bytes),
+            Action::Send { conn, message, ctx } => {
+                // The driver encodes it in the context given: it must be
+                // the connection's, and the message must fit it.
+                if let Some(want) = self.encoding_context(conn, &message) {
+                    assert_eq!(ctx, want, "{} in the wrong context", message.name());
+                }
+                let bytes = match message.encode(&ctx) {
+                    Ok(b) => b,
+                    Err(e) => panic!("we sent a {} that does not encode: {e}", message.name()),
+                };
+                self.check_sent(conn, &bytes);
+            }
+            Action::SendEncoded { conn, bytes } => self.check_sent(conn, &bytes),
             Action::StateChange { from, to, .. } => {
                 assert_eq!(from, self.state, "StateChange from a state we were not in");
                 assert_ne!(from, to, "StateChange to the same state");
@@ -265,6 +282,20 @@ impl Driver {
             | Action::NotificationSent { .. }
             | Action::NotificationReceived { .. }
             | Action::UpdateReceived(_) => {}
+        }
+    }
+
+    /// What a typed message must go out in, where the harness knows: OPEN
+    /// and KEEPALIVE in the default context (RFC 4271 §4.2: before
+    /// anything is negotiated; a KEEPALIVE is the header alone), a
+    /// NOTIFICATION on an established connection in its negotiated one.
+    /// (A NOTIFICATION in OpenConfirm uses what the OPENs agreed, which the
+    /// harness learns only at `Up`: `check_sent` bounds its size.)
+    fn encoding_context(&self, conn: ConnId, message: &Message) -> Option<Context> {
+        match (message, self.negotiated.get(&conn)) {
+            (Message::Notification(_), Some(n)) => Some(n.tx),
+            (Message::Notification(_), None) => None,
+            _ => Some(Context::default()),
         }
     }
 
