@@ -615,7 +615,7 @@ impl Daemon {
             .advertisements
             .iter()
             .filter(|a| advertisements.contains(&a.name))
-            .find_map(|a| a.probe)
+            .find_map(|a| a.probe.clone())
     }
 
     /// Starts probes for VIPs that need one, stops those no longer needed.
@@ -630,7 +630,7 @@ impl Daemon {
             .retain(|ip, p| wanted.get(ip) == Some(&p.config));
         for (ip, cfg) in wanted {
             if !self.probes.contains_key(&ip) {
-                let task = probe::spawn(ip, cfg, self.probe_tx.clone());
+                let task = probe::spawn(ip, cfg.clone(), self.probe_tx.clone());
                 self.probes.insert(
                     ip,
                     Probing {
@@ -647,8 +647,20 @@ impl Daemon {
         let Some(p) = self.probes.get_mut(&r.vip) else {
             return;
         };
-        if let Some(verdict) = p.tracker.record(&p.config, r.result) {
+        if let Some(verdict) = p.tracker.observe(&p.config, r.result) {
             match verdict {
+                probe::Verdict::Failing if p.tracker.disabled => warn!(
+                    vip = %r.vip,
+                    on_failure = p.config.on_failure.as_str(),
+                    "probe disable file exists: the VIP counts as failed"
+                ),
+                probe::Verdict::Failing if p.config.on_failure == config::OnFailure::Degrade => warn!(
+                    vip = %r.vip,
+                    port = p.config.port,
+                    error = p.tracker.last_error.as_deref().unwrap_or(""),
+                    "TCP probe failed {} times: announcing with the degraded attributes",
+                    p.config.fail_after
+                ),
                 probe::Verdict::Failing => warn!(
                     vip = %r.vip,
                     port = p.config.port,
@@ -671,11 +683,9 @@ impl Daemon {
         let snap = self.snapshot.clone();
         // Aggregates, PodCIDRs and interface addresses: crate::routes.
         let (present, absences) = crate::routes::desired(&self.config, &snap, |ip| {
-            match self.probes.get(&ip).map(|p| p.tracker.verdict) {
-                None | Some(probe::Verdict::Passing) => crate::routes::Gate::Pass,
-                Some(probe::Verdict::Failing) => crate::routes::Gate::Fail,
-                Some(probe::Verdict::Unknown) => crate::routes::Gate::Unknown,
-            }
+            self.probes
+                .get(&ip)
+                .map_or(crate::routes::Gate::Pass, |p| p.tracker.gate(&p.config))
         });
         let (changes, notes) = {
             let mut st = self.stability.lock().expect("stability lock");
@@ -825,6 +835,12 @@ impl Daemon {
                         failures: p.tracker.consecutive_failures(),
                         fail_after: p.config.fail_after,
                         error: p.tracker.last_error.clone(),
+                        on_failure: p.config.on_failure,
+                        disabled: p
+                            .tracker
+                            .disabled
+                            .then(|| p.config.disable_file.clone())
+                            .flatten(),
                     },
                 )
             })

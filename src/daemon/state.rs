@@ -80,6 +80,9 @@ pub struct ProbeView {
     pub failures: u32,
     pub fail_after: u32,
     pub error: Option<String>,
+    pub on_failure: crate::config::OnFailure,
+    /// The disable file, while it exists.
+    pub disabled: Option<std::path::PathBuf>,
 }
 
 /// Everything `status()` and `explain()` read, replaced by the daemon's
@@ -499,12 +502,16 @@ impl Shared {
                     p.port,
                     p.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
                 ),
-                crate::probe::Verdict::Failing => format!(
-                    "its TCP probe to port {} failed {} times in a row ({}): withdrawn at once, without the hold-down — the datapath does not serve it",
-                    p.port,
-                    p.failures.max(p.fail_after),
-                    p.error.as_deref().unwrap_or("no detail")
-                ),
+                crate::probe::Verdict::Failing => {
+                    crate::probe::explain_failing(crate::probe::Failing {
+                        port: p.port,
+                        failures: p.failures,
+                        fail_after: p.fail_after,
+                        error: p.error.as_deref(),
+                        on_failure: p.on_failure,
+                        disabled: p.disabled.as_deref(),
+                    })
+                }
             });
         }
         if !self.snapshot.healthy {
