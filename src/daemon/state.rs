@@ -85,6 +85,16 @@ pub struct ProbeView {
     pub disabled: Option<std::path::PathBuf>,
 }
 
+/// How the probe steers its VIP, for `holdfast status`.
+fn steering_word(p: &ProbeView) -> Option<String> {
+    if let Some(file) = &p.disabled {
+        return Some(format!("disabled: {} exists", file.display()));
+    }
+    (p.verdict == crate::probe::Verdict::Failing
+        && p.on_failure == crate::config::OnFailure::Degrade)
+        .then(|| "degraded".to_string())
+}
+
 /// Everything `status()` and `explain()` read, replaced by the daemon's
 /// main loop after each change.
 #[derive(Clone)]
@@ -405,6 +415,11 @@ impl Shared {
                         .unwrap_or_default(),
                     peers: self.advertised_to(&r.prefix),
                     figure_of_merit: r.figure_of_merit.filter(|f| *f > 0.0),
+                    steering: self.probes.get(&ip).and_then(steering_word),
+                    link_bandwidth: r
+                        .route
+                        .as_ref()
+                        .and_then(|r| r.attributes.as_ref()?.endpoints),
                 }
             })
             .collect();
