@@ -5,7 +5,8 @@
 //! - ECMP weighted by endpoints: through the Kubernetes stand-in, node-1
 //!   with 1 ready endpoint of an eTP Local Service and node-2 with 3; FRR
 //!   weights the two next hops 25/75 from the link-bandwidth community;
-//!   scaling node-1 to 3 makes it 50/50 with one UPDATE from node-1.
+//!   scaling node-1 to 3, pod by pod, makes it 50/50 with one UPDATE from
+//!   node-1.
 //! - Degrade before withdrawing: a failing probe with `on_failure =
 //!   "degrade"` re-announces node-1's route with a high MED, so FRR uses
 //!   node-2 alone, and nothing is withdrawn; the probe's disable file does
@@ -284,15 +285,20 @@ fn frr_weights_ecmp_by_ready_endpoints_and_a_scale_up_is_one_update() {
 
     let before = settled_updates(&k.frr, 0);
     let withdrawn_before = withdrawals(&k.frr);
-    // Scale node-1 up to 3 ready endpoints: one slice update.
-    let mut scaled = slice(3, 3);
-    let current = k
-        .api
-        .get::<EndpointSlice>(Some("demo"), "web-1")
-        .expect("the slice");
-    scaled.metadata.resource_version = current.metadata.resource_version.clone();
+    // Scale node-1 up to 3 ready endpoints as a Deployment does: the pods
+    // become ready one by one, 300 ms apart (two slice updates, each its
+    // own evaluation: the source's debounce is 50 ms).
     let asked = Instant::now();
-    k.api.replace(&scaled).unwrap();
+    for n1 in [2, 3] {
+        let mut scaled = slice(n1, 3);
+        let current = k
+            .api
+            .get::<EndpointSlice>(Some("demo"), "web-1")
+            .expect("the slice");
+        scaled.metadata.resource_version = current.metadata.resource_version.clone();
+        k.api.replace(&scaled).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
     wait_weights(
         &k.frr,
         &[("192.0.2.2", Some(50)), ("192.0.2.6", Some(50))],
@@ -303,7 +309,7 @@ fn frr_weights_ecmp_by_ready_endpoints_and_a_scale_up_is_one_update() {
     assert_eq!(
         after - before,
         1,
-        "the count change is one UPDATE from node-1 ({before} -> {after})"
+        "the burst 1 -> 2 -> 3 is one UPDATE from node-1 ({before} -> {after})"
     );
     assert_eq!(withdrawals(&k.frr), withdrawn_before, "nothing withdrawn:\n{}", k.frr.log());
     let p1 = path_from(&k.frr, 0).expect("node-1's path");
