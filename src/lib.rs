@@ -17,5 +17,5 @@ pub mod session;
 pub mod source;
 pub mod speaker;
 pub mod stability;
-pub mod steering;
 pub mod status;
+pub mod steering;

@@ -299,7 +299,10 @@ mod tests {
     fn the_disable_file_fails_at_once_and_recovery_takes_recover_after() {
         let p = probe();
         let mut t = Tracker::default();
-        assert_eq!(t.observe(&p, Observation::Probed(Ok(()))), Some(Verdict::Passing));
+        assert_eq!(
+            t.observe(&p, Observation::Probed(Ok(()))),
+            Some(Verdict::Passing)
+        );
         assert_eq!(
             t.observe(&p, Observation::Disabled),
             Some(Verdict::Failing),
@@ -313,7 +316,10 @@ mod tests {
         assert_eq!(t.observe(&p, Observation::Disabled), None);
         assert_eq!(t.observe(&p, Observation::Probed(Ok(()))), None, "1 of 2");
         assert!(!t.disabled, "the file is gone");
-        assert_eq!(t.observe(&p, Observation::Probed(Ok(()))), Some(Verdict::Passing));
+        assert_eq!(
+            t.observe(&p, Observation::Probed(Ok(()))),
+            Some(Verdict::Passing)
+        );
         // A VIP never probed is failed by the switch too: a degraded
         // route is announced, or nothing.
         let mut t = Tracker::default();

@@ -167,11 +167,17 @@ mod tests {
     fn the_community_is_type_0x40_subtype_4_with_a_float_in_bytes_per_second() {
         let c = link_bandwidth_community(65001, 3);
         assert_eq!(&c[..4], &[0x40, 0x04, 0xfd, 0xe9]);
-        assert_eq!(f32::from_bits(u32::from_be_bytes([c[4], c[5], c[6], c[7]])), 375e6);
+        assert_eq!(
+            f32::from_bits(u32::from_be_bytes([c[4], c[5], c[6], c[7]])),
+            375e6
+        );
         // Four-octet AS: AS_TRANS as global administrator.
         let c = link_bandwidth_community(4_200_000_000, 1);
         assert_eq!(&c[2..4], &23456u16.to_be_bytes());
-        assert_eq!(f32::from_bits(u32::from_be_bytes([c[4], c[5], c[6], c[7]])), 125e6);
+        assert_eq!(
+            f32::from_bits(u32::from_be_bytes([c[4], c[5], c[6], c[7]])),
+            125e6
+        );
     }
 
     #[test]
@@ -192,9 +198,16 @@ mod tests {
         assert_eq!(s.pending(ip()), Some(2));
         let s = s.step(&counts(3), t0 + Duration::from_millis(1000));
         assert_eq!(s.published(ip()), Some(1));
-        assert_eq!(s.next_due(), Some(t0 + Duration::from_millis(1000) + SETTLE));
+        assert_eq!(
+            s.next_due(),
+            Some(t0 + Duration::from_millis(1000) + SETTLE)
+        );
         let s = s.step(&counts(3), t0 + Duration::from_millis(2999));
-        assert_eq!(s.published(ip()), Some(1), "not yet SETTLE since the last change");
+        assert_eq!(
+            s.published(ip()),
+            Some(1),
+            "not yet SETTLE since the last change"
+        );
         let s = s.step(&counts(3), t0 + Duration::from_millis(3000));
         assert_eq!(s.published(ip()), Some(3), "one change: 1 -> 3");
         assert_eq!(s.next_due(), None);

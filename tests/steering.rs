@@ -98,14 +98,19 @@ fn updates_from(frr: &Frr, i: usize) -> u64 {
     let n = frr.neighbor(neighbor_ip(i));
     match n["messageStats"]["updatesRecv"].as_u64() {
         Some(v) => v,
-        None => panic!("FRR reports no messageStats.updatesRecv for {}: {n}", LINKS[i].1),
+        None => panic!(
+            "FRR reports no messageStats.updatesRecv for {}: {n}",
+            LINKS[i].1
+        ),
     }
 }
 
 /// Withdrawals of the VIP FRR logged (`debug bgp updates in`), from anyone.
 fn withdrawals(frr: &Frr) -> usize {
     frr.log()
-        .matches(&format!("rcvd UPDATE about {PREFIX} IPv4 unicast -- withdrawn"))
+        .matches(&format!(
+            "rcvd UPDATE about {PREFIX} IPv4 unicast -- withdrawn"
+        ))
         .count()
 }
 
@@ -120,7 +125,12 @@ fn rib_nexthops(frr: &Frr) -> Option<Vec<(String, Option<u64>)>> {
         .as_array()?
         .iter()
         .filter(|h| h["active"] == true)
-        .map(|h| (h["ip"].as_str().unwrap_or("").to_string(), h["weight"].as_u64()))
+        .map(|h| {
+            (
+                h["ip"].as_str().unwrap_or("").to_string(),
+                h["weight"].as_u64(),
+            )
+        })
         .collect();
     hops.sort();
     Some(hops)
@@ -311,12 +321,20 @@ fn frr_weights_ecmp_by_ready_endpoints_and_a_scale_up_is_one_update() {
         1,
         "the burst 1 -> 2 -> 3 is one UPDATE from node-1 ({before} -> {after})"
     );
-    assert_eq!(withdrawals(&k.frr), withdrawn_before, "nothing withdrawn:\n{}", k.frr.log());
+    assert_eq!(
+        withdrawals(&k.frr),
+        withdrawn_before,
+        "nothing withdrawn:\n{}",
+        k.frr.log()
+    );
     let p1 = path_from(&k.frr, 0).expect("node-1's path");
     assert_eq!(bandwidth_of(&p1), "LB:65001:375000000 (3.000 Gbps)", "{p1}");
     eprintln!("scale-up to FRR's new weights: {took:?}");
     let (_, why) = k.nodes[0].explain(VIP);
-    assert!(why.contains("link bandwidth: 3 endpoint unit(s) announced"), "{why}");
+    assert!(
+        why.contains("link bandwidth: 3 endpoint unit(s) announced"),
+        "{why}"
+    );
 }
 
 // ----- degrade before withdrawing (file source, TCP probes) -----
@@ -354,7 +372,10 @@ fn only_node2(frr: &Frr, what: &str) -> Value {
     wait_weights(frr, &[("192.0.2.6", Some(1))], what);
     let p1 = path_from(frr, 0).expect("node-1's path is still there: not withdrawn");
     assert_eq!(p1["metric"], 1000, "{p1}");
-    assert!(p1["multipath"].is_null() && p1["bestpath"].is_null(), "{p1}");
+    assert!(
+        p1["multipath"].is_null() && p1["bestpath"].is_null(),
+        "{p1}"
+    );
     p1
 }
 
@@ -368,7 +389,11 @@ fn a_degraded_or_disabled_probe_steers_traffic_away_without_a_withdrawal() {
     for ns in &fabric.nodes {
         ns.ip(&["addr", "add", &format!("{VIP}/32"), "dev", "lo"]);
     }
-    let node1 = Holdfast::start(&fabric.nodes[0], &probe_config(0, &disable_text), &vips(&[VIP]));
+    let node1 = Holdfast::start(
+        &fabric.nodes[0],
+        &probe_config(0, &disable_text),
+        &vips(&[VIP]),
+    );
     let _node2 = Holdfast::start(&fabric.nodes[1], &probe_config(1, ""), &vips(&[VIP]));
     for i in 0..2 {
         frr.wait_established(neighbor_ip(i), LONG);
@@ -382,7 +407,9 @@ fn a_degraded_or_disabled_probe_steers_traffic_away_without_a_withdrawal() {
     fabric.nodes[0].ip(&["addr", "del", &format!("{VIP}/32"), "dev", "lo"]);
     let p1 = only_node2(&frr, "FRR to prefer node-2 over the degraded node-1");
     assert!(
-        p1["community"]["string"].as_str().is_some_and(|c| c.contains("65001:666")),
+        p1["community"]["string"]
+            .as_str()
+            .is_some_and(|c| c.contains("65001:666")),
         "{p1}"
     );
     let status = node1.status();
@@ -390,7 +417,10 @@ fn a_degraded_or_disabled_probe_steers_traffic_away_without_a_withdrawal() {
     assert_eq!(route["steering"], "degraded", "{status}");
     let (code, why) = node1.explain(VIP);
     assert_eq!(code, 0, "still advertised: {why}");
-    assert!(why.contains("announced with the advertisement's degraded attributes"), "{why}");
+    assert!(
+        why.contains("announced with the advertisement's degraded attributes"),
+        "{why}"
+    );
 
     // It heals: recover_after successes bring the normal attributes back.
     fabric.nodes[0].ip(&["addr", "add", &format!("{VIP}/32"), "dev", "lo"]);
@@ -398,13 +428,27 @@ fn a_degraded_or_disabled_probe_steers_traffic_away_without_a_withdrawal() {
 
     // Maintenance: the disable file degrades at once; removing it restores.
     std::fs::write(&disable, "").unwrap();
-    only_node2(&frr, "FRR to prefer node-2 while node-1's disable file exists");
+    only_node2(
+        &frr,
+        "FRR to prefer node-2 while node-1's disable file exists",
+    );
     let text = node1.status_text();
-    assert!(text.contains(&format!("disabled: {disable_text} exists")), "{text}");
+    assert!(
+        text.contains(&format!("disabled: {disable_text} exists")),
+        "{text}"
+    );
     let (_, why) = node1.explain(VIP);
-    assert!(why.contains(&format!("the disable file {disable_text} exists")), "{why}");
+    assert!(
+        why.contains(&format!("the disable file {disable_text} exists")),
+        "{why}"
+    );
     std::fs::remove_file(&disable).unwrap();
     both_ecmp(&frr, "ECMP over both nodes after the disable file went");
 
-    assert_eq!(withdrawals(&frr), withdrawn_before, "never withdrawn:\n{}", frr.log());
+    assert_eq!(
+        withdrawals(&frr),
+        withdrawn_before,
+        "never withdrawn:\n{}",
+        frr.log()
+    );
 }

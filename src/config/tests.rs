@@ -1343,16 +1343,26 @@ fn steering_keys_parse_and_are_checked() {
     );
     let probe = a.probe.as_ref().unwrap();
     assert_eq!(probe.on_failure, OnFailure::Degrade);
-    assert_eq!(probe.disable_file.as_deref(), Some(Path::new("/run/holdfast/down")));
+    assert_eq!(
+        probe.disable_file.as_deref(),
+        Some(Path::new("/run/holdfast/down"))
+    );
 
-    let bad = |ad: &str| problems(&format!("{}[[advertisement]]\nname = \"a\"\n{ad}\n", with_peer("")));
+    let bad = |ad: &str| {
+        problems(&format!(
+            "{}[[advertisement]]\nname = \"a\"\n{ad}\n",
+            with_peer("")
+        ))
+    };
     assert_eq!(
         bad("link_bandwidth = \"per-pod\""),
         ["11:18: unknown link_bandwidth \"per-pod\"; expected \"per-endpoint\""]
     );
     assert_eq!(
         bad("probe = { port = 80, on_failure = \"degrade\" }"),
-        ["11:9: probe.on_failure is \"degrade\" but the advertisement has no degraded = { ... } attributes to degrade to"]
+        [
+            "11:9: probe.on_failure is \"degrade\" but the advertisement has no degraded = { ... } attributes to degrade to"
+        ]
     );
     assert_eq!(
         bad("degraded = {}"),

@@ -654,13 +654,15 @@ impl Daemon {
                     on_failure = p.config.on_failure.as_str(),
                     "probe disable file exists: the VIP counts as failed"
                 ),
-                probe::Verdict::Failing if p.config.on_failure == config::OnFailure::Degrade => warn!(
-                    vip = %r.vip,
-                    port = p.config.port,
-                    error = p.tracker.last_error.as_deref().unwrap_or(""),
-                    "TCP probe failed {} times: announcing with the degraded attributes",
-                    p.config.fail_after
-                ),
+                probe::Verdict::Failing if p.config.on_failure == config::OnFailure::Degrade => {
+                    warn!(
+                        vip = %r.vip,
+                        port = p.config.port,
+                        error = p.tracker.last_error.as_deref().unwrap_or(""),
+                        "TCP probe failed {} times: announcing with the degraded attributes",
+                        p.config.fail_after
+                    )
+                }
                 probe::Verdict::Failing => warn!(
                     vip = %r.vip,
                     port = p.config.port,

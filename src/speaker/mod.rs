@@ -88,7 +88,11 @@ pub fn attrs_for_peer<'a>(
         }
         // A degraded route (probe on_failure = "degrade") carries this
         // advertisement's degraded attributes on top of its own.
-        if let Some(d) = ad.degraded.as_ref().filter(|_| service.is_some_and(|s| s.degraded)) {
+        if let Some(d) = ad
+            .degraded
+            .as_ref()
+            .filter(|_| service.is_some_and(|s| s.degraded))
+        {
             a.communities.extend(d.communities.iter().copied());
             a.as_path_prepend = a
                 .as_path_prepend

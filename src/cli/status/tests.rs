@@ -32,7 +32,10 @@ fn a_steered_route_says_how() {
         steering: Some("disabled: /run/holdfast/down exists".into()),
         ..route("advertised")
     };
-    assert_eq!(route_state(&r), "advertised (disabled: /run/holdfast/down exists)");
+    assert_eq!(
+        route_state(&r),
+        "advertised (disabled: /run/holdfast/down exists)"
+    );
 }
 
 #[test]

@@ -511,7 +511,11 @@ fn apply_link_bandwidth(
     let by_key: HashMap<&ServiceKey, &Service> = services.iter().map(|(k, s)| (k, *s)).collect();
     let mut counts = BTreeMap::new();
     for (ip, vip) in &next.vips {
-        if !vip.advertisements.iter().any(|a| weighted.contains(a.as_str())) {
+        if !vip
+            .advertisements
+            .iter()
+            .any(|a| weighted.contains(a.as_str()))
+        {
             continue;
         }
         let count = if vip.local_traffic {

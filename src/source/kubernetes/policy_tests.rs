@@ -1486,7 +1486,11 @@ fn link_bandwidth_counts_ready_local_endpoints_of_a_local_service() {
     let w = World::new(vec![local(lb("web", &["198.51.100.10"]))])
         .slices(vec![slice("web", "web-1", &eps)]);
     let e = once(&c, &w);
-    assert_eq!(endpoints_of(&e, "198.51.100.10"), Some(3), "other nodes' and unready ones not counted");
+    assert_eq!(
+        endpoints_of(&e, "198.51.100.10"),
+        Some(3),
+        "other nodes' and unready ones not counted"
+    );
 
     // A dual-stack Service: the IPv6 slice names the same pods, not more.
     let mut v6 = slice("web", "web-v6", &ready_on(3, NODE));
@@ -1504,24 +1508,42 @@ fn link_bandwidth_counts_ready_local_endpoints_of_a_local_service() {
 
 #[test]
 fn link_bandwidth_is_one_unit_for_a_cluster_service_and_absent_without_the_key() {
-    let w = World::new(vec![lb("web", &["198.51.100.10"])])
-        .slices(vec![slice("web", "web-1", &ready_on(3, NODE))]);
-    assert_eq!(endpoints_of(&once(&weighted_cfg(), &w), "198.51.100.10"), Some(1));
-    assert_eq!(endpoints_of(&once(&default_cfg(), &w), "198.51.100.10"), None);
+    let w = World::new(vec![lb("web", &["198.51.100.10"])]).slices(vec![slice(
+        "web",
+        "web-1",
+        &ready_on(3, NODE),
+    )]);
+    assert_eq!(
+        endpoints_of(&once(&weighted_cfg(), &w), "198.51.100.10"),
+        Some(1)
+    );
+    assert_eq!(
+        endpoints_of(&once(&default_cfg(), &w), "198.51.100.10"),
+        None
+    );
 }
 
 #[test]
 fn a_scale_up_burst_reaches_the_route_once_it_settles() {
     let c = weighted_cfg();
     let svc = vec![local(lb("web", &["198.51.100.10"]))];
-    let at = |n: usize| World::new(svc.clone()).slices(vec![slice("web", "web-1", &ready_on(n, NODE))]);
+    let at =
+        |n: usize| World::new(svc.clone()).slices(vec![slice("web", "web-1", &ready_on(n, NODE))]);
     let t0 = Instant::now();
     let e0 = at(1).eval(&Evaluation::default(), &c, t0);
-    assert_eq!(endpoints_of(&e0, "198.51.100.10"), Some(1), "a first count at once");
+    assert_eq!(
+        endpoints_of(&e0, "198.51.100.10"),
+        Some(1),
+        "a first count at once"
+    );
     assert_eq!(e0.bandwidth_due(), None);
     let e1 = at(2).eval(&e0, &c, t0 + Duration::from_millis(300));
     let e2 = at(3).eval(&e1, &c, t0 + Duration::from_millis(600));
-    assert_eq!(endpoints_of(&e2, "198.51.100.10"), Some(1), "still settling");
+    assert_eq!(
+        endpoints_of(&e2, "198.51.100.10"),
+        Some(1),
+        "still settling"
+    );
     assert_eq!(
         e2.bandwidth_due(),
         Some(t0 + Duration::from_millis(600) + crate::steering::SETTLE)
@@ -1534,6 +1556,10 @@ fn a_scale_up_burst_reaches_the_route_once_it_settles() {
         e2.explain(ip("198.51.100.10"))
     );
     let e3 = at(3).eval(&e2, &c, e2.bandwidth_due().unwrap());
-    assert_eq!(endpoints_of(&e3, "198.51.100.10"), Some(3), "1 -> 3 in one step");
+    assert_eq!(
+        endpoints_of(&e3, "198.51.100.10"),
+        Some(3),
+        "1 -> 3 in one step"
+    );
     assert_eq!(e3.bandwidth_due(), None);
 }
