@@ -46,6 +46,11 @@ pub struct Route {
 /// large communities are added to the advertisement's, its LOCAL_PREF and
 /// MED replace the advertisement's, and its prepend is added to the
 /// advertisement's (none).
+///
+/// An advertisement with `link_bandwidth` sends the route's endpoint count
+/// (src/steering.rs); one with `degraded` adds its degraded attributes to a
+/// route whose probe degrades it: its MED replaces the route's, its prepend
+/// and communities add to them.
 pub fn attrs_for_peer<'a>(
     peer: &str,
     ads: impl Iterator<Item = &'a Advertisement>,
