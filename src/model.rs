@@ -53,6 +53,15 @@ pub struct ServiceAttributes {
     pub med: Option<u32>,
     /// Our AS this many more times in the AS_PATH (eBGP only).
     pub as_path_prepend: Option<u8>,
+    /// This node's share of the Service's traffic, in units of the
+    /// link-bandwidth extended community (ready local endpoints for eTP
+    /// Local, 1 for eTP Cluster); set only when an advertisement of the VIP
+    /// has `link_bandwidth = "per-endpoint"`, and rate-limited
+    /// (steering::Settle).
+    pub endpoints: Option<u32>,
+    /// The VIP's probe fails with `on_failure = "degrade"` (or its disable
+    /// file exists): each advertisement applies its `degraded` attributes.
+    pub degraded: bool,
 }
 
 impl ServiceAttributes {

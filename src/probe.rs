@@ -7,6 +7,16 @@
 //! `fail_after` consecutive failures the VIP is withdrawn at once, without
 //! the hold-down; after `recover_after` consecutive successes it returns.
 //! A VIP is first advertised after its first successful probe.
+//!
+//! With `on_failure = "degrade"` a failing VIP is not withdrawn but
+//! re-announced with its advertisement's `degraded` attributes (a higher
+//! MED, a longer AS path, communities), so routers prefer the other nodes
+//! while this one still takes traffic if it is the last (ExaBGP
+//! healthcheck's down state). While `disable_file` exists the probe counts
+//! as failed at once, without waiting for `fail_after` (ExaBGP's
+//! `--disable`: a maintenance switch); once it is gone the VIP needs
+//! `recover_after` successes like any failed probe. [`health`] is the
+//! decision; the driver only stats the file and connects.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -14,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::config::Probe;
+use crate::config::{OnFailure, Probe};
 
 /// Where a probed VIP stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +43,8 @@ pub struct Tracker {
     successes: u32,
     failures: u32,
     pub last_error: Option<String>,
+    /// The disable file existed at the last probe.
+    pub disabled: bool,
 }
 
 impl Default for Tracker {
@@ -42,13 +54,78 @@ impl Default for Tracker {
             successes: 0,
             failures: 0,
             last_error: None,
+            disabled: false,
         }
     }
 }
 
+/// What a probed VIP gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Not probed successfully yet: not advertised.
+    Unknown,
+    /// Advertised with its own attributes.
+    Healthy,
+    /// Advertised with its advertisement's `degraded` attributes.
+    Degraded,
+    /// Withdrawn at once.
+    Withdrawn,
+}
+
+/// The fate of a VIP whose probe stands at `verdict`.
+pub fn health(verdict: Verdict, on_failure: OnFailure) -> Health {
+    match (verdict, on_failure) {
+        (Verdict::Unknown, _) => Health::Unknown,
+        (Verdict::Passing, _) => Health::Healthy,
+        (Verdict::Failing, OnFailure::Withdraw) => Health::Withdrawn,
+        (Verdict::Failing, OnFailure::Degrade) => Health::Degraded,
+    }
+}
+
 impl Tracker {
+    /// The gate of the routes step for this VIP.
+    pub fn gate(&self, probe: &Probe) -> crate::routes::Gate {
+        use crate::routes::Gate;
+        match health(self.verdict, probe.on_failure) {
+            Health::Unknown => Gate::Unknown,
+            Health::Healthy => Gate::Pass,
+            Health::Degraded => Gate::Degraded,
+            Health::Withdrawn => Gate::Fail,
+        }
+    }
+
     /// Records one probe; returns the new verdict when it changed.
     pub fn record(&mut self, probe: &Probe, result: Result<(), String>) -> Option<Verdict> {
+        self.observe(probe, Observation::Probed(result))
+    }
+
+    /// Records one round: the disable file's presence or a probe result.
+    /// Returns the new verdict when it changed.
+    pub fn observe(&mut self, probe: &Probe, observation: Observation) -> Option<Verdict> {
+        let result = match observation {
+            Observation::Disabled => {
+                let before = self.verdict;
+                self.disabled = true;
+                self.successes = 0;
+                self.failures = self.failures.saturating_add(1);
+                self.last_error = Some(format!(
+                    "disable file {} exists",
+                    probe
+                        .disable_file
+                        .as_deref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                ));
+                // A maintenance switch acts at once, whatever the count.
+                self.verdict = Verdict::Failing;
+                return (self.verdict != before).then_some(self.verdict);
+            }
+            Observation::Probed(result) => result,
+        };
+        let was_disabled = std::mem::take(&mut self.disabled);
+        if was_disabled {
+            self.successes = 0;
+        }
         let before = self.verdict;
         match result {
             Ok(()) => {
@@ -81,11 +158,31 @@ impl Tracker {
     }
 }
 
+/// One round of a probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observation {
+    /// The disable file exists: no connect was tried.
+    Disabled,
+    /// The connect's outcome.
+    Probed(Result<(), String>),
+}
+
 /// One probe result, for the daemon's main loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeResult {
     pub vip: IpAddr,
-    pub result: Result<(), String>,
+    pub result: Observation,
+}
+
+/// True when `path` exists. The stat runs on tokio's blocking pool (a hung
+/// network filesystem must not stall the runtime thread) and is given
+/// `bound`; a stat that errs or overruns counts as "no file": the switch
+/// is for operators to turn on, not for a sick filesystem.
+async fn disable_file_present(path: &std::path::Path, bound: Duration) -> bool {
+    matches!(
+        tokio::time::timeout(bound, tokio::fs::try_exists(path)).await,
+        Ok(Ok(true))
+    )
 }
 
 /// Probes `vip` every `probe.interval` until the handle is dropped.
@@ -96,6 +193,15 @@ pub fn spawn(vip: IpAddr, probe: Probe, results: mpsc::UnboundedSender<ProbeResu
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
+            if let Some(path) = &probe.disable_file
+                && disable_file_present(path, probe.timeout).await
+            {
+                let result = Observation::Disabled;
+                if results.send(ProbeResult { vip, result }).is_err() {
+                    return;
+                }
+                continue;
+            }
             let result =
                 match tokio::time::timeout(probe.timeout, tokio::net::TcpStream::connect(addr))
                     .await
@@ -107,6 +213,7 @@ pub fn spawn(vip: IpAddr, probe: Probe, results: mpsc::UnboundedSender<ProbeResu
                         probe.timeout
                     )),
                 };
+            let result = Observation::Probed(result);
             if results.send(ProbeResult { vip, result }).is_err() {
                 return;
             }
@@ -121,6 +228,38 @@ pub struct ProbeTask(JoinHandle<()>);
 impl Drop for ProbeTask {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// What `explain` needs of a failing probe.
+pub struct Failing<'a> {
+    pub port: u16,
+    pub failures: u32,
+    pub fail_after: u32,
+    pub error: Option<&'a str>,
+    pub on_failure: OnFailure,
+    pub disabled: Option<&'a std::path::Path>,
+}
+
+/// `explain`'s line for a failing probe.
+pub fn explain_failing(p: Failing<'_>) -> String {
+    let what = match p.on_failure {
+        OnFailure::Withdraw => "withdrawn at once, without the hold-down",
+        OnFailure::Degrade => {
+            "announced with the advertisement's degraded attributes (on_failure = \"degrade\"), not withdrawn"
+        }
+    };
+    match &p.disabled {
+        Some(path) => format!(
+            "its probe is disabled: the disable file {} exists (maintenance), so the VIP counts as failed: {what}; remove the file to restore it",
+            path.display()
+        ),
+        None => format!(
+            "its TCP probe to port {} failed {} times in a row ({}): {what} — the datapath does not serve it",
+            p.port,
+            p.failures.max(p.fail_after),
+            p.error.unwrap_or("no detail")
+        ),
     }
 }
 
@@ -141,7 +280,51 @@ mod tests {
             timeout: Duration::from_secs(1),
             fail_after: 3,
             recover_after: 2,
+            on_failure: OnFailure::Withdraw,
+            disable_file: Some("/run/holdfast/maintenance".into()),
         }
+    }
+
+    #[test]
+    fn health_follows_the_verdict_and_on_failure() {
+        use OnFailure::*;
+        assert_eq!(health(Verdict::Unknown, Degrade), Health::Unknown);
+        assert_eq!(health(Verdict::Passing, Degrade), Health::Healthy);
+        assert_eq!(health(Verdict::Passing, Withdraw), Health::Healthy);
+        assert_eq!(health(Verdict::Failing, Withdraw), Health::Withdrawn);
+        assert_eq!(health(Verdict::Failing, Degrade), Health::Degraded);
+    }
+
+    #[test]
+    fn the_disable_file_fails_at_once_and_recovery_takes_recover_after() {
+        let p = probe();
+        let mut t = Tracker::default();
+        assert_eq!(
+            t.observe(&p, Observation::Probed(Ok(()))),
+            Some(Verdict::Passing)
+        );
+        assert_eq!(
+            t.observe(&p, Observation::Disabled),
+            Some(Verdict::Failing),
+            "no fail_after wait"
+        );
+        assert!(t.disabled);
+        assert_eq!(
+            t.last_error.as_deref(),
+            Some("disable file /run/holdfast/maintenance exists")
+        );
+        assert_eq!(t.observe(&p, Observation::Disabled), None);
+        assert_eq!(t.observe(&p, Observation::Probed(Ok(()))), None, "1 of 2");
+        assert!(!t.disabled, "the file is gone");
+        assert_eq!(
+            t.observe(&p, Observation::Probed(Ok(()))),
+            Some(Verdict::Passing)
+        );
+        // A VIP never probed is failed by the switch too: a degraded
+        // route is announced, or nothing.
+        let mut t = Tracker::default();
+        assert_eq!(t.observe(&p, Observation::Disabled), Some(Verdict::Failing));
+        assert_eq!(health(t.verdict, OnFailure::Degrade), Health::Degraded);
     }
 
     #[test]

@@ -42,6 +42,10 @@ use crate::model::{Interner, SourceSnapshot, Vip};
 pub enum Gate {
     /// No probe, or it passes: the VIP is present.
     Pass,
+    /// The probe fails with `on_failure = "degrade"`: present, with its
+    /// advertisements' `degraded` attributes (one UPDATE replacing the
+    /// route, never a withdrawal).
+    Degraded,
     /// The probe failed: absent, withdrawn at once (`ProbeFailed`).
     Fail,
     /// The probe has not passed yet: absent, no reason.
@@ -110,6 +114,7 @@ pub fn desired(
             .iter()
             .filter_map(|(ip, v)| match gate(*ip) {
                 Gate::Pass => Some((IpNet::from(*ip), route_of(v))),
+                Gate::Degraded => Some((IpNet::from(*ip), degraded(route_of(v)))),
                 Gate::Fail => {
                     absences.insert(IpNet::from(*ip), Absence::ProbeFailed);
                     None
@@ -122,18 +127,24 @@ pub fn desired(
 
     let mut gathered: BTreeMap<IpNet, (BTreeSet<String>, Option<Route>)> = BTreeMap::new();
     for (ip, vip) in snapshot.vips.iter() {
-        match gate(*ip) {
-            Gate::Pass => {}
+        let is_degraded = match gate(*ip) {
+            Gate::Pass => false,
+            Gate::Degraded => true,
             Gate::Fail => {
                 absences.insert(IpNet::from(*ip), Absence::ProbeFailed);
                 continue;
             }
             Gate::Unknown => continue,
-        }
+        };
         let host = IpNet::from(*ip);
         for name in vip.advertisements.iter() {
             let prefix = placement(config, vip, name);
-            let make = || (prefix == host).then(|| route_of(vip));
+            let make = || {
+                (prefix == host).then(|| {
+                    let r = route_of(vip);
+                    if is_degraded { degraded(r) } else { r }
+                })
+            };
             merge(&mut gathered, prefix, [name.clone()], make);
         }
     }
@@ -194,6 +205,16 @@ pub fn desired(
         })
         .collect();
     (present, absences)
+}
+
+/// `route` marked degraded: the flag rides in its attributes, so the
+/// speaker applies each advertisement's `degraded` values and the changed
+/// attributes replace the route in one UPDATE.
+fn degraded(mut route: Route) -> Route {
+    let mut a = route.attributes.as_deref().cloned().unwrap_or_default();
+    a.degraded = true;
+    route.attributes = Some(Arc::new(a));
+    route
 }
 
 fn route_of(v: &Vip) -> Route {

@@ -214,6 +214,14 @@ pub struct RouteStatus {
     /// Peers the route is in the Adj-RIB-Out of.
     pub peers: Vec<String>,
     pub figure_of_merit: Option<f64>,
+    /// The probe steers the route: "degraded" (announced with the
+    /// advertisement's degraded attributes) or "disabled: FILE exists"
+    /// (the probe's disable file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steering: Option<String>,
+    /// Endpoint units in the route's link-bandwidth community.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_bandwidth: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

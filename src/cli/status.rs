@@ -246,6 +246,14 @@ pub fn render_routes(routes: &[RouteStatus]) -> String {
 
 /// One route's state in words: "held down, withdraws in 12s".
 pub fn route_state(r: &RouteStatus) -> String {
+    let base = route_timer_state(r);
+    match &r.steering {
+        Some(s) => format!("{base} ({s})"),
+        None => base,
+    }
+}
+
+fn route_timer_state(r: &RouteStatus) -> String {
     let left = r.seconds_left.map(time_left);
     let absence = r.absence.as_deref().map(|a| a.replace('-', " "));
     match r.state.as_str() {

@@ -57,7 +57,40 @@ pub struct Advertisement {
     pub pod_cidr: bool,
     /// The global addresses of this interface are announced as host routes.
     pub interface: Option<String>,
+    /// `link_bandwidth = "per-endpoint"`: the routes carry the
+    /// link-bandwidth extended community, proportional to this node's ready
+    /// local endpoints (src/steering.rs).
+    pub link_bandwidth: Option<LinkBandwidth>,
+    /// What a VIP whose probe has `on_failure = "degrade"` is re-announced
+    /// with while the probe fails, instead of being withdrawn.
+    pub degraded: Option<Degraded>,
 }
+
+/// `link_bandwidth`: how the link-bandwidth extended community is valued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkBandwidth {
+    /// One unit per ready local endpoint (eTP Local), one per node (eTP
+    /// Cluster).
+    PerEndpoint,
+}
+
+/// `degraded = { med = N, as_path_prepend = N, communities = [...] }`: the
+/// attributes of a degraded route. `med` replaces the route's MED, the
+/// prepend is added to its own, the communities to its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Degraded {
+    /// MULTI_EXIT_DISC while degraded (RFC 4271 §5.1.4: lower is
+    /// preferred, so a high one steers traffic away).
+    pub med: Option<u32>,
+    /// Our AS this many more times towards eBGP peers.
+    pub as_path_prepend: u8,
+    /// COMMUNITIES added while degraded (RFC 1997).
+    pub communities: Vec<u32>,
+}
+
+/// Longest `degraded.as_path_prepend`: as long as the per-Service
+/// annotation allows (a longer path only ever loses).
+pub const MAX_DEGRADED_PREPEND: u8 = 10;
 
 /// A Service annotation an advertisement may honour
 /// (`allow_service_attributes`).
@@ -129,6 +162,8 @@ impl Advertisement {
             aggregation_length_v6: None,
             pod_cidr: false,
             interface: None,
+            link_bandwidth: None,
+            degraded: None,
         }
     }
 
@@ -180,9 +215,29 @@ impl AddressKind {
 pub const DEFAULT_ADDRESSES: [AddressKind; 2] =
     [AddressKind::LoadBalancerIp, AddressKind::ExternalIp];
 
+/// What a failing probe does to its VIP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnFailure {
+    /// Withdrawn at once (the default).
+    #[default]
+    Withdraw,
+    /// Re-announced with the advertisement's `degraded` attributes.
+    Degrade,
+}
+
+impl OnFailure {
+    /// The name the config writes it with.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            OnFailure::Withdraw => "withdraw",
+            OnFailure::Degrade => "degrade",
+        }
+    }
+}
+
 /// TCP health probe gating an advertisement: the VIP is advertised only
 /// while connecting to it on `port` succeeds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
     /// TCP port to connect to on the VIP.
     pub port: u16,
@@ -194,6 +249,11 @@ pub struct Probe {
     pub fail_after: u32,
     /// Consecutive successes before it counts as present again.
     pub recover_after: u32,
+    /// Withdraw, or re-announce with `degraded` attributes.
+    pub on_failure: OnFailure,
+    /// While this file exists the probe counts as failed (a maintenance
+    /// switch, like ExaBGP healthcheck's `--disable`).
+    pub disable_file: Option<std::path::PathBuf>,
 }
 
 pub(crate) const KEYS: &[&str] = &[
@@ -212,7 +272,12 @@ pub(crate) const KEYS: &[&str] = &[
     "aggregation_length",
     "aggregation_length_v6",
     "interface",
+    "link_bandwidth",
+    "degraded",
 ];
+
+/// Keys of `degraded`.
+pub(crate) const DEGRADED_KEYS: &[&str] = &["med", "as_path_prepend", "communities"];
 
 /// Longest interface name Linux accepts (IFNAMSIZ less the NUL).
 const IFNAMSIZ: usize = 15;
@@ -232,8 +297,15 @@ pub(crate) struct AdvertisementRegistry {
 }
 
 /// Keys of `probe`.
-pub(crate) const PROBE_KEYS: &[&str] =
-    &["port", "interval", "timeout", "fail_after", "recover_after"];
+pub(crate) const PROBE_KEYS: &[&str] = &[
+    "port",
+    "interval",
+    "timeout",
+    "fail_after",
+    "recover_after",
+    "on_failure",
+    "disable_file",
+];
 
 pub(crate) fn parse_advertisement(
     value: &Value<'_>,
@@ -458,6 +530,32 @@ pub(crate) fn parse_advertisement(
         }),
     };
 
+    let link_bandwidth = match table.get("link_bandwidth") {
+        None => Some(None),
+        Some(v) => tree::keyword(
+            v,
+            "link_bandwidth",
+            "unknown link_bandwidth",
+            &[("per-endpoint", LinkBandwidth::PerEndpoint)],
+            d,
+        )
+        .map(Some),
+    };
+    let degraded = match table.get("degraded") {
+        None => Some(None),
+        Some(v) => parse_degraded(v, d).map(Some),
+    };
+    if let (Some(Some(p)), Some(None)) = (&probe, &degraded)
+        && p.on_failure == OnFailure::Degrade
+    {
+        let at = table.get("probe").map_or(table.span(), |v| v.span());
+        d.error(
+            &at,
+            "probe.on_failure is \"degrade\" but the advertisement has no degraded = { ... } attributes to degrade to",
+        );
+        return None;
+    }
+
     Some(Advertisement {
         name: name?,
         addresses: addresses?,
@@ -475,6 +573,59 @@ pub(crate) fn parse_advertisement(
         aggregation_length_v6: aggregation_length_v6?,
         pod_cidr,
         interface: interface?,
+        link_bandwidth: link_bandwidth?,
+        degraded: degraded?,
+    })
+}
+
+fn parse_degraded(value: &Value<'_>, d: &mut Diagnostics) -> Option<Degraded> {
+    let table = Table::from_value(
+        value,
+        "degraded",
+        "[[advertisement]] degraded".to_string(),
+        d,
+    )?;
+    table.reject_unknown_keys(DEGRADED_KEYS, d);
+    if DEGRADED_KEYS.iter().all(|k| table.get(k).is_none()) {
+        d.error(
+            &table.span(),
+            "degraded is empty; give at least one of med, as_path_prepend, communities",
+        );
+        return None;
+    }
+    let med = match table.get("med") {
+        None => Some(None),
+        Some(v) => tree::integer_in(v, "degraded.med", 0, i128::from(u32::MAX), d).map(Some),
+    };
+    let as_path_prepend = match table.get("as_path_prepend") {
+        None => Some(0),
+        Some(v) => tree::integer_in(
+            v,
+            "degraded.as_path_prepend",
+            0,
+            i128::from(MAX_DEGRADED_PREPEND),
+            d,
+        ),
+    };
+    let communities = match table.get("communities") {
+        None => Some(Vec::new()),
+        Some(v) => tree::unique_list(
+            v,
+            "degraded.communities",
+            d,
+            |item, d| {
+                let text = tree::string(item, "each of degraded.communities", d)?;
+                parse_community(text)
+                    .map_err(|why| d.error(&item.span(), why))
+                    .ok()
+            },
+            |c| format!("community {}", format_community(*c)),
+        ),
+    };
+    Some(Degraded {
+        med: med?,
+        as_path_prepend: as_path_prepend?,
+        communities: communities?,
     })
 }
 
@@ -501,6 +652,32 @@ fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
     };
     let fail_after = count("fail_after", 3, d);
     let recover_after = count("recover_after", 2, d);
+    let on_failure = match table.get("on_failure") {
+        None => Some(OnFailure::Withdraw),
+        Some(v) => tree::keyword(
+            v,
+            "on_failure",
+            "unknown on_failure",
+            &[
+                ("withdraw", OnFailure::Withdraw),
+                ("degrade", OnFailure::Degrade),
+            ],
+            d,
+        ),
+    };
+    let disable_file = match table.get("disable_file") {
+        None => Some(None),
+        Some(v) => tree::string(v, "disable_file", d).and_then(|text| {
+            if !text.starts_with('/') {
+                d.error(
+                    &v.span(),
+                    format!("disable_file \"{text}\" must be an absolute path"),
+                );
+                return None;
+            }
+            Some(Some(std::path::PathBuf::from(text)))
+        }),
+    };
     if let (Some(interval), Some(timeout)) = (interval, timeout)
         && timeout >= interval
     {
@@ -524,5 +701,7 @@ fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
         timeout: timeout?,
         fail_after: fail_after?,
         recover_after: recover_after?,
+        on_failure: on_failure?,
+        disable_file: disable_file?,
     })
 }

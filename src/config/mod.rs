@@ -31,7 +31,8 @@ use std::path::{Path, PathBuf};
 use toml::de::DeTable;
 
 pub use advertisement::{
-    AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Probe, ServiceAttribute,
+    AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Degraded, LinkBandwidth,
+    OnFailure, Probe, ServiceAttribute,
 };
 pub use community::{
     ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,

@@ -324,6 +324,8 @@ fn full_schema_parses_to_the_values_written() {
             timeout: secs(2),
             fail_after: 4,
             recover_after: 1,
+            on_failure: OnFailure::Withdraw,
+            disable_file: None,
         })
     );
     assert!(public.namespace_selector.is_some());
@@ -1316,7 +1318,67 @@ fn probe_timeout_below_interval() {
             timeout: secs(1),
             fail_after: 3,
             recover_after: 2,
+            on_failure: OnFailure::Withdraw,
+            disable_file: None,
         })
+    );
+}
+
+#[test]
+fn steering_keys_parse_and_are_checked() {
+    let config = valid(&format!(
+        "{}[[advertisement]]\nname = \"a\"\nlink_bandwidth = \"per-endpoint\"\n\
+         degraded = {{ med = 500, as_path_prepend = 3, communities = [\"65001:666\"] }}\n\
+         probe = {{ port = 80, on_failure = \"degrade\", disable_file = \"/run/holdfast/down\" }}\n",
+        with_peer("")
+    ));
+    let a = &config.advertisements[0];
+    assert_eq!(a.link_bandwidth, Some(LinkBandwidth::PerEndpoint));
+    assert_eq!(
+        a.degraded,
+        Some(Degraded {
+            med: Some(500),
+            as_path_prepend: 3,
+            communities: vec![65001 << 16 | 666],
+        })
+    );
+    let probe = a.probe.as_ref().unwrap();
+    assert_eq!(probe.on_failure, OnFailure::Degrade);
+    assert_eq!(
+        probe.disable_file.as_deref(),
+        Some(Path::new("/run/holdfast/down"))
+    );
+
+    let bad = |ad: &str| {
+        problems(&format!(
+            "{}[[advertisement]]\nname = \"a\"\n{ad}\n",
+            with_peer("")
+        ))
+    };
+    assert_eq!(
+        bad("link_bandwidth = \"per-pod\""),
+        ["11:18: unknown link_bandwidth \"per-pod\"; expected \"per-endpoint\""]
+    );
+    assert_eq!(
+        bad("probe = { port = 80, on_failure = \"degrade\" }"),
+        [
+            "11:9: probe.on_failure is \"degrade\" but the advertisement has no degraded = { ... } attributes to degrade to"
+        ]
+    );
+    assert_eq!(
+        bad("degraded = {}"),
+        ["11:12: degraded is empty; give at least one of med, as_path_prepend, communities"]
+    );
+    assert_eq!(
+        bad("degraded = { as_path_prepend = 11, metric = 1 }"),
+        [
+            "11:32: degraded.as_path_prepend must be in 0..=10, got 11",
+            "11:36: unknown key \"metric\" in [[advertisement]] degraded; expected one of \"med\", \"as_path_prepend\" or \"communities\"",
+        ]
+    );
+    assert_eq!(
+        bad("probe = { port = 80, disable_file = \"down\" }"),
+        ["11:37: disable_file \"down\" must be an absolute path"]
     );
 }
 
@@ -1534,6 +1596,7 @@ fn readme_documents_every_config_key() {
         ("probe.", super::advertisement::PROBE_KEYS),
         ("", super::node_override::KEYS),
         ("peer.NAME.", super::node_override::PEER_KEYS),
+        ("degraded.", super::advertisement::DEGRADED_KEYS),
     ];
     for (prefix, keys) in sections {
         for key in *keys {

@@ -234,8 +234,8 @@ impl Daemon {
                 .retain(|ip, (cfg, _)| wanted.get(ip).is_some_and(|p| p.config == *cfg));
             for (ip, p) in wanted {
                 if !self.probe_tasks.contains_key(ip) {
-                    let task = probe::spawn(*ip, p.config, self.probe_tx.clone());
-                    self.probe_tasks.insert(*ip, (p.config, task));
+                    let task = probe::spawn(*ip, p.config.clone(), self.probe_tx.clone());
+                    self.probe_tasks.insert(*ip, (p.config.clone(), task));
                 }
             }
         }
@@ -370,6 +370,12 @@ impl Daemon {
                         failures: p.tracker.consecutive_failures(),
                         fail_after: p.config.fail_after,
                         error: p.tracker.last_error.clone(),
+                        on_failure: p.config.on_failure,
+                        disabled: p
+                            .tracker
+                            .disabled
+                            .then(|| p.config.disable_file.clone())
+                            .flatten(),
                     },
                 )
             })

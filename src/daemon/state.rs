@@ -81,6 +81,19 @@ pub struct ProbeView {
     pub failures: u32,
     pub fail_after: u32,
     pub error: Option<String>,
+    pub on_failure: crate::config::OnFailure,
+    /// The disable file, while it exists.
+    pub disabled: Option<std::path::PathBuf>,
+}
+
+/// How the probe steers its VIP, for `holdfast status`.
+fn steering_word(p: &ProbeView) -> Option<String> {
+    if let Some(file) = &p.disabled {
+        return Some(format!("disabled: {} exists", file.display()));
+    }
+    (p.verdict == crate::probe::Verdict::Failing
+        && p.on_failure == crate::config::OnFailure::Degrade)
+        .then(|| "degraded".to_string())
 }
 
 /// Everything `status()` and `explain()` read, replaced by the daemon's
@@ -414,6 +427,11 @@ impl Shared {
                         .unwrap_or_default(),
                     peers: self.advertised_to(&r.prefix),
                     figure_of_merit: r.figure_of_merit.filter(|f| *f > 0.0),
+                    steering: self.probes.get(&ip).and_then(steering_word),
+                    link_bandwidth: r
+                        .route
+                        .as_ref()
+                        .and_then(|r| r.attributes.as_ref()?.endpoints),
                 }
             })
             .collect();
@@ -517,12 +535,16 @@ impl Shared {
                     p.port,
                     p.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
                 ),
-                crate::probe::Verdict::Failing => format!(
-                    "its TCP probe to port {} failed {} times in a row ({}): withdrawn at once, without the hold-down — the datapath does not serve it",
-                    p.port,
-                    p.failures.max(p.fail_after),
-                    p.error.as_deref().unwrap_or("no detail")
-                ),
+                crate::probe::Verdict::Failing => {
+                    crate::probe::explain_failing(crate::probe::Failing {
+                        port: p.port,
+                        failures: p.failures,
+                        fail_after: p.fail_after,
+                        error: p.error.as_deref(),
+                        on_failure: p.on_failure,
+                        disabled: p.disabled.as_deref(),
+                    })
+                }
             });
         }
         // Per-node values decide the AS, router ID and peer addresses the

@@ -207,3 +207,39 @@ fn pod_cidrs_and_interface_addresses_become_routes() {
         ["interface lo has it: announced under advertisement \"loop\""]
     );
 }
+
+#[test]
+fn a_degraded_vip_stays_present_marked_degraded() {
+    let d = "[[advertisement]]\nname = \"public\"\ndegraded = { med = 900 }\n";
+    let bad: IpAddr = "198.51.100.11".parse().unwrap();
+    let gate = |ip| {
+        if ip == bad {
+            Gate::Degraded
+        } else {
+            Gate::Pass
+        }
+    };
+    // Both paths of `desired`: plain host routes, and with aggregation.
+    for ads in [d.to_string(), format!("{d}aggregation_length = 24\n")] {
+        let c = config(&ads);
+        let snap = snapshot(vec![
+            vip("198.51.100.10", &["public"], true),
+            vip("198.51.100.11", &["public"], true),
+        ]);
+        let (present, absences) = desired(&c, &snap, gate);
+        assert_eq!(
+            keys(&present),
+            ["198.51.100.10/32", "198.51.100.11/32"],
+            "{ads}"
+        );
+        assert!(absences.is_empty(), "never a withdrawal: {absences:?}");
+        let flag = |p: &str| {
+            present[&net(p)]
+                .attributes
+                .as_ref()
+                .is_some_and(|a| a.degraded)
+        };
+        assert!(flag("198.51.100.11/32"), "{ads}");
+        assert!(!flag("198.51.100.10/32"), "{ads}");
+    }
+}

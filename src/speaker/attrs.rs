@@ -21,6 +21,10 @@ pub struct RouteAttrs {
     pub med: Option<u32>,
     /// Our AS this many extra times in the AS_PATH towards eBGP peers.
     pub as_path_prepend: u8,
+    /// Endpoints behind this route, sent as the link-bandwidth extended
+    /// community (src/steering.rs); its global administrator is our AS,
+    /// known only per session.
+    pub link_bandwidth: Option<u32>,
 }
 
 impl RouteAttrs {
@@ -115,10 +119,16 @@ impl EncodeParams {
                 a.communities.iter().map(|&c| Community(c)).collect(),
             )));
         }
-        if !a.extended_communities.is_empty() {
+        if !a.extended_communities.is_empty() || a.link_bandwidth.is_some() {
+            // draft-ietf-idr-link-bandwidth §3: one link-bandwidth
+            // community in the EXTENDED_COMMUNITIES attribute.
+            let bandwidth = a
+                .link_bandwidth
+                .map(|units| crate::steering::link_bandwidth_community(self.local_asn, units));
             out.push(PathAttribute::new(AttrValue::ExtendedCommunities(
                 a.extended_communities
                     .iter()
+                    .chain(bandwidth.iter())
                     .map(|&c| ExtCommunity(c))
                     .collect(),
             )));

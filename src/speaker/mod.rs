@@ -43,6 +43,11 @@ pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
 /// large communities are added to the advertisement's, its LOCAL_PREF and
 /// MED replace the advertisement's, and its prepend is added to the
 /// advertisement's (none).
+///
+/// An advertisement with `link_bandwidth` sends the route's endpoint count
+/// (src/steering.rs); one with `degraded` adds its degraded attributes to a
+/// route whose probe degrades it: its MED replaces the route's, its prepend
+/// and communities add to them.
 pub fn attrs_for_peer<'a>(
     peer: &str,
     ads: impl Iterator<Item = &'a Advertisement>,
@@ -78,6 +83,30 @@ pub fn attrs_for_peer<'a>(
             (x, y) => x.or(y),
         };
         a.as_path_prepend = a.as_path_prepend.max(prepend);
+        if ad.link_bandwidth.is_some()
+            && let Some(n) = service.and_then(|s| s.endpoints)
+        {
+            a.link_bandwidth = Some(a.link_bandwidth.map_or(n, |m| m.max(n)));
+        }
+        // A degraded route (probe on_failure = "degrade") carries this
+        // advertisement's degraded attributes on top of its own.
+        if let Some(d) = ad
+            .degraded
+            .as_ref()
+            .filter(|_| service.is_some_and(|s| s.degraded))
+        {
+            a.communities.extend(d.communities.iter().copied());
+            a.as_path_prepend = a
+                .as_path_prepend
+                .max(prepend.saturating_add(d.as_path_prepend));
+            if d.med.is_some() {
+                a.med = match (a.med, d.med) {
+                    // The degraded MED is to lose: the highest stands.
+                    (Some(x), Some(y)) => Some(x.max(y)),
+                    (x, y) => y.or(x),
+                };
+            }
+        }
     }
     out.map(RouteAttrs::canonical)
 }

@@ -265,6 +265,7 @@ fn asked() -> crate::model::ServiceAttributes {
         local_pref: Some(300),
         med: Some(7),
         as_path_prepend: Some(2),
+        ..Default::default()
     }
 }
 
@@ -354,4 +355,71 @@ fn the_prepend_lengthens_the_path_to_ebgp_peers_only() {
     let (msgs, _) = encode(&d, &params(true, ctx));
     let ups = decode_all(&msgs, &ctx);
     assert!(ups[0].as_path().unwrap().segments.is_empty());
+}
+
+fn steering_config() -> Config {
+    service_config(
+        "link_bandwidth = \"per-endpoint\"\ndegraded = { med = 1000, as_path_prepend = 3, communities = [\"65001:666\"] }\n\
+         allow_service_attributes = [\"as-path-prepend\"]",
+    )
+}
+
+#[test]
+fn a_degraded_route_carries_the_degraded_attributes_on_top_of_its_own() {
+    let c = steering_config();
+    let healthy = crate::model::ServiceAttributes {
+        as_path_prepend: Some(1),
+        ..Default::default()
+    };
+    let a = attrs_for_peer("tor1", c.advertisements.iter(), Some(&healthy)).unwrap();
+    assert_eq!((a.med, a.as_path_prepend), (Some(50), 1));
+    assert_eq!(a.communities, vec![0xfde9_0064]);
+    let degraded = crate::model::ServiceAttributes {
+        degraded: true,
+        ..healthy
+    };
+    let a = attrs_for_peer("tor1", c.advertisements.iter(), Some(&degraded)).unwrap();
+    assert_eq!(
+        (a.med, a.as_path_prepend),
+        (Some(1000), 4),
+        "MED replaced, prepend added to the route's own"
+    );
+    assert_eq!(a.communities, vec![0xfde9_0064, 0xfde9_029a]);
+    // Without `degraded` in the advertisement the flag changes nothing.
+    let plain = service_config("");
+    assert_eq!(
+        attrs_for_peer("tor1", plain.advertisements.iter(), Some(&degraded)),
+        attrs_for_peer("tor1", plain.advertisements.iter(), None)
+    );
+}
+
+#[test]
+fn the_endpoint_count_goes_out_as_the_link_bandwidth_community() {
+    let c = steering_config();
+    let counted = crate::model::ServiceAttributes {
+        endpoints: Some(3),
+        ..Default::default()
+    };
+    let a = attrs_for_peer("tor1", c.advertisements.iter(), Some(&counted)).unwrap();
+    assert_eq!(a.link_bandwidth, Some(3));
+    // An advertisement without link_bandwidth sends none.
+    let plain = service_config("");
+    let b = attrs_for_peer("tor1", plain.advertisements.iter(), Some(&counted)).unwrap();
+    assert_eq!(b.link_bandwidth, None);
+
+    let mut rib = AdjRibOut::default();
+    let d = rib.diff(
+        &Arc::new(table(&[("198.51.100.10/32", a)])),
+        &[Family::IPV4_UNICAST],
+    );
+    let ctx = Context::default();
+    let mut p = params(false, ctx);
+    p.local_asn = 65001;
+    let (msgs, _) = encode(&d, &p);
+    let ups = decode_all(&msgs, &ctx);
+    let ext: Vec<[u8; 8]> = ups[0].extended_communities().iter().map(|c| c.0).collect();
+    assert_eq!(
+        ext,
+        vec![crate::steering::link_bandwidth_community(65001, 3)]
+    );
 }

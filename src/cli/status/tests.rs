@@ -27,6 +27,18 @@ fn a_deferred_route_says_the_guard_paces_it() {
 }
 
 #[test]
+fn a_steered_route_says_how() {
+    let r = RouteStatus {
+        steering: Some("disabled: /run/holdfast/down exists".into()),
+        ..route("advertised")
+    };
+    assert_eq!(
+        route_state(&r),
+        "advertised (disabled: /run/holdfast/down exists)"
+    );
+}
+
+#[test]
 fn the_whole_status_reads_as_expected() {
     let expected = "\
 holdfast 0.1.0 on node worker-1, up 3d04h05m

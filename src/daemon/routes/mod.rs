@@ -330,8 +330,22 @@ impl Routes {
         let Some(p) = self.probes.get_mut(&r.vip) else {
             return;
         };
-        if let Some(verdict) = p.tracker.record(&p.config, r.result) {
+        if let Some(verdict) = p.tracker.observe(&p.config, r.result) {
             match verdict {
+                probe::Verdict::Failing if p.tracker.disabled => warn!(
+                    vip = %r.vip,
+                    on_failure = p.config.on_failure.as_str(),
+                    "probe disable file exists: the VIP counts as failed"
+                ),
+                probe::Verdict::Failing if p.config.on_failure == config::OnFailure::Degrade => {
+                    warn!(
+                        vip = %r.vip,
+                        port = p.config.port,
+                        error = p.tracker.last_error.as_deref().unwrap_or(""),
+                        "TCP probe failed {} times: announcing with the degraded attributes",
+                        p.config.fail_after
+                    )
+                }
                 probe::Verdict::Failing => warn!(
                     vip = %r.vip,
                     port = p.config.port,
@@ -348,6 +362,11 @@ impl Routes {
         }
     }
 
+    /// A signal already began the exit (a second one stops at once).
+    pub fn exiting(&self) -> bool {
+        self.drain.0.lock().expect("drain lock").exiting
+    }
+
     /// SIGTERM: answers whether the daemon stops now. `withdrawing`: the
     /// peers whose routes will not outlive the exit. When some peers will
     /// lose this node's routes (no graceful restart, or
@@ -355,11 +374,6 @@ impl Routes {
     /// their routes first carry GRACEFUL_SHUTDOWN for the wait (RFC 8326
     /// §3) and the daemon stops when it is over; a second signal stops it
     /// at once.
-    /// A signal already began the exit (a second one stops at once).
-    pub fn exiting(&self) -> bool {
-        self.drain.0.lock().expect("drain lock").exiting
-    }
-
     pub fn begin_exit(&mut self, now: Instant, withdrawing: BTreeSet<String>) -> bool {
         {
             let mut control = self.drain.0.lock().expect("drain lock");
@@ -582,7 +596,7 @@ impl Routes {
             .advertisements
             .iter()
             .filter(|a| advertisements.contains(&a.name))
-            .find_map(|a| a.probe)
+            .find_map(|a| a.probe.clone())
     }
 
     /// Tracks a probe for each VIP that needs one, forgets those no longer
@@ -614,11 +628,9 @@ impl Routes {
         let snap = self.snapshot.clone();
         // Aggregates, PodCIDRs and interface addresses: crate::routes.
         let (present, absences) = crate::routes::desired(&self.config, &snap, |ip| {
-            match self.probes.get(&ip).map(|p| p.tracker.verdict) {
-                None | Some(probe::Verdict::Passing) => crate::routes::Gate::Pass,
-                Some(probe::Verdict::Failing) => crate::routes::Gate::Fail,
-                Some(probe::Verdict::Unknown) => crate::routes::Gate::Unknown,
-            }
+            self.probes
+                .get(&ip)
+                .map_or(crate::routes::Gate::Pass, |p| p.tracker.gate(&p.config))
         });
         let (changes, notes) = {
             let mut st = self.stability.lock().expect("stability lock");

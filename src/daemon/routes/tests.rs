@@ -207,17 +207,23 @@ fn a_probed_vip_is_advertised_once_its_probe_passes_and_withdrawn_at_once_when_i
     assert!(routes_of(&r, "tor1").is_empty(), "no probe result yet");
 
     let result = |result| probe::ProbeResult { vip, result };
-    r.on_probe(t0 + secs(1), result(Ok(())));
+    r.on_probe(t0 + secs(1), result(probe::Observation::Probed(Ok(()))));
     assert_eq!(routes_of(&r, "tor1"), [vip]);
     assert_eq!(routes_of(&r, "rr"), [vip]);
 
-    r.on_probe(t0 + secs(3), result(Err("refused".into())));
+    r.on_probe(
+        t0 + secs(3),
+        result(probe::Observation::Probed(Err("refused".into()))),
+    );
     assert_eq!(
         routes_of(&r, "tor1"),
         [vip],
         "one failure of fail_after = 2"
     );
-    r.on_probe(t0 + secs(5), result(Err("refused".into())));
+    r.on_probe(
+        t0 + secs(5),
+        result(probe::Observation::Probed(Err("refused".into()))),
+    );
     // A datapath fact: no hold-down.
     assert!(routes_of(&r, "tor1").is_empty());
     assert!(routes_of(&r, "rr").is_empty());

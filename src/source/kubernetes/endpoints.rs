@@ -18,7 +18,7 @@
 //! `local_endpoint_delay`, not held down, since from then on this node's
 //! datapath drops the Service's traffic.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -28,15 +28,19 @@ use super::service::ServiceKey;
 /// The label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-/// Services with at least one ready, non-terminating endpoint on the node.
+/// Services with at least one ready, non-terminating endpoint on the node,
+/// and how many.
 #[derive(Debug, Default)]
 pub(crate) struct LocalEndpoints {
-    services: HashSet<ServiceKey>,
+    /// Ready local endpoints per Service and address family. A dual-stack
+    /// Service has one slice per family naming the same pods: the count is
+    /// the larger family's, not the sum.
+    counts: HashMap<ServiceKey, HashMap<String, u32>>,
 }
 
 impl LocalEndpoints {
     pub(crate) fn index(slices: &[Arc<EndpointSlice>], node_name: &str) -> LocalEndpoints {
-        let mut services = HashSet::new();
+        let mut counts: HashMap<ServiceKey, HashMap<String, u32>> = HashMap::new();
         for slice in slices {
             let Some(service) = slice
                 .metadata
@@ -54,28 +58,40 @@ impl LocalEndpoints {
                     .unwrap_or_else(|| "default".to_string()),
                 name: service.clone(),
             };
-            if services.contains(&key) {
-                continue;
-            }
             let local_ready = slice
                 .endpoints
                 .as_deref()
                 .unwrap_or_default()
                 .iter()
-                .any(|e| {
+                .filter(|e| {
                     let conditions = e.conditions.as_ref();
                     e.node_name.as_deref() == Some(node_name)
                         && conditions.and_then(|c| c.ready).unwrap_or(true)
                         && !conditions.and_then(|c| c.terminating).unwrap_or(false)
-                });
-            if local_ready {
-                services.insert(key);
+                })
+                .count();
+            if local_ready > 0 {
+                let n = u32::try_from(local_ready).unwrap_or(u32::MAX);
+                let family = counts
+                    .entry(key)
+                    .or_default()
+                    .entry(slice.address_type.clone())
+                    .or_default();
+                *family = family.saturating_add(n);
             }
         }
-        LocalEndpoints { services }
+        LocalEndpoints { counts }
     }
 
     pub(crate) fn has(&self, service: &ServiceKey) -> bool {
-        self.services.contains(service)
+        self.counts.contains_key(service)
+    }
+
+    /// Ready, non-terminating endpoints of `service` on this node.
+    pub(crate) fn count(&self, service: &ServiceKey) -> u32 {
+        self.counts
+            .get(service)
+            .and_then(|f| f.values().max().copied())
+            .unwrap_or(0)
     }
 }

@@ -161,9 +161,18 @@ pub struct Evaluation {
     /// `metadata.uid` of the Services in `givers` and `gone`.
     uids: BTreeMap<ServiceKey, String>,
     words: Words,
+    /// The endpoint counts the link-bandwidth community carries, and the
+    /// changes waiting to be published (steering::Settle).
+    bandwidth: crate::steering::Settle,
 }
 
 impl Evaluation {
+    /// When a waiting endpoint count is due: the watcher layer evaluates
+    /// again then, though nothing else changed.
+    pub fn bandwidth_due(&self) -> Option<Instant> {
+        self.bandwidth.next_due()
+    }
+
     /// The uid of a Service that gives or gave a VIP, as last seen.
     pub fn uid_of(&self, service: &ServiceKey) -> Option<&str> {
         self.uids.get(service).map(String::as_str)
@@ -477,6 +486,78 @@ fn apply_service_attributes(
     }
 }
 
+/// The endpoint count of each VIP under an advertisement with
+/// `link_bandwidth` (src/steering.rs): the ready local endpoints of the
+/// Services with traffic policy Local that give it, added up; one for a
+/// VIP only Services with policy Cluster give (each node serves all of
+/// it). Counts pass the limiter before they reach the route's attributes.
+fn apply_link_bandwidth(
+    prev: &Evaluation,
+    config: &Config,
+    services: &[(ServiceKey, &Service)],
+    local: &LocalEndpoints,
+    now: Instant,
+    next: &mut Evaluation,
+) {
+    let weighted: BTreeSet<&str> = config
+        .advertisements
+        .iter()
+        .filter(|a| a.link_bandwidth.is_some())
+        .map(|a| a.name.as_str())
+        .collect();
+    if weighted.is_empty() {
+        return;
+    }
+    let by_key: HashMap<&ServiceKey, &Service> = services.iter().map(|(k, s)| (k, *s)).collect();
+    let mut counts = BTreeMap::new();
+    for (ip, vip) in &next.vips {
+        if !vip
+            .advertisements
+            .iter()
+            .any(|a| weighted.contains(a.as_str()))
+        {
+            continue;
+        }
+        let count = if vip.local_traffic {
+            let local_givers: BTreeSet<&ServiceKey> = next
+                .givers
+                .get(ip)
+                .into_iter()
+                .flatten()
+                .filter(|g| {
+                    by_key
+                        .get(&g.service)
+                        .is_some_and(|s| local_traffic_policy(s, g.kind))
+                })
+                .map(|g| &g.service)
+                .collect();
+            local_givers
+                .into_iter()
+                .map(|s| local.count(s))
+                .fold(0u32, u32::saturating_add)
+        } else {
+            1
+        };
+        counts.insert(*ip, count);
+    }
+    next.bandwidth = prev.bandwidth.step(&counts, now);
+    for (ip, vip) in next.vips.iter_mut() {
+        let Some(published) = next.bandwidth.published(*ip) else {
+            continue;
+        };
+        let mut a = vip.attributes.as_deref().cloned().unwrap_or_default();
+        a.endpoints = Some(published);
+        vip.attributes = Some(Arc::new(a));
+        let note = match next.bandwidth.pending(*ip) {
+            Some(waiting) => format!(
+                "link bandwidth: {published} endpoint unit(s) announced, {waiting} waiting to settle (a burst is one UPDATE)"
+            ),
+            None => format!("link bandwidth: {published} endpoint unit(s) announced"),
+        };
+        next.attribute_notes.entry(*ip).or_default().push(note);
+    }
+}
+
 /// The Node's `spec.podCIDRs` under the advertisements that list "PodCIDR".
 /// A node that advertises nothing (drained, excluded) withdraws them at
 /// once, as it does its VIPs; a PodCIDR that merely disappears from the
@@ -635,6 +716,7 @@ pub fn evaluate(
     reasons.retain(|ip, _| !next.vips.contains_key(ip));
     next.excluded = reasons;
     apply_service_attributes(config, &services, &mut next);
+    apply_link_bandwidth(prev, config, &services, &local, now, &mut next);
     pod_cidrs(config, cluster.node, node_problem.is_some(), &mut next);
     // One shared set per distinct list of advertisements
     // (model::Advertisements).

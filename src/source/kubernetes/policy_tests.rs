@@ -1298,6 +1298,7 @@ fn annotations_parse_into_service_attributes() {
             local_pref: Some(250),
             med: Some(7),
             as_path_prepend: Some(3),
+            ..Default::default()
         }
     );
 }
@@ -1451,4 +1452,114 @@ fn pod_cidrs_are_announced_when_an_advertisement_lists_them() {
         d.prefix_absences.get(&"10.244.1.0/24".parse().unwrap()),
         Some(&Absence::Drained)
     );
+}
+
+// ----- link bandwidth (steering) -----
+
+fn weighted_cfg() -> Config {
+    cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"public\"\nlink_bandwidth = \"per-endpoint\"\n",
+    )
+}
+
+fn endpoints_of(e: &Evaluation, address: &str) -> Option<u32> {
+    e.vips[&ip(address)].attributes.as_ref()?.endpoints
+}
+
+fn ready_on(n: usize, node: &str) -> Vec<SliceEndpoint> {
+    (0..n)
+        .map(|i| SliceEndpoint::ready(&format!("10.0.0.{}", i + 1), node))
+        .collect()
+}
+
+#[test]
+fn link_bandwidth_counts_ready_local_endpoints_of_a_local_service() {
+    let c = weighted_cfg();
+    let mut eps = ready_on(3, NODE);
+    eps.push(SliceEndpoint::ready("10.0.1.1", "other-node"));
+    eps.push(SliceEndpoint {
+        ready: false,
+        ..SliceEndpoint::ready("10.0.0.9", NODE)
+    });
+    let w = World::new(vec![local(lb("web", &["198.51.100.10"]))])
+        .slices(vec![slice("web", "web-1", &eps)]);
+    let e = once(&c, &w);
+    assert_eq!(
+        endpoints_of(&e, "198.51.100.10"),
+        Some(3),
+        "other nodes' and unready ones not counted"
+    );
+
+    // A dual-stack Service: the IPv6 slice names the same pods, not more.
+    let mut v6 = slice("web", "web-v6", &ready_on(3, NODE));
+    v6.address_type = "IPv6".into();
+    let w = w.clone().slices(vec![slice("web", "web-1", &eps), v6]);
+    assert_eq!(endpoints_of(&once(&c, &w), "198.51.100.10"), Some(3));
+
+    // Two slices of one family add up.
+    let w = World::new(vec![local(lb("web", &["198.51.100.10"]))]).slices(vec![
+        slice("web", "web-1", &ready_on(1, NODE)),
+        slice("web", "web-2", &ready_on(2, NODE)),
+    ]);
+    assert_eq!(endpoints_of(&once(&c, &w), "198.51.100.10"), Some(3));
+}
+
+#[test]
+fn link_bandwidth_is_one_unit_for_a_cluster_service_and_absent_without_the_key() {
+    let w = World::new(vec![lb("web", &["198.51.100.10"])]).slices(vec![slice(
+        "web",
+        "web-1",
+        &ready_on(3, NODE),
+    )]);
+    assert_eq!(
+        endpoints_of(&once(&weighted_cfg(), &w), "198.51.100.10"),
+        Some(1)
+    );
+    assert_eq!(
+        endpoints_of(&once(&default_cfg(), &w), "198.51.100.10"),
+        None
+    );
+}
+
+#[test]
+fn a_scale_up_burst_reaches_the_route_once_it_settles() {
+    let c = weighted_cfg();
+    let svc = vec![local(lb("web", &["198.51.100.10"]))];
+    let at =
+        |n: usize| World::new(svc.clone()).slices(vec![slice("web", "web-1", &ready_on(n, NODE))]);
+    let t0 = Instant::now();
+    let e0 = at(1).eval(&Evaluation::default(), &c, t0);
+    assert_eq!(
+        endpoints_of(&e0, "198.51.100.10"),
+        Some(1),
+        "a first count at once"
+    );
+    assert_eq!(e0.bandwidth_due(), None);
+    let e1 = at(2).eval(&e0, &c, t0 + Duration::from_millis(300));
+    let e2 = at(3).eval(&e1, &c, t0 + Duration::from_millis(600));
+    assert_eq!(
+        endpoints_of(&e2, "198.51.100.10"),
+        Some(1),
+        "still settling"
+    );
+    assert_eq!(
+        e2.bandwidth_due(),
+        Some(t0 + Duration::from_millis(600) + crate::steering::SETTLE)
+    );
+    assert!(
+        e2.explain(ip("198.51.100.10"))
+            .iter()
+            .any(|l| l.contains("1 endpoint unit(s) announced, 3 waiting")),
+        "{:?}",
+        e2.explain(ip("198.51.100.10"))
+    );
+    let e3 = at(3).eval(&e2, &c, e2.bandwidth_due().unwrap());
+    assert_eq!(
+        endpoints_of(&e3, "198.51.100.10"),
+        Some(3),
+        "1 -> 3 in one step"
+    );
+    assert_eq!(e3.bandwidth_due(), None);
 }

@@ -745,10 +745,17 @@ impl Runner {
         if let Ok(mut latest) = self.latest.lock() {
             *latest = Arc::clone(&next);
         }
+        let bandwidth_due = next.bandwidth_due();
         self.last = next;
         self.evaluated = true;
         self.fresh = true;
         self.last_evaluation = Some(tokio::time::Instant::now());
+        // A waiting link-bandwidth count is published by the evaluation at
+        // its due time (steering::Settle).
+        if let Some(at) = bandwidth_due {
+            let at = tokio::time::Instant::from_std(at);
+            self.due = Some(self.due.map_or(at, |d| d.min(at)));
+        }
     }
 
     /// A Warning Event on each Service whose refused attribute annotations
