@@ -938,6 +938,22 @@ impl Session {
             self.phase = Phase::Idle;
             return;
         }
+        if c.state != ConnState::Established
+            && matches!(&reason, Reason::NotificationReceived(n)
+                if n.code == notify::CEASE
+                    && n.subcode == notify::cease::CONNECTION_COLLISION_RESOLUTION)
+        {
+            // §6.8, RFC 4486 §4: the peer closed this connection to keep
+            // the one it opened to us, which may not have reached us yet
+            // (accepted by the listener, still on its way to the session).
+            // Listen for it in Active, as after a TCP close in OpenSent:
+            // refusing it in Idle would close the session the peer kept
+            // and start the whole exchange again.
+            let retry = self.jitter.apply(self.config.connect_retry);
+            self.connect_retry.start(now, retry);
+            self.phase = Phase::Active;
+            return;
+        }
         if c.state == ConnState::OpenSent && !error && matches!(reason, Reason::TcpClosed) {
             // §8.2.2 OpenSent, TcpConnectionFails: "closes the BGP
             // connection, restarts the ConnectRetryTimer, continues to

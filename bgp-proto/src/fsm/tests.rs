@@ -924,6 +924,35 @@ fn collision_lower_local_id_keeps_their_connection() {
 }
 
 #[test]
+fn a_collision_cease_on_our_only_connection_waits_for_theirs() {
+    // The peer (higher Identifier) resolved the collision before its own
+    // connection reached us: our connection gets Cease/7 while it is the
+    // only one. Theirs then arrives and must be taken, not refused in Idle.
+    let mut t = T::new(config());
+    t.ev(Event::ManualStart);
+    t.ev(Event::TcpConnected {
+        conn: OUT,
+        direction: Direction::Outgoing,
+    });
+    t.data(OUT, open_bytes(peer_open(65000, 9, [192, 0, 2, 9])));
+    t.data(
+        OUT,
+        bytes(Message::Notification(Notification::cease(
+            notify::cease::CONNECTION_COLLISION_RESOLUTION,
+        ))),
+    );
+    assert_eq!(t.s.state(), State::Active);
+    let a = t.ev(Event::TcpConnected {
+        conn: IN,
+        direction: Direction::Incoming,
+    });
+    assert!(!has(&a, |a| *a == Action::Close { conn: IN }), "{a:?}");
+    t.data(IN, open_bytes(peer_open(65000, 9, [192, 0, 2, 9])));
+    t.data(IN, keepalive());
+    assert_eq!(t.s.established().map(|(c, _)| c), Some(IN));
+}
+
+#[test]
 fn collision_with_a_just_established_connection_uses_the_same_rule() {
     // Our connection reaches Established; the peer's OPEN on its own
     // connection arrives an instant later. Lower local ID: theirs stays.
