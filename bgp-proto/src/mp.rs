@@ -261,17 +261,17 @@ mod tests {
         // the IPv4 prefixes as usual.
         let reach = MpReach::new(
             Family::IPV4_UNICAST,
-            &[
-                "2001:db8::2".parse().unwrap(),
-                "fe80::2".parse().unwrap(),
-            ],
+            &["2001:db8::2".parse().unwrap(), "fe80::2".parse().unwrap()],
             vec![v4("198.51.100.7/32")],
         );
         let wire = hex(concat!(
-            "0001", "01", "20",
+            "0001",
+            "01",
+            "20",
             "20010db8000000000000000000000002",
             "fe800000000000000000000000000002",
-            "00", "20c6336407",
+            "00",
+            "20c6336407",
         ));
         let mut out = Vec::new();
         reach.encode(&Context::default(), &mut out);
@@ -296,7 +296,9 @@ mod tests {
             &["fe80::2".parse().unwrap()],
             vec![v4("198.51.100.7/32")],
         );
-        let wire = hex("00010110fe80000000000000000000000000000200" /* reserved */);
+        let wire = hex(
+            "00010110fe80000000000000000000000000000200", /* reserved */
+        );
         let mut out = Vec::new();
         reach.encode(&Context::default(), &mut out);
         assert_eq!(&out[..wire.len()], &wire[..], "encode");

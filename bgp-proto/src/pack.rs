@@ -302,7 +302,10 @@ mod tests {
         assert!(u.attributes.iter().all(|a| a.type_code != attr::NEXT_HOP));
         let mp = u.mp_reach().unwrap();
         assert_eq!(mp.family, Family::IPV4_UNICAST);
-        assert_eq!(mp.next_hop, "fe80::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        assert_eq!(
+            mp.next_hop,
+            "fe80::2".parse::<std::net::Ipv6Addr>().unwrap().octets()
+        );
         assert_eq!(mp.nlri.prefixes(), p.as_slice());
     }
 

@@ -40,7 +40,7 @@ pub use diagnostic::{Diagnostic, MAX_LISTED, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};
 pub use peer::{
     AddressFamily, Bfd, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME, DEFAULT_PORT, Family,
-    GracefulRestart, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerPassword,
+    GracefulRestart, IfName, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerPassword,
 };
 pub use read::{
     FileProblem, MAX_CONFIG_LEN, MAX_PASSWORD_FILE_LEN, MAX_VIP_FILE_LEN, read_regular_file,

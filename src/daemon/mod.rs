@@ -274,6 +274,7 @@ impl Daemon {
                 interface: None,
             }),
             PeerAddress::DefaultGateway(f) => gateway::default_gateway(f),
+            PeerAddress::Interface(name) => gateway::link_router(name),
         }
     }
 
@@ -1175,7 +1176,12 @@ impl Daemon {
         let moved: Vec<(config::Peer, Result<gateway::Gateway, String>)> = self
             .peers
             .values()
-            .filter(|p| matches!(p.config.address, PeerAddress::DefaultGateway(_)))
+            .filter(|p| {
+                matches!(
+                    p.config.address,
+                    PeerAddress::DefaultGateway(_) | PeerAddress::Interface(_)
+                )
+            })
             .filter_map(|p| {
                 let now = Self::resolve(&p.config);
                 let cur = p

@@ -193,6 +193,13 @@ impl PeerSpec {
                 ));
             }
         }
+        if matches!(self.peer.address, config::PeerAddress::Interface(_)) {
+            // RFC 8950 §4: an unnumbered link has no IPv4 address, so IPv4
+            // routes can only go with an IPv6 next hop.
+            caps.push(Capability::ExtendedNextHop(vec![
+                bgp_proto::capability::ExtendedNextHop::IPV4_UNICAST_OVER_IPV6,
+            ]));
+        }
         caps.push(Capability::ExtendedMessage);
         caps.push(Capability::fqdn(&self.hostname, ""));
         caps
@@ -1031,7 +1038,7 @@ impl Driver {
 
     fn session_up(&mut self, conn: ConnId, negotiated: Negotiated) {
         let local = self.conns.get(&conn).map(|c| c.local);
-        let next_hops = local
+        let mut next_hops = local
             .map(|l| {
                 next_hops(
                     l.ip(),
@@ -1040,6 +1047,7 @@ impl Driver {
                 )
             })
             .unwrap_or_default();
+        next_hops.ipv4_via_ipv6 = negotiated.ipv4_over_ipv6_next_hop;
         let configured = self.spec.families();
         let families: Vec<Family> = negotiated
             .families
@@ -1413,7 +1421,10 @@ pub fn pick_next_hops(
             });
         }
     }
-    if on_link && nh.ipv6.is_some() {
+    // RFC 8950 §3 / RFC 2545 §3: a link-local session always offers its
+    // link-local address, alone when the node has no global one (an
+    // unnumbered link: the routes still have a usable next hop).
+    if on_link && (nh.ipv6.is_some() || link_local_session) {
         nh.ipv6_link_local = match local {
             IpAddr::V6(v6) if link_local_session => Some(v6),
             _ => same_if(&|a| matches!(a, IpAddr::V6(v6) if is_link_local(v6))).and_then(as_v6),
