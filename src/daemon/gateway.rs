@@ -382,6 +382,9 @@ fn listen_once(name: IfName, link: &Arc<Mutex<Link>>) -> Result<(), String> {
                     let mut l = link.lock().expect("link lock");
                     if l.router.heard(ra) {
                         tracing::info!(interface = %name, router = %ra.router, "router of the link");
+                        // A new router learns our address now rather than
+                        // at our next periodic advertisement.
+                        last_advert = None;
                     }
                     l.why = None;
                 }

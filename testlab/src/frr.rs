@@ -52,6 +52,8 @@ enum Daemons {
     /// nexthops) and resolves nexthops; routes still stay out of the kernel
     /// (`bgpd -n`).
     Zebra,
+    /// zebra + bgpd without `-n`: best routes installed in the kernel.
+    ZebraFib,
     /// zebra + bfdd + bgpd: bgpd registers BFD sessions with bfdd through
     /// zebra.
     ZebraBfd,
@@ -80,6 +82,14 @@ impl Frr {
     /// zebra + bgpd.
     pub fn start_with_zebra(ns: &Netns, bgpd_conf: &str) -> Frr {
         Frr::launch(ns, bgpd_conf, None, Daemons::Zebra)
+    }
+
+    /// zebra + bgpd without `-n`: bgpd hands its best routes to zebra, which
+    /// installs them in the namespace's kernel table (`ip route` shows
+    /// them, e.g. an IPv4 route `via inet6 fe80::…` learnt over an
+    /// unnumbered session).
+    pub fn start_with_zebra_fib(ns: &Netns, bgpd_conf: &str) -> Frr {
+        Frr::launch(ns, bgpd_conf, None, Daemons::ZebraFib)
     }
 
     /// zebra + bfdd + bgpd, for `neighbor X bfd`. `bfdd_conf` may be empty
@@ -129,10 +139,10 @@ impl Frr {
             frr.start_daemon(ns, "bfdd", BFDD, &["--bfdctl", &bfdctl]);
         }
         // -n: never install routes into the kernel; -Z: no zebra at all.
-        let bgpd_args: &[&str] = if daemons == Daemons::BgpdOnly {
-            &["-n", "-Z"]
-        } else {
-            &["-n"]
+        let bgpd_args: &[&str] = match daemons {
+            Daemons::BgpdOnly => &["-n", "-Z"],
+            Daemons::ZebraFib => &[],
+            _ => &["-n"],
         };
         frr.start_daemon(ns, "bgpd", BGPD, bgpd_args);
 
