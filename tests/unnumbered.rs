@@ -120,3 +120,100 @@ fn frr_peers_over_link_local_and_installs_ipv4_via_ipv6() {
         .expect("next hops");
     assert!(hops6.iter().any(|h| h["ip"] == ours), "{route6}");
 }
+
+/// The top-of-rack router is replaced: FRR stops, and another comes up on
+/// the same link with a different link-local address (another MAC). The
+/// node follows the new router's advertisements and peers with it.
+#[test]
+fn a_replaced_router_is_followed() {
+    testlab::require_root();
+    testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
+    let (router, node, _link) = link();
+    let frr = Frr::start_with_zebra_fib(&router, &frr_unnumbered("192.0.2.1"));
+    let holdfast = Holdfast::start(&node, NODE_CONF, &vips(&["198.51.100.10"]));
+    let first = link_local(&router, "to-node");
+    wait_frr_established(&frr);
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    let address = |h: &Holdfast| h.status()["peers"][0]["address"].clone();
+    assert_eq!(address(&holdfast), format!("{first}%to-router"));
+    drop(frr);
+
+    // The new switch: another MAC, so another EUI-64 link-local address.
+    router.ip(&["link", "set", "to-node", "down"]);
+    router.ip(&["link", "set", "to-node", "address", "02:00:00:00:00:99"]);
+    router.ip(&["link", "set", "to-node", "up"]);
+    let second = wait_until(LONG, "the new router's link-local address", || {
+        let a = link_local(&router, "to-node");
+        (a != first).then_some(a)
+    });
+    assert_eq!(second, "fe80::ff:fe00:99");
+    let frr = Frr::start_with_zebra_fib(&router, &frr_unnumbered("192.0.2.9"));
+    wait_until(LONG, "holdfast to follow the new router", || {
+        (address(&holdfast) == format!("{second}%to-router")).then_some(())
+    });
+    wait_frr_established(&frr);
+    let route = frr.wait_prefix("198.51.100.10/32", LONG);
+    assert_eq!(route["paths"][0]["valid"], true, "{route}");
+    let log = holdfast.log();
+    assert!(
+        log.contains(&format!(
+            "router of the link interface=to-router router={second}"
+        )),
+        "{log}"
+    );
+}
+
+/// BIRD 2 on the router's side: it needs the node's link-local address
+/// (`neighbor fe80::…`) and `extended next hop on` in its IPv4 channel; it
+/// advertises itself with its radv protocol, which is how holdfast finds it.
+#[test]
+fn bird_peers_over_link_local_with_extended_next_hop() {
+    testlab::require_root();
+    testlab::require_tools(&["bird", "birdc"]);
+    let (router, node, _link) = link();
+    let holdfast = Holdfast::start(
+        &node,
+        NODE_CONF,
+        &vips(&["198.51.100.10", "2001:db8:100::10"]),
+    );
+    let ours = link_local(&node, "to-router");
+    let theirs = link_local(&router, "to-node");
+    let conf = format!(
+        "router id 192.0.2.1;\nprotocol device {{}}\n\
+         protocol radv {{ interface \"to-node\" {{ max ra interval 4; }}; }}\n\
+         protocol bgp tor {{\n  local as 65000;\n  interface \"to-node\";\n  neighbor {ours} as 65001;\n\
+           hold time 9;\n  connect retry time 1;\n\
+           ipv4 {{ import all; export none; extended next hop on; }};\n\
+           ipv6 {{ import all; export none; }};\n}}\n"
+    );
+    let bird = testlab::Bird::start(&router, &conf);
+    bird.wait_established("tor", LONG);
+    let peer = holdfast.status()["peers"][0].clone();
+    assert_eq!(peer["address"], format!("{theirs}%to-router"), "{peer}");
+    let info = bird.birdc("show protocols all tor");
+    // RFC 8950 §4: holdfast's OPEN carries the capability for IPv4.
+    let theirs_caps = info
+        .split("Neighbor capabilities")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(
+        theirs_caps.contains("Extended next hop\n        IPv6 nexthop: ipv4"),
+        "{info}"
+    );
+    let route = wait_until(LONG, "BIRD's IPv4 route via IPv6", || {
+        let r = bird.birdc("show route 198.51.100.10/32 all");
+        r.contains("198.51.100.10/32").then_some(r)
+    });
+    assert!(
+        route.contains(&format!("via {ours} on to-node")),
+        "IPv4 route not via our link-local {ours}: {route}"
+    );
+    let route6 = wait_until(LONG, "BIRD's IPv6 route", || {
+        let r = bird.birdc("show route 2001:db8:100::10/128 all");
+        r.contains("2001:db8:100::10/128").then_some(r)
+    });
+    assert!(
+        route6.contains(&format!("via {ours} on to-node")),
+        "{route6}"
+    );
+}
