@@ -57,9 +57,13 @@ fn link_local(ns: &Netns, ifname: &str) -> String {
 
 /// The FRR neighbour (by interface) once Established.
 fn wait_frr_established(frr: &Frr) -> serde_json::Value {
-    wait_until(LONG, "FRR's unnumbered session Established", || {
+    testlab::wait_for(LONG, "FRR's unnumbered session Established", || {
         let n = frr.json("show bgp neighbors to-node json");
-        (n["to-node"]["bgpState"] == "Established").then(|| n["to-node"].clone())
+        if n["to-node"]["bgpState"] == "Established" {
+            Ok(n["to-node"].clone())
+        } else {
+            Err(n.to_string())
+        }
     })
 }
 
