@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use testlab::{Frr, Netns, veth, wait_until};
 
