@@ -138,6 +138,17 @@ pub struct ExtendedNextHop {
     pub next_hop_afi: u16,
 }
 
+impl ExtendedNextHop {
+    /// IPv4 unicast routes with an IPv6 next hop: the tuple RFC 8950 §3
+    /// describes (NLRI AFI 1, NLRI SAFI 1, Nexthop AFI 2), the one BGP
+    /// unnumbered peering needs.
+    pub const IPV4_UNICAST_OVER_IPV6: ExtendedNextHop = ExtendedNextHop {
+        nlri_afi: 1,
+        nlri_safi: 1,
+        next_hop_afi: 2,
+    };
+}
+
 /// One capability (RFC 5492 §4), named after IANA "Capability Codes".
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Capability {

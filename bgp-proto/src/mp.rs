@@ -241,3 +241,85 @@ impl MpUnreach {
         self.withdrawn.encode(self.family, ctx, out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        crate::hex::decode(s).unwrap()
+    }
+
+    fn v4(p: &str) -> Nlri {
+        Nlri::new(p.parse().unwrap())
+    }
+
+    #[test]
+    fn ipv4_routes_with_an_ipv6_global_and_link_local_next_hop() {
+        // RFC 8950 §3: AFI 1 / SAFI 1, Length of Next Hop 32 for a global
+        // and a link-local IPv6 address (as RFC 2545 §3 has for IPv6), then
+        // the IPv4 prefixes as usual.
+        let reach = MpReach::new(
+            Family::IPV4_UNICAST,
+            &["2001:db8::2".parse().unwrap(), "fe80::2".parse().unwrap()],
+            vec![v4("198.51.100.7/32")],
+        );
+        let wire = hex(concat!(
+            "0001",
+            "01",
+            "20",
+            "20010db8000000000000000000000002",
+            "fe800000000000000000000000000002",
+            "00",
+            "20c6336407",
+        ));
+        let mut out = Vec::new();
+        reach.encode(&Context::default(), &mut out);
+        assert_eq!(out, wire, "encode");
+        let back = MpReach::decode(&wire, &Context::default()).unwrap();
+        assert_eq!(back, reach, "decode");
+        assert_eq!(
+            back.next_hops(),
+            (
+                Some("2001:db8::2".parse().unwrap()),
+                Some("fe80::2".parse().unwrap())
+            )
+        );
+    }
+
+    #[test]
+    fn ipv4_routes_with_a_link_local_only_next_hop() {
+        // RFC 8950 §3 (and RFC 2545 §3): an unnumbered link with no global
+        // address sends the link-local address alone, 16 octets.
+        let reach = MpReach::new(
+            Family::IPV4_UNICAST,
+            &["fe80::2".parse().unwrap()],
+            vec![v4("198.51.100.7/32")],
+        );
+        let wire = hex(
+            "00010110fe80000000000000000000000000000200", /* reserved */
+        );
+        let mut out = Vec::new();
+        reach.encode(&Context::default(), &mut out);
+        assert_eq!(&out[..wire.len()], &wire[..], "encode");
+        let back = MpReach::decode(&out, &Context::default()).unwrap();
+        assert_eq!(back, reach, "decode");
+        assert_eq!(back.next_hops(), (Some("fe80::2".parse().unwrap()), None));
+    }
+
+    #[test]
+    fn ipv4_next_hop_lengths_other_than_4_16_32_are_malformed() {
+        // RFC 7606 §7.11: an inconsistent Length of Next Hop Network Address
+        // makes the attribute malformed; RFC 8950 §3 adds 16 and 32 for AFI 1.
+        for len in [0usize, 8, 12, 24] {
+            let mut wire = vec![0, 1, 1, len as u8];
+            wire.extend(std::iter::repeat_n(0xfe, len));
+            wire.extend([0, 32, 198, 51, 100, 7]);
+            let e = MpReach::decode(&wire, &Context::default()).unwrap_err();
+            assert_eq!(
+                e.reason, "MP_REACH_NLRI next hop length is inconsistent with the family",
+                "length {len}"
+            );
+        }
+    }
+}

@@ -17,7 +17,7 @@
 
 use std::net::Ipv4Addr;
 
-use crate::capability::{self, AddPathMode, Capability, GracefulRestart};
+use crate::capability::{self, AddPathMode, Capability, ExtendedNextHop, GracefulRestart};
 use crate::consts::{AS_TRANS, BGP_VERSION, opt_param};
 use crate::context::Family;
 use crate::error::Error;
@@ -241,6 +241,17 @@ impl Open {
     /// Whether a capability with Capability Code `code` was sent.
     pub fn has(&self, code: u8) -> bool {
         self.capabilities().any(|c| c.code() == code)
+    }
+
+    /// The peer accepts routes of `tuple`'s NLRI AFI/SAFI with a next hop
+    /// of its Nexthop AFI: its Extended Next Hop Encoding capability lists
+    /// the tuple (RFC 8950 §4: one capability may carry several tuples,
+    /// and a speaker may send more than one capability).
+    pub fn extended_next_hop(&self, tuple: ExtendedNextHop) -> bool {
+        self.capabilities().any(|c| match c {
+            Capability::ExtendedNextHop(list) => list.contains(&tuple),
+            _ => false,
+        })
     }
 
     /// The host name of the FQDN capability, if sent (invalid UTF-8 replaced).

@@ -282,6 +282,34 @@ mod tests {
     }
 
     #[test]
+    fn ipv4_with_an_ipv6_next_hop_goes_in_mp_reach_without_next_hop() {
+        // RFC 8950 §3: IPv4 NLRI with an IPv6 next hop are carried in
+        // MP_REACH_NLRI (AFI 1, SAFI 1); the NEXT_HOP attribute and the
+        // UPDATE's own NLRI field stay empty.
+        let ctx = Context::default();
+        let p = v4(3);
+        let (updates, skipped) = announcements(
+            &ctx,
+            Family::IPV4_UNICAST,
+            &base(),
+            &["fe80::2".parse().unwrap()],
+            &p,
+        );
+        assert!(skipped.is_empty());
+        assert_eq!(updates.len(), 1);
+        let u = &updates[0];
+        assert!(u.nlri.is_empty());
+        assert!(u.attributes.iter().all(|a| a.type_code != attr::NEXT_HOP));
+        let mp = u.mp_reach().unwrap();
+        assert_eq!(mp.family, Family::IPV4_UNICAST);
+        assert_eq!(
+            mp.next_hop,
+            "fe80::2".parse::<std::net::Ipv6Addr>().unwrap().octets()
+        );
+        assert_eq!(mp.nlri.prefixes(), p.as_slice());
+    }
+
+    #[test]
     fn withdrawals_share_messages() {
         let ctx = Context::default();
         let mut list: Vec<(Family, Nlri)> = v4(3)

@@ -168,3 +168,63 @@ pub(crate) fn getifaddrs() -> io::Result<Vec<RawIfAddr>> {
     unsafe { libc::freeifaddrs(head) };
     Ok(out)
 }
+
+/// What `recvmsg(2)` returned on an IPv6 datagram socket.
+pub(crate) struct RawReceived {
+    pub len: usize,
+    pub source: std::net::SocketAddrV6,
+    /// From the IPV6_HOPLIMIT control message (needs IPV6_RECVHOPLIMIT).
+    pub hop_limit: Option<u8>,
+}
+
+/// `recvmsg(fd, {source, [buf], control}, 0)` on an IPv6 socket, with the
+/// packet's hop limit read from its IPV6_HOPLIMIT control message.
+pub(crate) fn recvmsg_hop_limit(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<RawReceived> {
+    // u64s: the control buffer must be aligned like a cmsghdr.
+    let mut control = [0u64; 16];
+    // SAFETY: all-zero bytes are a valid sockaddr_in6 (plain integers).
+    let mut source: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast::<libc::c_void>(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero bytes are a valid msghdr (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = std::ptr::from_mut(&mut source).cast::<libc::c_void>();
+    msg.msg_namelen = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast::<libc::c_void>();
+    msg.msg_controllen = size_of_val(&control);
+    // SAFETY: `fd` is open for the borrow; every pointer in `msg` points to
+    // a live local (`source`, `iov` over `buf`, `control`) whose length is
+    // the one given, and the kernel writes within those lengths only.
+    let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut hop_limit = None;
+    // SAFETY: `msg` was filled by recvmsg; CMSG_FIRSTHDR/CMSG_NXTHDR walk
+    // its control buffer within msg_controllen, and CMSG_DATA of an
+    // IPV6_HOPLIMIT message points to one int inside that buffer.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_HOPLIMIT {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                hop_limit = u8::try_from(v).ok();
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(RawReceived {
+        len: n as usize,
+        source: std::net::SocketAddrV6::new(
+            std::net::Ipv6Addr::from(source.sin6_addr.s6_addr),
+            u16::from_be(source.sin6_port),
+            source.sin6_flowinfo,
+            source.sin6_scope_id,
+        ),
+        hop_limit,
+    })
+}

@@ -45,7 +45,7 @@ pub use node_override::{
 };
 pub use peer::{
     AddressFamily, Bfd, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME, DEFAULT_PORT, Family,
-    GracefulRestart, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerAsn, PeerPassword,
+    GracefulRestart, IfName, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerAsn, PeerPassword,
 };
 pub use read::{
     FileProblem, MAX_CONFIG_LEN, MAX_PASSWORD_FILE_LEN, MAX_VIP_FILE_LEN, read_regular_file,

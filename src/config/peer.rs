@@ -143,6 +143,66 @@ pub enum PeerAddress {
     /// The node's default gateway of this family, looked up by the daemon
     /// (the usual top-of-rack router).
     DefaultGateway(AddressFamily),
+    /// Unnumbered: the router on the other end of this interface, at the
+    /// IPv6 link-local address it advertises itself with (RFC 4861 §4.2).
+    Interface(IfName),
+}
+
+/// A Linux interface name, as the kernel accepts it (`dev_valid_name`):
+/// 1 to 15 bytes (IFNAMSIZ less the NUL), no `/`, `:` or white space, not
+/// `.` or `..`. Small enough to keep [`PeerAddress`] `Copy`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IfName {
+    bytes: [u8; IfName::MAX_LEN],
+    len: u8,
+}
+
+impl IfName {
+    /// IFNAMSIZ (16) less the terminating NUL.
+    pub const MAX_LEN: usize = 15;
+
+    /// The name, or why the kernel would refuse it.
+    pub fn new(name: &str) -> Result<IfName, &'static str> {
+        if name.is_empty() {
+            return Err("is empty");
+        }
+        if name.len() > Self::MAX_LEN {
+            return Err("is longer than 15 bytes (Linux IFNAMSIZ)");
+        }
+        if name == "." || name == ".." {
+            return Err("is not a valid interface name");
+        }
+        if name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace())
+        {
+            return Err("must not contain '/', ':' or white space");
+        }
+        let mut bytes = [0u8; Self::MAX_LEN];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        Ok(IfName {
+            bytes,
+            len: name.len() as u8,
+        })
+    }
+
+    /// The name as written.
+    pub fn as_str(&self) -> &str {
+        // Built from a &str in `new`, so always UTF-8.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for IfName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for IfName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
 }
 
 impl PeerAddress {
@@ -152,6 +212,8 @@ impl PeerAddress {
             PeerAddress::Ip(IpAddr::V4(_)) => AddressFamily::Ipv4,
             PeerAddress::Ip(IpAddr::V6(_)) => AddressFamily::Ipv6,
             PeerAddress::DefaultGateway(family) => *family,
+            // Sessions run between IPv6 link-local addresses.
+            PeerAddress::Interface(_) => AddressFamily::Ipv6,
         }
     }
 }
@@ -162,6 +224,7 @@ impl fmt::Display for PeerAddress {
             PeerAddress::Ip(ip) => write!(f, "{ip}"),
             PeerAddress::DefaultGateway(AddressFamily::Ipv4) => write!(f, "default-gateway (IPv4)"),
             PeerAddress::DefaultGateway(AddressFamily::Ipv6) => write!(f, "default-gateway (IPv6)"),
+            PeerAddress::Interface(i) => write!(f, "interface {i}"),
         }
     }
 }
@@ -301,6 +364,7 @@ impl Default for Bfd {
 pub(crate) const KEYS: &[&str] = &[
     "name",
     "address",
+    "interface",
     "family",
     "asn",
     "local_asn",
@@ -383,9 +447,19 @@ pub(crate) fn parse_peer(
         Some(text.to_string())
     });
 
-    let address = table
-        .required("address", d)
-        .and_then(|v| peer_address(&table, v, d));
+    let address = match (table.get("address"), table.get("interface")) {
+        (Some(_), Some(i)) => {
+            d.error(
+                &i.span(),
+                "a peer has either address or interface (unnumbered), not both",
+            );
+            None
+        }
+        (None, Some(i)) => peer_interface(&table, i, d),
+        _ => table
+            .required("address", d)
+            .and_then(|v| peer_address(&table, v, d)),
+    };
 
     let asn = table.required("asn", d).and_then(|v| peer_asn(v, d));
     let local_asn = match table.get("local_asn") {
@@ -399,7 +473,10 @@ pub(crate) fn parse_peer(
     };
 
     if let (Some(address), Some(port)) = (address, port) {
-        let at = table.get("address").map_or(table.span(), |v| v.span());
+        let at = table
+            .get("address")
+            .or_else(|| table.get("interface"))
+            .map_or(table.span(), |v| v.span());
         let line = d.line_of(at.start);
         if let Some((_, first)) = registry
             .endpoints
@@ -556,6 +633,31 @@ pub(crate) fn family_word(family: AddressFamily) -> &'static str {
     match family {
         AddressFamily::Ipv4 => "IPv4",
         AddressFamily::Ipv6 => "IPv6",
+    }
+}
+
+/// `interface`: an unnumbered peer, found on that interface by the daemon.
+/// Whether the interface exists is the daemon's business (it may appear
+/// later, and `check` may run on another machine); the name must be one
+/// the kernel could have.
+fn peer_interface(
+    table: &Table<'_, '_>,
+    v: &Value<'_>,
+    d: &mut Diagnostics,
+) -> Option<PeerAddress> {
+    let text = tree::string(v, "interface", d)?;
+    if let Some(f) = table.get("family") {
+        d.error(
+            &f.span(),
+            "family applies only to address = \"default-gateway\"; an interface peer is always reached over IPv6 link-local",
+        );
+    }
+    match IfName::new(text) {
+        Ok(name) => Some(PeerAddress::Interface(name)),
+        Err(why) => {
+            d.error(&v.span(), format!("interface name \"{text}\" {why}"));
+            None
+        }
     }
 }
 

@@ -369,7 +369,7 @@ fn unknown_keys_are_reported_at_the_key_with_a_suggestion() {
         vec![
             "9:1: unknown key \"hold_tme\" in [[peer]] (did you mean \"hold_time\"?)",
             "10:1: unknown key \"colour\" in [[peer]]; expected one of \"name\", \"address\", \
-             \"family\", \"asn\", \"local_asn\", \"port\", \"password_file\", \"hold_time\", \"keepalive\", \
+             \"interface\", \"family\", \"asn\", \"local_asn\", \"port\", \"password_file\", \"hold_time\", \"keepalive\", \
              \"connect_retry\", \"ebgp_multihop\", \"ttl_security\", \"source_address\", \
              \"families\", \"passive\", \"min_route_advertisement_interval\", \
              \"graceful_restart\" or \"bfd\"",
@@ -643,6 +643,56 @@ fn duplicate_peer_names_and_endpoints() {
         vec![
             "10:8: duplicate peer name \"tor1\" (first used on line 6)",
             "11:11: another [[peer]] (line 7) already uses address 192.0.2.1 port 179",
+        ]
+    );
+}
+
+#[test]
+fn interface_peers_are_unnumbered() {
+    let config = valid(&format!(
+        "{HEAD}[[peer]]\nname = \"tor\"\ninterface = \"eth1\"\nasn = 65000\n"
+    ));
+    let PeerAddress::Interface(name) = config.peers[0].address else {
+        panic!("{:?}", config.peers[0].address)
+    };
+    assert_eq!(name.as_str(), "eth1");
+    assert_eq!(config.peers[0].address.family(), AddressFamily::Ipv6);
+    assert_eq!(config.peers[0].address.to_string(), "interface eth1");
+    // Exactly one of address and interface.
+    assert_eq!(
+        problems(&with_peer("interface = \"eth1\"\n")),
+        vec!["9:13: a peer has either address or interface (unnumbered), not both"]
+    );
+    assert_eq!(
+        problems(&format!("{HEAD}[[peer]]\nname = \"tor\"\nasn = 65000\n")),
+        vec!["5:1: missing required key \"address\" in [[peer]]"]
+    );
+    // Names the kernel would refuse (dev_valid_name), at the value.
+    for (bad, why) in [
+        ("", "is empty"),
+        (
+            "a-very-long-ifname",
+            "is longer than 15 bytes (Linux IFNAMSIZ)",
+        ),
+        ("eth0:1", "must not contain '/', ':' or white space"),
+        ("eth 1", "must not contain '/', ':' or white space"),
+        ("..", "is not a valid interface name"),
+    ] {
+        assert_eq!(
+            problems(&format!(
+                "{HEAD}[[peer]]\nname = \"tor\"\ninterface = \"{bad}\"\nasn = 65000\n"
+            )),
+            vec![format!("7:13: interface name \"{bad}\" {why}")]
+        );
+    }
+    // family belongs to default-gateway; an IPv4 source address cannot
+    // reach a link-local peer.
+    assert_eq!(
+        problems(&format!(
+            "{HEAD}[[peer]]\nname = \"tor\"\ninterface = \"eth1\"\nfamily = \"ipv4\"\nasn = 65000\n"
+        )),
+        vec![
+            "8:10: family applies only to address = \"default-gateway\"; an interface peer is always reached over IPv6 link-local"
         ]
     );
 }

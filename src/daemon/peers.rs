@@ -40,6 +40,7 @@ impl Daemon {
                 interface: None,
             }),
             PeerAddress::DefaultGateway(f) => gateway::default_gateway(f),
+            PeerAddress::Interface(name) => gateway::link_router(name),
         }
     }
 
@@ -205,7 +206,12 @@ impl Daemon {
         let moved: Vec<(config::Peer, Result<gateway::Gateway, String>)> = self
             .peers
             .values()
-            .filter(|p| matches!(p.config.address, PeerAddress::DefaultGateway(_)))
+            .filter(|p| {
+                matches!(
+                    p.config.address,
+                    PeerAddress::DefaultGateway(_) | PeerAddress::Interface(_)
+                )
+            })
             .filter_map(|p| {
                 let now = Self::resolve(&p.config);
                 let cur = p

@@ -771,7 +771,7 @@ impl Driver {
 
     fn session_up(&mut self, conn: ConnId, negotiated: Negotiated) {
         let local = self.conns.get(&conn).map(|c| c.local);
-        let next_hops = local
+        let mut next_hops = local
             .map(|l| {
                 next_hops(
                     l.ip(),
@@ -780,6 +780,7 @@ impl Driver {
                 )
             })
             .unwrap_or_default();
+        next_hops.ipv4_via_ipv6 = negotiated.ipv4_over_ipv6_next_hop;
         let configured = self.spec.families();
         let families: Vec<Family> = negotiated
             .families

@@ -146,6 +146,13 @@ impl PeerSpec {
                 ));
             }
         }
+        if matches!(self.peer.address, config::PeerAddress::Interface(_)) {
+            // RFC 8950 §4: an unnumbered link has no IPv4 address, so IPv4
+            // routes can only go with an IPv6 next hop.
+            caps.push(Capability::ExtendedNextHop(vec![
+                bgp_proto::capability::ExtendedNextHop::IPV4_UNICAST_OVER_IPV6,
+            ]));
+        }
         caps.push(Capability::ExtendedMessage);
         caps.push(Capability::fqdn(&self.hostname, ""));
         caps

@@ -279,10 +279,19 @@ fn next_hops_of_sessions_over_global_and_link_local_addresses() {
     assert_eq!(nh.ipv6, v6("2001:db8:ff::2"));
     assert_eq!(nh.ipv6_link_local, v6("fe80::b"));
     assert_eq!(nh.ipv4, None);
-    // No global IPv6 address at all: no IPv6 next hop (the routes are not
-    // sent), and no lone link-local one either.
+    // No global IPv6 address at all (an unnumbered link): the link-local
+    // address alone, 16 octets (RFC 8950 §3).
     let nh = pick_next_hops(&addrs[1..2], ip("fe80::2"), ip("fe80::1"), Some("eth0"));
-    assert_eq!((nh.ipv6, nh.ipv6_link_local), (None, None));
+    assert_eq!((nh.ipv6, nh.ipv6_link_local), (None, v6("fe80::2")));
+    assert_eq!(nh.for_ipv6(), Some(vec![ip("fe80::2")]));
+    // IPv4 routes on such a session, once the extended next hop encoding
+    // is negotiated, take the same next hop; without it, none.
+    assert_eq!(nh.for_ipv4(), None);
+    let ext = crate::speaker::NextHops {
+        ipv4_via_ipv6: true,
+        ..nh
+    };
+    assert_eq!(ext.for_ipv4(), Some(vec![ip("fe80::2")]));
     // A global session on-link: our address, then eth0's link-local.
     let nh = pick_next_hops(&addrs, ip("2001:db8::2"), ip("2001:db8::1"), None);
     assert_eq!(nh.ipv6, v6("2001:db8::2"));

@@ -63,14 +63,39 @@ pub struct NextHops {
     pub ipv4: Option<Ipv4Addr>,
     pub ipv6: Option<Ipv6Addr>,
     pub ipv6_link_local: Option<Ipv6Addr>,
+    /// The session negotiated the extended next hop encoding for IPv4
+    /// unicast (RFC 8950 §4): IPv4 routes go with the IPv6 next hop.
+    pub ipv4_via_ipv6: bool,
 }
 
 impl NextHops {
+    /// The IPv6 next hop field: the global address and, for an on-link
+    /// peer, the link-local one (RFC 2545 §3); the link-local address alone
+    /// when the node has no global IPv6 address, as on an unnumbered link
+    /// (RFC 8950 §3 lets the next hop be 16 octets, which FRR and BIRD read
+    /// as link-local when it is one).
     pub fn for_ipv6(&self) -> Option<Vec<IpAddr>> {
-        let g = self.ipv6?;
-        let mut v = vec![IpAddr::V6(g)];
-        v.extend(self.ipv6_link_local.map(IpAddr::V6));
-        Some(v)
+        match (self.ipv6, self.ipv6_link_local) {
+            (Some(g), ll) => {
+                let mut v = vec![IpAddr::V6(g)];
+                v.extend(ll.map(IpAddr::V6));
+                Some(v)
+            }
+            (None, Some(ll)) => Some(vec![IpAddr::V6(ll)]),
+            (None, None) => None,
+        }
+    }
+
+    /// The next hop of IPv4 routes: the IPv4 address, or on a session with
+    /// the extended next hop encoding the IPv6 one (RFC 8950 §3: carried
+    /// in MP_REACH_NLRI with AFI 1 / SAFI 1) — the session runs over IPv6
+    /// link-local addresses and there is no IPv4 address on the link.
+    pub fn for_ipv4(&self) -> Option<Vec<IpAddr>> {
+        if self.ipv4_via_ipv6 {
+            self.for_ipv6()
+        } else {
+            self.ipv4.map(|a| vec![IpAddr::V4(a)])
+        }
     }
 }
 

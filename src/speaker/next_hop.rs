@@ -67,7 +67,10 @@ pub fn pick_next_hops(
             });
         }
     }
-    if on_link && nh.ipv6.is_some() {
+    // RFC 8950 §3 / RFC 2545 §3: a link-local session always offers its
+    // link-local address, alone when the node has no global one (an
+    // unnumbered link: the routes still have a usable next hop).
+    if on_link && (nh.ipv6.is_some() || link_local_session) {
         nh.ipv6_link_local = match local {
             IpAddr::V6(v6) if link_local_session => Some(v6),
             _ => same_if(&|a| matches!(a, IpAddr::V6(v6) if is_link_local(v6))).and_then(as_v6),

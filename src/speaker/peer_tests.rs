@@ -34,6 +34,7 @@ fn session(families: &[Family]) -> SessionUp {
                 ipv4: Some(Ipv4Addr::new(192, 0, 2, 2)),
                 ipv6: Some("2001:db8::2".parse::<Ipv6Addr>().unwrap()),
                 ipv6_link_local: None,
+                ipv4_via_ipv6: false,
             },
         },
         families: families.to_vec(),

@@ -2,7 +2,6 @@
 //! table.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use bgp_proto::{Family, Message, Nlri, Update, pack};
@@ -158,15 +157,10 @@ pub fn encode(delta: &Delta, p: &EncodeParams) -> (Vec<Vec<u8>>, Vec<IpNet>) {
             .map(|n| Nlri::new(*n))
             .partition(|n| matches!(n.prefix, IpNet::V4(_)));
         if !v4.is_empty() {
-            match p.next_hops.ipv4 {
+            match p.next_hops.for_ipv4() {
                 Some(nh) => {
-                    let (ups, skipped) = pack::announcements(
-                        &p.ctx,
-                        Family::IPV4_UNICAST,
-                        &base,
-                        &[IpAddr::V4(nh)],
-                        &v4,
-                    );
+                    let (ups, skipped) =
+                        pack::announcements(&p.ctx, Family::IPV4_UNICAST, &base, &nh, &v4);
                     ups.into_iter().for_each(|u| push(u, &mut out));
                     unsendable.extend(skipped.iter().map(|n| n.prefix));
                 }

@@ -146,6 +146,7 @@ fn params(ibgp: bool, ctx: Context) -> EncodeParams {
             ipv4: Some(Ipv4Addr::new(192, 0, 2, 2)),
             ipv6: Some("2001:db8::2".parse().unwrap()),
             ipv6_link_local: Some("fe80::2".parse().unwrap()),
+            ipv4_via_ipv6: false,
         },
     }
 }
@@ -241,6 +242,7 @@ fn routes_without_a_next_hop_of_their_family_are_not_sent() {
     );
     let mut p = params(false, Context::default());
     p.next_hops.ipv6 = None;
+    p.next_hops.ipv6_link_local = None;
     let (msgs, skipped) = encode(&d, &p);
     assert!(msgs.is_empty());
     assert_eq!(skipped, vec![net("2001:db8::10/128")]);
@@ -422,4 +424,32 @@ fn the_endpoint_count_goes_out_as_the_link_bandwidth_community() {
         ext,
         vec![crate::steering::link_bandwidth_community(65001, 3)]
     );
+}
+
+#[test]
+fn unnumbered_ipv4_routes_go_with_the_ipv6_next_hop() {
+    // RFC 8950 §3: with the extended next hop encoding negotiated, IPv4
+    // routes are sent in MP_REACH_NLRI (AFI 1 / SAFI 1) with the IPv6 next
+    // hop, here the link-local address alone (no global one on the link).
+    let mut rib = AdjRibOut::default();
+    let d = rib.diff(
+        &Arc::new(table(&[("198.51.100.10/32", RouteAttrs::default())])),
+        &[Family::IPV4_UNICAST],
+    );
+    let mut p = params(false, Context::default());
+    p.next_hops = NextHops {
+        ipv4: None,
+        ipv6: None,
+        ipv6_link_local: Some("fe80::2".parse().unwrap()),
+        ipv4_via_ipv6: true,
+    };
+    let (msgs, skipped) = encode(&d, &p);
+    assert!(skipped.is_empty());
+    let ups = decode_all(&msgs, &Context::default());
+    assert_eq!(ups.len(), 1);
+    assert!(ups[0].nlri.is_empty() && ups[0].next_hop().is_none());
+    let mp = ups[0].mp_reach().unwrap();
+    assert_eq!(mp.family, Family::IPV4_UNICAST);
+    assert_eq!(mp.next_hops(), (Some("fe80::2".parse().unwrap()), None));
+    assert_eq!(mp.nlri.prefixes()[0].prefix, net("198.51.100.10/32"));
 }

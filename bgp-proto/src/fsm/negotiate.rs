@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use crate::capability::{Capability, GracefulRestart};
+use crate::capability::{Capability, ExtendedNextHop, GracefulRestart};
 use crate::consts::{AS_TRANS, MAX_EXTENDED_MESSAGE_LEN, MAX_MESSAGE_LEN, cap};
 use crate::context::{Context, Family, FamilySet};
 use crate::error::Error;
@@ -72,6 +72,10 @@ pub struct Negotiated {
     /// Both sides set the N bit (RFC 8538 §2): every NOTIFICATION but
     /// Cease/Hard Reset keeps the routes as stale at the receiver.
     pub graceful_notification: bool,
+    /// IPv4 unicast routes may go to the peer with an IPv6 next hop, in
+    /// MP_REACH_NLRI (RFC 8950 §3): both OPENs carry the Extended Next Hop
+    /// Encoding capability with the tuple AFI 1 / SAFI 1 / Nexthop AFI 2.
+    pub ipv4_over_ipv6_next_hop: bool,
     /// The peer's hostname from its FQDN capability.
     pub peer_hostname: Option<String>,
     /// Decoding what the peer sends.
@@ -210,10 +214,71 @@ pub fn negotiate(config: &Config, local: &Open, peer: &Open) -> Result<Negotiate
         extended_message,
         peer_graceful_restart,
         graceful_notification,
+        // RFC 8950 §4: "A BGP speaker MUST only advertise to a BGP peer the
+        // IPv4 ... NLRI with an IPv6 Next Hop if the BGP speaker has first
+        // ascertained via BGP Capability Advertisement that the BGP peer
+        // supports the Extended Next Hop Encoding capability for the
+        // relevant AFI/SAFI pair." We also require our own, so that only peers configured
+        // for it (unnumbered) get IPv4 routes with an IPv6 next hop.
+        ipv4_over_ipv6_next_hop: local.extended_next_hop(ExtendedNextHop::IPV4_UNICAST_OVER_IPV6)
+            && peer.extended_next_hop(ExtendedNextHop::IPV4_UNICAST_OVER_IPV6),
         peer_hostname: peer.hostname(),
         rx: ctx,
         tx: ctx,
         local_open: local.clone(),
         peer_open: peer.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        Config {
+            local_asn: 65001,
+            peer_asn: 65000,
+            router_id: Ipv4Addr::new(192, 0, 2, 2),
+            hold_time: 90,
+            keepalive: Duration::from_secs(30),
+            connect_retry: Duration::from_secs(5),
+            passive: false,
+            capabilities: vec![],
+            idle_hold_time: Duration::from_secs(1),
+            max_idle_hold_time: Duration::from_secs(60),
+            jitter_seed: 0,
+        }
+    }
+
+    fn open(asn: u32, extra: Vec<Capability>) -> Open {
+        let mut caps = vec![
+            Capability::Multiprotocol(Family::IPV4_UNICAST),
+            Capability::Multiprotocol(Family::IPV6_UNICAST),
+        ];
+        caps.extend(extra);
+        Open::new(asn, 90, Ipv4Addr::new(192, 0, 2, 9), caps)
+    }
+
+    #[test]
+    fn ipv4_over_ipv6_next_hop_needs_the_tuple_in_both_opens() {
+        let enh = |t: Vec<ExtendedNextHop>| vec![Capability::ExtendedNextHop(t)];
+        let v4_over_v6 = ExtendedNextHop::IPV4_UNICAST_OVER_IPV6;
+        // IPv4 multicast over IPv6: another tuple, not this one.
+        let other = ExtendedNextHop {
+            nlri_afi: 1,
+            nlri_safi: 2,
+            next_hop_afi: 2,
+        };
+        let run = |local: Vec<Capability>, peer: Vec<Capability>| {
+            negotiate(&config(), &open(65001, local), &open(65000, peer))
+                .unwrap()
+                .ipv4_over_ipv6_next_hop
+        };
+        assert!(run(enh(vec![v4_over_v6]), enh(vec![other, v4_over_v6])));
+        // RFC 8950 §4: only once the peer has shown it supports the pair.
+        assert!(!run(enh(vec![v4_over_v6]), vec![]));
+        assert!(!run(enh(vec![v4_over_v6]), enh(vec![other])));
+        // Not configured here (a numbered peer): never, whatever the peer says.
+        assert!(!run(vec![], enh(vec![v4_over_v6])));
+    }
 }

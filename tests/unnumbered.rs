@@ -1,0 +1,221 @@
+//! BGP unnumbered: `[[peer]] interface = "to-router"`. The link carries no
+//! IPv4 address, only IPv6 link-locals; holdfast finds the router from its
+//! router advertisements (RFC 4861 §4.2), peers with its link-local address
+//! on that interface, negotiates the extended next hop encoding and sends
+//! IPv4 VIPs with an IPv6 next hop (RFC 8950), which the router installs
+//! `via inet6 fe80::…`.
+
+mod common;
+
+use common::*;
+use testlab::{Frr, Netns, veth, wait_until};
+
+const NODE_CONF: &str = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
+     [[peer]]\nname = \"tor\"\ninterface = \"to-router\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
+     [source]\nkind = \"file\"\npath = \"VIPS\"\n";
+
+/// FRR's side of an unnumbered link: `neighbor IF interface remote-as
+/// external`, which makes bgpd advertise on the interface (through zebra)
+/// and learn its peer from the advertisements it receives.
+fn frr_unnumbered(router_id: &str) -> String {
+    format!(
+        "frr defaults datacenter\nrouter bgp 65000\n bgp router-id {router_id}\n no bgp ebgp-requires-policy\n\
+         no bgp network import-check\n neighbor to-node interface remote-as external\n\
+         neighbor to-node timers connect 1\n neighbor to-node timers 3 9\n\
+         address-family ipv4 unicast\n  neighbor to-node activate\n exit-address-family\n\
+         address-family ipv6 unicast\n  neighbor to-node activate\n exit-address-family\nexit\n"
+    )
+}
+
+/// Router and node joined by a veth with link-local addresses only.
+fn link() -> (Netns, Netns, testlab::Link) {
+    let router = Netns::new("router");
+    let node = Netns::new("node");
+    let link = veth(&node, "to-router", &router, "to-node");
+    for ns in [&node, &router] {
+        let v4 = ns.run(&["ip", "-4", "addr", "show", "scope", "global"]);
+        assert!(v4.trim().is_empty(), "IPv4 address in a namespace: {v4}");
+    }
+    (router, node, link)
+}
+
+fn link_local(ns: &Netns, ifname: &str) -> String {
+    wait_until(LONG, "a link-local address", || {
+        let out = ns.run(&[
+            "ip", "-6", "-o", "addr", "show", "dev", ifname, "scope", "link",
+        ]);
+        let addr = out
+            .split_whitespace()
+            .skip_while(|w| *w != "inet6")
+            .nth(1)?;
+        // Not while duplicate address detection still runs.
+        (!out.contains("tentative")).then(|| addr.split('/').next().unwrap().to_string())
+    })
+}
+
+/// The FRR neighbour (by interface) once Established.
+fn wait_frr_established(frr: &Frr) -> serde_json::Value {
+    testlab::wait_for(LONG, "FRR's unnumbered session Established", || {
+        let n = frr.json("show bgp neighbors to-node json");
+        if n["to-node"]["bgpState"] == "Established" {
+            Ok(n["to-node"].clone())
+        } else {
+            Err(n.to_string())
+        }
+    })
+}
+
+#[test]
+fn frr_peers_over_link_local_and_installs_ipv4_via_ipv6() {
+    testlab::require_root();
+    testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
+    let (router, node, _link) = link();
+    let frr = Frr::start_forwarding(&router, &frr_unnumbered("192.0.2.1"));
+    let holdfast = Holdfast::start(
+        &node,
+        NODE_CONF,
+        &vips(&["198.51.100.10", "2001:db8:100::10"]),
+    );
+    let ours = link_local(&node, "to-router");
+    let theirs = link_local(&router, "to-node");
+
+    let n = wait_frr_established(&frr);
+    // RFC 8950 §4: both sides advertised, and the session uses, the
+    // extended next hop encoding for IPv4 unicast.
+    let enh = &n["neighborCapabilities"]["extendedNexthop"];
+    assert_eq!(enh, "advertisedAndReceived", "{n}");
+    let peer = holdfast.status()["peers"][0].clone();
+    assert_eq!(peer["address"], format!("{theirs}%to-router"), "{peer}");
+    assert_eq!(peer["state"], "Established", "{peer}");
+
+    // The IPv4 VIP arrives with our link-local address as its next hop…
+    let route = frr.wait_prefix("198.51.100.10/32", LONG);
+    let path = &route["paths"][0];
+    assert_eq!(path["valid"], true, "{route}");
+    let hops = path["nexthops"].as_array().expect("next hops");
+    assert!(
+        hops.iter().all(|h| h["afi"] == "ipv6") && hops.iter().any(|h| h["ip"] == ours),
+        "IPv4 route without our IPv6 next hop {ours}: {route}"
+    );
+    // …and zebra installs it in the kernel via IPv6.
+    let kernel = testlab::wait_for(LONG, "the kernel route of the IPv4 VIP", || {
+        let r = router.run(&["ip", "-4", "route", "show", "198.51.100.10"]);
+        if r.contains("via inet6") {
+            Ok(r)
+        } else {
+            Err(format!(
+                "kernel: {r:?}; zebra: {}",
+                frr.vtysh("show ip route 198.51.100.10/32")
+            ))
+        }
+    });
+    assert!(
+        kernel.contains(&format!("via inet6 {ours} dev to-node")),
+        "{kernel}"
+    );
+    // The IPv6 VIP as usual, over the same session: next hop our
+    // link-local address (there is no global one on the node).
+    let route6 = frr.wait_prefix("2001:db8:100::10/128", LONG);
+    assert_eq!(route6["paths"][0]["valid"], true, "{route6}");
+    let hops6 = route6["paths"][0]["nexthops"]
+        .as_array()
+        .expect("next hops");
+    assert!(hops6.iter().any(|h| h["ip"] == ours), "{route6}");
+}
+
+/// The top-of-rack router is replaced: FRR stops, and another comes up on
+/// the same link with a different link-local address (another MAC). The
+/// node follows the new router's advertisements and peers with it.
+#[test]
+fn a_replaced_router_is_followed() {
+    testlab::require_root();
+    testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
+    let (router, node, _link) = link();
+    let frr = Frr::start_forwarding(&router, &frr_unnumbered("192.0.2.1"));
+    let holdfast = Holdfast::start(&node, NODE_CONF, &vips(&["198.51.100.10"]));
+    let first = link_local(&router, "to-node");
+    wait_frr_established(&frr);
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    let address = |h: &Holdfast| h.status()["peers"][0]["address"].clone();
+    assert_eq!(address(&holdfast), format!("{first}%to-router"));
+    drop(frr);
+
+    // The new switch: another MAC, so another EUI-64 link-local address.
+    router.ip(&["link", "set", "to-node", "down"]);
+    router.ip(&["link", "set", "to-node", "address", "02:00:00:00:00:99"]);
+    router.ip(&["link", "set", "to-node", "up"]);
+    let second = wait_until(LONG, "the new router's link-local address", || {
+        let a = link_local(&router, "to-node");
+        (a != first).then_some(a)
+    });
+    assert_eq!(second, "fe80::ff:fe00:99");
+    let frr = Frr::start_forwarding(&router, &frr_unnumbered("192.0.2.9"));
+    wait_until(LONG, "holdfast to follow the new router", || {
+        (address(&holdfast) == format!("{second}%to-router")).then_some(())
+    });
+    wait_frr_established(&frr);
+    let route = frr.wait_prefix("198.51.100.10/32", LONG);
+    assert_eq!(route["paths"][0]["valid"], true, "{route}");
+    let log = holdfast.log();
+    assert!(
+        log.contains(&format!(
+            "router of the link interface=to-router router={second}"
+        )),
+        "{log}"
+    );
+}
+
+/// BIRD 2 on the router's side: it needs the node's link-local address
+/// (`neighbor fe80::…`) and `extended next hop on` in its IPv4 channel; it
+/// advertises itself with its radv protocol, which is how holdfast finds it.
+#[test]
+fn bird_peers_over_link_local_with_extended_next_hop() {
+    testlab::require_root();
+    testlab::require_tools(&["bird", "birdc"]);
+    let (router, node, _link) = link();
+    let holdfast = Holdfast::start(
+        &node,
+        NODE_CONF,
+        &vips(&["198.51.100.10", "2001:db8:100::10"]),
+    );
+    let ours = link_local(&node, "to-router");
+    let theirs = link_local(&router, "to-node");
+    let conf = format!(
+        "router id 192.0.2.1;\nprotocol device {{}}\n\
+         protocol radv {{ interface \"to-node\" {{ max ra interval 4; }}; }}\n\
+         protocol bgp tor {{\n  local as 65000;\n  interface \"to-node\";\n  neighbor {ours} as 65001;\n\
+           hold time 9;\n  connect retry time 1;\n\
+           ipv4 {{ import all; export none; extended next hop on; }};\n\
+           ipv6 {{ import all; export none; }};\n}}\n"
+    );
+    let bird = testlab::Bird::start(&router, &conf);
+    bird.wait_established("tor", LONG);
+    let peer = holdfast.status()["peers"][0].clone();
+    assert_eq!(peer["address"], format!("{theirs}%to-router"), "{peer}");
+    let info = bird.birdc("show protocols all tor");
+    // RFC 8950 §4: holdfast's OPEN carries the capability for IPv4.
+    let theirs_caps = info
+        .split("Neighbor capabilities")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(
+        theirs_caps.contains("Extended next hop\n        IPv6 nexthop: ipv4"),
+        "{info}"
+    );
+    let route = wait_until(LONG, "BIRD's IPv4 route via IPv6", || {
+        let r = bird.birdc("show route 198.51.100.10/32 all");
+        r.contains("198.51.100.10/32").then_some(r)
+    });
+    assert!(
+        route.contains(&format!("via {ours} on to-node")),
+        "IPv4 route not via our link-local {ours}: {route}"
+    );
+    let route6 = wait_until(LONG, "BIRD's IPv6 route", || {
+        let r = bird.birdc("show route 2001:db8:100::10/128 all");
+        r.contains("2001:db8:100::10/128").then_some(r)
+    });
+    assert!(
+        route6.contains(&format!("via {ours} on to-node")),
+        "{route6}"
+    );
+}
