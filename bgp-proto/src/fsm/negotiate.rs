@@ -237,7 +237,7 @@ mod tests {
     fn config() -> Config {
         Config {
             local_asn: 65001,
-            peer_asn: 65000,
+            peer_asn: PeerAs::Is(65000),
             router_id: Ipv4Addr::new(192, 0, 2, 2),
             hold_time: 90,
             keepalive: Duration::from_secs(30),
