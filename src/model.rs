@@ -180,3 +180,18 @@ pub struct Route {
     /// with its new attributes (one UPDATE, RFC 4271 §3.1).
     pub attributes: Option<Arc<ServiceAttributes>>,
 }
+
+/// What a gate (the TCP probes) says about a VIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// No probe, or it passes: the VIP is present.
+    Pass,
+    /// The probe fails with `on_failure = "degrade"`: present, with its
+    /// advertisements' `degraded` attributes (one UPDATE replacing the
+    /// route, never a withdrawal).
+    Degraded,
+    /// The probe failed: absent, withdrawn at once (`ProbeFailed`).
+    Fail,
+    /// The probe has not passed yet: absent, no reason.
+    Unknown,
+}

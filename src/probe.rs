@@ -84,8 +84,8 @@ pub fn health(verdict: Verdict, on_failure: OnFailure) -> Health {
 
 impl Tracker {
     /// The gate of the routes step for this VIP.
-    pub fn gate(&self, probe: &Probe) -> crate::routes::Gate {
-        use crate::routes::Gate;
+    pub fn gate(&self, probe: &Probe) -> crate::model::Gate {
+        use crate::model::Gate;
         match health(self.verdict, probe.on_failure) {
             Health::Unknown => Gate::Unknown,
             Health::Healthy => Gate::Pass,

@@ -37,20 +37,7 @@ use crate::model::Absence;
 use crate::model::Route;
 use crate::model::{Interner, SourceSnapshot, Vip};
 
-/// What a gate (the TCP probes) says about a VIP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gate {
-    /// No probe, or it passes: the VIP is present.
-    Pass,
-    /// The probe fails with `on_failure = "degrade"`: present, with its
-    /// advertisements' `degraded` attributes (one UPDATE replacing the
-    /// route, never a withdrawal).
-    Degraded,
-    /// The probe failed: absent, withdrawn at once (`ProbeFailed`).
-    Fail,
-    /// The probe has not passed yet: absent, no reason.
-    Unknown,
-}
+pub use crate::model::Gate;
 
 /// The prefix a VIP is announced under by one advertisement: its
 /// aggregate, or the host route.
