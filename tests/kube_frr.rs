@@ -62,14 +62,7 @@ fn start_with<'a>(
     api.create(&node("node-1", NODE, node_labels)).unwrap();
     let bridge = testlab::tcp_into_netns(&lab.node, API_PORT, api.addr());
     let dir = LabDir::new("kube");
-    let kubeconfig: PathBuf = dir.write(
-        "kubeconfig",
-        &format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: http://127.0.0.1:{API_PORT}\n\
-             users:\n- name: standin\n  user: {{}}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n\
-             current-context: standin\n"
-        ),
-    );
+    let kubeconfig: PathBuf = dir.write_kubeconfig(API_PORT);
     // With zebra: bgpd alone refuses IPv6 next hops that carry a
     // link-local address (testlab/README.md), which an on-link node sends.
     let frr = Frr::start_with_zebra(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));

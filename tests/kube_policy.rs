@@ -38,14 +38,7 @@ fn start<'a>(lab: &'a Lab, router_asn: u32, advertisements: &str) -> Cluster<'a>
     api.create(&node("node-1", NODE, &[])).unwrap();
     let bridge = testlab::tcp_into_netns(&lab.node, API_PORT, api.addr());
     let dir = LabDir::new("kube-policy");
-    let kubeconfig: PathBuf = dir.write(
-        "kubeconfig",
-        &format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: http://127.0.0.1:{API_PORT}\n\
-             users:\n- name: standin\n  user: {{}}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n\
-             current-context: standin\n"
-        ),
-    );
+    let kubeconfig: PathBuf = dir.write_kubeconfig(API_PORT);
     let frr = Frr::start_with_zebra(
         &lab.router,
         &frr_conf(router_asn, TOR, &[(NODE, 65001)], ""),

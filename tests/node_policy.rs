@@ -97,14 +97,7 @@ fn kube(lab: &Lab, labels: &[(&str, &str)]) -> Kube {
     api.create(&node("node-1", NODE, labels)).unwrap();
     let bridge = testlab::tcp_into_netns(&lab.node, API_PORT, api.addr());
     let dir = LabDir::new("kube");
-    let kubeconfig = dir.write(
-        "kubeconfig",
-        &format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: http://127.0.0.1:{API_PORT}\n\
-             users:\n- name: standin\n  user: {{}}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n\
-             current-context: standin\n"
-        ),
-    );
+    let kubeconfig = dir.write_kubeconfig(API_PORT);
     Kube {
         api,
         _bridge: bridge,

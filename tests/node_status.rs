@@ -204,14 +204,7 @@ fn the_daemon_writes_its_node_status_for_kubectl_get() {
     api.create(&node("node-1", NODE, &[])).unwrap();
     let _bridge = testlab::tcp_into_netns(&lab.node, API_PORT, api.addr());
     let dir = LabDir::new("kube");
-    let kubeconfig: PathBuf = dir.write(
-        "kubeconfig",
-        &format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: http://127.0.0.1:{API_PORT}\n\
-             users:\n- name: standin\n  user: {{}}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n\
-             current-context: standin\n"
-        ),
-    );
+    let kubeconfig: PathBuf = dir.write_kubeconfig(API_PORT);
     let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
     let kc = kubeconfig.display().to_string();
     let config = format!(

@@ -207,14 +207,7 @@ fn kube_config(i: usize) -> String {
 fn start_kube(fabric: &Fabric) -> Kube<'_> {
     let api = StandIn::start().expect("the API stand-in");
     let dir = LabDir::new("kube");
-    let kubeconfig: PathBuf = dir.write(
-        "kubeconfig",
-        &format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: http://127.0.0.1:{API_PORT}\n\
-             users:\n- name: standin\n  user: {{}}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n\
-             current-context: standin\n"
-        ),
-    );
+    let kubeconfig: PathBuf = dir.write_kubeconfig(API_PORT);
     let kc = kubeconfig.display().to_string();
     let frr = start_frr(&fabric.router);
     let mut bridges = Vec::new();

@@ -50,14 +50,7 @@ pub fn run(rx: &mut Receiver, args: &Args) -> (Option<Latency>, Option<KubeFootp
     }
     let bridge = testlab::tcp_into_netns(&rx.lab.node, API_PORT, api.addr());
     let dir = LabDir::new("kube");
-    let kubeconfig = dir.write(
-        "kubeconfig",
-        &format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: http://127.0.0.1:{API_PORT}\n\
-             users:\n- name: standin\n  user: {{}}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n\
-             current-context: standin\n"
-        ),
-    );
+    let kubeconfig = dir.write_kubeconfig(API_PORT);
     let config = dir.write("holdfast.toml", &config());
     let kc = kubeconfig.display().to_string();
     let env = [("KUBECONFIG", kc.as_str()), ("NODE_NAME", "node-1")];

@@ -520,8 +520,16 @@ fn traffic_only(args: &Args) {
         machine.get("cpu").map_or("?", String::as_str),
         machine.get("kernel").map_or("?", String::as_str),
         args.holdfast.display(),
-        load_before.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-        load_after.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        load_before
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        load_after
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
     );
     let section = traffic::section(&results, &args.command, &machine);
     let md = std::fs::read_to_string(&args.out).unwrap_or_default();

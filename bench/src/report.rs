@@ -483,7 +483,11 @@ fn targets(s: &mut String, r: &Results, args: &Args) {
     if rows.is_empty() {
         return;
     }
-    writeln!(s, "## Targets\n\n| target | measured (holdfast vs reference) | met |\n|---|---|---|").unwrap();
+    writeln!(
+        s,
+        "## Targets\n\n| target | measured (holdfast vs reference) | met |\n|---|---|---|"
+    )
+    .unwrap();
     for (what, measured, met) in rows {
         let met = match met {
             Some(true) => "yes",

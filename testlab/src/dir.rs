@@ -51,6 +51,19 @@ impl LabDir {
         path
     }
 
+    /// A kubeconfig (file `kubeconfig`) for the in-process API stand-in
+    /// reached at 127.0.0.1:`port`, no credentials.
+    pub fn write_kubeconfig(&self, port: u16) -> PathBuf {
+        self.write(
+            "kubeconfig",
+            &format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+                 users:\n- name: standin\n  user: {{}}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n\
+                 current-context: standin\n"
+            ),
+        )
+    }
+
     /// Reads a file of the directory; empty when it does not exist (yet).
     pub fn read(&self, name: &str) -> String {
         fs::read_to_string(self.join(name)).unwrap_or_default()

@@ -114,14 +114,7 @@ impl<'a> HoldfastOps<'a> {
         testlab::require_root();
         let api = StandIn::start().expect("the API stand-in");
         let dir = LabDir::new("kube");
-        let kubeconfig = dir.write(
-            "kubeconfig",
-            &format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: http://127.0.0.1:{API_PORT}\n\
-                 users:\n- name: standin\n  user: {{}}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n\
-                 current-context: standin\n"
-            ),
-        );
+        let kubeconfig = dir.write_kubeconfig(API_PORT);
         let mut svc = load_balancer_service("demo", "web", &[VIP]);
         svc.spec.as_mut().expect("a spec").external_traffic_policy = Some("Local".into());
         api.create(&svc).expect("the Service");
