@@ -40,6 +40,7 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 ip netns add "$rns"
 ip netns add "$nns"
@@ -139,7 +140,7 @@ done
 # FRR has them all (the sessions are idle from here on).
 for _ in $(seq 1 600); do
     pfx=$(ip netns exec "$rns" vtysh --vty_socket "$dir" -c "show bgp ipv4 unicast summary json" 2>/dev/null |
-        python3 -c 'import json,sys; p=json.load(sys.stdin)["ipv4Unicast"]["peers"]; print(min(v.get("pfxRcd",0) for v in p.values()))' 2>/dev/null || echo 0)
+        python3 -c 'import json,sys; j=json.load(sys.stdin); p=j.get("ipv4Unicast", j)["peers"]; print(min(v.get("pfxRcd",0) for v in p.values()))' 2>/dev/null || echo 0)
     [ "$pfx" = "$n" ] && break
     sleep 0.5
 done
