@@ -18,3 +18,4 @@ pub mod source;
 pub mod speaker;
 pub mod stability;
 pub mod status;
+pub mod ticks;
