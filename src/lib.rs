@@ -18,4 +18,3 @@ pub mod source;
 pub mod speaker;
 pub mod stability;
 pub mod status;
-pub mod ticks;

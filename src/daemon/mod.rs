@@ -138,8 +138,8 @@ impl Daemon {
     /// that stopped the daemon, if one did.
     async fn drive(&mut self, mut inputs: Inputs) -> Option<&'static str> {
         let drain = self.drain.clone();
-        // On the shared grid: the same wake-up as the other pollers' ticks.
-        let mut every_second = crate::ticks::interval(Duration::from_secs(1));
+        let mut every_second = tokio::time::interval(Duration::from_secs(1));
+        every_second.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut gateway_check = Instant::now();
         let mut signal = None;
         loop {

@@ -527,19 +527,15 @@ pub async fn run(
         }
     };
     let mut period = period_now(&directory);
-    // The first tick is at once: the file is read at start. The later ones
-    // fall on the process's shared grid (crate::ticks), with the daemon's
-    // other pollers: one wake-up for all of them.
+    // The first tick is at once: the file is read at start.
     let mut ticks = time::interval(period);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut on_grid = false;
-    let mut first_read = false;
     let mut reloads = true;
     loop {
-        if period_now(&directory) != period || (!on_grid && first_read) {
+        if period_now(&directory) != period {
             period = period_now(&directory);
-            ticks = crate::ticks::interval(period);
-            on_grid = true;
+            ticks = time::interval_at(time::Instant::now() + period, period);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         }
         let snapshot = tokio::select! {
             biased;
@@ -581,14 +577,11 @@ pub async fn run(
                     snapshot = source.check_settled() => snapshot,
                 }
             }
-            _ = ticks.tick() => {
-                first_read = true;
-                tokio::select! {
-                    biased;
-                    () = &mut shutdown => return,
-                    snapshot = source.check() => snapshot,
-                }
-            }
+            _ = ticks.tick() => tokio::select! {
+                biased;
+                () = &mut shutdown => return,
+                snapshot = source.check() => snapshot,
+            },
         };
         if source.confirming_empty() && settled_at.is_none() {
             // Read it again once an emptiness seen now may be believed.

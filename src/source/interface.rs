@@ -72,9 +72,8 @@ pub fn follow(outer: watch::Sender<SourceSnapshot>) -> watch::Sender<SourceSnaps
         // Nothing is passed on before the source's first snapshot: the
         // daemon must not take the interfaces alone for the source's view.
         let mut last: Option<SourceSnapshot> = None;
-        // On the shared grid: the main loop's tick wakes the process then
-        // anyway.
-        let mut tick = crate::ticks::interval(POLL_INTERVAL);
+        let mut tick = tokio::time::interval(POLL_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 changed = rx.changed() => {
