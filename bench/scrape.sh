@@ -8,6 +8,7 @@
 #   bench/scrape.sh target/release/holdfast            # 100000 VIPs, 500 scrapes
 #   bench/scrape.sh BIN N S
 #   bench/scrape.sh --idle BIN N SECS                  # idle wake-ups instead
+#   FRR_TIMERS="30 90" HOLD_TIME=90s KEEPALIVE=30s bench/scrape.sh ...  # other timers (default 3/9 s)
 #
 # With --idle it counts holdfast's context switches (voluntary and not,
 # /proc/PID/status, all threads) over SECS seconds once the routes are in
@@ -63,10 +64,10 @@ router bgp 65000
  no bgp ebgp-requires-policy
  no bgp network import-check
  neighbor 192.0.2.2 remote-as 65001
- neighbor 192.0.2.2 timers 3 9
+ neighbor 192.0.2.2 timers ${FRR_TIMERS:-3 9}
  neighbor 192.0.2.2 timers connect 1
  neighbor 192.0.2.4 remote-as 65001
- neighbor 192.0.2.4 timers 3 9
+ neighbor 192.0.2.4 timers ${FRR_TIMERS:-3 9}
  neighbor 192.0.2.4 timers connect 1
 EOF
 chown -R frr:frr "$dir" 2>/dev/null || true
@@ -93,8 +94,8 @@ name = "tor1"
 address = "192.0.2.1"
 source_address = "192.0.2.2"
 asn = 65000
-hold_time = "9s"
-keepalive = "3s"
+hold_time = "${HOLD_TIME:-9s}"
+keepalive = "${KEEPALIVE:-3s}"
 connect_retry = "1s"
 families = ["ipv4-unicast"]
 
@@ -103,8 +104,8 @@ name = "tor2"
 address = "192.0.2.3"
 source_address = "192.0.2.4"
 asn = 65000
-hold_time = "9s"
-keepalive = "3s"
+hold_time = "${HOLD_TIME:-9s}"
+keepalive = "${KEEPALIVE:-3s}"
 connect_retry = "1s"
 families = ["ipv4-unicast"]
 
@@ -149,10 +150,22 @@ sleep 2
 
 echo "binary: $bin"
 echo "VIPs: $n, peers: 2 Established, load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+per_thread() {
+    local t
+    for t in /proc/"$hpid"/task/*; do
+        echo "${t##*/} $(cat "$t/comm") $(awk '/ctxt_switches/ { s += $2 } END { print s }' "$t/status")"
+    done
+}
 if [ "$mode" = idle ]; then
+    per_thread >"$dir/threads.0"
     read -r v0 nv0 < <(switches)
     sleep "$count"
     read -r v1 nv1 < <(switches)
+    per_thread >"$dir/threads.1"
+    # Which threads woke (threads that came and went count as new).
+    join -a 2 "$dir/threads.0" "$dir/threads.1" | awk '{
+        if (NF == 5) d = $5 - $3; else d = $3
+        if (d > 0) printf "  thread %s %s: %d switches\n", $1, (NF == 5 ? $4 : $2), d }'
     awk -v v=$((v1 - v0)) -v nv=$((nv1 - nv0)) -v s="$count" 'BEGIN {
         printf "idle %ds: %d voluntary + %d involuntary context switches = %.2f wake-ups/s\n", s, v, nv, (v + nv) / s }'
     exit 0
