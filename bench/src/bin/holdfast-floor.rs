@@ -18,6 +18,9 @@ use std::time::Duration;
 
 /// RFC 4271 §4.1: the largest message without RFC 8654.
 const MAX_MESSAGE: usize = 4096;
+/// RFC 8654 §3: the largest with the Extended Message capability on both
+/// sides (FRR has it, and holdfast uses it).
+const MAX_EXTENDED: usize = 65535;
 const HOLD_TIME: u16 = 9;
 
 fn message(kind: u8, body: &[u8]) -> Vec<u8> {
@@ -31,8 +34,9 @@ fn message(kind: u8, body: &[u8]) -> Vec<u8> {
 
 fn open(local_as: u32, id: Ipv4Addr) -> Vec<u8> {
     // RFC 4271 §4.2, with the capabilities (RFC 5492): multiprotocol IPv4
-    // unicast (RFC 4760) and four-octet AS numbers (RFC 6793).
-    let mut caps = vec![1, 4, 0, 1, 0, 1, 65, 4];
+    // unicast (RFC 4760), four-octet AS numbers (RFC 6793) and extended
+    // messages (RFC 8654).
+    let mut caps = vec![1, 4, 0, 1, 0, 1, 6, 0, 65, 4];
     caps.extend_from_slice(&local_as.to_be_bytes());
     let my_as = u16::try_from(local_as).unwrap_or(23456);
     let mut b = vec![4];
@@ -47,13 +51,13 @@ fn open(local_as: u32, id: Ipv4Addr) -> Vec<u8> {
 }
 
 /// Every UPDATE for `routes`, packed as full as RFC 4271 §4.3 allows.
-fn updates(routes: &[Ipv4Addr], local_as: u32, next_hop: Ipv4Addr) -> Vec<u8> {
+fn updates(routes: &[Ipv4Addr], local_as: u32, next_hop: Ipv4Addr, max: usize) -> Vec<u8> {
     // ORIGIN IGP; AS_PATH one AS_SEQUENCE of one four-octet AS; NEXT_HOP.
     let mut attrs = vec![0x40, 1, 1, 0, 0x40, 2, 6, 2, 1];
     attrs.extend_from_slice(&local_as.to_be_bytes());
     attrs.extend_from_slice(&[0x40, 3, 4]);
     attrs.extend_from_slice(&next_hop.octets());
-    let per_message = (MAX_MESSAGE - 19 - 4 - attrs.len()) / 5;
+    let per_message = (max - 19 - 4 - attrs.len()) / 5;
     let mut out = Vec::with_capacity(routes.len() * 5 + routes.len() / per_message * 64 + 64);
     for chunk in routes.chunks(per_message) {
         let mut b = vec![0, 0];
@@ -68,6 +72,30 @@ fn updates(routes: &[Ipv4Addr], local_as: u32, next_hop: Ipv4Addr) -> Vec<u8> {
     // RFC 4724 §2: End-of-RIB for IPv4 unicast is an empty UPDATE.
     out.extend_from_slice(&message(2, &[0, 0, 0, 0]));
     out
+}
+
+/// Whether an OPEN's body (RFC 4271 §4.2) carries the Extended Message
+/// capability (RFC 8654 §3, code 6) among its capabilities (RFC 5492 §4).
+fn has_extended_message(open: &[u8]) -> bool {
+    let Some(params) = open.get(10..10 + usize::from(*open.get(9).unwrap_or(&0))) else {
+        return false;
+    };
+    let mut i = 0;
+    while i + 2 <= params.len() {
+        let (kind, len) = (params[i], usize::from(params[i + 1]));
+        let value = params.get(i + 2..i + 2 + len).unwrap_or(&[]);
+        if kind == 2 {
+            let mut j = 0;
+            while j + 2 <= value.len() {
+                if value[j] == 6 {
+                    return true;
+                }
+                j += 2 + usize::from(value[j + 1]);
+            }
+        }
+        i += 2 + len;
+    }
+    false
 }
 
 fn read_message(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
@@ -97,7 +125,9 @@ fn main() {
             .iter()
             .map(|a| a.parse::<Ipv4Addr>().expect("EXTRA_IP")),
     );
-    let bulk = updates(&routes, local_as, local);
+    // Both packings built before connecting; the peer's OPEN picks one.
+    let bulk = updates(&routes, local_as, local, MAX_MESSAGE);
+    let bulk_extended = updates(&routes, local_as, local, MAX_EXTENDED);
     let hello = open(local_as, local);
     let keepalive = message(4, &[]);
 
@@ -116,17 +146,22 @@ fn main() {
         let _ = s.set_nodelay(true);
         let session = (|| -> std::io::Result<()> {
             s.write_all(&hello)?;
+            let mut extended = false;
             // RFC 4271 §8.2.2: OPEN, then its KEEPALIVE confirms it.
             loop {
                 match read_message(&mut s)? {
-                    (1, _) => s.write_all(&keepalive)?,
+                    (1, b) => {
+                        extended = has_extended_message(&b);
+                        s.write_all(&keepalive)?;
+                    }
                     (4, _) => break,
                     (3, b) => return Err(std::io::Error::other(format!("NOTIFICATION {b:?}"))),
                     _ => {}
                 }
             }
+            let bulk = if extended { &bulk_extended } else { &bulk };
             eprintln!("Established with {peer}: writing {} octets", bulk.len());
-            s.write_all(&bulk)?;
+            s.write_all(bulk)?;
             // Hold time 9 s: a KEEPALIVE every 3 s, and the router's read.
             s.set_read_timeout(Some(Duration::from_secs(3)))?;
             loop {
