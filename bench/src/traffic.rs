@@ -94,10 +94,7 @@ impl<'a> BirdOps<'a> {
     }
 
     fn birdc(&self, i: usize, command: &str) {
-        self.birds[i]
-            .as_ref()
-            .expect("BIRD is running")
-            .birdc(command);
+        self.birds[i].as_ref().expect("BIRD is running").birdc(command);
     }
 }
 
@@ -208,7 +205,12 @@ pub fn splice(md: &str, section: &str) -> String {
     match (md.find(BEGIN), md.find(END)) {
         (Some(b), Some(e)) if e > b => {
             let after = &md[e + END.len()..];
-            format!("{}{}{}", &md[..b], section.trim_end(), after)
+            format!(
+                "{}{}{}",
+                &md[..b],
+                section.trim_end(),
+                after
+            )
         }
         _ => format!("{}\n\n{section}", md.trim_end()),
     }
