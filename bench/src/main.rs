@@ -274,7 +274,8 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
         idle: None,
         churn_updates: None,
     };
-    if args.wants("idle") && args.idle_sizes.contains(&n) {
+    // The floor measures loading only.
+    if args.wants("idle") && args.idle_sizes.contains(&n) && kind != Kind::Floor {
         std::thread::sleep(Duration::from_secs(3));
         let (c0, x0, s0) = (
             procstat::cpu_seconds(pid),
@@ -292,7 +293,7 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
         eprintln!("idle {} N={n}: {idle:?}", kind.name());
         bulk.idle = Some(idle);
     }
-    if args.wants("churn") && n == args.churn_size {
+    if args.wants("churn") && n == args.churn_size && kind != Kind::Floor {
         let u0 = rx.settled_updates(Duration::from_secs(2));
         let start = Instant::now();
         for k in 0..args.churn_secs {

@@ -194,21 +194,31 @@ pub fn render(r: &Results, args: &Args) -> String {
              churn VIP). \"session\" is when FRR first showed the session Established. UPDATEs: FRR's \
              `messageStats.updatesRecv` delta (End-of-RIB included), after the counter stayed still for 2 s. \
              Octets: received on FRR's end of the link (`/proc/net/dev`: BGP, TCP/IP headers and ACKs \
-             included, OPEN and KEEPALIVEs too). RSS: `VmRSS` once loaded, and in brackets its `RssAnon` part (heap and stacks; the rest is the binary and libraries mapped from files). One run per cell.\n"
+             included, OPEN and KEEPALIVEs too). \"× floor\": time to all routes over that of the floor, \
+             `holdfast-floor` (bench/src/bin): every UPDATE built before it connects, packed full, and written \
+             with End-of-RIB in one go — the least work a speaker can do, so what is left is FRR's. \
+             RSS: `VmRSS` once loaded, and in brackets its `RssAnon` part (heap and stacks; the rest is the binary and libraries mapped from files). One run per cell.\n"
         )
         .unwrap();
-        writeln!(s, "| N | speaker | session | all routes | UPDATEs | octets | RSS loaded (anon) | peak RSS | CPU to load |").unwrap();
-        writeln!(s, "|---|---|---|---|---|---|---|---|---|").unwrap();
+        writeln!(s, "| N | speaker | session | all routes | × floor | UPDATEs | octets | RSS loaded (anon) | peak RSS | CPU to load |").unwrap();
+        writeln!(s, "|---|---|---|---|---|---|---|---|---|---|").unwrap();
         for &n in &args.sizes {
+            // "× floor": time to all routes over the floor speaker's.
+            let floor = get(Kind::Floor, n).and_then(|f| f.all);
             for k in Kind::ALL {
                 if let Some(b) = get(k, n) {
+                    let x_floor = match (b.all, floor) {
+                        (Some(a), Some(f)) => ratio(a.as_secs_f64(), f.as_secs_f64()),
+                        _ => "—".into(),
+                    };
                     writeln!(
                         s,
-                        "| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {:.2} s |",
+                        "| {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {:.2} s |",
                         n_label(n),
                         k.name(),
                         secs(b.established),
                         secs(b.all),
+                        x_floor,
                         b.updates,
                         b.bytes,
                         mib(b.rss_kib),

@@ -20,10 +20,19 @@ pub enum Kind {
     Bird,
     Gobgp,
     ExaBgp,
+    /// `holdfast-floor`: pre-built packed UPDATEs written in one go, the
+    /// least work a speaker can do (bulk only: no churn, no idle run).
+    Floor,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Holdfast, Kind::Bird, Kind::Gobgp, Kind::ExaBgp];
+    pub const ALL: [Kind; 5] = [
+        Kind::Holdfast,
+        Kind::Bird,
+        Kind::Gobgp,
+        Kind::ExaBgp,
+        Kind::Floor,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -31,6 +40,7 @@ impl Kind {
             Kind::Bird => "BIRD",
             Kind::Gobgp => "gobgpd",
             Kind::ExaBgp => "ExaBGP",
+            Kind::Floor => "floor",
         }
     }
 
@@ -66,6 +76,10 @@ pub enum Daemon {
     Bird(Bird),
     Gobgp(Gobgp),
     ExaBgp(ExaBgp),
+    Floor {
+        process: NsProcess,
+        _dir: LabDir,
+    },
 }
 
 pub struct Speaker {
@@ -145,6 +159,23 @@ impl Speaker {
                     bulk,
                 }
             }
+            Kind::Floor => {
+                // Built beside the harness (bench/src/bin/holdfast-floor.rs).
+                let bin = std::env::current_exe()
+                    .expect("the harness's path")
+                    .with_file_name("holdfast-floor");
+                let (bin, n) = (bin.display().to_string(), n.to_string());
+                let dir = LabDir::new("floor");
+                let argv = [bin.as_str(), NODE, TOR, "65001", &n, CHURN_VIP];
+                let process = NsProcess::start_logged(
+                    ns,
+                    "holdfast-floor",
+                    &argv,
+                    &[],
+                    &dir.join("floor.log"),
+                );
+                Daemon::Floor { process, _dir: dir }
+            }
             Kind::Bird => {
                 let mut routes = String::with_capacity(n * 40);
                 for p in &prefixes {
@@ -211,6 +242,7 @@ impl Speaker {
             Daemon::Bird(b) => b.process().pid(),
             Daemon::Gobgp(g) => g.process().pid(),
             Daemon::ExaBgp(e) => e.process().pid(),
+            Daemon::Floor { process, .. } => process.pid(),
         }
     }
 
@@ -270,6 +302,10 @@ impl Speaker {
                     e.withdraw(&r);
                 }
             }
+            // The harness runs no churn with it (main.rs, bulk_run).
+            Daemon::Floor { .. } => {
+                panic!("the floor speaker sends its routes once and nothing else")
+            }
         }
     }
 
@@ -280,6 +316,7 @@ impl Speaker {
             Daemon::Bird(b) => b.process().assert_running(doing),
             Daemon::Gobgp(g) => g.process().assert_running(doing),
             Daemon::ExaBgp(e) => e.process().assert_running(doing),
+            Daemon::Floor { process, .. } => process.assert_running(doing),
         }
     }
 
@@ -289,6 +326,7 @@ impl Speaker {
             Daemon::Bird(b) => b.process().log_tail(40),
             Daemon::Gobgp(g) => g.process().log_tail(40),
             Daemon::ExaBgp(e) => e.process().log_tail(40),
+            Daemon::Floor { process, .. } => process.log_tail(40),
         }
     }
 }

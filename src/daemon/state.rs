@@ -204,13 +204,11 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
         .down_since
         .filter(|_| s.uptime_seconds.is_none())
         .map(|t| now.saturating_duration_since(t).as_secs());
-    let ipv4 = rt
-        .advertised
-        .keys()
-        .filter(|p| matches!(p, IpNet::V4(_)))
-        .count();
+    // Kept by the session as its Adj-RIB-Out changes: a scrape does not
+    // count the table.
+    let (ipv4, ipv6) = rt.advertised_counts;
     s.prefixes_advertised_ipv4 = ipv4 as u64;
-    s.prefixes_advertised_ipv6 = (rt.advertised.len() - ipv4) as u64;
+    s.prefixes_advertised_ipv6 = ipv6 as u64;
     s.last_error = rt.last_error.clone().or(s.last_error);
     s.local_address = rt.local_address.map(|a| a.ip().to_string());
     if let Some(n) = &rt.negotiated {
@@ -382,18 +380,27 @@ impl Shared {
 
     /// The status with one page of the routes: only those are looked up
     /// in the peers' Adj-RIBs-Out and turned into JSON-ready rows (with
-    /// 400,000 VIPs, every route for every request was 100–150 MB).
+    /// 400,000 VIPs, every route for every request was 100–150 MB). The
+    /// totals are the counts the stability layer keeps, so an empty page
+    /// (`/metrics`) costs the same with 10 routes or 100,000.
     pub fn status_page(&self, page: RoutePage) -> Status {
         let now = Instant::now();
         let kind = match self.config.source {
             Source::File { .. } => "file",
             Source::Kubernetes(_) => "kubernetes",
         };
-        let (views, c) = {
+        let (views, c, total, on_wire) = {
             let st = self.stability.lock().expect("stability lock");
-            (route_views(&st), st.counters())
+            let total = st.shown();
+            let range = page.range(total);
+            let views = if range.is_empty() {
+                Vec::new()
+            } else {
+                route_views(&st, range)
+            };
+            (views, st.counters(), total, st.on_wire())
         };
-        let routes = views[page.range(views.len())]
+        let routes = views
             .iter()
             .map(|r| {
                 let (state, left) = match &r.state {
@@ -464,10 +471,7 @@ impl Shared {
             // The daemon's view adds the drain (daemon::drain).
             drain: None,
             counters: StabilityCounters {
-                routes_advertised: views
-                    .iter()
-                    .filter(|r| !matches!(r.state, KeyState::PendingAdvertise { .. }))
-                    .count() as u64,
+                routes_advertised: on_wire as u64,
                 routes_held_down: c.held_down,
                 withdrawals_absorbed: c.absorbed_by_hold_down,
                 absences_absorbed_by_damping: c.absorbed_by_damping,
@@ -479,7 +483,7 @@ impl Shared {
                 withdrawals_deferred_total: c.withdrawals_deferred_total,
             },
         };
-        page.mark(&mut status, views.len());
+        page.mark(&mut status, total);
         status
     }
 
@@ -681,14 +685,16 @@ fn guard_words(g: &crate::stability::GuardView, now: Instant) -> String {
     )
 }
 
-pub fn route_views(st: &crate::stability::Stability<IpNet, Route>) -> Vec<RouteView> {
-    // Both walk the prefixes in order: merge them instead of building a
-    // map of every advertised route.
-    let mut advertised = st.advertised().peekable();
+/// The routes at positions `range` of [`crate::stability::Stability::states`].
+pub fn route_views(
+    st: &crate::stability::Stability<IpNet, Route>,
+    range: std::ops::Range<usize>,
+) -> Vec<RouteView> {
     st.states()
+        .skip(range.start)
+        .take(range.len())
         .map(|(k, state)| {
-            while advertised.next_if(|(a, _)| *a < k).is_some() {}
-            let route = advertised.next_if(|(a, _)| *a == k).map(|(_, v)| v.clone());
+            let route = st.advertised_route(k).cloned();
             RouteView {
                 prefix: *k,
                 route,
@@ -798,5 +804,151 @@ mod readiness_tests {
         let mut one = config.clone();
         one.peers.truncate(1);
         assert_eq!(peer_wait(&one), MIN_PEER_WAIT);
+    }
+}
+
+#[cfg(test)]
+mod scrape_tests {
+    use super::*;
+
+    const ROUTES: u32 = 2_000;
+
+    fn config() -> Config {
+        let text = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\
+                    [[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n\
+                    [[peer]]\nname = \"b\"\naddress = \"192.0.2.3\"\nasn = 65000\n\
+                    [source]\nkind = \"file\"\npath = \"vips.toml\"\n";
+        crate::config::parse(std::path::Path::new("t.toml"), text).unwrap()
+    }
+
+    fn prefix(i: u32) -> IpNet {
+        IpNet::from(IpAddr::from(std::net::Ipv4Addr::from(0xc612_0000 + i)))
+    }
+
+    fn present(n: std::ops::Range<u32>) -> BTreeMap<IpNet, Route> {
+        let ads: crate::model::Advertisements = Arc::new(["public".to_string()].into());
+        n.map(|i| {
+            (
+                prefix(i),
+                Route {
+                    advertisements: ads.clone(),
+                    service: None,
+                    attributes: None,
+                },
+            )
+        })
+        .collect()
+    }
+
+    /// `ROUTES` routes, the last 10 gone from the source (held down), and
+    /// two Established peers whose sessions published counts of
+    /// (`ROUTES`, 0) — beside an empty table, so that a scrape which
+    /// counted the table would read 0.
+    fn shared() -> Shared {
+        let config = Arc::new(config());
+        let now = Instant::now();
+        let mut st =
+            crate::stability::Stability::new(super::super::routes::stability_params(&config))
+                .unwrap();
+        st.update(now, &present(0..ROUTES), &BTreeMap::new(), true);
+        st.update(now, &present(0..ROUTES - 10), &BTreeMap::new(), true);
+        let peers = ["a", "b"]
+            .iter()
+            .map(|name| PeerView {
+                spec: None,
+                name: name.to_string(),
+                configured: "192.0.2.1".into(),
+                runtime: Some(Arc::new(Mutex::new(PeerRuntime {
+                    state: bgp_proto::fsm::State::Established,
+                    state_since: now,
+                    established_since: Some(now),
+                    down_since: None,
+                    stats: Stats::default(),
+                    last_error: None,
+                    negotiated: None,
+                    local_address: None,
+                    advertised: Arc::default(),
+                    advertised_counts: (ROUTES as usize, 0),
+                    end_of_rib_sent: true,
+                    restarting: false,
+                }))),
+                waiting: None,
+                bfd: None,
+                carried: Stats::default(),
+            })
+            .collect();
+        Shared {
+            config,
+            config_error: None,
+            node: "n1".into(),
+            router_id: "192.0.2.2".into(),
+            started: now,
+            snapshot: Arc::new(crate::model::SourceSnapshot::default()),
+            stability: Arc::new(Mutex::new(st)),
+            peers,
+            probes: BTreeMap::new(),
+            source_explain: None,
+            reconcile_repairs: 0,
+        }
+    }
+
+    #[test]
+    fn a_scrape_walks_no_route() {
+        let shared = shared();
+        let before = crate::stability::walks();
+        let text = crate::api::render_metrics(&shared.status_page(RoutePage {
+            offset: 0,
+            limit: 0,
+        }));
+        assert_eq!(
+            crate::stability::walks(),
+            before,
+            "building /metrics walked the route table"
+        );
+        for line in [
+            format!("holdfast_routes_advertised {ROUTES}"),
+            "holdfast_routes_held_down 10".to_string(),
+            format!(
+                "holdfast_peer_prefixes_advertised{{peer=\"b\",address=\"192.0.2.1\",family=\"ipv4\"}} {ROUTES}"
+            ),
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "no line {line:?} in\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_page_of_routes_is_the_same_slice_of_the_table() {
+        let shared = shared();
+        let status = shared.status_page(RoutePage {
+            offset: ROUTES as usize - 12,
+            limit: 5,
+        });
+        let got: Vec<(&str, &str)> = status
+            .routes
+            .iter()
+            .map(|r| (r.prefix.as_str(), r.state.as_str()))
+            .collect();
+        let want: Vec<(String, &str)> = (ROUTES - 12..ROUTES - 7)
+            .map(|i| {
+                (
+                    prefix(i).to_string(),
+                    if i < ROUTES - 10 {
+                        "advertised"
+                    } else {
+                        "held-down"
+                    },
+                )
+            })
+            .collect();
+        let want: Vec<(&str, &str)> = want.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+        assert_eq!(got, want);
+        assert!(status.routes.iter().all(|r| r.advertisements == ["public"]));
+        assert_eq!(status.routes_total, Some(ROUTES as usize));
+        assert_eq!(status.routes_offset, Some(ROUTES as usize - 12));
+        assert_eq!(status.routes_truncated, Some(7));
+        assert_eq!(status.counters.routes_advertised, u64::from(ROUTES));
     }
 }

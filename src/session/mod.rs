@@ -129,6 +129,8 @@ pub struct PeerRuntime {
     pub local_address: Option<SocketAddr>,
     /// The Adj-RIB-Out (shared with the session, not a copy).
     pub advertised: Arc<PeerTable>,
+    /// Prefixes in `advertised`, (IPv4, IPv6): what `/metrics` reads.
+    pub advertised_counts: (usize, usize),
     /// End-of-RIB sent on the current session.
     pub end_of_rib_sent: bool,
     /// The R bit is still set in our OPENs: false once End-of-RIB has gone
@@ -202,6 +204,7 @@ pub fn spawn(
         negotiated: None,
         local_address: None,
         advertised: Arc::default(),
+        advertised_counts: (0, 0),
         end_of_rib_sent: false,
         restarting: spec.restarting,
     }));
@@ -730,6 +733,7 @@ impl Driver {
         rt.last_error = Some(reason.to_string());
         rt.negotiated = None;
         rt.advertised = Arc::default();
+        rt.advertised_counts = (0, 0);
         rt.end_of_rib_sent = false;
     }
 
@@ -901,6 +905,7 @@ impl Driver {
     fn publish_rib(&self) {
         let mut rt = self.runtime.lock().expect("peer runtime lock");
         rt.advertised = self.speaker.advertised();
+        rt.advertised_counts = self.speaker.advertised_counts();
     }
 
     /// How far the established connection's output has got.

@@ -287,6 +287,11 @@ impl PeerSpeaker {
         self.rib.table()
     }
 
+    /// Prefixes in the Adj-RIB-Out, (IPv4, IPv6), kept as it changes.
+    pub fn advertised_counts(&self) -> (usize, usize) {
+        self.rib.counts()
+    }
+
     /// Brings the Adj-RIB-Out to the desired table, unless the
     /// MinRouteAdvertisementInterval or the output budget holds it back.
     fn sync(&mut self, now: Instant, budget: &mut Budget, out: &mut Vec<Output>) {

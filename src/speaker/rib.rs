@@ -46,6 +46,9 @@ fn family(p: &IpNet) -> Family {
 #[derive(Clone, Debug, Default)]
 pub struct AdjRibOut {
     routes: Arc<PeerTable>,
+    /// How many of `routes` are IPv4, kept as the table changes so that
+    /// the status view and `/metrics` never count them.
+    ipv4: usize,
 }
 
 impl AdjRibOut {
@@ -58,6 +61,11 @@ impl AdjRibOut {
         self.routes.clone()
     }
 
+    /// Prefixes held: (IPv4, IPv6).
+    pub fn counts(&self) -> (usize, usize) {
+        (self.ipv4, self.routes.len() - self.ipv4)
+    }
+
     /// Drops prefixes that could not be sent after all.
     pub fn forget(&mut self, prefixes: &[IpNet]) {
         if prefixes.is_empty() {
@@ -65,13 +73,16 @@ impl AdjRibOut {
         }
         let routes = Arc::make_mut(&mut self.routes);
         for p in prefixes {
-            routes.remove(p);
+            if routes.remove(p).is_some() && matches!(p, IpNet::V4(_)) {
+                self.ipv4 -= 1;
+            }
         }
     }
 
     /// A session went down: nothing has been sent on the next one.
     pub fn clear(&mut self) {
         self.routes = Arc::default();
+        self.ipv4 = 0;
     }
 
     /// The changes that bring this Adj-RIB-Out to `desired` (restricted to
@@ -83,7 +94,11 @@ impl AdjRibOut {
         let wanted = |p: &IpNet| families.contains(&family(p));
         // Both tables are sorted by prefix: one walk over the two.
         let mut old = self.routes.iter().peekable();
+        let mut ipv4 = 0;
         for (p, a) in desired.iter().filter(|(p, _)| wanted(p)) {
+            if matches!(p, IpNet::V4(_)) {
+                ipv4 += 1;
+            }
             while let Some((q, _)) = old.next_if(|(q, _)| *q < p) {
                 delta.withdraw.push(*q);
             }
@@ -93,6 +108,7 @@ impl AdjRibOut {
             }
         }
         delta.withdraw.extend(old.map(|(q, _)| *q));
+        self.ipv4 = ipv4;
         self.routes = if desired.keys().all(wanted) {
             desired.clone()
         } else {

@@ -453,3 +453,39 @@ fn unnumbered_ipv4_routes_go_with_the_ipv6_next_hop() {
     assert_eq!(mp.next_hops(), (Some("fe80::2".parse().unwrap()), None));
     assert_eq!(mp.nlri.prefixes()[0].prefix, net("198.51.100.10/32"));
 }
+
+/// The per-family counts the status view reads are kept by every change to
+/// the Adj-RIB-Out, and match the table itself.
+#[test]
+fn adj_rib_out_counts_follow_the_table() {
+    let both = [Family::IPV4_UNICAST, Family::IPV6_UNICAST];
+    let a = RouteAttrs::default();
+    let desired = Arc::new(table(&[
+        ("198.51.100.10/32", a.clone()),
+        ("198.51.100.11/32", a.clone()),
+        ("2001:db8::10/128", a.clone()),
+    ]));
+    let matches_table = |rib: &AdjRibOut| {
+        let t = rib.table();
+        let v4 = t.keys().filter(|p| matches!(p, IpNet::V4(_))).count();
+        assert_eq!(rib.counts(), (v4, t.len() - v4));
+    };
+    let mut rib = AdjRibOut::default();
+    assert_eq!(rib.counts(), (0, 0));
+    rib.diff(&desired, &both);
+    assert_eq!(rib.counts(), (2, 1));
+    matches_table(&rib);
+    // Only IPv6 negotiated: the IPv4 routes leave the table and the count.
+    rib.diff(&desired, &[Family::IPV6_UNICAST]);
+    assert_eq!(rib.counts(), (0, 1));
+    matches_table(&rib);
+    rib.diff(&desired, &both);
+    rib.forget(&[net("198.51.100.11/32"), net("192.0.2.99/32")]);
+    assert_eq!(rib.counts(), (1, 1));
+    matches_table(&rib);
+    rib.withdraw_all();
+    assert_eq!(rib.counts(), (0, 0));
+    rib.diff(&desired, &both);
+    rib.clear();
+    assert_eq!(rib.counts(), (0, 0));
+}

@@ -149,6 +149,35 @@ pub struct Stability<K, V> {
     counters: Counters,
     /// Paces mass withdrawals (`guard` module).
     guard: guard::Guard<K>,
+    /// How many entries are in each phase, as of the last call: the status
+    /// view and `/metrics` read these instead of walking every prefix.
+    tally: Tally,
+}
+
+/// Entries by phase, counted where the table changes ([`Stability::finish`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tally {
+    pending: usize,
+    advertised: usize,
+    absent: usize,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Walks over every prefix begun on this thread (tests check that a
+    /// scrape begins none).
+    static WALKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Walks over the whole table begun on this thread so far.
+#[cfg(test)]
+pub(crate) fn walks() -> usize {
+    WALKS.with(std::cell::Cell::get)
+}
+
+fn walked() {
+    #[cfg(test)]
+    WALKS.with(|w| w.set(w.get() + 1));
 }
 
 #[derive(Debug, Clone)]
@@ -289,6 +318,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             now: None,
             counters: Counters::default(),
             guard: guard::Guard::new(),
+            tally: Tally::default(),
         })
     }
 
@@ -469,6 +499,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// Prefixes still advertised whose node is drained: the speaker marks
     /// them GRACEFUL_SHUTDOWN until they go (RFC 8326 §3).
     pub fn drained(&self) -> impl Iterator<Item = &K> {
+        walked();
         self.entries.iter().filter_map(|(k, e)| match &e.phase {
             Phase::Absent { absence, .. } if absence.reason == Absence::Drained => Some(k),
             _ => None,
@@ -489,6 +520,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// its attributes, in prefix order. Applying every `Change` returned so
     /// far to an empty table yields exactly this.
     pub fn advertised(&self) -> impl Iterator<Item = (&K, &V)> {
+        walked();
         self.entries
             .iter()
             .filter_map(|(k, e)| e.wire().map(|v| (k, v)))
@@ -508,6 +540,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// [`Self::state`] for every prefix present or advertised, in prefix
     /// order.
     pub fn states(&self) -> impl Iterator<Item = (&K, KeyState)> {
+        walked();
         self.entries
             .iter()
             .filter_map(|(k, e)| self.key_state(e).map(|s| (k, s)))
@@ -527,15 +560,23 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         Some(figure)
     }
 
-    /// Counters since creation, and the `held_down` gauge.
+    /// How many prefixes [`Self::states`] yields (present or advertised),
+    /// without walking them.
+    pub fn shown(&self) -> usize {
+        self.tally.pending + self.tally.advertised + self.tally.absent
+    }
+
+    /// How many prefixes [`Self::advertised`] yields (on the wire now),
+    /// without walking them.
+    pub fn on_wire(&self) -> usize {
+        self.tally.advertised + self.tally.absent
+    }
+
+    /// Counters since creation, and the `held_down` gauge. Costs nothing
+    /// per prefix.
     pub fn counters(&self) -> Counters {
-        let held_down = self
-            .entries
-            .values()
-            .filter(|e| matches!(e.phase, Phase::Absent { .. }))
-            .count();
         Counters {
-            held_down: u64::try_from(held_down).unwrap_or(u64::MAX),
+            held_down: u64::try_from(self.tally.absent).unwrap_or(u64::MAX),
             withdrawals_deferred: self
                 .guard
                 .view(&self.params.guard)
@@ -660,13 +701,27 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// states into the call's changes.
     fn finish(&mut self, now: Instant, delta: Delta<K, V>) -> Vec<Change<K, V>> {
         let damping = self.params.damping.as_ref();
+        // The pass that forgets also counts, so the views never walk.
+        let mut tally = Tally::default();
         self.entries.retain(|_, e| match e.phase {
             Phase::Withdrawn => match (&e.history, damping) {
                 (Some(history), Some(damping)) => !history.is_forgotten(now, damping),
                 _ => false,
             },
-            _ => true,
+            Phase::Pending { .. } => {
+                tally.pending += 1;
+                true
+            }
+            Phase::Advertised { .. } => {
+                tally.advertised += 1;
+                true
+            }
+            Phase::Absent { .. } => {
+                tally.absent += 1;
+                true
+            }
         });
+        self.tally = tally;
         let mut changes = Vec::new();
         for (key, before) in delta.before {
             let after = self.entries.get(&key).and_then(Entry::wire);

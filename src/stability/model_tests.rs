@@ -362,6 +362,15 @@ impl Run {
         }
         let advertised: BTreeMap<Key, Attrs> = self.s.advertised().map(|(k, v)| (*k, *v)).collect();
         prop_assert_eq!(&advertised, &self.downstream, "delta vs advertised()");
+        // The kept counts are what a walk over the table finds.
+        prop_assert_eq!(self.s.on_wire(), advertised.len(), "on_wire()");
+        prop_assert_eq!(self.s.shown(), self.s.states().count(), "shown()");
+        let absent = self
+            .s
+            .states()
+            .filter(|(_, st)| st.absence().is_some())
+            .count();
+        prop_assert_eq!(self.s.counters().held_down, absent as u64, "held_down");
 
         // next_deadline is exactly the next instant with something to do.
         match self.s.next_deadline() {
