@@ -219,3 +219,40 @@ fn bird_peers_over_link_local_with_extended_next_hop() {
         "{route6}"
     );
 }
+
+/// GTSM on both sides of an unnumbered link (RFC 5082 §3): FRR's
+/// `ttl-security hops 1` and holdfast's `ttl_security = true` each send
+/// with hop limit 255 and accept only 255 on the link-local session.
+#[test]
+fn gtsm_on_both_sides_of_an_unnumbered_link() {
+    testlab::require_root();
+    testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
+    let (router, node, _link) = link();
+    let conf = frr_unnumbered("192.0.2.1").replace(
+        "neighbor to-node timers connect 1\n",
+        "neighbor to-node timers connect 1\n neighbor to-node ttl-security hops 1\n",
+    );
+    assert!(conf.contains("ttl-security"), "{conf}");
+    let frr = Frr::start_forwarding(&router, &conf);
+    let node_conf = NODE_CONF.replace("asn = 65000\n", "asn = 65000\nttl_security = true\n");
+    assert!(node_conf.contains("ttl_security = true"), "{node_conf}");
+    let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
+    let n = testlab::wait_for(LONG, "FRR's GTSM session Established", || {
+        let n = frr.json("show bgp neighbors to-node json");
+        if n["to-node"]["bgpState"] == "Established" {
+            Ok(n["to-node"].clone())
+        } else {
+            Err(format!(
+                "{n}\nnode: {}\nrouter: {}",
+                node.run(&["ss", "-tnoi"]),
+                router.run(&["ss", "-tnoi"])
+            ))
+        }
+    });
+    // FRR runs the session with GTSM for a neighbour one hop away.
+    assert_eq!(n["externalBgpNbrMaxHopsAway"], 1, "{n}");
+    let route = frr.wait_prefix("198.51.100.10/32", LONG);
+    assert_eq!(route["paths"][0]["valid"], true, "{route}");
+    let peer = holdfast.status()["peers"][0].clone();
+    assert_eq!(peer["state"], "Established", "{peer}");
+}
