@@ -256,3 +256,45 @@ fn gtsm_on_both_sides_of_an_unnumbered_link() {
     let peer = holdfast.status()["peers"][0].clone();
     assert_eq!(peer["state"], "Established", "{peer}");
 }
+
+/// The same with FRR connecting: holdfast only listens (`passive`), so the
+/// router's SYN is checked against the peer's minimum through the saved
+/// SYN's IPv6 header, and our SYN-ACK and OPEN leave with hop limit 255.
+#[test]
+fn gtsm_on_an_unnumbered_link_with_the_router_connecting() {
+    testlab::require_root();
+    testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
+    let (router, node, _link) = link();
+    let conf = frr_unnumbered("192.0.2.1").replace(
+        "neighbor to-node timers connect 1\n",
+        "neighbor to-node timers connect 1\n neighbor to-node ttl-security hops 1\n",
+    );
+    assert!(conf.contains("ttl-security"), "{conf}");
+    let frr = Frr::start_forwarding(&router, &conf);
+    let node_conf = NODE_CONF
+        .replace("asn = 65000\n", "asn = 65000\nttl_security = true\npassive = true\n")
+        .replace("hostname = \"node-1\"\n", "hostname = \"node-1\"\nlisten = \"[::]:179\"\n");
+    assert!(node_conf.contains("passive = true"), "{node_conf}");
+    assert!(node_conf.contains("listen = "), "{node_conf}");
+    let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
+    let n = testlab::wait_for(LONG, "FRR's GTSM session Established", || {
+        let n = frr.json("show bgp neighbors to-node json");
+        if n["to-node"]["bgpState"] == "Established" {
+            Ok(n["to-node"].clone())
+        } else {
+            Err(format!(
+                "{n}\nnode: {}\nrouter: {}\nholdfast: {}",
+                node.run(&["ss", "-tnoia"]),
+                router.run(&["ss", "-tnoia"]),
+                holdfast.log()
+            ))
+        }
+    });
+    assert_eq!(n["externalBgpNbrMaxHopsAway"], 1, "{n}");
+    // The router connected: its side of the session is not port 179.
+    assert_ne!(n["portLocal"], 179, "{n}");
+    let route = frr.wait_prefix("198.51.100.10/32", LONG);
+    assert_eq!(route["paths"][0]["valid"], true, "{route}");
+    let peer = holdfast.status()["peers"][0].clone();
+    assert_eq!(peer["state"], "Established", "{peer}");
+}
