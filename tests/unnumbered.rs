@@ -318,6 +318,21 @@ fn bfd_over_the_link_local_addresses() {
         "/usr/lib/frr/bfdd",
     ]);
     let (router, node, link) = link();
+    // Another interface whose fe80::/64 route comes first: a link-local
+    // address means nothing without its interface (RFC 4007 §6), and BFD
+    // must not go by the routing table.
+    let elsewhere = Netns::new("other");
+    let _decoy = veth(&node, "decoy", &elsewhere, "decoy");
+    node.ip(&[
+        "-6",
+        "route",
+        "add",
+        "fe80::/64",
+        "dev",
+        "decoy",
+        "metric",
+        "1",
+    ]);
     let conf = frr_unnumbered("192.0.2.1").replace(
         "neighbor to-node timers connect 1\n",
         "neighbor to-node timers connect 1\n neighbor to-node bfd\n neighbor to-node bfd profile fast\n",
