@@ -219,3 +219,187 @@ fn bird_peers_over_link_local_with_extended_next_hop() {
         "{route6}"
     );
 }
+
+/// GTSM on both sides of an unnumbered link (RFC 5082 §3): FRR's
+/// `ttl-security hops 1` and holdfast's `ttl_security = true` each send
+/// with hop limit 255 and accept only 255 on the link-local session.
+#[test]
+fn gtsm_on_both_sides_of_an_unnumbered_link() {
+    testlab::require_root();
+    testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
+    let (router, node, _link) = link();
+    let conf = frr_unnumbered("192.0.2.1").replace(
+        "neighbor to-node timers connect 1\n",
+        "neighbor to-node timers connect 1\n neighbor to-node ttl-security hops 1\n",
+    );
+    assert!(conf.contains("ttl-security"), "{conf}");
+    let frr = Frr::start_forwarding(&router, &conf);
+    let node_conf = NODE_CONF.replace("asn = 65000\n", "asn = 65000\nttl_security = true\n");
+    assert!(node_conf.contains("ttl_security = true"), "{node_conf}");
+    let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
+    let n = testlab::wait_for(LONG, "FRR's GTSM session Established", || {
+        let n = frr.json("show bgp neighbors to-node json");
+        if n["to-node"]["bgpState"] == "Established" {
+            Ok(n["to-node"].clone())
+        } else {
+            Err(format!(
+                "{n}\nnode: {}\nrouter: {}",
+                node.run(&["ss", "-tnoi"]),
+                router.run(&["ss", "-tnoi"])
+            ))
+        }
+    });
+    // FRR runs the session with GTSM for a neighbour one hop away.
+    assert_eq!(n["externalBgpNbrMaxHopsAway"], 1, "{n}");
+    let route = frr.wait_prefix("198.51.100.10/32", LONG);
+    assert_eq!(route["paths"][0]["valid"], true, "{route}");
+    let peer = holdfast.status()["peers"][0].clone();
+    assert_eq!(peer["state"], "Established", "{peer}");
+}
+
+/// The same with FRR connecting: holdfast only listens (`passive`), so the
+/// router's SYN is checked against the peer's minimum through the saved
+/// SYN's IPv6 header, and our SYN-ACK and OPEN leave with hop limit 255.
+#[test]
+fn gtsm_on_an_unnumbered_link_with_the_router_connecting() {
+    testlab::require_root();
+    testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
+    let (router, node, _link) = link();
+    let conf = frr_unnumbered("192.0.2.1").replace(
+        "neighbor to-node timers connect 1\n",
+        "neighbor to-node timers connect 1\n neighbor to-node ttl-security hops 1\n",
+    );
+    assert!(conf.contains("ttl-security"), "{conf}");
+    let frr = Frr::start_forwarding(&router, &conf);
+    let node_conf = NODE_CONF
+        .replace(
+            "asn = 65000\n",
+            "asn = 65000\nttl_security = true\npassive = true\n",
+        )
+        .replace(
+            "hostname = \"node-1\"\n",
+            "hostname = \"node-1\"\nlisten = \"[::]:179\"\n",
+        );
+    assert!(node_conf.contains("passive = true"), "{node_conf}");
+    assert!(node_conf.contains("listen = "), "{node_conf}");
+    let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
+    let n = testlab::wait_for(LONG, "FRR's GTSM session Established", || {
+        let n = frr.json("show bgp neighbors to-node json");
+        if n["to-node"]["bgpState"] == "Established" {
+            Ok(n["to-node"].clone())
+        } else {
+            Err(format!(
+                "{n}\nnode: {}\nrouter: {}\nholdfast: {}",
+                node.run(&["ss", "-tnoia"]),
+                router.run(&["ss", "-tnoia"]),
+                holdfast.log()
+            ))
+        }
+    });
+    assert_eq!(n["externalBgpNbrMaxHopsAway"], 1, "{n}");
+    // The router connected: its side of the session is not port 179.
+    assert_ne!(n["portLocal"], 179, "{n}");
+    let route = frr.wait_prefix("198.51.100.10/32", LONG);
+    assert_eq!(route["paths"][0]["valid"], true, "{route}");
+    let peer = holdfast.status()["peers"][0].clone();
+    assert_eq!(peer["state"], "Established", "{peer}");
+}
+
+/// Single-hop BFD (RFC 5881) on an unnumbered peer: between the two
+/// link-local addresses, on the interface. BFD comes up at both ends, and a
+/// link that stops delivering (carrier still up) takes BGP down within the
+/// BFD detection time, far below the 9 s hold time.
+#[test]
+fn bfd_over_the_link_local_addresses() {
+    testlab::require_root();
+    testlab::require_tools(&[
+        "/usr/lib/frr/bgpd",
+        "/usr/lib/frr/zebra",
+        "/usr/lib/frr/bfdd",
+    ]);
+    let (router, node, link) = link();
+    // Another interface whose fe80::/64 route comes first: a link-local
+    // address means nothing without its interface (RFC 4007 §6), and BFD
+    // must not go by the routing table.
+    let elsewhere = Netns::new("other");
+    let _decoy = veth(&node, "decoy", &elsewhere, "decoy");
+    node.ip(&[
+        "-6",
+        "route",
+        "add",
+        "fe80::/64",
+        "dev",
+        "decoy",
+        "metric",
+        "1",
+    ]);
+    let conf = frr_unnumbered("192.0.2.1").replace(
+        "neighbor to-node timers connect 1\n",
+        "neighbor to-node timers connect 1\n neighbor to-node bfd\n neighbor to-node bfd profile fast\n",
+    );
+    assert!(conf.contains("to-node bfd\n"), "{conf}");
+    let frr = Frr::start_with_bfd(&router, &conf, testlab::frr::BFD_FAST_PROFILE);
+    let node_conf = NODE_CONF.replace(
+        "asn = 65000\n",
+        "asn = 65000\nbfd = { min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3 }\n",
+    );
+    assert!(node_conf.contains("bfd = "), "{node_conf}");
+    let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
+    let ours = link_local(&node, "to-router");
+    wait_frr_established(&frr);
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    let bfd = |h: &Holdfast| h.status()["peers"][0]["bfd"].clone();
+    wait_until(LONG, "BFD Up at holdfast", || {
+        (bfd(&holdfast)["state"] == "Up").then_some(())
+    });
+    let peers = testlab::wait_for(LONG, "BFD up at FRR", || {
+        let peers = frr.bfd_peers();
+        if peers
+            .iter()
+            .any(|p| p["peer"] == ours.as_str() && p["status"] == "up")
+        {
+            Ok(peers)
+        } else {
+            Err(format!("{peers:?}"))
+        }
+    });
+    // RFC 5881: single hop, on the interface.
+    let p = peers.iter().find(|p| p["peer"] == ours.as_str()).unwrap();
+    assert_eq!(p["multihop"], false, "{p}");
+    assert_eq!(p["interface"], "to-node", "{p}");
+    // Once both have moved from the slow start (1 s, RFC 5880 §6.8.3) to
+    // the configured 3 × 100 ms.
+    testlab::wait_for(LONG, "a detection time of 300 ms", || {
+        let b = bfd(&holdfast);
+        if b["detection_time_ms"] == 300 {
+            Ok(())
+        } else {
+            Err(format!("{b}; FRR: {:?}", frr.bfd_peers()))
+        }
+    });
+
+    link.blackhole();
+    let cut = std::time::Instant::now();
+    wait_until(
+        std::time::Duration::from_secs(8),
+        "holdfast to leave Established",
+        || (holdfast.peer_state("tor") != "Established").then_some(()),
+    );
+    let down = cut.elapsed();
+    assert!(
+        down < std::time::Duration::from_secs(2),
+        "BGP went down {down:?} after the cut"
+    );
+    let status = holdfast.status();
+    assert_eq!(status["peers"][0]["bfd"]["state"], "Down", "{status}");
+    assert_eq!(
+        status["peers"][0]["bfd"]["last_diagnostic"],
+        "Control Detection Time Expired"
+    );
+
+    link.restore();
+    wait_until(LONG, "BFD Up again", || {
+        (bfd(&holdfast)["state"] == "Up").then_some(())
+    });
+    wait_frr_established(&frr);
+}

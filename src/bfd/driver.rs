@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,9 @@ pub struct BfdStatus {
 pub struct BfdSpec {
     pub peer: IpAddr,
     pub local: Option<IpAddr>,
+    /// The interface index (scope id) of a link-local `peer`, without
+    /// which it is ambiguous (RFC 4007 §6): an unnumbered peer.
+    pub scope_id: Option<u32>,
     pub multihop: bool,
     pub desired_min_tx: Duration,
     pub required_min_rx: Duration,
@@ -100,6 +103,22 @@ fn tx_socket(peer: IpAddr, local: Option<IpAddr>, seed: u32) -> io::Result<UdpSo
         }
     }
     Err(last.unwrap_or_else(|| io::Error::other("no free BFD source port")))
+}
+
+/// Where the session's packets go: UDP 3784 single hop (RFC 5881 §4) or
+/// 4784 multihop (RFC 5883 §5); a link-local peer on its interface, so that
+/// the kernel sends from that interface's link-local address (RFC 5881 §4:
+/// the source is an address of the interface the peer is reached on).
+fn destination(spec: &BfdSpec) -> SocketAddr {
+    let port = if spec.multihop {
+        MULTIHOP_PORT
+    } else {
+        SINGLE_HOP_PORT
+    };
+    match (spec.peer, spec.scope_id) {
+        (IpAddr::V6(v6), Some(scope)) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope)),
+        (ip, _) => SocketAddr::new(ip, port),
+    }
 }
 
 fn receiver(sock: UdpSocket, table: Table, multihop: bool) -> JoinHandle<()> {
@@ -198,14 +217,7 @@ impl Bfd {
             diag: Diag::None,
             detection_time: None,
         });
-        let dest = SocketAddr::new(
-            spec.peer,
-            if spec.multihop {
-                MULTIHOP_PORT
-            } else {
-                SINGLE_HOP_PORT
-            },
-        );
+        let dest = destination(&spec);
         let name = name.to_string();
         let table = self.sessions.clone();
         let peer = spec.peer;
@@ -244,6 +256,15 @@ impl Bfd {
                         }
                     }
                 }
+                // The detection time also changes without a state change:
+                // when the poll sequence ends the 1 s slow start (RFC 5880
+                // §6.8.3) after Up, or the peer changes its intervals.
+                let detection_time = session.detection_time();
+                status_tx.send_if_modified(|s| {
+                    let changed = s.detection_time != detection_time;
+                    s.detection_time = detection_time;
+                    changed
+                });
             }
         });
         Ok(BfdSession {
@@ -278,5 +299,38 @@ impl Drop for BfdSession {
             .lock()
             .expect("BFD table lock")
             .remove(&self.peer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(peer: &str, scope_id: Option<u32>, multihop: bool) -> BfdSpec {
+        BfdSpec {
+            peer: peer.parse().unwrap(),
+            local: None,
+            scope_id,
+            multihop,
+            desired_min_tx: Duration::from_millis(300),
+            required_min_rx: Duration::from_millis(300),
+            detect_mult: 3,
+        }
+    }
+
+    #[test]
+    fn a_link_local_peer_is_reached_on_its_interface() {
+        assert_eq!(
+            destination(&spec("fe80::1", Some(7), false)).to_string(),
+            "[fe80::1%7]:3784"
+        );
+        assert_eq!(
+            destination(&spec("192.0.2.1", None, false)).to_string(),
+            "192.0.2.1:3784"
+        );
+        assert_eq!(
+            destination(&spec("2001:db8::1", None, true)).to_string(),
+            "[2001:db8::1]:4784"
+        );
     }
 }

@@ -61,19 +61,10 @@ impl Daemon {
                 let addr = gw.address;
                 let spec = self.peer_spec(p, gw);
                 if let Some(b) = &p.bfd {
-                    // BFD packets to a link-local address would need its
-                    // interface too, which the BFD driver does not take.
-                    let bfd = if spec.interface.is_some() {
-                        Err(std::io::Error::new(
-                            std::io::ErrorKind::Unsupported,
-                            format!(
-                                "not supported with the link-local default gateway {}",
-                                spec.display_address()
-                            ),
-                        ))
-                    } else {
-                        self.bfd_session(p, b, addr)
-                    };
+                    // A link-local router (unnumbered, or a link-local
+                    // default gateway) is reached on its interface.
+                    let scope_id = spec.interface.as_ref().map(|i| i.index);
+                    let bfd = self.bfd_session(p, b, addr, scope_id);
                     match bfd {
                         Ok(s) => peer.bfd = Some(s),
                         Err(e) => {
@@ -110,6 +101,7 @@ impl Daemon {
         p: &config::Peer,
         b: &config::Bfd,
         addr: IpAddr,
+        scope_id: Option<u32>,
     ) -> std::io::Result<crate::bfd::driver::BfdSession> {
         if self.bfd.is_none() {
             self.bfd = Some(crate::bfd::driver::Bfd::start().map_err(|e| {
@@ -126,6 +118,7 @@ impl Daemon {
         let spec = crate::bfd::driver::BfdSpec {
             peer: addr,
             local: p.source_address,
+            scope_id,
             multihop: b.multihop,
             desired_min_tx: b.min_tx,
             required_min_rx: b.min_rx,
