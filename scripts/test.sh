@@ -68,7 +68,7 @@ for dir in deploy/base deploy/overlays/*/; do
 done
 
 step "cargo test --workspace"
-cargo test --workspace
+cargo test --workspace --no-fail-fast
 
 step "static build (what the Dockerfile runs)"
 cargo build --release --target x86_64-unknown-linux-musl --bin holdfast

@@ -135,6 +135,7 @@ fixtures! {
     fixture_hints => "hints",
     fixture_addresses => "addresses",
     fixture_node_overrides => "node-overrides",
+    fixture_unnumbered => "unnumbered",
 }
 
 #[test]
