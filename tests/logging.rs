@@ -581,15 +581,21 @@ fn session_changes_withdrawals_and_shutdown_read_as_one_line_each() {
     assert!(!log.contains("Some("), "{log}");
     assert!(!log.contains("None"), "{log}");
 
-    // SIGTERM with graceful restart: one INFO line, no WARN.
+    // SIGTERM with graceful restart: the exit decision and the stop, one
+    // INFO line each, no WARN.
     let before = h.log().lines().count();
     h.kill(Signal::Term);
     h.wait_exit();
     let log = h.log();
     let after: Vec<&str> = log.lines().skip(before).filter(above_debug).collect();
-    assert_eq!(after.len(), 1, "{after:#?}");
+    assert_eq!(after.len(), 2, "{after:#?}");
     assert!(
-        after[0].contains(" INFO ") && after[0].contains("holdfast stopped"),
+        after[0].contains(" INFO ")
+            && after[0].contains("exit: routes kept through graceful restart"),
+        "{after:#?}"
+    );
+    assert!(
+        after[1].contains(" INFO ") && after[1].contains("holdfast stopped"),
         "{after:#?}"
     );
 }

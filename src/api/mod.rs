@@ -125,6 +125,16 @@ const MAX_REQUEST_HEAD: usize = 16 * 1024;
 const SEND_BUFFER: usize = 64 * 1024;
 /// On shutdown, requests in flight get this long to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// A connection that finds every slot taken waits this long for one to
+/// free before it is closed: a burst of reconnections (clients whose
+/// connections timed out together) fills the lanes for a moment, and a
+/// health check arriving in that moment must not be refused for it.
+const SLOT_WAIT: Duration = Duration::from_millis(500);
+/// How often a waiting connection looks for a free slot.
+const SLOT_POLL: Duration = Duration::from_millis(10);
+/// At most this many connections wait for a slot; more are closed at once
+/// (the wait must not become a backlog of its own).
+const MAX_WAITING: usize = 64;
 
 /// Which endpoints a listener serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +172,42 @@ pub async fn serve_listener(
     serve_surface(listener, view, shutdown, Surface::Full).await
 }
 
+/// A connection that found every slot taken: it waits up to [`SLOT_WAIT`]
+/// for one (then goes back to the accept loop with it), or is closed.
+/// Bounded by [`MAX_WAITING`]; beyond that it is closed at once.
+fn wait_for_slot(
+    slots: &Arc<guard::Slots>,
+    waiting: &Arc<std::sync::atomic::AtomicUsize>,
+    back: &tokio::sync::mpsc::Sender<(tokio::net::TcpStream, SocketAddr, guard::Slot)>,
+    stream: tokio::net::TcpStream,
+    remote: SocketAddr,
+) {
+    use std::sync::atomic::Ordering;
+    if waiting.fetch_add(1, Ordering::Relaxed) >= MAX_WAITING {
+        waiting.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    let (slots, waiting, back) = (slots.clone(), waiting.clone(), back.clone());
+    tokio::spawn(async move {
+        let until = tokio::time::Instant::now() + SLOT_WAIT;
+        let slot = loop {
+            if let Some(slot) = slots.take(remote.ip()) {
+                break Some(slot);
+            }
+            if tokio::time::Instant::now() >= until {
+                break None;
+            }
+            tokio::time::sleep(SLOT_POLL).await;
+        };
+        waiting.fetch_sub(1, Ordering::Relaxed);
+        if let Some(slot) = slot {
+            // The accept loop serves it; if it is gone (shutdown), so is
+            // the connection.
+            let _ = back.try_send((stream, remote, slot));
+        }
+    });
+}
+
 /// [`serve_listener`] for the endpoints of `surface` only.
 pub async fn serve_surface(
     listener: TcpListener,
@@ -177,12 +223,17 @@ pub async fn serve_surface(
     );
     let mut shutdown = std::pin::pin!(shutdown);
     let mut saturated = false;
+    // Connections that found every slot taken and got one within SLOT_WAIT.
+    let (waited_tx, mut waited_rx) =
+        tokio::sync::mpsc::channel::<(tokio::net::TcpStream, SocketAddr, guard::Slot)>(MAX_WAITING);
+    let waiting = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
-        let accepted = tokio::select! {
+        let accepted: Result<(_, _, Option<guard::Slot>), io::Error> = tokio::select! {
             () = &mut shutdown => break,
-            a = listener.accept() => a,
+            Some((stream, remote, slot)) = waited_rx.recv() => Ok((stream, remote, Some(slot))),
+            a = listener.accept() => a.map(|(stream, remote)| (stream, remote, None)),
         };
-        let (stream, remote) = match accepted {
+        let (stream, remote, slot) = match accepted {
             Ok(a) => a,
             Err(e) => {
                 // EMFILE and the like: back off rather than spin; the
@@ -192,15 +243,16 @@ pub async fn serve_surface(
                 continue;
             }
         };
-        let Some(slot) = slots.take(remote.ip()) else {
+        let Some(slot) = slot.or_else(|| slots.take(remote.ip())) else {
             // Once per episode, not once per connection: a flood must not
             // become a flood of log lines too.
             if !saturated {
                 tracing::warn!(
-                    "API: every connection slot taken, health checks' included; closing new connections (first from {remote})"
+                    "API: every connection slot taken, health checks' included; new connections wait up to {SLOT_WAIT:?} for one, then are closed (first from {remote})"
                 );
                 saturated = true;
             }
+            wait_for_slot(&slots, &waiting, &waited_tx, stream, remote);
             continue;
         };
         let lane = slot.lane();

@@ -346,3 +346,47 @@ fn drain_and_undrain_take_post_only() {
     );
     assert_eq!(*v.drains.lock().unwrap(), vec![true, false]);
 }
+
+/// A health check arriving while every slot of its client is taken (a
+/// burst of reconnections fills the lanes for a moment) waits for one to
+/// free instead of being closed at once.
+#[tokio::test]
+async fn a_connection_that_finds_every_slot_taken_waits_for_one() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let view: Arc<dyn StateView> = Arc::new(view());
+    tokio::spawn(serve_surface(
+        listener,
+        view,
+        std::future::pending(),
+        Surface::Full,
+    ));
+    // This client's share of the general lane, then the whole health lane:
+    // connections that send nothing (they hold their slots until the
+    // header read timeouts, seconds away).
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONNECTIONS_PER_CLIENT + HEALTH_CONNECTIONS {
+        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let probe = tokio::spawn(async move {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).await?;
+        Ok::<_, io::Error>(answer)
+    });
+    // One health-lane connection goes well within SLOT_WAIT.
+    tokio::time::sleep(SLOT_WAIT / 5).await;
+    drop(held.pop());
+    let answer = tokio::time::timeout(Duration::from_secs(5), probe)
+        .await
+        .expect("the health check is answered or closed within 5 s")
+        .unwrap();
+    match answer {
+        Ok(a) => assert!(a.starts_with("HTTP/1.1 200"), "{a}"),
+        Err(e) => panic!("the health check was closed instead of waiting for a slot: {e}"),
+    }
+}
