@@ -195,7 +195,15 @@ pub(crate) fn recvmsg_hop_limit(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Resul
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast::<libc::c_void>();
-    msg.msg_controllen = size_of_val(&control);
+    // The field is a size_t in glibc and a socklen_t in musl.
+    #[cfg(target_env = "musl")]
+    {
+        msg.msg_controllen = size_of_val(&control) as libc::socklen_t;
+    }
+    #[cfg(not(target_env = "musl"))]
+    {
+        msg.msg_controllen = size_of_val(&control);
+    }
     // SAFETY: `fd` is open for the borrow; every pointer in `msg` points to
     // a live local (`source`, `iov` over `buf`, `control`) whose length is
     // the one given, and the kernel writes within those lengths only.
