@@ -5,27 +5,22 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::*;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube_standin::StandIn;
-use kube_standin::fixtures::{SliceEndpoint, endpoint_slice, load_balancer_service, node};
+use kube_standin::fixtures::{SliceEndpoint, endpoint_slice, load_balancer_service};
 use serde_json::json;
-use testlab::{Bridge, Frr, Lab, LabDir, wait_until};
+use testlab::{Frr, Lab, wait_until};
 
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
-const API_PORT: u16 = 6443;
 
 struct Cluster<'a> {
-    api: StandIn,
+    kube: cluster::KubeApi,
     frr: Frr,
     node: Holdfast<'a>,
-    _bridge: Bridge,
-    _dir: LabDir,
 }
 
 fn config(hold_down: &str, speaker: &str, stability: &str, extra: &str) -> String {
@@ -58,33 +53,17 @@ fn start_with<'a>(
     node_labels: &[(&str, &str)],
 ) -> Cluster<'a> {
     testlab::require_root();
-    let api = StandIn::start().expect("the API stand-in");
-    api.create(&node("node-1", NODE, node_labels)).unwrap();
-    let bridge = testlab::tcp_into_netns(&lab.node, API_PORT, api.addr());
-    let dir = LabDir::new("kube");
-    let kubeconfig: PathBuf = dir.write_kubeconfig(API_PORT);
+    let k = cluster::KubeApi::for_node(&lab.node, "node-1", NODE, node_labels);
     // With zebra: bgpd alone refuses IPv6 next hops that carry a
     // link-local address (testlab/README.md), which an on-link node sends.
     let frr = Frr::start_with_zebra(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let kc = kubeconfig.display().to_string();
-    let node = Holdfast::start_env(
+    let node = k.holdfast(
         &lab.node,
+        "node-1",
         &config(hold_down, speaker, stability, extra),
-        "",
-        &[],
-        &[("KUBECONFIG", &kc), ("NODE_NAME", "node-1")],
     );
     frr.wait_established(NODE.parse().unwrap(), LONG);
-    wait_until(LONG, "the Kubernetes source to sync", || {
-        (node.status()["source"]["synced"] == true).then_some(())
-    });
-    Cluster {
-        api,
-        frr,
-        node,
-        _bridge: bridge,
-        _dir: dir,
-    }
+    Cluster { kube: k, frr, node }
 }
 
 impl Cluster<'_> {
@@ -124,13 +103,14 @@ impl Cluster<'_> {
             .unwrap()
             .ready = Some(ready);
         if self
+            .kube
             .api
             .get::<EndpointSlice>(Some("demo"), "web-1")
             .is_some()
         {
-            self.api.replace(&slice_with_rv(self, slice)).unwrap();
+            self.kube.api.replace(&slice_with_rv(self, slice)).unwrap();
         } else {
-            self.api.create(&slice).unwrap();
+            self.kube.api.create(&slice).unwrap();
         }
     }
 
@@ -139,7 +119,8 @@ impl Cluster<'_> {
             .iter()
             .map(|(key, effect)| json!({ "key": key, "effect": effect }))
             .collect();
-        self.api
+        self.kube
+            .api
             .patch::<Node>(None, "node-1", &json!({ "spec": { "taints": taints } }))
             .unwrap();
     }
@@ -149,7 +130,8 @@ impl Cluster<'_> {
             .iter()
             .map(|ip| json!({ "ip": ip, "ipMode": "VIP" }))
             .collect();
-        self.api
+        self.kube
+            .api
             .patch_status::<Service>(
                 Some("demo"),
                 name,
@@ -159,7 +141,8 @@ impl Cluster<'_> {
     }
 
     fn patch_service(&self, name: &str, patch: serde_json::Value) {
-        self.api
+        self.kube
+            .api
             .patch::<Service>(Some("demo"), name, &patch)
             .unwrap();
     }
@@ -184,7 +167,10 @@ fn service(name: &str, ips: &[&str]) -> Service {
 fn the_reported_lb_ipam_flap_costs_frr_nothing() {
     let lab = Lab::pair();
     let c = start(&lab, "3s", "", &[]);
-    c.api.create(&service("web", &["198.51.100.10"])).unwrap();
+    c.kube
+        .api
+        .create(&service("web", &["198.51.100.10"]))
+        .unwrap();
     c.frr.wait_prefix("198.51.100.10/32", LONG);
     let before = c.settled_updates();
     // status.loadBalancer.ingress alternates between the address and
@@ -219,7 +205,7 @@ fn the_reported_lb_ipam_flap_costs_frr_nothing() {
         "{status}"
     );
     // One Advertised Event for the route, none Withdrawn.
-    let events = c.api.events();
+    let events = c.kube.api.events();
     let reasons: Vec<&str> = events.iter().filter_map(|e| e["reason"].as_str()).collect();
     assert!(reasons.contains(&"Advertised"), "{events:?}");
     assert!(!reasons.contains(&"Withdrawn"), "{events:?}");
@@ -229,14 +215,17 @@ fn the_reported_lb_ipam_flap_costs_frr_nothing() {
 fn events_when_a_route_starts_and_stops() {
     let lab = Lab::pair();
     let c = start(&lab, "2s", "", &[]);
-    c.api.create(&service("web", &["198.51.100.10"])).unwrap();
+    c.kube
+        .api
+        .create(&service("web", &["198.51.100.10"]))
+        .unwrap();
     c.frr.wait_prefix("198.51.100.10/32", LONG);
     // Deleted: a definitive removal, withdrawn at once (delete_delay 0).
-    c.api.delete::<Service>(Some("demo"), "web").unwrap();
+    c.kube.api.delete::<Service>(Some("demo"), "web").unwrap();
     c.frr
         .wait_no_prefix("198.51.100.10/32", Duration::from_secs(5));
     let events = wait_until(Duration::from_secs(10), "both Events", || {
-        let ev = c.api.events();
+        let ev = c.kube.api.events();
         let has = |r: &str| ev.iter().any(|e| e["reason"] == r);
         (has("Advertised") && has("Withdrawn")).then_some(ev)
     });
@@ -257,9 +246,10 @@ fn etp_local_follows_ready_local_endpoints() {
     let c = start(&lab, "30s", "", &[]);
     let mut svc = service("web", &["198.51.100.10"]);
     svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
-    c.api.create(&svc).unwrap();
+    c.kube.api.create(&svc).unwrap();
     // An endpoint on another node: never advertised here.
-    c.api
+    c.kube
+        .api
         .create(&endpoint_slice(
             "demo",
             "web",
@@ -286,11 +276,12 @@ fn etp_local_follows_ready_local_endpoints() {
     cond.ready = Some(false);
     cond.serving = Some(true);
     cond.terminating = Some(true);
-    c.api.replace(&slice_with_rv(&c, slice)).unwrap();
+    c.kube.api.replace(&slice_with_rv(&c, slice)).unwrap();
     std::thread::sleep(Duration::from_secs(2));
     assert!(c.frr.prefix("198.51.100.10/32").is_none());
     // A ready local endpoint: advertised.
-    c.api
+    c.kube
+        .api
         .replace(&slice_with_rv(
             &c,
             endpoint_slice(
@@ -306,7 +297,8 @@ fn etp_local_follows_ready_local_endpoints() {
     // traffic to, so the route goes after local_endpoint_delay (0s), not
     // after the 30 s hold-down.
     let gone = Instant::now();
-    c.api
+    c.kube
+        .api
         .delete::<EndpointSlice>(Some("demo"), "web-1")
         .unwrap();
     let took = c.time_until_withdrawn("198.51.100.10/32", gone, Duration::from_secs(40));
@@ -325,7 +317,7 @@ fn etp_local_last_endpoint_not_ready_is_withdrawn_at_once_not_after_the_hold_dow
     let c = start(&lab, "30s", "", &[]);
     let mut svc = service("web", &["198.51.100.11"]);
     svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
-    c.api.create(&svc).unwrap();
+    c.kube.api.create(&svc).unwrap();
     c.set_local_endpoint(true);
     c.frr.wait_prefix("198.51.100.11/32", LONG);
     let changed = Instant::now();
@@ -352,6 +344,7 @@ fn etp_local_last_endpoint_not_ready_is_withdrawn_at_once_not_after_the_hold_dow
 
 fn slice_with_rv(c: &Cluster<'_>, mut s: EndpointSlice) -> EndpointSlice {
     let cur: EndpointSlice = c
+        .kube
         .api
         .get(Some("demo"), s.metadata.name.as_deref().unwrap())
         .unwrap();
@@ -365,10 +358,10 @@ fn load_balancer_class_decides() {
     let c = start(&lab, "2s", "", &[]);
     let mut other = service("other", &["198.51.100.20"]);
     other.spec.as_mut().unwrap().load_balancer_class = Some("example.com/other".into());
-    c.api.create(&other).unwrap();
+    c.kube.api.create(&other).unwrap();
     let mut ours = service("ours", &["198.51.100.21"]);
     ours.spec.as_mut().unwrap().load_balancer_class = Some("holdfast.dev/bgp".into());
-    c.api.create(&ours).unwrap();
+    c.kube.api.create(&ours).unwrap();
     c.frr.wait_prefix("198.51.100.21/32", LONG);
     assert!(c.frr.prefix("198.51.100.20/32").is_none());
     let (_, text) = c.node.explain("198.51.100.20");
@@ -393,8 +386,11 @@ fn service_selector_decides() {
     );
     let mut on = service("on", &["198.51.100.30"]);
     on.metadata.labels = Some(BTreeMap::from([("bgp".to_string(), "on".to_string())]));
-    c.api.create(&on).unwrap();
-    c.api.create(&service("off", &["198.51.100.31"])).unwrap();
+    c.kube.api.create(&on).unwrap();
+    c.kube
+        .api
+        .create(&service("off", &["198.51.100.31"]))
+        .unwrap();
     c.frr.wait_prefix("198.51.100.30/32", LONG);
     assert!(c.frr.prefix("198.51.100.31/32").is_none());
     let (_, text) = c.node.explain("198.51.100.31");
@@ -408,7 +404,10 @@ fn service_selector_decides() {
 fn the_opt_out_annotation_withdraws() {
     let lab = Lab::pair();
     let c = start(&lab, "30s", "", &[]);
-    c.api.create(&service("web", &["198.51.100.40"])).unwrap();
+    c.kube
+        .api
+        .create(&service("web", &["198.51.100.40"]))
+        .unwrap();
     c.frr.wait_prefix("198.51.100.40/32", LONG);
     c.patch_service(
         "web",
@@ -431,14 +430,17 @@ fn an_excluded_node_advertises_nothing() {
             "",
         )],
     );
-    c.api.create(&service("web", &["198.51.100.50"])).unwrap();
+    c.kube
+        .api
+        .create(&service("web", &["198.51.100.50"]))
+        .unwrap();
     std::thread::sleep(Duration::from_secs(3));
     assert!(c.frr.prefix("198.51.100.50/32").is_none());
     let (code, text) = c.node.explain("198.51.100.50");
     assert_eq!(code, 1);
     assert!(text.contains("exclude"), "{text}");
     // The label goes: advertised.
-    c.api.patch::<Node>(None, "node-1", &json!({ "metadata": { "labels": { "node.kubernetes.io/exclude-from-external-load-balancers": null } } })).unwrap();
+    c.kube.api.patch::<Node>(None, "node-1", &json!({ "metadata": { "labels": { "node.kubernetes.io/exclude-from-external-load-balancers": null } } })).unwrap();
     c.frr.wait_prefix("198.51.100.50/32", LONG);
 }
 
@@ -446,10 +448,14 @@ fn an_excluded_node_advertises_nothing() {
 fn a_cordoned_node_shuts_down_gracefully_without_the_hold_down() {
     let lab = Lab::pair();
     let c = start(&lab, "30s", "", &[]);
-    c.api.create(&service("web", &["198.51.100.60"])).unwrap();
+    c.kube
+        .api
+        .create(&service("web", &["198.51.100.60"]))
+        .unwrap();
     c.frr.wait_prefix("198.51.100.60/32", LONG);
     let cordoned = std::time::Instant::now();
-    c.api
+    c.kube
+        .api
         .patch::<Node>(
             None,
             "node-1",
@@ -481,7 +487,8 @@ fn a_cordoned_node_shuts_down_gracefully_without_the_hold_down() {
     assert!(cordoned.elapsed() < Duration::from_secs(30));
     let (_, text) = c.node.explain("198.51.100.60");
     assert!(text.contains("cordon"), "{text}");
-    c.api
+    c.kube
+        .api
         .patch::<Node>(
             None,
             "node-1",
@@ -497,7 +504,7 @@ fn etp_local_endpoint_delay_keeps_the_route_that_long_and_explain_says_so() {
     let c = start_with(&lab, "30s", "", "local_endpoint_delay = \"4s\"", "", &[]);
     let mut svc = service("web", &["198.51.100.12"]);
     svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
-    c.api.create(&svc).unwrap();
+    c.kube.api.create(&svc).unwrap();
     c.set_local_endpoint(true);
     c.frr.wait_prefix("198.51.100.12/32", LONG);
     let changed = Instant::now();
@@ -537,7 +544,10 @@ fn the_automatic_not_ready_taints_keep_the_route_and_a_configured_taint_withdraw
         "",
         &[],
     );
-    c.api.create(&service("web", &["198.51.100.65"])).unwrap();
+    c.kube
+        .api
+        .create(&service("web", &["198.51.100.65"]))
+        .unwrap();
     c.frr.wait_prefix("198.51.100.65/32", LONG);
     let before = c.settled_updates();
     // What the node lifecycle controller adds on its own when the kubelet
@@ -547,7 +557,7 @@ fn the_automatic_not_ready_taints_keep_the_route_and_a_configured_taint_withdraw
         ("node.kubernetes.io/unreachable", "NoExecute"),
     ]);
     wait_until(LONG, "the source to see the taints", || {
-        let node: Node = c.api.get(None, "node-1")?;
+        let node: Node = c.kube.api.get(None, "node-1")?;
         (node.spec?.taints?.len() == 2).then_some(())
     });
     std::thread::sleep(Duration::from_secs(3));
@@ -587,11 +597,14 @@ fn a_vip_shared_by_two_services_stays_until_both_are_deleted() {
             "metallb.universe.tf/allow-shared-ip".to_string(),
             "web".to_string(),
         )]));
-        c.api.create(&svc).unwrap();
+        c.kube.api.create(&svc).unwrap();
     }
     c.frr.wait_prefix("198.51.100.90/32", LONG);
     let before = c.settled_updates();
-    c.api.delete::<Service>(Some("demo"), "web-tcp").unwrap();
+    c.kube
+        .api
+        .delete::<Service>(Some("demo"), "web-tcp")
+        .unwrap();
     // Until the daemon has taken the deletion in: the route names the
     // other Service, or is no longer plainly advertised.
     let route = wait_until(LONG, "the daemon to take the deletion in", || {
@@ -616,7 +629,10 @@ fn a_vip_shared_by_two_services_stays_until_both_are_deleted() {
     // Both gone: a definitive removal, withdrawn at once (delete_delay 0),
     // not after the 30 s hold-down.
     let deleted = Instant::now();
-    c.api.delete::<Service>(Some("demo"), "web-udp").unwrap();
+    c.kube
+        .api
+        .delete::<Service>(Some("demo"), "web-udp")
+        .unwrap();
     let took = c.time_until_withdrawn("198.51.100.90/32", deleted, Duration::from_secs(40));
     println!("both Services deleted -> withdrawn at FRR in {took:?}");
     assert!(took < Duration::from_secs(3), "withdrawn after {took:?}");
@@ -627,14 +643,20 @@ fn a_vip_shared_by_two_services_stays_until_both_are_deleted() {
 fn an_api_outage_and_410_touch_no_route() {
     let lab = Lab::pair();
     let c = start(&lab, "2s", "", &[]);
-    c.api.create(&service("web", &["198.51.100.70"])).unwrap();
-    c.api.create(&service("api", &["198.51.100.71"])).unwrap();
+    c.kube
+        .api
+        .create(&service("web", &["198.51.100.70"]))
+        .unwrap();
+    c.kube
+        .api
+        .create(&service("api", &["198.51.100.71"]))
+        .unwrap();
     c.frr.wait_prefix("198.51.100.70/32", LONG);
     c.frr.wait_prefix("198.51.100.71/32", LONG);
     let before = c.settled_updates();
     // The API server goes away (connections refused, streams cut)...
-    c.api.refuse();
-    c.api.drop_watches();
+    c.kube.api.refuse();
+    c.kube.api.drop_watches();
     wait_until(LONG, "the source to report itself unhealthy", || {
         (c.node.status()["source"]["healthy"] == false).then_some(())
     });
@@ -645,8 +667,8 @@ fn an_api_outage_and_410_touch_no_route() {
     );
     // It comes back having compacted its history: the watches get 410
     // Gone and re-list.
-    c.api.compact();
-    c.api.resume();
+    c.kube.api.compact();
+    c.kube.api.resume();
     wait_until(
         Duration::from_secs(240),
         "the source to be healthy again",
@@ -675,7 +697,8 @@ fn an_api_outage_and_410_touch_no_route() {
 fn a_dual_stack_service_gives_both_routes() {
     let lab = Lab::pair();
     let c = start(&lab, "2s", "", &[]);
-    c.api
+    c.kube
+        .api
         .create(&service("web", &["198.51.100.80", "2001:db8:100::80"]))
         .unwrap();
     c.frr.wait_prefix("198.51.100.80/32", LONG);

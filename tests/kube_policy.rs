@@ -6,39 +6,30 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::*;
 use k8s_openapi::api::core::v1::{Node, Service};
-use kube_standin::StandIn;
-use kube_standin::fixtures::{SliceEndpoint, endpoint_slice, load_balancer_service, node};
+use kube_standin::fixtures::{SliceEndpoint, endpoint_slice, load_balancer_service};
 use serde_json::{Value, json};
-use testlab::{Bridge, Frr, Lab, LabDir, wait_until};
+use testlab::{Frr, Lab, wait_until};
 
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
-const API_PORT: u16 = 6443;
 
 const ALLOW_ALL: &str = "allow_service_attributes = [\"communities\", \"large-communities\", \"local-pref\", \"med\", \"as-path-prepend\"]\n";
 
 struct Cluster<'a> {
-    api: StandIn,
+    kube: cluster::KubeApi,
     frr: Frr,
     node: Holdfast<'a>,
-    _bridge: Bridge,
-    _dir: LabDir,
 }
 
 /// holdfast (AS 65001) with one peer, FRR, in AS `router_asn` (65001:
 /// iBGP), and `advertisements` as the `[[advertisement]]` tables.
 fn start<'a>(lab: &'a Lab, router_asn: u32, advertisements: &str) -> Cluster<'a> {
     testlab::require_root();
-    let api = StandIn::start().expect("the API stand-in");
-    api.create(&node("node-1", NODE, &[])).unwrap();
-    let bridge = testlab::tcp_into_netns(&lab.node, API_PORT, api.addr());
-    let dir = LabDir::new("kube-policy");
-    let kubeconfig: PathBuf = dir.write_kubeconfig(API_PORT);
+    let k = cluster::KubeApi::for_node(&lab.node, "node-1", NODE, &[]);
     let frr = Frr::start_with_zebra(
         &lab.router,
         &frr_conf(router_asn, TOR, &[(NODE, 65001)], ""),
@@ -49,25 +40,9 @@ fn start<'a>(lab: &'a Lab, router_asn: u32, advertisements: &str) -> Cluster<'a>
          [source]\nkind = \"kubernetes\"\n\n\
          [stability]\nwithdraw_hold_down = \"3s\"\n\n{advertisements}"
     );
-    let kc = kubeconfig.display().to_string();
-    let node = Holdfast::start_env(
-        &lab.node,
-        &config,
-        "",
-        &[],
-        &[("KUBECONFIG", &kc), ("NODE_NAME", "node-1")],
-    );
+    let node = k.holdfast(&lab.node, "node-1", &config);
     frr.wait_established(NODE.parse().unwrap(), LONG);
-    wait_until(LONG, "the Kubernetes source to sync", || {
-        (node.status()["source"]["synced"] == true).then_some(())
-    });
-    Cluster {
-        api,
-        frr,
-        node,
-        _bridge: bridge,
-        _dir: dir,
-    }
+    Cluster { kube: k, frr, node }
 }
 
 fn annotated(name: &str, ips: &[&str], annotations: &[(&str, &str)]) -> Service {
@@ -139,7 +114,8 @@ impl Cluster<'_> {
     }
 
     fn annotate(&self, name: &str, key: &str, value: &str) {
-        self.api
+        self.kube
+            .api
             .patch::<Service>(
                 Some("demo"),
                 name,
@@ -159,7 +135,8 @@ fn annotations_are_seen_at_frr_over_ebgp() {
             "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n{ALLOW_ALL}"
         ),
     );
-    c.api
+    c.kube
+        .api
         .create(&annotated(
             "web",
             &["198.51.100.10"],
@@ -214,7 +191,8 @@ fn the_local_pref_annotation_reaches_an_ibgp_peer() {
         65001,
         &format!("[[advertisement]]\nname = \"public\"\nlocal_pref = 150\n{ALLOW_ALL}"),
     );
-    c.api
+    c.kube
+        .api
         .create(&annotated(
             "web",
             &["198.51.100.10"],
@@ -236,7 +214,8 @@ fn the_local_pref_annotation_reaches_an_ibgp_peer() {
         "no prepend over iBGP: {path}"
     );
     // The annotation goes: the advertisement's LOCAL_PREF is back.
-    c.api
+    c.kube
+        .api
         .patch::<Service>(
             Some("demo"),
             "web",
@@ -256,7 +235,8 @@ fn a_disallowed_annotation_is_refused_with_an_event_and_explain() {
         65000,
         "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nallow_service_attributes = [\"med\"]\n",
     );
-    c.api
+    c.kube
+        .api
         .create(&annotated(
             "web",
             &["198.51.100.10"],
@@ -270,7 +250,8 @@ fn a_disallowed_annotation_is_refused_with_an_event_and_explain() {
     let path = path_when(&c, "198.51.100.10/32", "MED 7", |p| p["metric"] == 7);
     assert_eq!(field(&path, "/community/string"), "65001:100", "{path}");
     let event = wait_until(Duration::from_secs(20), "the Warning Event", || {
-        c.api
+        c.kube
+            .api
             .events()
             .into_iter()
             .find(|e| e["reason"] == "AttributesRefused")
@@ -293,7 +274,7 @@ fn a_disallowed_annotation_is_refused_with_an_event_and_explain() {
         p.get("metric").is_none()
     });
     wait_until(Duration::from_secs(20), "the second Warning Event", || {
-        c.api.events().into_iter().find(|e| {
+        c.kube.api.events().into_iter().find(|e| {
             e["reason"] == "AttributesRefused"
                 && e["note"]
                     .as_str()
@@ -310,7 +291,8 @@ fn an_annotation_change_is_one_update_and_no_withdrawal() {
         65000,
         &format!("[[advertisement]]\nname = \"public\"\n{ALLOW_ALL}"),
     );
-    c.api
+    c.kube
+        .api
         .create(&annotated(
             "web",
             &["198.51.100.10"],
@@ -349,14 +331,16 @@ fn aggregation_with_a_mix_of_etp_cluster_and_local_services() {
         65000,
         "[[advertisement]]\nname = \"public\"\naggregation_length = 24\naggregation_length_v6 = 64\n",
     );
-    c.api
+    c.kube
+        .api
         .create(&load_balancer_service(
             "demo",
             "web-a",
             &["198.51.100.10", "2001:db8:100::10"],
         ))
         .unwrap();
-    c.api
+    c.kube
+        .api
         .create(&load_balancer_service(
             "demo",
             "web-b",
@@ -366,8 +350,9 @@ fn aggregation_with_a_mix_of_etp_cluster_and_local_services() {
     let mut local =
         load_balancer_service("demo", "web-local", &["198.51.100.12", "2001:db8:100::12"]);
     local.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
-    c.api.create(&local).unwrap();
-    c.api
+    c.kube.api.create(&local).unwrap();
+    c.kube
+        .api
         .create(&endpoint_slice(
             "demo",
             "web-local",
@@ -396,13 +381,13 @@ fn aggregation_with_a_mix_of_etp_cluster_and_local_services() {
 
     // One covered VIP goes: the aggregate stays, FRR hears nothing.
     let before = c.settled_updates();
-    c.api.delete::<Service>(Some("demo"), "web-a").unwrap();
+    c.kube.api.delete::<Service>(Some("demo"), "web-a").unwrap();
     std::thread::sleep(Duration::from_secs(5));
     assert!(c.frr.prefix("198.51.100.0/24").is_some());
     assert_eq!(c.settled_updates(), before, "the aggregate did not change");
     // The last one goes: held down (3s), then withdrawn.
     let gone = Instant::now();
-    c.api.delete::<Service>(Some("demo"), "web-b").unwrap();
+    c.kube.api.delete::<Service>(Some("demo"), "web-b").unwrap();
     std::thread::sleep(Duration::from_secs(2));
     assert!(c.frr.prefix("198.51.100.0/24").is_some(), "held down");
     c.frr.wait_no_prefix("198.51.100.0/24", LONG);
@@ -428,7 +413,7 @@ fn pod_cidr_and_an_interface_address_are_seen_at_frr() {
          [[advertisement]]\nname = \"pods\"\naddresses = [\"PodCIDR\"]\ncommunities = [\"65001:300\"]\n\
          [[advertisement]]\nname = \"loopback\"\ninterface = \"lo\"\ncommunities = [\"65001:400\"]\n",
     );
-    c.api
+    c.kube.api
         .patch::<Node>(
             None,
             "node-1",

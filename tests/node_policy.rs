@@ -6,20 +6,16 @@
 mod common;
 
 use std::net::IpAddr;
-use std::path::PathBuf;
 
 use common::*;
 use k8s_openapi::api::core::v1::Node;
-use kube_standin::StandIn;
-use kube_standin::fixtures::node;
 use serde_json::{Value, json};
-use testlab::{Bridge, Frr, Lab, LabDir, Netns, wait_until};
+use testlab::{Frr, Lab, Netns, wait_until};
 
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
 const TOR6: &str = "2001:db8::1";
 const NODE6: &str = "2001:db8::2";
-const API_PORT: u16 = 6443;
 const VIP: &str = "198.51.100.10";
 const VIP_PREFIX: &str = "198.51.100.10/32";
 const VIP6: &str = "2001:db8:100::10";
@@ -29,26 +25,11 @@ fn ip(s: &str) -> IpAddr {
     s.parse().expect("an address")
 }
 
-/// FRR in `asn` with router ID `id`, one line per neighbor as written
-/// (`"192.0.2.2 remote-as external"`), fast timers, both families.
+/// FRR in `asn` with router ID `id`, each neighbor's `remote-as` as
+/// written (`"external"` or a number), fast timers, both families, no
+/// graceful restart (an AS change must not leave stale paths).
 fn frr(asn: u32, id: &str, neighbors: &[(&str, &str)]) -> String {
-    let mut c = format!(
-        "frr defaults datacenter\nrouter bgp {asn}\n bgp router-id {id}\n no bgp ebgp-requires-policy\n no bgp network import-check\n"
-    );
-    for (addr, remote) in neighbors {
-        c.push_str(&format!(
-            " neighbor {addr} remote-as {remote}\n neighbor {addr} timers connect 1\n neighbor {addr} timers 3 9\n"
-        ));
-    }
-    for fam in ["ipv4", "ipv6"] {
-        c.push_str(&format!(" address-family {fam} unicast\n"));
-        for (addr, _) in neighbors {
-            c.push_str(&format!("  neighbor {addr} activate\n"));
-        }
-        c.push_str(" exit-address-family\n");
-    }
-    c.push_str("exit\n");
-    c
+    frr_conf_remote(asn, id, neighbors, "", "")
 }
 
 /// What FRR says of a neighbor: its AS and router ID, as FRR learned them
@@ -83,29 +64,6 @@ fn peer<'s>(status: &'s Value, name: &str) -> &'s Value {
         .unwrap_or_else(|| panic!("no peer {name} in status: {status}"))
 }
 
-struct Kube {
-    api: StandIn,
-    _bridge: Bridge,
-    _dir: LabDir,
-    kubeconfig: PathBuf,
-}
-
-/// The API stand-in, reachable from the node's namespace, with Node
-/// `node-1` carrying `labels`.
-fn kube(lab: &Lab, labels: &[(&str, &str)]) -> Kube {
-    let api = StandIn::start().expect("the API stand-in");
-    api.create(&node("node-1", NODE, labels)).unwrap();
-    let bridge = testlab::tcp_into_netns(&lab.node, API_PORT, api.addr());
-    let dir = LabDir::new("kube");
-    let kubeconfig = dir.write_kubeconfig(API_PORT);
-    Kube {
-        api,
-        _bridge: bridge,
-        _dir: dir,
-        kubeconfig,
-    }
-}
-
 /// A Node label chooses the override: FRR, accepting any AS, sees the
 /// overridden AS and router ID; when the label changes, the node's
 /// session comes back with the file's values, and with another label
@@ -114,7 +72,7 @@ fn kube(lab: &Lab, labels: &[(&str, &str)]) -> Kube {
 fn a_node_label_chooses_the_override_frr_sees_and_a_label_change_moves_it() {
     testlab::require_root();
     let lab = Lab::pair();
-    let k = kube(&lab, &[("rack", "b")]);
+    let k = cluster::KubeApi::for_node(&lab.node, "node-1", NODE, &[("rack", "b")]);
     let frr = Frr::start(&lab.router, &frr(65000, TOR, &[(NODE, "external")]));
     let config = format!(
         "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\n\n\
@@ -123,14 +81,7 @@ fn a_node_label_chooses_the_override_frr_sees_and_a_label_change_moves_it() {
          [[node_override]]\nnode_selector = {{ match_labels = {{ rack = \"b\" }} }}\nasn = 65002\nrouter_id = \"192.0.2.202\"\n\n\
          [[node_override]]\nnode_selector = {{ match_labels = {{ rack = \"c\" }} }}\nasn = 65003\nrouter_id = \"192.0.2.203\"\n"
     );
-    let kc = k.kubeconfig.display().to_string();
-    let h = Holdfast::start_env(
-        &lab.node,
-        &config,
-        "",
-        &[],
-        &[("KUBECONFIG", &kc), ("NODE_NAME", "node-1")],
-    );
+    let h = k.holdfast(&lab.node, "node-1", &config);
     frr.wait_established(ip(NODE), LONG);
     assert_eq!(
         remote_as_and_id(&frr, NODE),

@@ -18,7 +18,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_standin::StandIn;
 use kube_standin::fixtures::{load_balancer_service, node};
 use serde_json::Value;
-use testlab::{Frr, Lab, LabDir, wait_until};
+use testlab::{Frr, Lab, wait_until};
 
 const STATUS_PATH: &str = "/apis/holdfast.dev/v1alpha1/bgpnodestatuses/n1/status";
 
@@ -194,31 +194,21 @@ fn the_daemon_writes_its_node_status_for_kubectl_get() {
     testlab::require_root();
     const TOR: &str = "192.0.2.1";
     const NODE: &str = "192.0.2.2";
-    const API_PORT: u16 = 6443;
     let lab = Lab::pair();
-    let api = StandIn::start().expect("the API stand-in");
+    let mut k = cluster::KubeApi::start();
     let host_dir = tempfile::tempdir().expect("temp dir");
-    let host_kubeconfig = api.kubeconfig(host_dir.path()).expect("kubeconfig");
+    let host_kubeconfig = k.api.kubeconfig(host_dir.path()).expect("kubeconfig");
     let cache = host_dir.path().join("cache");
     install_crd(&host_kubeconfig, &cache);
-    api.create(&node("node-1", NODE, &[])).unwrap();
-    let _bridge = testlab::tcp_into_netns(&lab.node, API_PORT, api.addr());
-    let dir = LabDir::new("kube");
-    let kubeconfig: PathBuf = dir.write_kubeconfig(API_PORT);
+    k.add_node(&lab.node, "node-1", NODE, &[]);
     let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let kc = kubeconfig.display().to_string();
     let config = format!(
         "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
          [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
          [source]\nkind = \"kubernetes\"\n\n[[advertisement]]\nname = \"public\"\n"
     );
-    let holdfast = Holdfast::start_env(
-        &lab.node,
-        &config,
-        "",
-        &[],
-        &[("KUBECONFIG", &kc), ("NODE_NAME", "node-1")],
-    );
+    let holdfast = k.holdfast(&lab.node, "node-1", &config);
+    let api = &k.api;
     api.create(&load_balancer_service("demo", "web", &["198.51.100.10"]))
         .unwrap();
     frr.wait_prefix("198.51.100.10/32", LONG);

@@ -14,20 +14,17 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::*;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube_standin::StandIn;
-use kube_standin::fixtures::{SliceEndpoint, endpoint_slice, load_balancer_service, node};
+use kube_standin::fixtures::{SliceEndpoint, endpoint_slice, load_balancer_service};
 use serde_json::Value;
-use testlab::{Bridge, Frr, LabDir, Netns, wait_until};
+use testlab::{Frr, LabDir, Netns, wait_until};
 
 const VIP: &str = "198.51.100.10";
 const PREFIX: &str = "198.51.100.10/32";
-const API_PORT: u16 = 6443;
 
 /// The ToR and two nodes, each on its own /30.
 struct Fabric {
@@ -185,11 +182,9 @@ fn settled_updates(frr: &Frr, i: usize) -> u64 {
 // ----- ECMP weighted by endpoints (Kubernetes source) -----
 
 struct Kube<'a> {
-    api: StandIn,
+    cluster: cluster::KubeApi,
     frr: Frr,
     nodes: Vec<Holdfast<'a>>,
-    _bridges: Vec<Bridge>,
-    _dir: LabDir,
 }
 
 fn kube_config(i: usize) -> String {
@@ -205,39 +200,24 @@ fn kube_config(i: usize) -> String {
 }
 
 fn start_kube(fabric: &Fabric) -> Kube<'_> {
-    let api = StandIn::start().expect("the API stand-in");
-    let dir = LabDir::new("kube");
-    let kubeconfig: PathBuf = dir.write_kubeconfig(API_PORT);
-    let kc = kubeconfig.display().to_string();
+    let mut cluster = cluster::KubeApi::start();
     let frr = start_frr(&fabric.router);
-    let mut bridges = Vec::new();
-    let mut nodes = Vec::new();
     for (i, ns) in fabric.nodes.iter().enumerate() {
-        let name = format!("node-{}", i + 1);
-        api.create(&node(&name, LINKS[i].1, &[])).unwrap();
-        bridges.push(testlab::tcp_into_netns(ns, API_PORT, api.addr()));
-        nodes.push(Holdfast::start_env(
-            ns,
-            &kube_config(i),
-            "",
-            &[],
-            &[("KUBECONFIG", &kc), ("NODE_NAME", &name)],
-        ));
+        cluster.add_node(ns, &format!("node-{}", i + 1), LINKS[i].1, &[]);
     }
+    let nodes: Vec<Holdfast<'_>> = fabric
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, ns)| cluster.holdfast(ns, &format!("node-{}", i + 1), &kube_config(i)))
+        .collect();
     for i in 0..2 {
         frr.wait_established(neighbor_ip(i), LONG);
     }
-    for n in &nodes {
-        wait_until(LONG, "the Kubernetes source to sync", || {
-            (n.status()["source"]["synced"] == true).then_some(())
-        });
-    }
     Kube {
-        api,
+        cluster,
         frr,
         nodes,
-        _bridges: bridges,
-        _dir: dir,
     }
 }
 
@@ -265,8 +245,8 @@ fn frr_weights_ecmp_by_ready_endpoints_and_a_scale_up_is_one_update() {
     let k = start_kube(&fabric);
     let mut svc: Service = load_balancer_service("demo", "web", &[VIP]);
     svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
-    k.api.create(&svc).unwrap();
-    k.api.create(&slice(1, 3)).unwrap();
+    k.cluster.api.create(&svc).unwrap();
+    k.cluster.api.create(&slice(1, 3)).unwrap();
 
     wait_weights(
         &k.frr,
@@ -295,11 +275,12 @@ fn frr_weights_ecmp_by_ready_endpoints_and_a_scale_up_is_one_update() {
     for n1 in [2, 3] {
         let mut scaled = slice(n1, 3);
         let current = k
+            .cluster
             .api
             .get::<EndpointSlice>(Some("demo"), "web-1")
             .expect("the slice");
         scaled.metadata.resource_version = current.metadata.resource_version.clone();
-        k.api.replace(&scaled).unwrap();
+        k.cluster.api.replace(&scaled).unwrap();
         std::thread::sleep(Duration::from_millis(300));
     }
     wait_weights(

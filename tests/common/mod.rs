@@ -2,6 +2,7 @@
 //! config, its VIP file, its process and its API.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod peers;
 
 use std::path::PathBuf;
@@ -270,8 +271,25 @@ pub fn vips(list: &[&str]) -> String {
 /// FRR as the ToR: one eBGP neighbor (or more), IPv4 and IPv6 unicast
 /// activated for each, fast timers.
 pub fn frr_conf(asn: u32, router_id: &str, neighbors: &[(&str, u32)], extra: &str) -> String {
+    let remotes: Vec<(&str, String)> = neighbors
+        .iter()
+        .map(|(addr, remote)| (*addr, remote.to_string()))
+        .collect();
+    frr_conf_remote(asn, router_id, &remotes, " bgp graceful-restart\n", extra)
+}
+
+/// `frr_conf` with each neighbor's `remote-as` as written (`"external"`,
+/// `"internal"` or a number) and `router` lines of its own in place of
+/// graceful restart (`""` for none).
+pub fn frr_conf_remote(
+    asn: u32,
+    router_id: &str,
+    neighbors: &[(&str, impl std::fmt::Display)],
+    router: &str,
+    extra: &str,
+) -> String {
     let mut c = format!(
-        "frr defaults datacenter\nrouter bgp {asn}\n bgp router-id {router_id}\n no bgp ebgp-requires-policy\n no bgp network import-check\n bgp graceful-restart\n"
+        "frr defaults datacenter\nrouter bgp {asn}\n bgp router-id {router_id}\n no bgp ebgp-requires-policy\n no bgp network import-check\n{router}"
     );
     for (addr, remote) in neighbors {
         c.push_str(&format!(" neighbor {addr} remote-as {remote}\n neighbor {addr} timers connect 1\n neighbor {addr} timers 3 9\n"));
