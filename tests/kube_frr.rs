@@ -498,6 +498,68 @@ fn a_cordoned_node_shuts_down_gracefully_without_the_hold_down() {
     c.frr.wait_prefix("198.51.100.60/32", LONG);
 }
 
+/// SIGTERM inside the cordon's graceful_shutdown_wait: the routes were on
+/// their way out, so the exit withdraws them (then Cease) instead of
+/// leaving them stale at FRR, still marked GRACEFUL_SHUTDOWN, for
+/// restart_time.
+#[test]
+fn sigterm_during_a_cordon_withdraws_instead_of_keeping_stale_routes() {
+    let lab = Lab::pair();
+    let mut c = start(&lab, "30s", "", &[]);
+    c.kube
+        .api
+        .create(&service("web", &["198.51.100.61"]))
+        .unwrap();
+    c.frr.wait_prefix("198.51.100.61/32", LONG);
+    c.kube
+        .api
+        .patch::<Node>(
+            None,
+            "node-1",
+            &json!({ "spec": { "unschedulable": true } }),
+        )
+        .unwrap();
+    testlab::wait_for(LONG, "the route marked GRACEFUL_SHUTDOWN", || {
+        let route = c.frr.prefix("198.51.100.61/32").ok_or("no route")?;
+        let list = &route["paths"][0]["community"]["list"];
+        if list
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x == "gracefulShutdown"))
+        {
+            Ok(())
+        } else {
+            Err(format!("{route}"))
+        }
+    });
+    c.node.kill(testlab::Signal::Term);
+    assert!(c.node.wait_exit().success(), "{}", c.node.log());
+    // Kept through graceful restart, the path would stay (stale) for 120 s.
+    testlab::wait_for(Duration::from_secs(10), "FRR to hold no path", || {
+        match c.frr.prefix("198.51.100.61/32") {
+            None => Ok(()),
+            Some(route) => {
+                assert_ne!(
+                    route["paths"][0]["stale"], true,
+                    "kept stale through graceful restart: {route}"
+                );
+                Err(format!("{route}"))
+            }
+        }
+    });
+    c.frr
+        .wait_state_not(NODE.parse().unwrap(), "Established", LONG);
+    let n = c.frr.neighbor(NODE.parse().unwrap());
+    assert_eq!(
+        n["lastNotificationReason"], "Cease/Administrative Shutdown",
+        "{n}"
+    );
+    let log = c.node.log();
+    assert!(
+        log.contains("exit: routes withdrawn after graceful shutdown (RFC 8326): this node advertises nothing"),
+        "{log}"
+    );
+}
+
 #[test]
 fn etp_local_endpoint_delay_keeps_the_route_that_long_and_explain_says_so() {
     let lab = Lab::pair();

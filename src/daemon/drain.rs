@@ -172,6 +172,13 @@ pub fn exit_plan(
     if let Some(why) = node.and_then(|n| n.going_away()) {
         return ExitPlan::Withdraw(format!("this node is going away: {why}"));
     }
+    // Cordoned, tainted, excluded: the routes are being withdrawn (or are
+    // gone) already; a restart would bring nothing back, and keeping them
+    // through graceful restart would leave them stale at the peers for
+    // restart_time (RFC 4724 §4.2) while still marked GRACEFUL_SHUTDOWN.
+    if let Some(why) = node.and_then(|n| n.drained.as_deref()) {
+        return ExitPlan::Withdraw(format!("this node advertises nothing: {why}"));
+    }
     if draining {
         return ExitPlan::Withdraw(
             "this node is drained (holdfast drain): its routes do not come back".into(),
@@ -341,6 +348,18 @@ mod tests {
         withdraw(
             exit_plan(ExitReason::Failure, true, false, false, Some(&gone)),
             "out-of-service",
+        );
+    }
+
+    #[test]
+    fn a_node_the_policy_drained_withdraws_at_exit() {
+        let cordoned = NodeFacts {
+            drained: Some("node \"node-1\" is cordoned".into()),
+            ..NodeFacts::default()
+        };
+        withdraw(
+            exit_plan(ExitReason::Signal, true, false, false, Some(&cordoned)),
+            "advertises nothing: node \"node-1\" is cordoned",
         );
     }
 

@@ -88,6 +88,11 @@ pub struct NodeFacts {
     pub shutting_down: bool,
     /// The `node.kubernetes.io/out-of-service` taint.
     pub out_of_service: bool,
+    /// Why the policy lets this node advertise nothing (cordoned, a
+    /// `drain_taints` taint, excluded, deselected), from the source's
+    /// last evaluation: routes already on their way out, which an exit
+    /// must not keep through graceful restart.
+    pub drained: Option<String>,
 }
 
 impl NodeFacts {
@@ -131,6 +136,7 @@ pub fn node_facts(node: &Node) -> NodeFacts {
         deleting: node.metadata.deletion_timestamp.is_some(),
         shutting_down,
         out_of_service,
+        drained: None,
     }
 }
 

@@ -698,9 +698,6 @@ impl Runner {
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(self.options.node_name.as_str()))
             .map(|n| &**n);
-        if let Ok(mut facts) = self.node_facts.lock() {
-            *facts = node.map(super::node_facts);
-        }
         let labels = node
             .and_then(|n| n.metadata.labels.clone())
             .unwrap_or_default();
@@ -720,6 +717,12 @@ impl Runner {
             namespaces: namespaces.as_deref(),
         };
         let next = evaluate(&self.last, &self.config, &cluster, now);
+        if let Ok(mut facts) = self.node_facts.lock() {
+            *facts = node.map(|n| super::NodeFacts {
+                drained: next.node_problem.clone(),
+                ..super::node_facts(n)
+            });
+        }
         if std::mem::take(&mut self.resync_pending) {
             let n = crate::source::resync::set_differences(&self.last.vips, &next.vips);
             if n > 0 {
