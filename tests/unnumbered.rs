@@ -55,14 +55,27 @@ fn link_local(ns: &Netns, ifname: &str) -> String {
 
 /// The FRR neighbour (by interface) once Established.
 fn wait_frr_established(frr: &Frr) -> serde_json::Value {
+    wait_frr_established_or(frr, String::new)
+}
+
+/// The same, with `more` (sockets, logs) in the failure's message.
+fn wait_frr_established_or(frr: &Frr, more: impl Fn() -> String) -> serde_json::Value {
     testlab::wait_for(LONG, "FRR's unnumbered session Established", || {
         let n = frr.json("show bgp neighbors to-node json");
         if n["to-node"]["bgpState"] == "Established" {
             Ok(n["to-node"].clone())
         } else {
-            Err(n.to_string())
+            Err(format!("{n}\n{}", more()))
         }
     })
+}
+
+/// The VIP valid at FRR and the peer Established at holdfast.
+fn assert_vip_at_frr(frr: &Frr, holdfast: &Holdfast<'_>) {
+    let route = frr.wait_prefix("198.51.100.10/32", LONG);
+    assert_eq!(route["paths"][0]["valid"], true, "{route}");
+    let peer = holdfast.status()["peers"][0].clone();
+    assert_eq!(peer["state"], "Established", "{peer}");
 }
 
 #[test]
@@ -237,24 +250,16 @@ fn gtsm_on_both_sides_of_an_unnumbered_link() {
     let node_conf = NODE_CONF.replace("asn = 65000\n", "asn = 65000\nttl_security = true\n");
     assert!(node_conf.contains("ttl_security = true"), "{node_conf}");
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
-    let n = testlab::wait_for(LONG, "FRR's GTSM session Established", || {
-        let n = frr.json("show bgp neighbors to-node json");
-        if n["to-node"]["bgpState"] == "Established" {
-            Ok(n["to-node"].clone())
-        } else {
-            Err(format!(
-                "{n}\nnode: {}\nrouter: {}",
-                node.run(&["ss", "-tnoi"]),
-                router.run(&["ss", "-tnoi"])
-            ))
-        }
+    let n = wait_frr_established_or(&frr, || {
+        format!(
+            "node: {}\nrouter: {}",
+            node.run(&["ss", "-tnoi"]),
+            router.run(&["ss", "-tnoi"])
+        )
     });
     // FRR runs the session with GTSM for a neighbour one hop away.
     assert_eq!(n["externalBgpNbrMaxHopsAway"], 1, "{n}");
-    let route = frr.wait_prefix("198.51.100.10/32", LONG);
-    assert_eq!(route["paths"][0]["valid"], true, "{route}");
-    let peer = holdfast.status()["peers"][0].clone();
-    assert_eq!(peer["state"], "Established", "{peer}");
+    assert_vip_at_frr(&frr, &holdfast);
 }
 
 /// The same with FRR connecting: holdfast only listens (`passive`), so the
@@ -283,26 +288,18 @@ fn gtsm_on_an_unnumbered_link_with_the_router_connecting() {
     assert!(node_conf.contains("passive = true"), "{node_conf}");
     assert!(node_conf.contains("listen = "), "{node_conf}");
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
-    let n = testlab::wait_for(LONG, "FRR's GTSM session Established", || {
-        let n = frr.json("show bgp neighbors to-node json");
-        if n["to-node"]["bgpState"] == "Established" {
-            Ok(n["to-node"].clone())
-        } else {
-            Err(format!(
-                "{n}\nnode: {}\nrouter: {}\nholdfast: {}",
-                node.run(&["ss", "-tnoia"]),
-                router.run(&["ss", "-tnoia"]),
-                holdfast.log()
-            ))
-        }
+    let n = wait_frr_established_or(&frr, || {
+        format!(
+            "node: {}\nrouter: {}\nholdfast: {}",
+            node.run(&["ss", "-tnoia"]),
+            router.run(&["ss", "-tnoia"]),
+            holdfast.log()
+        )
     });
     assert_eq!(n["externalBgpNbrMaxHopsAway"], 1, "{n}");
     // The router connected: its side of the session is not port 179.
     assert_ne!(n["portLocal"], 179, "{n}");
-    let route = frr.wait_prefix("198.51.100.10/32", LONG);
-    assert_eq!(route["paths"][0]["valid"], true, "{route}");
-    let peer = holdfast.status()["peers"][0].clone();
-    assert_eq!(peer["state"], "Established", "{peer}");
+    assert_vip_at_frr(&frr, &holdfast);
 }
 
 /// Single-hop BFD (RFC 5881) on an unnumbered peer: between the two
