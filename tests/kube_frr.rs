@@ -67,6 +67,30 @@ fn start_with<'a>(
 }
 
 impl Cluster<'_> {
+    /// `kubectl cordon` (or uncordon) of node-1.
+    fn cordon(&self, on: bool) {
+        self.kube
+            .api
+            .patch::<Node>(None, "node-1", &json!({ "spec": { "unschedulable": on } }))
+            .unwrap();
+    }
+
+    /// FRR's path for `prefix` carries GRACEFUL_SHUTDOWN (RFC 8326).
+    fn wait_marked_graceful_shutdown(&self, prefix: &str) {
+        testlab::wait_for(LONG, "the route marked GRACEFUL_SHUTDOWN", || {
+            let route = self.frr.prefix(prefix).ok_or("no route")?;
+            let list = &route["paths"][0]["community"]["list"];
+            if list
+                .as_array()
+                .is_some_and(|l| l.iter().any(|x| x == "gracefulShutdown"))
+            {
+                Ok(())
+            } else {
+                Err(format!("{route}"))
+            }
+        });
+    }
+
     /// UPDATEs FRR received from the node (`messageStats.updatesRecv`). The
     /// field must be there: a router that reports nothing fails the test
     /// instead of counting as "no UPDATE".
@@ -454,27 +478,9 @@ fn a_cordoned_node_shuts_down_gracefully_without_the_hold_down() {
         .unwrap();
     c.frr.wait_prefix("198.51.100.60/32", LONG);
     let cordoned = std::time::Instant::now();
-    c.kube
-        .api
-        .patch::<Node>(
-            None,
-            "node-1",
-            &json!({ "spec": { "unschedulable": true } }),
-        )
-        .unwrap();
+    c.cordon(true);
     // RFC 8326: first GRACEFUL_SHUTDOWN, the route still there...
-    testlab::wait_for(LONG, "the route marked GRACEFUL_SHUTDOWN", || {
-        let route = c.frr.prefix("198.51.100.60/32").ok_or("no route")?;
-        let list = &route["paths"][0]["community"]["list"];
-        if list
-            .as_array()
-            .is_some_and(|l| l.iter().any(|x| x == "gracefulShutdown"))
-        {
-            Ok(())
-        } else {
-            Err(format!("{route}"))
-        }
-    });
+    c.wait_marked_graceful_shutdown("198.51.100.60/32");
     // ...then withdrawn after graceful_shutdown_wait (2 s), not the 30 s
     // hold-down: a drain is deliberate.
     c.frr
@@ -487,14 +493,7 @@ fn a_cordoned_node_shuts_down_gracefully_without_the_hold_down() {
     assert!(cordoned.elapsed() < Duration::from_secs(30));
     let (_, text) = c.node.explain("198.51.100.60");
     assert!(text.contains("cordon"), "{text}");
-    c.kube
-        .api
-        .patch::<Node>(
-            None,
-            "node-1",
-            &json!({ "spec": { "unschedulable": false } }),
-        )
-        .unwrap();
+    c.cordon(false);
     c.frr.wait_prefix("198.51.100.60/32", LONG);
 }
 
@@ -511,26 +510,8 @@ fn sigterm_during_a_cordon_withdraws_instead_of_keeping_stale_routes() {
         .create(&service("web", &["198.51.100.61"]))
         .unwrap();
     c.frr.wait_prefix("198.51.100.61/32", LONG);
-    c.kube
-        .api
-        .patch::<Node>(
-            None,
-            "node-1",
-            &json!({ "spec": { "unschedulable": true } }),
-        )
-        .unwrap();
-    testlab::wait_for(LONG, "the route marked GRACEFUL_SHUTDOWN", || {
-        let route = c.frr.prefix("198.51.100.61/32").ok_or("no route")?;
-        let list = &route["paths"][0]["community"]["list"];
-        if list
-            .as_array()
-            .is_some_and(|l| l.iter().any(|x| x == "gracefulShutdown"))
-        {
-            Ok(())
-        } else {
-            Err(format!("{route}"))
-        }
-    });
+    c.cordon(true);
+    c.wait_marked_graceful_shutdown("198.51.100.61/32");
     c.node.kill(testlab::Signal::Term);
     assert!(c.node.wait_exit().success(), "{}", c.node.log());
     // Kept through graceful restart, the path would stay (stale) for 120 s.
