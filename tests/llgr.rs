@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -38,21 +37,28 @@ fn community(route: &Value) -> String {
         .to_string()
 }
 
-#[test]
-fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
+/// FRR with LLGR, and holdfast with `graceful_restart = GR` advertising
+/// the VIP; returns once the session is Established.
+fn start<'a>(lab: &'a Lab, gr: &str) -> (Frr, Holdfast<'a>) {
     testlab::require_root();
-    let lab = Lab::pair();
-    let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
     let frr = Frr::start(
         &lab.router,
         &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], FRR_LLGR),
     );
-    let mut node = Holdfast::start(
-        &lab.node,
-        &conf("{ restart_time = \"5s\", long_lived_stale_time = \"60s\" }"),
-        &vips(&["198.51.100.90"]),
+    let node = Holdfast::start(&lab.node, &conf(gr), &vips(&["198.51.100.90"]));
+    frr.wait_established(NEIGHBOR.parse().unwrap(), LONG);
+    (frr, node)
+}
+
+const NEIGHBOR: &str = "192.0.2.2";
+
+#[test]
+fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
+    let lab = Lab::pair();
+    let (frr, mut node) = start(
+        &lab,
+        "{ restart_time = \"5s\", long_lived_stale_time = \"60s\" }",
     );
-    frr.wait_established(neighbor, LONG);
     let route = frr.wait_prefix(PREFIX, LONG);
     assert_eq!(
         community(&route),
@@ -63,7 +69,7 @@ fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
     node.kill(Signal::Kill);
     node.wait_exit();
     let killed = Instant::now();
-    frr.wait_state_not(neighbor, "Established", LONG);
+    frr.wait_state_not(NEIGHBOR.parse().unwrap(), "Established", LONG);
     // Past restart_time (5 s) plus slack: GR alone would have dropped it.
     let route = wait_until(LONG, "the route marked LLGR_STALE", || {
         frr.prefix(PREFIX)
@@ -81,7 +87,7 @@ fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
     assert!(killed.elapsed() > Duration::from_secs(8));
 
     node.run(&[]);
-    frr.wait_established(neighbor, LONG);
+    frr.wait_established(NEIGHBOR.parse().unwrap(), LONG);
     let route = wait_until(LONG, "the refreshed route, without LLGR_STALE", || {
         frr.prefix(PREFIX)
             .filter(|r| !community(r).contains("llgr-stale") && r["paths"][0]["stale"] != true)
@@ -93,23 +99,12 @@ fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
 /// has run out: what the test above guards against.
 #[test]
 fn without_llgr_the_route_goes_after_restart_time() {
-    testlab::require_root();
     let lab = Lab::pair();
-    let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], FRR_LLGR),
-    );
-    let mut node = Holdfast::start(
-        &lab.node,
-        &conf("{ restart_time = \"5s\" }"),
-        &vips(&["198.51.100.90"]),
-    );
-    frr.wait_established(neighbor, LONG);
+    let (frr, mut node) = start(&lab, "{ restart_time = \"5s\" }");
     frr.wait_prefix(PREFIX, LONG);
     node.kill(Signal::Kill);
     node.wait_exit();
-    frr.wait_state_not(neighbor, "Established", LONG);
+    frr.wait_state_not(NEIGHBOR.parse().unwrap(), "Established", LONG);
     wait_until(LONG, "the route dropped after restart_time", || {
         frr.prefix(PREFIX).is_none().then_some(())
     });
