@@ -44,21 +44,21 @@ pub struct Answer {
 /// `GET path` on a new connection (as curl or Prometheus do), read to the
 /// end. Must run inside the namespace (see [`in_netns`]).
 pub fn get(api: SocketAddr, path: &str) -> Answer {
+    try_get(api, path).unwrap_or_else(|e| panic!("GET {path} from {api}: {e}"))
+}
+
+/// [`get`], with a failed connection or read returned (the API may not be
+/// listening yet).
+pub fn try_get(api: SocketAddr, path: &str) -> std::io::Result<Answer> {
     let t0 = Instant::now();
-    let mut stream =
-        TcpStream::connect(api).unwrap_or_else(|e| panic!("connect to {api} for {path}: {e}"));
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .expect("set a read timeout");
+    let mut stream = TcpStream::connect(api)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap_or_else(|e| panic!("send GET {path}: {e}"));
+    )?;
     let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .unwrap_or_else(|e| panic!("read the answer to GET {path}: {e}"));
+    stream.read_to_end(&mut raw)?;
     let elapsed = t0.elapsed();
     let end = raw
         .windows(4)
@@ -77,11 +77,11 @@ pub fn get(api: SocketAddr, path: &str) -> Answer {
     {
         body = dechunk(&body);
     }
-    Answer {
+    Ok(Answer {
         elapsed,
         status,
         body,
-    }
+    })
 }
 
 /// The body of a chunked answer (RFC 9112 §7.1).

@@ -158,7 +158,8 @@ impl TwoPeers {
         loop {
             self.holdfast.assert_running("loading routes for two peers");
             let full = in_netns(&self.lab.node, || {
-                let a = nshttp::get(API, "/metrics");
+                // Not listening yet: not loaded yet.
+                let a = nshttp::try_get(API, "/metrics").ok()?;
                 (a.status == 200).then(|| {
                     String::from_utf8_lossy(&a.body)
                         .lines()
@@ -358,6 +359,16 @@ fn keepalive_pair(f: &Figures) -> Option<(&KeepalivePhase, &KeepalivePhase)> {
     Some((idle, metrics))
 }
 
+/// Whether `loaded`'s KEEPALIVEs keep `idle`'s timing: its p99 lateness at
+/// most [`KEEPALIVE_TOLERANCE_MS`] above the idle one's, and none early.
+/// On-time intervals are jitter draws below the window's top, so an idle
+/// p99 below 0 only says how high the draws went: the base is the top of
+/// the window or the idle p99, whichever is later.
+pub fn keepalive_unchanged(idle: &KeepalivePhase, loaded: &KeepalivePhase) -> bool {
+    loaded.lateness.p99_ms <= idle.lateness.p99_ms.max(0.0) + KEEPALIVE_TOLERANCE_MS
+        && loaded.early == 0
+}
+
 /// Rows for the Targets table.
 pub fn target_rows(f: &Figures) -> Vec<(String, String, Option<bool>)> {
     let mut rows = Vec::new();
@@ -397,7 +408,7 @@ pub fn target_rows(f: &Figures) -> Vec<(String, String, Option<bool>)> {
         rows.push((
             format!(
                 "keepalive timing unchanged under a /metrics scrape every 100 ms \
-                 (p99 lateness within {KEEPALIVE_TOLERANCE_MS} ms of idle)"
+                 (p99 lateness ≤ max(idle's, 0) + {KEEPALIVE_TOLERANCE_MS} ms, none early)"
             ),
             format!(
                 "p99 lateness {:+.1} ms vs {:+.1} ms idle; max interval {:.1} ms vs {:.1} ms",
@@ -406,10 +417,7 @@ pub fn target_rows(f: &Figures) -> Vec<(String, String, Option<bool>)> {
                 metrics.intervals.max_ms,
                 idle.intervals.max_ms
             ),
-            Some(
-                metrics.lateness.p99_ms <= idle.lateness.p99_ms + KEEPALIVE_TOLERANCE_MS
-                    && metrics.early == 0,
-            ),
+            Some(keepalive_unchanged(idle, metrics)),
         ));
     }
     rows
@@ -490,8 +498,10 @@ pub fn render(s: &mut String, f: &Figures) {
              and the nominal cannot be taken per interval: *lateness* = interval − 3000 ms (the top of \
              the window) is what a stalled timer adds; it is negative when on time. \"early\": intervals \
              below 2250 ms (none expected). The requests run at a fixed rate from inside the node \
-             namespace, each on a new connection. Target: the p99 lateness under /metrics scrapes within \
-             {KEEPALIVE_TOLERANCE_MS} ms of the idle phase's.\n",
+             namespace, each on a new connection. Target: the p99 lateness under /metrics scrapes at most \
+             {KEEPALIVE_TOLERANCE_MS} ms above the idle phase's, or above 0 if the idle p99 is below it \
+             (on-time intervals are random draws under the window's top: how close to it the highest \
+             came says nothing about timing), and no interval early.\n",
             f.scrapes
                 .iter()
                 .map(|x| x.routes)
