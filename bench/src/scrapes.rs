@@ -372,7 +372,9 @@ pub fn keepalive_unchanged(idle: &KeepalivePhase, loaded: &KeepalivePhase) -> bo
 /// Rows for the Targets table.
 pub fn target_rows(f: &Figures) -> Vec<(String, String, Option<bool>)> {
     let mut rows = Vec::new();
-    for s in &f.scrapes {
+    // The target is set at 100 k: the largest size run is the one judged,
+    // and a run that stops short of 100 k measures it without meeting it.
+    if let Some(s) = f.scrapes.iter().max_by_key(|s| s.routes) {
         rows.push((
             format!(
                 "/metrics p99 ≤ {METRICS_P99_TARGET_MS} ms at {} routes × 2 peers",
@@ -382,7 +384,6 @@ pub fn target_rows(f: &Figures) -> Vec<(String, String, Option<bool>)> {
                 "{:.2} ms ({} scrapes)",
                 s.latency.p99_ms, s.latency.trials
             ),
-            // The target is set at 100 k; a smaller run measures, not meets.
             (s.routes >= 100_000).then_some(s.latency.p99_ms <= METRICS_P99_TARGET_MS),
         ));
     }
@@ -536,5 +537,43 @@ pub fn render(s: &mut String, f: &Figures) {
             )
             .unwrap();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(lateness_p99: f64, early: usize) -> KeepalivePhase {
+        let l = |p99| Latency {
+            trials: 40,
+            p50_ms: -375.0,
+            p99_ms: p99,
+            min_ms: -750.0,
+            max_ms: p99,
+        };
+        KeepalivePhase {
+            name: "x",
+            secs: 60,
+            requests: 0,
+            request_p99_ms: None,
+            intervals: l(KEEPALIVE_MS + lateness_p99),
+            lateness: l(lateness_p99),
+            early,
+        }
+    }
+
+    #[test]
+    fn keepalive_timing_is_judged_against_the_top_of_the_jitter_window() {
+        // Idle draws stayed 40 ms under the top: scrapes that reach 5 ms
+        // past it are within the tolerance of the window's top.
+        assert!(keepalive_unchanged(&phase(-40.0, 0), &phase(5.0, 0)));
+        // 15 ms late is not.
+        assert!(!keepalive_unchanged(&phase(-40.0, 0), &phase(15.0, 0)));
+        // An idle phase already late sets the base.
+        assert!(keepalive_unchanged(&phase(20.0, 0), &phase(29.0, 0)));
+        assert!(!keepalive_unchanged(&phase(20.0, 0), &phase(31.0, 0)));
+        // An interval shorter than the jitter allows fails it too.
+        assert!(!keepalive_unchanged(&phase(-40.0, 0), &phase(-40.0, 1)));
     }
 }

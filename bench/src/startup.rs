@@ -4,8 +4,9 @@
 //! (CLOCK_REALTIME: tcpdump's timestamps and `SystemTime::now()`).
 //!
 //! FRR is passive for the neighbor, so the connection is holdfast's own
-//! and its SYN marks when holdfast was ready to talk. The marks, in order:
-//! SYN, OPEN sent, OPEN received (FRR's), Established (FRR's first
+//! and its SYN marks when holdfast was ready to talk. The marks: SYN, OPEN
+//! sent, OPEN received (FRR's, which may come first: FRR sends it as soon
+//! as it accepts, RFC 4271 §8.2.2 Active), Established (FRR's first
 //! KEEPALIVE, which moves holdfast OpenConfirm → Established, RFC 4271
 //! §8.2.2), first UPDATE, End-of-RIB (RFC 4724 §2).
 
@@ -20,7 +21,7 @@ use crate::capture::{self, Capture, Message, Segment, now_ns};
 use crate::speakers::{self, NODE, TOR};
 use crate::{Args, percentiles};
 
-/// The marks, in the order they happen.
+/// The marks (OPEN received may precede OPEN sent).
 pub const MARKS: [&str; 6] = [
     "TCP SYN",
     "OPEN sent",
@@ -186,7 +187,9 @@ pub fn render(s: &mut String, st: &Startup) {
          the kernel timestamp of the packet at FRR's end of the link (`tcpdump`, CLOCK_REALTIME) minus \
          the harness's CLOCK_REALTIME just before the spawn: TCP SYN (holdfast connects), OPEN sent, \
          OPEN received (FRR's), Established (FRR's first KEEPALIVE: holdfast OpenConfirm → Established, \
-         RFC 4271 §8.2.2), first UPDATE with routes, End-of-RIB (RFC 4724 §2). The spawn includes \
+         RFC 4271 §8.2.2), first UPDATE with routes, End-of-RIB (RFC 4724 §2); a message's time is that of the segment \
+         carrying its first octet, so messages written together share one. FRR sends its OPEN as soon \
+         as it accepts, so \"OPEN received\" can precede \"OPEN sent\". The spawn includes \
          `ip netns exec`'s own start. {} trials, load average {} at the end. No target: reported.\n",
         st.routes,
         st.trials.len(),
