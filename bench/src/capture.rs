@@ -119,14 +119,20 @@ impl Capture {
         self.process.wait_exit(Duration::from_secs(20));
         let log = self.process.log();
         assert!(
-            log.lines().any(|l| l.trim() == "0 packets dropped by kernel"),
+            log.lines()
+                .any(|l| l.trim() == "0 packets dropped by kernel"),
             "tcpdump dropped packets: {log}"
         );
-        let data = std::fs::read(&self.file)
-            .unwrap_or_else(|e| panic!("{}: {e}", self.file.display()));
+        let data =
+            std::fs::read(&self.file).unwrap_or_else(|e| panic!("{}: {e}", self.file.display()));
         let (segments, messages) = parse_pcap(&data);
         if std::env::var_os("BENCH_CAPTURE_DEBUG").is_some() {
-            eprintln!("capture: {} octets, {} segments, {} messages; tcpdump: {log}", data.len(), segments.len(), messages.len());
+            eprintln!(
+                "capture: {} octets, {} segments, {} messages; tcpdump: {log}",
+                data.len(),
+                segments.len(),
+                messages.len()
+            );
         }
         (segments, messages)
     }
@@ -248,12 +254,7 @@ pub fn parse_pcap(data: &[u8]) -> (Vec<Segment>, Vec<Message>) {
         let off = usize::from(tcp[12] >> 4) * 4;
         let flags = tcp[13];
         let (syn, ack, rst) = (flags & 0x02 != 0, flags & 0x10 != 0, flags & 0x04 != 0);
-        segments.push(Segment {
-            ns,
-            src,
-            syn,
-            ack,
-        });
+        segments.push(Segment { ns, src, syn, ack });
         let key = (src, sport, dst, dport);
         if syn || rst {
             // A new connection (or the end of one) on these ports.
@@ -268,11 +269,7 @@ pub fn parse_pcap(data: &[u8]) -> (Vec<Segment>, Vec<Message>) {
         if payload.is_empty() {
             continue;
         }
-        for (t, bytes) in streams
-            .entry(key)
-            .or_default()
-            .push(seq, payload, ns)
-        {
+        for (t, bytes) in streams.entry(key).or_default().push(seq, payload, ns) {
             messages.push(Message {
                 ns: t,
                 src,
@@ -386,7 +383,10 @@ mod tests {
         ]);
         let (_, messages) = parse_pcap(&file);
         let got: Vec<(u64, u8)> = messages.iter().map(|m| (m.ns, m.kind)).collect();
-        assert_eq!(got, vec![(4_000_000_000, KEEPALIVE), (7_000_000_000, KEEPALIVE)]);
+        assert_eq!(
+            got,
+            vec![(4_000_000_000, KEEPALIVE), (7_000_000_000, KEEPALIVE)]
+        );
     }
 
     #[test]

@@ -112,7 +112,10 @@ fn parse_args() -> Args {
             "--only" => {
                 a.only = val().split(',').map(str::to_owned).collect();
                 if let Some(bad) = a.only.iter().find(|o| !SECTIONS.contains(&o.as_str())) {
-                    panic!("--only: no section {bad:?} (sections: {})", SECTIONS.join(","));
+                    panic!(
+                        "--only: no section {bad:?} (sections: {})",
+                        SECTIONS.join(",")
+                    );
                 }
             }
             "--idle-secs" => a.idle_secs = val().parse().expect("seconds"),

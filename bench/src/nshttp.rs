@@ -20,12 +20,7 @@ pub fn in_netns<T: Send>(ns: &Netns, f: impl FnOnce() -> T + Send) -> T {
             // SAFETY: setns on a valid namespace descriptor affects only the
             // calling thread's network namespace.
             let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(
-                rc,
-                0,
-                "setns({path}): {}",
-                std::io::Error::last_os_error()
-            );
+            assert_eq!(rc, 0, "setns({path}): {}", std::io::Error::last_os_error());
             f()
         })
         .join()

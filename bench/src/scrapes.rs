@@ -328,8 +328,7 @@ pub fn run(args: &Args) -> Figures {
         }
         if args.wants("keepalive") && n == largest {
             let secs = args.keepalive_secs;
-            f.keepalive
-                .push(keepalive_phase(&two, "idle", secs, None));
+            f.keepalive.push(keepalive_phase(&two, "idle", secs, None));
             f.keepalive.push(keepalive_phase(
                 &two,
                 "/metrics every 100 ms",
@@ -355,7 +354,10 @@ fn mib(kib: u64) -> String {
 /// The idle phase and the /metrics phase, if both ran.
 fn keepalive_pair(f: &Figures) -> Option<(&KeepalivePhase, &KeepalivePhase)> {
     let idle = f.keepalive.iter().find(|p| p.name == "idle")?;
-    let metrics = f.keepalive.iter().find(|p| p.name.starts_with("/metrics"))?;
+    let metrics = f
+        .keepalive
+        .iter()
+        .find(|p| p.name.starts_with("/metrics"))?;
     Some((idle, metrics))
 }
 
@@ -380,10 +382,7 @@ pub fn target_rows(f: &Figures) -> Vec<(String, String, Option<bool>)> {
                 "/metrics p99 ≤ {METRICS_P99_TARGET_MS} ms at {} routes × 2 peers",
                 crate::report::n_label(s.routes)
             ),
-            format!(
-                "{:.2} ms ({} scrapes)",
-                s.latency.p99_ms, s.latency.trials
-            ),
+            format!("{:.2} ms ({} scrapes)", s.latency.p99_ms, s.latency.trials),
             (s.routes >= 100_000).then_some(s.latency.p99_ms <= METRICS_P99_TARGET_MS),
         ));
     }
@@ -465,7 +464,8 @@ pub fn render(s: &mut String, f: &Figures) {
             let grows = st.rss_after_kib.windows(2).all(|w| w[1] > w[0] + 1024);
             writeln!(
                 s,
-                "\n`/v1/status` at {} routes × 2 peers, {} calls in a row: {} ms, answer {} B; \
+                "\n`/v1/status` at {} routes × 2 peers (its first page: the API lists at most 1000 routes \
+                 per answer, `?offset=` for the next), {} calls in a row: {} ms, answer {} B; \
                  RSS {} before, after each call {}. {}\n",
                 crate::report::n_label(st.routes),
                 st.ms.len(),

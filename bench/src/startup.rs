@@ -84,9 +84,7 @@ fn marks(spawn: u64, segments: &[Segment], messages: &[Message]) -> [f64; 6] {
         .map(|m| m.ns)
         .expect("no End-of-RIB from holdfast");
     assert!(
-        !messages
-            .iter()
-            .any(|m| m.kind == capture::NOTIFICATION),
+        !messages.iter().any(|m| m.kind == capture::NOTIFICATION),
         "a NOTIFICATION during the start"
     );
     [
@@ -119,7 +117,8 @@ pub fn run(args: &Args) -> Startup {
         let run_dir = LabDir::new("holdfast-start-run");
         let cap = Capture::start(&lab.router, ROUTER_IF);
         let spawn = now_ns();
-        let mut holdfast = speakers::start_holdfast(&lab.node, &args.holdfast, &run_dir, &config, &[]);
+        let mut holdfast =
+            speakers::start_holdfast(&lab.node, &args.holdfast, &run_dir, &config, &[]);
         let t0 = Instant::now();
         loop {
             holdfast.assert_running("starting with its routes");
@@ -199,11 +198,6 @@ pub fn render(s: &mut String, st: &Startup) {
     writeln!(s, "| mark | p50 | max |\n|---|---|---|").unwrap();
     for (i, mark) in MARKS.iter().enumerate() {
         let l = percentiles(st.trials.iter().map(|t| t[i]).collect());
-        writeln!(
-            s,
-            "| {mark} | {:.1} ms | {:.1} ms |",
-            l.p50_ms, l.max_ms
-        )
-        .unwrap();
+        writeln!(s, "| {mark} | {:.1} ms | {:.1} ms |", l.p50_ms, l.max_ms).unwrap();
     }
 }
