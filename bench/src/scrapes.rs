@@ -433,7 +433,8 @@ pub fn render(s: &mut String, f: &Figures) {
              node's addresses 192.0.2.2 and 192.0.2.4), once both Adj-RIBs-Out and FRR hold every \
              route: scrapes in a row, each a new connection from inside the node namespace \
              (connect → last octet, as `curl -w %{{time_total}}` times it; `bench/scrape.sh` does the \
-             same from the shell). Answer size: the body. RSS: `VmRSS` before the first scrape \
+             same from the shell with curl, whose figures also hold curl's own start: about 1 ms more at \
+             p50 on this VM). Answer size: the body. RSS: `VmRSS` before the first scrape \
              and after the last. Load average (1, 5, 15 min) around the section: {}.\n",
             f.load.join(" → ")
         )
