@@ -10,7 +10,8 @@
 #
 # Harness arguments: --sizes N,N  --idle-sizes N,N  --idle-secs S
 # --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...
-# --only bulk,idle,churn,latency,kube,traffic  --out FILE
+# --only bulk,idle,churn,latency,kube,traffic,scrapes,keepalive,start,codec  --out FILE
+# --scrape-sizes N,N  --scrapes S  --keepalive-secs S  --start-size N  --start-trials T
 # (--only traffic alone rewrites only the zero-loss section of BENCHMARKS.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +21,9 @@ if [ "$(id -u)" != 0 ]; then
     echo "bench/run.sh needs root (it creates network namespaces): run it as root" >&2
     exit 1
 fi
-for tool in /usr/lib/frr/bgpd vtysh bird birdc gobgpd gobgp exabgp; do
+for tool in /usr/lib/frr/bgpd vtysh bird birdc gobgpd gobgp exabgp tcpdump; do
     if ! command -v "$tool" >/dev/null; then
-        echo "missing $tool: apt-get install frr bird2 gobgpd exabgp" >&2
+        echo "missing $tool: apt-get install frr bird2 gobgpd exabgp tcpdump" >&2
         exit 1
     fi
 done
@@ -42,13 +43,28 @@ rustup target add x86_64-unknown-linux-musl >/dev/null
 cargo build --release --target x86_64-unknown-linux-musl -p holdfast
 (cd bench && cargo build --release)
 
-# The codec first, alone on the machine.
-export CRITERION_HOME="$CARGO_TARGET_DIR/criterion"
-(cd bench && cargo bench --bench codec -- --noplot)
+# The codec comparison runs with everything, or when --only names codec.
+only=
+prev=
+for a in "$@"; do
+    [ "$prev" = --only ] && only=$a
+    case $a in --only=*) echo "write --only LIST, not --only=LIST" >&2; exit 1 ;; esac
+    prev=$a
+done
+criterion=()
+if [ -z "$only" ] || [[ ",$only," == *,codec,* ]]; then
+    # The codec first, alone on the machine.
+    export CRITERION_HOME="$CARGO_TARGET_DIR/criterion"
+    (cd bench && cargo bench --bench codec -- --noplot)
+    criterion=(--criterion "$CRITERION_HOME")
+fi
 
+command="bench/run.sh${*:+ $*}"
+echo "running: $command" >&2
+# A later --out in "$@" takes the place of this one.
 "$CARGO_TARGET_DIR/release/holdfast-bench" \
     --holdfast "$CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release/holdfast" \
-    --criterion "$CRITERION_HOME" \
+    "${criterion[@]}" \
     --out "$root/BENCHMARKS.md" \
-    --command "bench/run.sh${*:+ $*}" \
+    --command "$command" \
     "$@"

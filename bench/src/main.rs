@@ -7,11 +7,15 @@
 //! session goes down, and FRR (graceful restart disabled for the neighbor)
 //! flushes the routes before the next speaker starts.
 
+mod capture;
 mod kube;
 mod mrt;
+mod nshttp;
 mod procstat;
 mod report;
+mod scrapes;
 mod speakers;
+mod startup;
 mod traffic;
 mod vty;
 #[path = "../../tests/zero_loss/holdfast.rs"]
@@ -42,7 +46,27 @@ pub struct Args {
     pub trials: usize,
     pub criterion: Option<PathBuf>,
     pub command: String,
+    pub scrape_sizes: Vec<usize>,
+    pub scrapes: usize,
+    pub keepalive_secs: u64,
+    pub start_size: usize,
+    pub start_trials: usize,
 }
+
+/// The names `--only` takes. `codec` is criterion's (bench/run.sh runs it);
+/// the harness reads its results when given `--criterion`.
+const SECTIONS: [&str; 10] = [
+    "bulk",
+    "idle",
+    "churn",
+    "latency",
+    "kube",
+    "traffic",
+    "scrapes",
+    "keepalive",
+    "start",
+    "codec",
+];
 
 fn parse_args() -> Args {
     let mut a = Args {
@@ -58,6 +82,11 @@ fn parse_args() -> Args {
         trials: 200,
         criterion: None,
         command: String::new(),
+        scrape_sizes: vec![1_000, 100_000],
+        scrapes: 500,
+        keepalive_secs: 60,
+        start_size: 1_000,
+        start_trials: 10,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut it = argv.iter();
@@ -80,13 +109,26 @@ fn parse_args() -> Args {
                     .map(|s| Kind::parse(s).unwrap_or_else(|| panic!("unknown speaker {s}")))
                     .collect()
             }
-            "--only" => a.only = val().split(',').map(str::to_owned).collect(),
+            "--only" => {
+                a.only = val().split(',').map(str::to_owned).collect();
+                if let Some(bad) = a.only.iter().find(|o| !SECTIONS.contains(&o.as_str())) {
+                    panic!(
+                        "--only: no section {bad:?} (sections: {})",
+                        SECTIONS.join(",")
+                    );
+                }
+            }
             "--idle-secs" => a.idle_secs = val().parse().expect("seconds"),
             "--churn-secs" => a.churn_secs = val().parse().expect("seconds"),
             "--churn-size" => a.churn_size = val().parse().expect("a number"),
             "--trials" => a.trials = val().parse().expect("a number"),
             "--criterion" => a.criterion = Some(val().into()),
             "--command" => a.command = val(),
+            "--scrape-sizes" => a.scrape_sizes = list(&val()),
+            "--scrapes" => a.scrapes = val().parse().expect("a number"),
+            "--keepalive-secs" => a.keepalive_secs = val().parse().expect("seconds"),
+            "--start-size" => a.start_size = val().parse().expect("a number"),
+            "--start-trials" => a.start_trials = val().parse().expect("a number"),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -482,6 +524,12 @@ fn main() {
         let (lat, foot) = kube::run(&mut rx, &args);
         results.latency_kube = lat;
         results.kube_footprint = foot;
+    }
+    if args.wants("scrapes") || args.wants("keepalive") {
+        results.scrapes = Some(scrapes::run(&args));
+    }
+    if args.wants("start") {
+        results.startup = Some(startup::run(&args));
     }
     results.machine.insert(
         "load after",

@@ -20,6 +20,8 @@ pub struct Results {
     pub latency_kube: Option<Latency>,
     pub kube_footprint: Option<KubeFootprint>,
     pub codec: Option<Codec>,
+    pub scrapes: Option<crate::scrapes::Figures>,
+    pub startup: Option<crate::startup::Startup>,
 }
 
 #[derive(Debug)]
@@ -137,7 +139,7 @@ fn ratio(ours: f64, theirs: f64) -> String {
     format!("{:.2}×", ours / theirs)
 }
 
-fn n_label(n: usize) -> String {
+pub fn n_label(n: usize) -> String {
     if n >= 1000 && n.is_multiple_of(1000) {
         format!("{}k", n / 1000)
     } else {
@@ -384,6 +386,13 @@ pub fn render(r: &Results, args: &Args) -> String {
         .unwrap();
     }
 
+    if let Some(f) = &r.scrapes {
+        crate::scrapes::render(&mut s, f);
+    }
+    if let Some(st) = &r.startup {
+        crate::startup::render(&mut s, st);
+    }
+
     if let Some(c) = &r.codec {
         writeln!(
             s,
@@ -490,6 +499,8 @@ fn targets(s: &mut String, r: &Results, args: &Args) {
             }
         }
     }
+    rows.extend(r.scrapes.iter().flat_map(crate::scrapes::target_rows));
+    rows.extend(r.startup.iter().flat_map(crate::startup::target_rows));
     if rows.is_empty() {
         return;
     }
