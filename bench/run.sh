@@ -8,7 +8,7 @@
 #   bench/run.sh                       # as root: everything (about 25 minutes)
 #   bench/run.sh --sizes 1000,10000    # arguments go to the harness
 #
-# Harness arguments: --sizes N,N  --idle-sizes N,N  --idle-secs S
+# Harness arguments: --sizes N,N  --kube-sizes N,N  --idle-sizes N,N  --idle-secs S
 # --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...
 # --only bulk,idle,churn,latency,kube,traffic  --out FILE
 # (--only traffic alone rewrites only the zero-loss section of BENCHMARKS.md)

@@ -59,12 +59,12 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 
 use super::endpoints::LocalEndpoints;
 use super::node::node_problem;
 use super::policy_attrs;
+use super::records::{ServiceRecord, SliceRecord};
 use super::service::{
     ADVERTISE_ANNOTATION, ServiceKey, addresses, field_of, kind_name, load_balancer_class,
     local_traffic_policy, opted_out, service_type,
@@ -91,9 +91,10 @@ pub struct Cluster<'a> {
     /// This node's object; `None` when the API server has no such node.
     pub node: Option<&'a Node>,
     /// Every Service watched (all namespaces, or `source.namespaces`).
-    pub services: &'a [Arc<Service>],
-    /// Every EndpointSlice watched (same namespaces).
-    pub endpoint_slices: &'a [Arc<EndpointSlice>],
+    pub services: &'a [Arc<ServiceRecord>],
+    /// The EndpointSlices watched (same namespaces) that have an endpoint
+    /// on this node, with only those endpoints.
+    pub endpoint_slices: &'a [Arc<SliceRecord>],
     /// The Namespaces, when watched (only when a `namespace_selector` needs
     /// labels other than `kubernetes.io/metadata.name`; see
     /// [`needs_namespace_labels`]). `None`, or a namespace missing here,
@@ -350,7 +351,7 @@ impl<'a> NamespaceLabels<'a> {
 fn selected_by(
     config: &Config,
     source: &KubernetesSource,
-    service: &Service,
+    service: &ServiceRecord,
     key: &ServiceKey,
     kind: AddressKind,
     namespace_labels: &BTreeMap<String, String>,
@@ -387,8 +388,7 @@ fn selected_by(
     }
     let mut selected = BTreeSet::new();
     let mut misses = Vec::new();
-    let no_labels = BTreeMap::new();
-    let service_labels = service.metadata.labels.as_ref().unwrap_or(&no_labels);
+    let service_labels = &service.labels;
     for adv in config
         .advertisements
         .iter()
@@ -428,7 +428,7 @@ fn selected_by(
 /// where one of the VIP's advertisements allows them.
 fn apply_service_attributes(
     config: &Config,
-    services: &[(ServiceKey, &Service)],
+    services: &[(ServiceKey, &ServiceRecord)],
     next: &mut Evaluation,
 ) {
     // Most clusters annotate no Service: then there is nothing to do, and
@@ -436,7 +436,7 @@ fn apply_service_attributes(
     if !services.iter().any(|(_, s)| policy_attrs::annotated(s)) {
         return;
     }
-    let by_key: HashMap<String, &Service> =
+    let by_key: HashMap<String, &ServiceRecord> =
         services.iter().map(|(k, s)| (k.to_string(), *s)).collect();
     // One shared value per (Service, advertisements): its VIPs share it.
     type Key = (String, Arc<BTreeSet<String>>);
@@ -494,7 +494,7 @@ fn apply_service_attributes(
 fn apply_link_bandwidth(
     prev: &Evaluation,
     config: &Config,
-    services: &[(ServiceKey, &Service)],
+    services: &[(ServiceKey, &ServiceRecord)],
     local: &LocalEndpoints,
     now: Instant,
     next: &mut Evaluation,
@@ -508,7 +508,7 @@ fn apply_link_bandwidth(
     if weighted.is_empty() {
         return;
     }
-    let by_key: HashMap<&ServiceKey, &Service> = services.iter().map(|(k, s)| (k, *s)).collect();
+    let by_key: HashMap<&ServiceKey, &ServiceRecord> = services.iter().map(|(k, s)| (k, *s)).collect();
     let mut counts = BTreeMap::new();
     for (ip, vip) in &next.vips {
         if !vip
@@ -611,7 +611,7 @@ pub fn evaluate(
 ) -> Evaluation {
     let source = source_settings(config);
     let node_problem = node_problem(&config.speaker, cluster.node_name, cluster.node);
-    let local = LocalEndpoints::index(cluster.endpoint_slices, cluster.node_name);
+    let local = LocalEndpoints::index(cluster.endpoint_slices);
     let mut namespaces = NamespaceLabels::new(cluster.namespaces);
     let kinds: BTreeSet<AddressKind> = config
         .advertisements
@@ -630,10 +630,10 @@ pub fn evaluate(
     .filter(|k| *k != AddressKind::ClusterIp || kinds.contains(k))
     .collect();
 
-    let mut services: Vec<(ServiceKey, &Service)> = cluster
+    let mut services: Vec<(ServiceKey, &ServiceRecord)> = cluster
         .services
         .iter()
-        .map(|s| (ServiceKey::of(s), &**s))
+        .map(|s| (s.key.clone(), &**s))
         .collect();
     services.sort_by(|a, b| a.0.cmp(&b.0));
 
@@ -695,7 +695,7 @@ pub fn evaluate(
                             service: key.clone(),
                             kind,
                         });
-                        if let Some(uid) = &service.metadata.uid {
+                        if let Some(uid) = &service.uid {
                             next.uids.insert(key.clone(), uid.clone());
                         }
                     }
@@ -726,7 +726,7 @@ pub fn evaluate(
     }
 
     // Why what went away went.
-    let by_key: HashMap<&ServiceKey, &Service> = services.iter().map(|(k, s)| (k, *s)).collect();
+    let by_key: HashMap<&ServiceKey, &ServiceRecord> = services.iter().map(|(k, s)| (k, *s)).collect();
     let mut fate = |givers: &BTreeSet<Giver>| -> Absence {
         if node_problem.is_some() {
             return Absence::Drained;
