@@ -88,8 +88,7 @@ impl<P> Bucket<P> {
     /// Sends what the tokens allow from the queue.
     fn drain(&mut self, out: &mut Vec<Notice<P>>) {
         while self.tokens > 0 {
-            let Some((address, payload)) = self.queue.as_mut().and_then(BTreeMap::pop_first)
-            else {
+            let Some((address, payload)) = self.queue.as_mut().and_then(BTreeMap::pop_first) else {
                 break;
             };
             self.tokens -= 1;
@@ -270,7 +269,10 @@ mod tests {
         let t = Instant::now();
         let mut l: Limiter<&str, &str> = Limiter::new(LIMITS);
         assert_eq!(l.offer(&"web", ip(7), "up", t).len(), 1);
-        assert!(l.buckets[&"web"].queue.is_none(), "an emptied queue is dropped");
+        assert!(
+            l.buckets[&"web"].queue.is_none(),
+            "an emptied queue is dropped"
+        );
         for i in 0..4u64 {
             l.offer(&"web", ip(7), "flap", t + Duration::from_millis(i));
         }

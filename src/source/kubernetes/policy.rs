@@ -118,8 +118,13 @@ struct Gone {
     reason: Absence,
     /// When the current reason was first given (for forgetting it).
     since: Instant,
-    givers: BTreeSet<Giver>,
+    givers: Givers,
 }
+
+/// The Givers of one VIP: a set, kept as a sorted Vec without duplicates.
+/// Most VIPs have one giver, and a B-tree set would hold a node with room
+/// for eleven for it, in every evaluation of every VIP.
+type Givers = Vec<Giver>;
 
 /// What `explain` quotes back about the rules that applied: this node's
 /// name and the timers of `[stability]` in force at the evaluation.
@@ -157,7 +162,7 @@ pub struct Evaluation {
     pub prefix_absences: BTreeMap<ipnet::IpNet, Absence>,
     /// `explain` lines about a VIP's attributes (honoured or refused).
     attribute_notes: BTreeMap<IpAddr, Vec<String>>,
-    givers: BTreeMap<IpAddr, BTreeSet<Giver>>,
+    givers: BTreeMap<IpAddr, Givers>,
     gone: BTreeMap<IpAddr, Gone>,
     /// `metadata.uid` of the Services in `givers` and `gone`.
     uids: BTreeMap<ServiceKey, String>,
@@ -508,7 +513,8 @@ fn apply_link_bandwidth(
     if weighted.is_empty() {
         return;
     }
-    let by_key: HashMap<&ServiceKey, &ServiceRecord> = services.iter().map(|(k, s)| (k, *s)).collect();
+    let by_key: HashMap<&ServiceKey, &ServiceRecord> =
+        services.iter().map(|(k, s)| (k, *s)).collect();
     let mut counts = BTreeMap::new();
     for (ip, vip) in &next.vips {
         if !vip
@@ -691,10 +697,14 @@ pub fn evaluate(
                         vip.local_traffic |= local_traffic_policy(service, kind);
                         std::sync::Arc::make_mut(&mut vip.advertisements)
                             .extend(advertisements.iter().cloned());
-                        next.givers.entry(ip).or_default().insert(Giver {
+                        let givers = next.givers.entry(ip).or_default();
+                        let giver = Giver {
                             service: key.clone(),
                             kind,
-                        });
+                        };
+                        if let Err(at) = givers.binary_search(&giver) {
+                            givers.insert(at, giver);
+                        }
                         if let Some(uid) = &service.uid {
                             next.uids.insert(key.clone(), uid.clone());
                         }
@@ -721,13 +731,17 @@ pub fn evaluate(
     // One shared set per distinct list of advertisements
     // (model::Advertisements).
     let mut interner = crate::model::Interner::default();
+    for givers in next.givers.values_mut() {
+        givers.shrink_to_fit();
+    }
     for vip in next.vips.values_mut() {
         vip.advertisements = interner.intern(std::mem::take(&mut vip.advertisements));
     }
 
     // Why what went away went.
-    let by_key: HashMap<&ServiceKey, &ServiceRecord> = services.iter().map(|(k, s)| (k, *s)).collect();
-    let mut fate = |givers: &BTreeSet<Giver>| -> Absence {
+    let by_key: HashMap<&ServiceKey, &ServiceRecord> =
+        services.iter().map(|(k, s)| (k, *s)).collect();
+    let mut fate = |givers: &Givers| -> Absence {
         if node_problem.is_some() {
             return Absence::Drained;
         }

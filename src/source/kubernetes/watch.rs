@@ -805,7 +805,8 @@ impl Runner {
 
     fn evaluate(&mut self, now: Instant) {
         let w = &self.watchers;
-        let services: Vec<Arc<ServiceRecord>> = w.services.iter().flat_map(Records::state).collect();
+        let services: Vec<Arc<ServiceRecord>> =
+            w.services.iter().flat_map(Records::state).collect();
         let slices: Vec<Arc<SliceRecord>> = w.slices.iter().flat_map(Records::state).collect();
         let nodes = w.node.state();
         let node = nodes
@@ -949,8 +950,14 @@ mod tests {
     fn the_slice_store_keeps_only_this_nodes_endpoints() {
         let records: Records<SliceRecord> = Records::default();
         let convert = |s: EndpointSlice| SliceRecord::of(s, "n1");
-        assert_eq!(records.on(watcher::Event::Init, &convert), Some(Signal::Init));
-        for s in [slice("web", &["n2", "n1", "n3"]), slice("db", &["n2", "n3"])] {
+        assert_eq!(
+            records.on(watcher::Event::Init, &convert),
+            Some(Signal::Init)
+        );
+        for s in [
+            slice("web", &["n2", "n1", "n3"]),
+            slice("db", &["n2", "n3"]),
+        ] {
             assert_eq!(records.on(watcher::Event::InitApply(s), &convert), None);
         }
         // Nothing counts before the list is complete.
