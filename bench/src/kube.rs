@@ -82,8 +82,13 @@ fn populate(api: &StandIn, n: usize) {
                 )
             })
             .collect();
-        api.create(&endpoint_slice("bench", &name, &format!("{name}-abcde"), &endpoints))
-            .unwrap();
+        api.create(&endpoint_slice(
+            "bench",
+            &name,
+            &format!("{name}-abcde"),
+            &endpoints,
+        ))
+        .unwrap();
     }
 }
 
@@ -129,7 +134,10 @@ fn run_size(
     let cpu = procstat::cpu_seconds(pid);
     rx.settled_updates(Duration::from_secs(2));
     let (_, at_frr) = rx.summary();
-    assert_eq!(at_frr, routes as u64, "FRR has other than the advertised routes");
+    assert_eq!(
+        at_frr, routes as u64,
+        "FRR has other than the advertised routes"
+    );
     std::thread::sleep(Duration::from_secs(10));
     let footprint = KubeFootprint {
         services: n,
@@ -141,7 +149,11 @@ fn run_size(
         peak_rss_kib: procstat::peak_rss_kib(pid),
         cpu_secs: cpu,
         load_secs: loaded.as_secs_f64(),
-        loadavg: load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        loadavg: load
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
     };
     eprintln!("kube footprint: {footprint:?}");
 

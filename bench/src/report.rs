@@ -484,7 +484,10 @@ fn targets(s: &mut String, r: &Results, args: &Args) {
         ));
     }
     if let Some(l) = &r.latency_kube {
-        if r.kube_footprints.iter().any(|f| f.services == crate::kube::LATENCY_AT) {
+        if r.kube_footprints
+            .iter()
+            .any(|f| f.services == crate::kube::LATENCY_AT)
+        {
             rows.push((
                 format!(
                     "Kubernetes source, {} Services: status change → FRR RIB p50 ≤ 15 ms",
