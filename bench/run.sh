@@ -8,7 +8,7 @@
 #   bench/run.sh                       # as root: everything (about 25 minutes)
 #   bench/run.sh --sizes 1000,10000    # arguments go to the harness
 #
-# Harness arguments: --sizes N,N  --idle-sizes N,N  --idle-secs S
+# Harness arguments: --sizes N,N  --kube-sizes N,N  --idle-sizes N,N  --idle-secs S
 # --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...
 # --only bulk,idle,churn,latency,kube,traffic,scrapes,keepalive,start,codec  --out FILE
 # --scrape-sizes N,N  --scrapes S  --keepalive-secs S  --start-size N  --start-trials T

@@ -37,6 +37,7 @@ pub struct Args {
     pub holdfast: PathBuf,
     pub out: PathBuf,
     pub sizes: Vec<usize>,
+    pub kube_sizes: Vec<usize>,
     pub idle_sizes: Vec<usize>,
     pub speakers: Vec<Kind>,
     pub only: Vec<String>,
@@ -73,6 +74,7 @@ fn parse_args() -> Args {
         holdfast: PathBuf::from("target/release/holdfast"),
         out: PathBuf::from("BENCHMARKS.md"),
         sizes: vec![1_000, 10_000, 100_000],
+        kube_sizes: vec![1_000, 10_000, 50_000],
         idle_sizes: vec![1_000, 100_000],
         speakers: Kind::ALL.to_vec(),
         only: Vec::new(),
@@ -102,6 +104,7 @@ fn parse_args() -> Args {
             "--holdfast" => a.holdfast = val().into(),
             "--out" => a.out = val().into(),
             "--sizes" => a.sizes = list(&val()),
+            "--kube-sizes" => a.kube_sizes = list(&val()),
             "--idle-sizes" => a.idle_sizes = list(&val()),
             "--speakers" => {
                 a.speakers = val()
@@ -523,7 +526,7 @@ fn main() {
     if args.wants("kube") {
         let (lat, foot) = kube::run(&mut rx, &args);
         results.latency_kube = lat;
-        results.kube_footprint = foot;
+        results.kube_footprints = foot;
     }
     if args.wants("scrapes") || args.wants("keepalive") {
         results.scrapes = Some(scrapes::run(&args));

@@ -18,7 +18,7 @@ pub struct Results {
     pub bulk: BTreeMap<(String, usize), Bulk>,
     pub latency_file: Option<Latency>,
     pub latency_kube: Option<Latency>,
-    pub kube_footprint: Option<KubeFootprint>,
+    pub kube_footprints: Vec<KubeFootprint>,
     pub codec: Option<Codec>,
     pub scrapes: Option<crate::scrapes::Figures>,
     pub startup: Option<crate::startup::Startup>,
@@ -59,10 +59,17 @@ pub struct Latency {
 pub struct KubeFootprint {
     pub services: usize,
     pub slices: usize,
+    pub endpoints: usize,
+    /// The Services this node advertises: routes at FRR.
+    pub routes: usize,
     pub rss_kib: u64,
     pub rss_anon_kib: u64,
     pub peak_rss_kib: u64,
+    /// utime + stime from start to all routes at FRR.
+    pub cpu_secs: f64,
     pub load_secs: f64,
+    /// /proc/loadavg (1, 5, 15 min) when holdfast started.
+    pub loadavg: String,
 }
 
 #[derive(Debug)]
@@ -344,7 +351,7 @@ pub fn render(r: &Results, args: &Args) -> String {
              `status.loadBalancer.ingress` patched on the API stand-in (in the benchmark process; \
              holdfast reaches it through a TCP bridge into the node namespace), with {} Services and \
              EndpointSlices in the cluster.\n",
-            crate::kube::SERVICES
+            crate::kube::LATENCY_AT
         )
         .unwrap();
         writeln!(
@@ -367,23 +374,38 @@ pub fn render(r: &Results, args: &Args) -> String {
         }
     }
 
-    if let Some(f) = &r.kube_footprint {
+    if !r.kube_footprints.is_empty() {
         writeln!(
             s,
             "\n## Kubernetes source footprint\n\n\
-             holdfast with `[source] kind = \"kubernetes\"` against the API stand-in holding {} LoadBalancer \
-             Services (one ingress IP each, all advertised) and {} EndpointSlices (one ready endpoint on this \
-             node each): RSS 10 s after FRR had all routes.\n\n\
-             | RSS (anon) | peak RSS | start → all {} routes at FRR |\n|---|---|---|\n| {} ({}) | {} | {:.2} s |",
-            f.services,
-            f.slices,
-            f.services,
-            mib(f.rss_kib),
-            mib(f.rss_anon_kib),
-            mib(f.peak_rss_kib),
-            f.load_secs
+             holdfast with `[source] kind = \"kubernetes\"` as node 0 of {} against the API stand-in holding N \
+             LoadBalancer Services (one ingress IP each; odd ones `externalTrafficPolicy: Cluster`, even ones \
+             `Local`) and N EndpointSlices of {} ready endpoints each, spread over the nodes so that one slice \
+             in ten has an endpoint on this node. Routes: the Services this node advertises (the `Cluster` \
+             ones and the `Local` ones with an endpoint here). RSS 10 s after FRR had all routes; peak RSS is \
+             VmHWM; CPU is utime + stime from start to all routes at FRR.\n\n\
+             | Services | endpoints | routes | RSS (anon) | peak RSS | CPU to load | start → all routes at FRR | load avg at start |\n\
+             |---|---|---|---|---|---|---|---|",
+            crate::kube::NODES,
+            crate::kube::ENDPOINTS_PER_SLICE,
         )
         .unwrap();
+        for f in &r.kube_footprints {
+            writeln!(
+                s,
+                "| {} | {} | {} | {} ({}) | {} | {:.2} s | {:.2} s | {} |",
+                n_label(f.services),
+                n_label(f.endpoints),
+                f.routes,
+                mib(f.rss_kib),
+                mib(f.rss_anon_kib),
+                mib(f.peak_rss_kib),
+                f.cpu_secs,
+                f.load_secs,
+                f.loadavg
+            )
+            .unwrap();
+        }
     }
 
     if let Some(f) = &r.scrapes {
@@ -454,12 +476,36 @@ fn targets(s: &mut String, r: &Results, args: &Args) {
             ));
         }
     }
-    if let Some(f) = &r.kube_footprint {
+    for f in &r.kube_footprints {
+        let limit_mib = match f.services {
+            1_000 => 20,
+            10_000 => 40,
+            _ => continue,
+        };
         rows.push((
-            "Kubernetes source, 1k Services + 1k EndpointSlices: RSS ≤ 20 MiB".into(),
+            format!(
+                "Kubernetes source, {} Services + {} EndpointSlices: RSS ≤ {limit_mib} MiB",
+                n_label(f.services),
+                n_label(f.slices)
+            ),
             mib(f.rss_kib),
-            Some(f.rss_kib <= 20 * 1024),
+            Some(f.rss_kib <= limit_mib * 1024),
         ));
+    }
+    if let Some(l) = &r.latency_kube {
+        if r.kube_footprints
+            .iter()
+            .any(|f| f.services == crate::kube::LATENCY_AT)
+        {
+            rows.push((
+                format!(
+                    "Kubernetes source, {} Services: status change → FRR RIB p50 ≤ 15 ms",
+                    n_label(crate::kube::LATENCY_AT)
+                ),
+                format!("{:.1} ms (p99 {:.1} ms)", l.p50_ms, l.p99_ms),
+                Some(l.p50_ms <= 15.0),
+            ));
+        }
     }
     for (name, l) in [
         ("VIP file", &r.latency_file),
@@ -543,7 +589,10 @@ pub fn to_json(r: &Results) -> String {
         "bulk": bulk,
         "latency_file": lat(&r.latency_file),
         "latency_kube": lat(&r.latency_kube),
-        "kube_rss_kib": r.kube_footprint.as_ref().map(|f| f.rss_kib),
+        "kube": r.kube_footprints.iter().map(|f| json!({
+            "services": f.services, "routes": f.routes, "rss_kib": f.rss_kib,
+            "peak_rss_kib": f.peak_rss_kib, "cpu_s": f.cpu_secs, "load_s": f.load_secs,
+        })).collect::<Vec<_>>(),
     }))
     .unwrap()
 }

@@ -21,8 +21,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-
+use super::records::SliceRecord;
 use super::service::ServiceKey;
 
 /// The label that ties an EndpointSlice to its Service.
@@ -39,41 +38,20 @@ pub(crate) struct LocalEndpoints {
 }
 
 impl LocalEndpoints {
-    pub(crate) fn index(slices: &[Arc<EndpointSlice>], node_name: &str) -> LocalEndpoints {
+    /// From the records of this node's slices (records::SliceRecord holds
+    /// only the endpoints on this node).
+    pub(crate) fn index(slices: &[Arc<SliceRecord>]) -> LocalEndpoints {
         let mut counts: HashMap<ServiceKey, HashMap<String, u32>> = HashMap::new();
         for slice in slices {
-            let Some(service) = slice
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SERVICE_NAME_LABEL))
-            else {
-                continue;
-            };
-            let key = ServiceKey {
-                namespace: slice
-                    .metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".to_string()),
-                name: service.clone(),
-            };
             let local_ready = slice
-                .endpoints
-                .as_deref()
-                .unwrap_or_default()
+                .local
                 .iter()
-                .filter(|e| {
-                    let conditions = e.conditions.as_ref();
-                    e.node_name.as_deref() == Some(node_name)
-                        && conditions.and_then(|c| c.ready).unwrap_or(true)
-                        && !conditions.and_then(|c| c.terminating).unwrap_or(false)
-                })
+                .filter(|e| e.ready.unwrap_or(true) && !e.terminating.unwrap_or(false))
                 .count();
             if local_ready > 0 {
                 let n = u32::try_from(local_ready).unwrap_or(u32::MAX);
                 let family = counts
-                    .entry(key)
+                    .entry(slice.service.clone())
                     .or_default()
                     .entry(slice.address_type.clone())
                     .or_default();

@@ -49,7 +49,11 @@ struct Bucket<P> {
     tokens: u32,
     /// Tokens are counted as of this instant.
     counted_at: Instant,
-    queue: BTreeMap<IpAddr, P>,
+    /// The changes waiting, by address; `None` when nothing waits. A
+    /// BTreeMap emptied by `pop_first` keeps its node (room for 11 entries
+    /// of `P`): on a node whose thousands of Services each just had one
+    /// Event, that was most of the source's memory.
+    queue: Option<BTreeMap<IpAddr, P>>,
     dropped: u32,
 }
 
@@ -84,7 +88,7 @@ impl<P> Bucket<P> {
     /// Sends what the tokens allow from the queue.
     fn drain(&mut self, out: &mut Vec<Notice<P>>) {
         while self.tokens > 0 {
-            let Some((address, payload)) = self.queue.pop_first() else {
+            let Some((address, payload)) = self.queue.as_mut().and_then(BTreeMap::pop_first) else {
                 break;
             };
             self.tokens -= 1;
@@ -94,6 +98,13 @@ impl<P> Bucket<P> {
                 suppressed: std::mem::take(&mut self.dropped),
             });
         }
+        if self.queue.as_ref().is_some_and(BTreeMap::is_empty) {
+            self.queue = None;
+        }
+    }
+
+    fn waiting(&self) -> bool {
+        self.queue.is_some()
     }
 }
 
@@ -118,11 +129,12 @@ impl<K: Ord + Clone, P> Limiter<K, P> {
         let bucket = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
             tokens: limits.burst,
             counted_at: now,
-            queue: BTreeMap::new(),
+            queue: None,
             dropped: 0,
         });
         bucket.refill(limits, now);
-        if bucket.queue.insert(address, payload).is_some() {
+        let queue = bucket.queue.get_or_insert_with(BTreeMap::new);
+        if queue.insert(address, payload).is_some() {
             bucket.dropped = bucket.dropped.saturating_add(1);
         }
         let mut out = Vec::new();
@@ -138,7 +150,7 @@ impl<K: Ord + Clone, P> Limiter<K, P> {
         self.buckets.retain(|_, bucket| {
             bucket.refill(limits, now);
             bucket.drain(&mut out);
-            !(bucket.queue.is_empty() && bucket.tokens >= limits.burst)
+            bucket.waiting() || bucket.tokens < limits.burst
         });
         out
     }
@@ -147,7 +159,7 @@ impl<K: Ord + Clone, P> Limiter<K, P> {
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.buckets
             .values()
-            .filter(|b| !b.queue.is_empty())
+            .filter(|b| b.waiting())
             .map(|b| b.counted_at + self.limits.refill)
             .min()
     }
@@ -250,5 +262,22 @@ mod tests {
         assert_eq!((sent[1].address, sent[1].suppressed), (ip(8), 0));
         let sent = l.due(t + LIMITS.refill * 3);
         assert_eq!((sent[0].address, sent[0].suppressed), (ip(9), 0));
+    }
+
+    #[test]
+    fn a_service_whose_events_all_went_out_keeps_no_queue() {
+        let t = Instant::now();
+        let mut l: Limiter<&str, &str> = Limiter::new(LIMITS);
+        assert_eq!(l.offer(&"web", ip(7), "up", t).len(), 1);
+        assert!(
+            l.buckets[&"web"].queue.is_none(),
+            "an emptied queue is dropped"
+        );
+        for i in 0..4u64 {
+            l.offer(&"web", ip(7), "flap", t + Duration::from_millis(i));
+        }
+        assert!(l.buckets[&"web"].queue.is_some(), "one change waits");
+        assert_eq!(l.due(t + LIMITS.refill).len(), 1);
+        assert!(l.buckets[&"web"].queue.is_none());
     }
 }

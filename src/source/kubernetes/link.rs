@@ -30,6 +30,11 @@ pub(crate) enum Signal {
     InitDone,
     /// An object was added, modified or deleted.
     Changed,
+    /// An object event that changed nothing kept (an EndpointSlice with no
+    /// endpoint on this node, a Service edited in fields holdfast does not
+    /// read): it proves the watch open like `Changed`, and needs no
+    /// evaluation.
+    Unchanged,
     /// The watcher yielded an error (list or watch failed, 410 Gone).
     Error(String),
 }
@@ -75,13 +80,13 @@ impl Link {
                 self.last_error = None;
                 true
             }
-            Signal::Changed => {
+            Signal::Changed | Signal::Unchanged => {
                 // Events flowing prove the watch is open again.
                 if matches!(self.state, State::Broken { .. }) {
                     self.state = State::Live;
                     self.last_error = None;
                 }
-                true
+                matches!(signal, Signal::Changed)
             }
             Signal::Error(message) => {
                 self.last_error = Some(message);
@@ -193,6 +198,19 @@ mod tests {
         link.on(Signal::Error("read timed out".into()), t);
         assert!(link.on(Signal::Changed, t));
         assert!(link.live());
+    }
+
+    #[test]
+    fn an_event_that_changes_no_record_proves_the_link_live_and_asks_no_evaluation() {
+        let t = Instant::now();
+        let mut link = Link::new("endpointslices".into());
+        link.on(Signal::InitDone, t);
+        assert!(!link.on(Signal::Unchanged, t));
+        link.on(Signal::Error("read timed out".into()), t);
+        assert!(!link.live());
+        assert!(!link.on(Signal::Unchanged, t));
+        assert!(link.live());
+        assert_eq!(link.problem(), None);
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //!   the config into an [`Evaluation`]: the VIPs, the definitive absences
 //!   (`Deleted`, `Drained`), and why every other address seen is not
 //!   advertised (for `holdfast explain`).
+//! - `records`: what is kept of each Service and EndpointSlice (compact
+//!   records made at the watch boundary).
 //! - `service`, `node`, `endpoints`: what is read off each kind of object.
 //! - `watch`: the watchers, their link health, debouncing, and the
 //!   snapshots ([`spawn`], [`Handle`]).
@@ -47,6 +49,7 @@ mod node;
 pub mod node_status;
 mod policy;
 mod policy_attrs;
+mod records;
 mod service;
 mod watch;
 
@@ -61,5 +64,6 @@ pub use node_status::NodeStatusWriter;
 pub use policy::{
     Cluster, Evaluation, Giver, NAMESPACE_NAME_LABEL, evaluate, needs_namespace_labels,
 };
+pub use records::{EndpointState, Ingress, ServiceRecord, SliceRecord};
 pub use service::{ADVERTISE_ANNOTATION, ServiceKey};
 pub use watch::{Handle, NodeLabels, Options, client_config, connect, spawn};

@@ -59,12 +59,12 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 
 use super::endpoints::LocalEndpoints;
 use super::node::node_problem;
 use super::policy_attrs;
+use super::records::{ServiceRecord, SliceRecord};
 use super::service::{
     ADVERTISE_ANNOTATION, ServiceKey, addresses, field_of, kind_name, load_balancer_class,
     local_traffic_policy, opted_out, service_type,
@@ -91,9 +91,10 @@ pub struct Cluster<'a> {
     /// This node's object; `None` when the API server has no such node.
     pub node: Option<&'a Node>,
     /// Every Service watched (all namespaces, or `source.namespaces`).
-    pub services: &'a [Arc<Service>],
-    /// Every EndpointSlice watched (same namespaces).
-    pub endpoint_slices: &'a [Arc<EndpointSlice>],
+    pub services: &'a [Arc<ServiceRecord>],
+    /// The EndpointSlices watched (same namespaces) that have an endpoint
+    /// on this node, with only those endpoints.
+    pub endpoint_slices: &'a [Arc<SliceRecord>],
     /// The Namespaces, when watched (only when a `namespace_selector` needs
     /// labels other than `kubernetes.io/metadata.name`; see
     /// [`needs_namespace_labels`]). `None`, or a namespace missing here,
@@ -117,8 +118,13 @@ struct Gone {
     reason: Absence,
     /// When the current reason was first given (for forgetting it).
     since: Instant,
-    givers: BTreeSet<Giver>,
+    givers: Givers,
 }
+
+/// The Givers of one VIP: a set, kept as a sorted Vec without duplicates.
+/// Most VIPs have one giver, and a B-tree set would hold a node with room
+/// for eleven for it, in every evaluation of every VIP.
+type Givers = Vec<Giver>;
 
 /// What `explain` quotes back about the rules that applied: this node's
 /// name and the timers of `[stability]` in force at the evaluation.
@@ -156,7 +162,7 @@ pub struct Evaluation {
     pub prefix_absences: BTreeMap<ipnet::IpNet, Absence>,
     /// `explain` lines about a VIP's attributes (honoured or refused).
     attribute_notes: BTreeMap<IpAddr, Vec<String>>,
-    givers: BTreeMap<IpAddr, BTreeSet<Giver>>,
+    givers: BTreeMap<IpAddr, Givers>,
     gone: BTreeMap<IpAddr, Gone>,
     /// `metadata.uid` of the Services in `givers` and `gone`.
     uids: BTreeMap<ServiceKey, String>,
@@ -350,7 +356,7 @@ impl<'a> NamespaceLabels<'a> {
 fn selected_by(
     config: &Config,
     source: &KubernetesSource,
-    service: &Service,
+    service: &ServiceRecord,
     key: &ServiceKey,
     kind: AddressKind,
     namespace_labels: &BTreeMap<String, String>,
@@ -387,8 +393,7 @@ fn selected_by(
     }
     let mut selected = BTreeSet::new();
     let mut misses = Vec::new();
-    let no_labels = BTreeMap::new();
-    let service_labels = service.metadata.labels.as_ref().unwrap_or(&no_labels);
+    let service_labels = &service.labels;
     for adv in config
         .advertisements
         .iter()
@@ -428,7 +433,7 @@ fn selected_by(
 /// where one of the VIP's advertisements allows them.
 fn apply_service_attributes(
     config: &Config,
-    services: &[(ServiceKey, &Service)],
+    services: &[(ServiceKey, &ServiceRecord)],
     next: &mut Evaluation,
 ) {
     // Most clusters annotate no Service: then there is nothing to do, and
@@ -436,7 +441,7 @@ fn apply_service_attributes(
     if !services.iter().any(|(_, s)| policy_attrs::annotated(s)) {
         return;
     }
-    let by_key: HashMap<String, &Service> =
+    let by_key: HashMap<String, &ServiceRecord> =
         services.iter().map(|(k, s)| (k.to_string(), *s)).collect();
     // One shared value per (Service, advertisements): its VIPs share it.
     type Key = (String, Arc<BTreeSet<String>>);
@@ -494,7 +499,7 @@ fn apply_service_attributes(
 fn apply_link_bandwidth(
     prev: &Evaluation,
     config: &Config,
-    services: &[(ServiceKey, &Service)],
+    services: &[(ServiceKey, &ServiceRecord)],
     local: &LocalEndpoints,
     now: Instant,
     next: &mut Evaluation,
@@ -508,7 +513,8 @@ fn apply_link_bandwidth(
     if weighted.is_empty() {
         return;
     }
-    let by_key: HashMap<&ServiceKey, &Service> = services.iter().map(|(k, s)| (k, *s)).collect();
+    let by_key: HashMap<&ServiceKey, &ServiceRecord> =
+        services.iter().map(|(k, s)| (k, *s)).collect();
     let mut counts = BTreeMap::new();
     for (ip, vip) in &next.vips {
         if !vip
@@ -611,7 +617,7 @@ pub fn evaluate(
 ) -> Evaluation {
     let source = source_settings(config);
     let node_problem = node_problem(&config.speaker, cluster.node_name, cluster.node);
-    let local = LocalEndpoints::index(cluster.endpoint_slices, cluster.node_name);
+    let local = LocalEndpoints::index(cluster.endpoint_slices);
     let mut namespaces = NamespaceLabels::new(cluster.namespaces);
     let kinds: BTreeSet<AddressKind> = config
         .advertisements
@@ -630,10 +636,10 @@ pub fn evaluate(
     .filter(|k| *k != AddressKind::ClusterIp || kinds.contains(k))
     .collect();
 
-    let mut services: Vec<(ServiceKey, &Service)> = cluster
+    let mut services: Vec<(ServiceKey, &ServiceRecord)> = cluster
         .services
         .iter()
-        .map(|s| (ServiceKey::of(s), &**s))
+        .map(|s| (s.key.clone(), &**s))
         .collect();
     services.sort_by(|a, b| a.0.cmp(&b.0));
 
@@ -691,11 +697,15 @@ pub fn evaluate(
                         vip.local_traffic |= local_traffic_policy(service, kind);
                         std::sync::Arc::make_mut(&mut vip.advertisements)
                             .extend(advertisements.iter().cloned());
-                        next.givers.entry(ip).or_default().insert(Giver {
+                        let givers = next.givers.entry(ip).or_default();
+                        let giver = Giver {
                             service: key.clone(),
                             kind,
-                        });
-                        if let Some(uid) = &service.metadata.uid {
+                        };
+                        if let Err(at) = givers.binary_search(&giver) {
+                            givers.insert(at, giver);
+                        }
+                        if let Some(uid) = &service.uid {
                             next.uids.insert(key.clone(), uid.clone());
                         }
                     }
@@ -721,13 +731,17 @@ pub fn evaluate(
     // One shared set per distinct list of advertisements
     // (model::Advertisements).
     let mut interner = crate::model::Interner::default();
+    for givers in next.givers.values_mut() {
+        givers.shrink_to_fit();
+    }
     for vip in next.vips.values_mut() {
         vip.advertisements = interner.intern(std::mem::take(&mut vip.advertisements));
     }
 
     // Why what went away went.
-    let by_key: HashMap<&ServiceKey, &Service> = services.iter().map(|(k, s)| (k, *s)).collect();
-    let mut fate = |givers: &BTreeSet<Giver>| -> Absence {
+    let by_key: HashMap<&ServiceKey, &ServiceRecord> =
+        services.iter().map(|(k, s)| (k, *s)).collect();
+    let mut fate = |givers: &Givers| -> Absence {
         if node_problem.is_some() {
             return Absence::Drained;
         }

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::Service;
+use super::records::ServiceRecord;
 
 use crate::config::{
     Advertisement, ServiceAttribute, format_community, parse_community, parse_large_community,
@@ -43,20 +43,16 @@ fn number<T: std::str::FromStr>(text: &str, max: u64) -> Option<T> {
 }
 
 /// True when `service` carries any of the attribute annotations.
-pub(crate) fn annotated(service: &Service) -> bool {
-    service.metadata.annotations.as_ref().is_some_and(|a| {
-        ServiceAttribute::ALL
-            .iter()
-            .any(|attr| a.contains_key(attr.annotation()))
-    })
+pub(crate) fn annotated(service: &ServiceRecord) -> bool {
+    ServiceAttribute::ALL
+        .iter()
+        .any(|attr| service.annotations.contains_key(attr.annotation()))
 }
 
 /// Reads the attribute annotations of `service`.
-pub(crate) fn requested(service: &Service) -> Requested {
+pub(crate) fn requested(service: &ServiceRecord) -> Requested {
     let mut out = Requested::default();
-    let Some(annotations) = service.metadata.annotations.as_ref() else {
-        return out;
-    };
+    let annotations = &service.annotations;
     for attr in ServiceAttribute::ALL {
         let name = attr.annotation();
         let Some(text) = annotations.get(name) else {

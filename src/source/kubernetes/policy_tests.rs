@@ -11,6 +11,7 @@ use k8s_openapi::api::discovery::v1::{EndpointConditions, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_standin::fixtures::{self, SliceEndpoint};
 
+use super::records::{ServiceRecord, SliceRecord};
 use super::*;
 use crate::config::{self, Config};
 use crate::model::Absence;
@@ -92,8 +93,8 @@ fn slice(service: &str, name: &str, endpoints: &[SliceEndpoint]) -> EndpointSlic
 #[derive(Clone)]
 struct World {
     node: Option<Node>,
-    services: Vec<Arc<Service>>,
-    slices: Vec<Arc<EndpointSlice>>,
+    services: Vec<Arc<ServiceRecord>>,
+    slices: Vec<Arc<SliceRecord>>,
     namespaces: Option<Vec<Arc<Namespace>>>,
 }
 
@@ -101,14 +102,21 @@ impl World {
     fn new(services: Vec<Service>) -> World {
         World {
             node: Some(node(&[])),
-            services: services.into_iter().map(Arc::new).collect(),
+            services: services
+                .into_iter()
+                .map(|s| Arc::new(ServiceRecord::of(s)))
+                .collect(),
             slices: Vec::new(),
             namespaces: None,
         }
     }
 
     fn slices(mut self, slices: Vec<EndpointSlice>) -> World {
-        self.slices = slices.into_iter().map(Arc::new).collect();
+        // What the watcher keeps of them on this node.
+        self.slices = slices
+            .into_iter()
+            .filter_map(|s| SliceRecord::of(s, NODE).map(Arc::new))
+            .collect();
         self
     }
 
@@ -1287,7 +1295,7 @@ fn annotations_parse_into_service_attributes() {
         ("holdfast.dev/med", " 7 "),
         ("holdfast.dev/as-path-prepend", "3"),
     ]);
-    let r = policy_attrs::requested(&svc);
+    let r = policy_attrs::requested(&ServiceRecord::of(svc));
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     assert_eq!(r.present.len(), 5);
     assert_eq!(
@@ -1312,7 +1320,7 @@ fn bad_annotations_are_refused_one_by_one() {
         ("holdfast.dev/med", "4294967296"),
         ("holdfast.dev/as-path-prepend", "11"),
     ]);
-    let r = policy_attrs::requested(&svc);
+    let r = policy_attrs::requested(&ServiceRecord::of(svc));
     assert!(r.present.is_empty(), "{:?}", r.present);
     assert_eq!(r.problems.len(), 5, "{:?}", r.problems);
     assert!(

@@ -4,8 +4,9 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+use k8s_openapi::api::core::v1::Service;
 
+use super::records::ServiceRecord;
 use crate::config::AddressKind;
 
 /// The annotation that takes a Service out of holdfast's hands.
@@ -58,31 +59,23 @@ pub(crate) struct Addresses {
     pub warnings: Vec<String>,
 }
 
-fn spec(service: &Service) -> Option<&ServiceSpec> {
-    service.spec.as_ref()
-}
-
 /// `spec.type`; the API server defaults it to ClusterIP.
-pub(crate) fn service_type(service: &Service) -> &str {
-    spec(service)
-        .and_then(|s| s.type_.as_deref())
-        .unwrap_or("ClusterIP")
+pub(crate) fn service_type(service: &ServiceRecord) -> &str {
+    service.type_.as_deref().unwrap_or("ClusterIP")
 }
 
 /// `spec.loadBalancerClass`.
-pub(crate) fn load_balancer_class(service: &Service) -> Option<&str> {
-    spec(service).and_then(|s| s.load_balancer_class.as_deref())
+pub(crate) fn load_balancer_class(service: &ServiceRecord) -> Option<&str> {
+    service.load_balancer_class.as_deref()
 }
 
 /// The value of the opt-out annotation when it says "false". Only that
 /// exact value opts out: any other value (or none) leaves the Service to the
 /// rules, so a typo cannot withdraw a route.
-pub(crate) fn opted_out(service: &Service) -> bool {
+pub(crate) fn opted_out(service: &ServiceRecord) -> bool {
     service
-        .metadata
         .annotations
-        .as_ref()
-        .and_then(|a| a.get(ADVERTISE_ANNOTATION))
+        .get(ADVERTISE_ANNOTATION)
         .is_some_and(|v| v == "false")
 }
 
@@ -90,13 +83,10 @@ pub(crate) fn opted_out(service: &Service) -> bool {
 /// `Local`: `externalTrafficPolicy` for LoadBalancer and external IPs (the
 /// "externally-facing" addresses in the API's words), `internalTrafficPolicy`
 /// for cluster IPs.
-pub(crate) fn local_traffic_policy(service: &Service, kind: AddressKind) -> bool {
-    let Some(spec) = spec(service) else {
-        return false;
-    };
+pub(crate) fn local_traffic_policy(service: &ServiceRecord, kind: AddressKind) -> bool {
     let policy = match kind {
-        AddressKind::LoadBalancerIp | AddressKind::ExternalIp => &spec.external_traffic_policy,
-        AddressKind::ClusterIp => &spec.internal_traffic_policy,
+        AddressKind::LoadBalancerIp | AddressKind::ExternalIp => &service.external_traffic_policy,
+        AddressKind::ClusterIp => &service.internal_traffic_policy,
     };
     policy.as_deref() == Some("Local")
 }
@@ -121,8 +111,8 @@ pub(crate) fn kind_name(kind: AddressKind) -> &'static str {
 
 /// The Service's addresses of `kind`, whatever its type (the caller
 /// decides whether they count). Duplicates are kept once.
-pub(crate) fn addresses(service: &Service, kind: AddressKind) -> Addresses {
-    let key = ServiceKey::of(service);
+pub(crate) fn addresses(service: &ServiceRecord, kind: AddressKind) -> Addresses {
+    let key = &service.key;
     let mut out = Addresses::default();
     let push = |text: &str, at: String, out: &mut Addresses| match text.parse::<IpAddr>() {
         Ok(ip) => {
@@ -138,13 +128,7 @@ pub(crate) fn addresses(service: &Service, kind: AddressKind) -> Addresses {
     };
     match kind {
         AddressKind::LoadBalancerIp => {
-            let ingress = service
-                .status
-                .as_ref()
-                .and_then(|s| s.load_balancer.as_ref())
-                .and_then(|lb| lb.ingress.as_deref())
-                .unwrap_or_default();
-            for (i, entry) in ingress.iter().enumerate() {
+            for (i, entry) in service.ingress.iter().enumerate() {
                 match (&entry.ip, &entry.hostname) {
                     (Some(ip), _) => push(ip, format!("{}[{i}].ip", field_of(kind)), &mut out),
                     (None, Some(hostname)) => out.warnings.push(format!(
@@ -156,21 +140,15 @@ pub(crate) fn addresses(service: &Service, kind: AddressKind) -> Addresses {
             }
         }
         AddressKind::ExternalIp => {
-            let ips = spec(service)
-                .and_then(|s| s.external_ips.as_deref())
-                .unwrap_or_default();
-            for (i, ip) in ips.iter().enumerate() {
+            for (i, ip) in service.external_ips.iter().enumerate() {
                 push(ip, format!("{}[{i}]", field_of(kind)), &mut out);
             }
         }
         AddressKind::ClusterIp => {
-            let Some(spec) = spec(service) else {
-                return out;
-            };
             // clusterIPs[0] == clusterIP when both are set; older objects
             // may carry only clusterIP.
-            let ips: Vec<&String> = match (&spec.cluster_ips, &spec.cluster_ip) {
-                (Some(ips), _) if !ips.is_empty() => ips.iter().collect(),
+            let ips: Vec<&String> = match (&service.cluster_ips, &service.cluster_ip) {
+                (ips, _) if !ips.is_empty() => ips.iter().collect(),
                 (_, Some(ip)) => vec![ip],
                 _ => Vec::new(),
             };

@@ -23,6 +23,7 @@
 //!   watchers are restarted and the source is unhealthy until they have
 //!   listed again.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -35,7 +36,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::utils::WatchStreamExt;
 use kube::runtime::watcher;
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -46,7 +47,7 @@ use super::events::{EventRecorder, service_reference};
 use super::limit::EventLimits;
 use super::link::{Link, Signal};
 use super::policy::{Cluster, Evaluation, evaluate, needs_namespace_labels, source_settings};
-use super::service::ADVERTISE_ANNOTATION;
+use super::records::{ServiceRecord, SliceRecord};
 use crate::config::Config;
 use crate::model::SourceSnapshot;
 
@@ -264,8 +265,8 @@ type Tx = mpsc::UnboundedSender<(u64, usize, Signal)>;
 struct Watchers {
     generation: u64,
     links: Vec<Link>,
-    services: Vec<Store<Service>>,
-    slices: Vec<Store<EndpointSlice>>,
+    services: Vec<Records<ServiceRecord>>,
+    slices: Vec<Records<SliceRecord>>,
     node: Store<Node>,
     namespaces: Option<Store<Namespace>>,
     tasks: Vec<JoinHandle<()>>,
@@ -307,21 +308,22 @@ impl Watchers {
             let within = scope
                 .map(|ns| format!(" in namespace \"{ns}\""))
                 .unwrap_or_default();
-            let store = w.watch(
+            let store = w.watch_records(
                 format!("services{within}"),
-                api(client, scope),
+                api::<Service>(client, scope),
                 base.clone(),
-                strip_service,
+                |service| Some(ServiceRecord::of(service)),
                 options,
                 tx,
             );
             w.services.push(store);
             // Slices without the label belong to no Service we could match.
-            let store = w.watch(
+            let node_name = options.node_name.clone();
+            let store = w.watch_records(
                 format!("endpointslices{within}"),
-                api(client, scope),
+                api::<EndpointSlice>(client, scope),
                 base.clone().labels(SERVICE_NAME_LABEL),
-                strip_slice,
+                move |slice| SliceRecord::of(slice, &node_name),
                 options,
                 tx,
             );
@@ -393,6 +395,48 @@ impl Watchers {
         store
     }
 
+    /// Starts one watcher whose objects are kept as the records `convert`
+    /// makes of them (`None`: nothing to keep), reporting to `tx`.
+    fn watch_records<K, R>(
+        &mut self,
+        name: String,
+        api: Api<K>,
+        config: watcher::Config,
+        convert: impl Fn(K) -> Option<R> + Send + 'static,
+        options: &Options,
+        tx: &Tx,
+    ) -> Records<R>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+        R: PartialEq + Send + Sync + 'static,
+    {
+        let records = Records::default();
+        let id = self.links.len();
+        self.links.push(Link::new(name));
+        let backoff =
+            RetryBackoff::new(options.backoff_min, options.backoff_max, &options.node_name);
+        let generation = self.generation;
+        let tx = tx.clone();
+        let stream = watcher(api, config).backoff(backoff);
+        let kept = records.clone();
+        self.tasks.push(tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                let signal = match item {
+                    Ok(event) => match kept.on(event, &convert) {
+                        Some(signal) => signal,
+                        None => continue,
+                    },
+                    Err(error) => Signal::Error(error.to_string()),
+                };
+                if tx.send((generation, id, signal)).is_err() {
+                    return;
+                }
+            }
+        }));
+        records
+    }
+
     fn all_live(&self) -> bool {
         self.links.iter().all(Link::live)
     }
@@ -414,33 +458,103 @@ where
     }
 }
 
-// What the stores keep: only the fields evaluation reads, so a large cluster
-// costs little memory (managed fields and last-applied annotations are often
-// most of an object).
+/// What one watcher keeps: a record per object (records.rs), by namespace
+/// and name. As a reflector does for whole objects, the objects of a
+/// (re-)list are collected aside and replace the records at `InitDone`,
+/// so the records in force stay whole through a re-list.
+struct Records<R> {
+    inner: Arc<Mutex<RecordsState<R>>>,
+}
 
-fn strip_service(service: &mut Service) {
-    service.metadata.managed_fields = None;
-    if let Some(annotations) = &mut service.metadata.annotations {
-        annotations.retain(|k, _| {
-            k == ADVERTISE_ANNOTATION
-                || crate::config::ServiceAttribute::ALL
-                    .iter()
-                    .any(|a| a.annotation() == k)
-        });
+impl<R> Clone for Records<R> {
+    fn clone(&self) -> Self {
+        Records {
+            inner: Arc::clone(&self.inner),
+        }
     }
 }
 
-fn strip_slice(slice: &mut EndpointSlice) {
-    slice.metadata.managed_fields = None;
-    slice.metadata.annotations = None;
-    slice.ports = None;
-    for endpoint in slice.endpoints.iter_mut().flatten() {
-        endpoint.addresses = Vec::new();
-        endpoint.target_ref = None;
-        endpoint.hints = None;
-        endpoint.zone = None;
-        endpoint.hostname = None;
-        endpoint.deprecated_topology = None;
+impl<R> Default for Records<R> {
+    fn default() -> Self {
+        Records {
+            inner: Arc::new(Mutex::new(RecordsState {
+                live: HashMap::new(),
+                listing: None,
+            })),
+        }
+    }
+}
+
+/// An object's namespace and name.
+type ObjectKey = (Option<String>, String);
+
+struct RecordsState<R> {
+    live: HashMap<ObjectKey, Arc<R>>,
+    /// The records of the list in progress.
+    listing: Option<HashMap<ObjectKey, Arc<R>>>,
+}
+
+impl<R: PartialEq> Records<R> {
+    /// The records in force.
+    fn state(&self) -> Vec<Arc<R>> {
+        self.inner
+            .lock()
+            .map(|s| s.live.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Applies one watch event; the signal for the runner, `None` for an
+    /// object of a list in progress (it counts at `InitDone`).
+    fn on<K: Resource>(
+        &self,
+        event: watcher::Event<K>,
+        convert: &impl Fn(K) -> Option<R>,
+    ) -> Option<Signal> {
+        let key = |k: &K| (k.namespace(), k.name_any());
+        let Ok(mut state) = self.inner.lock() else {
+            return Some(Signal::Error("the record store is poisoned".into()));
+        };
+        let state = &mut *state;
+        match event {
+            watcher::Event::Init => {
+                state.listing = Some(HashMap::new());
+                Some(Signal::Init)
+            }
+            watcher::Event::InitApply(object) => {
+                let key = key(&object);
+                if let (Some(listing), Some(record)) = (&mut state.listing, convert(object)) {
+                    listing.insert(key, Arc::new(record));
+                }
+                None
+            }
+            watcher::Event::InitDone => {
+                state.live = state.listing.take().unwrap_or_default();
+                Some(Signal::InitDone)
+            }
+            watcher::Event::Apply(object) => {
+                let key = key(&object);
+                let changed = match convert(object) {
+                    Some(record) => {
+                        let same = state.live.get(&key).is_some_and(|r| **r == record);
+                        if !same {
+                            state.live.insert(key, Arc::new(record));
+                        }
+                        !same
+                    }
+                    None => state.live.remove(&key).is_some(),
+                };
+                Some(if changed {
+                    Signal::Changed
+                } else {
+                    Signal::Unchanged
+                })
+            }
+            watcher::Event::Delete(object) => Some(if state.live.remove(&key(&object)).is_some() {
+                Signal::Changed
+            } else {
+                Signal::Unchanged
+            }),
+        }
     }
 }
 
@@ -691,8 +805,9 @@ impl Runner {
 
     fn evaluate(&mut self, now: Instant) {
         let w = &self.watchers;
-        let services: Vec<Arc<Service>> = w.services.iter().flat_map(Store::state).collect();
-        let slices: Vec<Arc<EndpointSlice>> = w.slices.iter().flat_map(Store::state).collect();
+        let services: Vec<Arc<ServiceRecord>> =
+            w.services.iter().flat_map(Records::state).collect();
+        let slices: Vec<Arc<SliceRecord>> = w.slices.iter().flat_map(Records::state).collect();
         let nodes = w.node.state();
         let node = nodes
             .iter()
@@ -815,5 +930,72 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube_standin::fixtures::{SliceEndpoint, endpoint_slice};
+
+    use super::*;
+    use crate::source::kubernetes::EndpointState;
+
+    fn slice(name: &str, nodes: &[&str]) -> EndpointSlice {
+        let endpoints: Vec<SliceEndpoint> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| SliceEndpoint::ready(&format!("10.0.0.{}", i + 1), n))
+            .collect();
+        endpoint_slice("shop", name, &format!("{name}-1"), &endpoints)
+    }
+
+    #[test]
+    fn the_slice_store_keeps_only_this_nodes_endpoints() {
+        let records: Records<SliceRecord> = Records::default();
+        let convert = |s: EndpointSlice| SliceRecord::of(s, "n1");
+        assert_eq!(
+            records.on(watcher::Event::Init, &convert),
+            Some(Signal::Init)
+        );
+        for s in [
+            slice("web", &["n2", "n1", "n3"]),
+            slice("db", &["n2", "n3"]),
+        ] {
+            assert_eq!(records.on(watcher::Event::InitApply(s), &convert), None);
+        }
+        // Nothing counts before the list is complete.
+        assert!(records.state().is_empty());
+        assert_eq!(
+            records.on(watcher::Event::InitDone, &convert),
+            Some(Signal::InitDone)
+        );
+        let kept = records.state();
+        // The slice of "db" has no endpoint on n1: it is not kept at all;
+        // of "web", only n1's endpoint is.
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].service.name, "web");
+        assert_eq!(
+            kept[0].local,
+            [EndpointState {
+                ready: Some(true),
+                serving: Some(true),
+                terminating: Some(false)
+            }]
+        );
+        // Another node's endpoints changing wakes no evaluation.
+        assert_eq!(
+            records.on(watcher::Event::Apply(slice("db", &["n4"])), &convert),
+            Some(Signal::Unchanged)
+        );
+        assert_eq!(
+            records.on(watcher::Event::Apply(slice("web", &["n2", "n1"])), &convert),
+            Some(Signal::Unchanged)
+        );
+        // This node's leaving the slice removes it.
+        assert_eq!(
+            records.on(watcher::Event::Apply(slice("web", &["n2"])), &convert),
+            Some(Signal::Changed)
+        );
+        assert!(records.state().is_empty());
     }
 }
