@@ -8,7 +8,7 @@
 #   bench/run.sh                       # as root: everything (about 25 minutes)
 #   bench/run.sh --sizes 1000,10000    # arguments go to the harness
 #
-# Harness arguments: --sizes N,N  --kube-sizes N,N  --idle-sizes N,N  --idle-secs S
+# Harness arguments: --holdfast-glibc BIN  --sizes N,N  --kube-sizes N,N  --idle-sizes N,N  --idle-secs S
 # --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...
 # --only bulk,idle,churn,latency,kube,traffic,scrapes,keepalive,start,codec  --out FILE
 # --scrape-sizes N,N  --scrapes S  --keepalive-secs S  --start-size N  --start-trials T
@@ -38,9 +38,12 @@ if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
 fi
 
 export CARGO_TARGET_DIR="$root/target"
-# The static binary the Dockerfile ships is the one measured.
+# Both builds README offers: the static binary the Dockerfile ships (the
+# one every section measures) and `cargo build --release` (glibc; the bulk
+# section measures it too).
 rustup target add x86_64-unknown-linux-musl >/dev/null
-cargo build --release --target x86_64-unknown-linux-musl -p holdfast
+cargo build --locked --release --target x86_64-unknown-linux-musl --bin holdfast
+cargo build --locked --release --bin holdfast
 (cd bench && cargo build --release)
 
 # The codec comparison runs with everything, or when --only names codec.
@@ -64,6 +67,7 @@ echo "running: $command" >&2
 # A later --out in "$@" takes the place of this one.
 "$CARGO_TARGET_DIR/release/holdfast-bench" \
     --holdfast "$CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release/holdfast" \
+    --holdfast-glibc "$CARGO_TARGET_DIR/release/holdfast" \
     "${criterion[@]}" \
     --out "$root/BENCHMARKS.md" \
     --command "$command" \

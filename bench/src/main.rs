@@ -35,6 +35,11 @@ use vty::Vty;
 
 pub struct Args {
     pub holdfast: PathBuf,
+    /// A second holdfast build measured in the bulk section beside the
+    /// first (bench/run.sh: glibc's `cargo build --release`).
+    pub holdfast_glibc: Option<PathBuf>,
+    /// Whether `holdfast` is statically linked (the musl build).
+    pub holdfast_static: bool,
     pub out: PathBuf,
     pub sizes: Vec<usize>,
     pub kube_sizes: Vec<usize>,
@@ -72,11 +77,13 @@ const SECTIONS: [&str; 10] = [
 fn parse_args() -> Args {
     let mut a = Args {
         holdfast: PathBuf::from("target/release/holdfast"),
+        holdfast_glibc: None,
+        holdfast_static: false,
         out: PathBuf::from("BENCHMARKS.md"),
         sizes: vec![1_000, 10_000, 100_000],
         kube_sizes: vec![1_000, 10_000, 50_000],
         idle_sizes: vec![1_000, 100_000],
-        speakers: Kind::ALL.to_vec(),
+        speakers: Vec::new(),
         only: Vec::new(),
         idle_secs: 30,
         churn_secs: 60,
@@ -102,6 +109,7 @@ fn parse_args() -> Args {
         };
         match flag.as_str() {
             "--holdfast" => a.holdfast = val().into(),
+            "--holdfast-glibc" => a.holdfast_glibc = Some(val().into()),
             "--out" => a.out = val().into(),
             "--sizes" => a.sizes = list(&val()),
             "--kube-sizes" => a.kube_sizes = list(&val()),
@@ -141,10 +149,36 @@ fn parse_args() -> Args {
             a.holdfast.display()
         )
     });
+    a.holdfast_static = speakers::is_static(&a.holdfast);
+    if let Some(g) = &a.holdfast_glibc {
+        a.holdfast_glibc =
+            Some(std::fs::canonicalize(g).unwrap_or_else(|e| {
+                panic!("{}: {e} (build it: cargo build --release)", g.display())
+            }));
+    }
+    if a.speakers.is_empty() {
+        // The second build runs whenever it is given.
+        a.speakers = Kind::ALL
+            .into_iter()
+            .filter(|&k| k != Kind::HoldfastGlibc || a.holdfast_glibc.is_some())
+            .collect();
+    }
+    assert!(
+        !a.speakers.contains(&Kind::HoldfastGlibc) || a.holdfast_glibc.is_some(),
+        "the speaker \"holdfast (glibc)\" needs --holdfast-glibc BIN"
+    );
     a
 }
 
 impl Args {
+    /// The binary `kind` runs (holdfast's two builds; others ignore it).
+    fn bin(&self, kind: Kind) -> &std::path::Path {
+        match (kind, &self.holdfast_glibc) {
+            (Kind::HoldfastGlibc, Some(g)) => g,
+            _ => &self.holdfast,
+        }
+    }
+
     fn wants(&self, part: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|o| o == part)
     }
@@ -258,7 +292,7 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
     let expected = n as u64 + 1; // the bulk routes and the churn VIP
     let (u0, b0) = (rx.updates(), rx.rx_bytes());
     let t0 = Instant::now();
-    let mut speaker = Speaker::start(kind, &rx.lab.node, n, &args.holdfast);
+    let mut speaker = Speaker::start(kind, &rx.lab.node, n, args.bin(kind));
     let mut established = None;
     let mut last_count = 0;
     let mut last_growth = Instant::now();
@@ -319,8 +353,9 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
         idle: None,
         churn_updates: None,
     };
-    // The floor measures loading only.
-    if args.wants("idle") && args.idle_sizes.contains(&n) && kind != Kind::Floor {
+    // The floor and the second build measure loading only.
+    let bulk_only = matches!(kind, Kind::Floor | Kind::HoldfastGlibc);
+    if args.wants("idle") && args.idle_sizes.contains(&n) && !bulk_only {
         std::thread::sleep(Duration::from_secs(3));
         let (c0, x0, s0) = (
             procstat::cpu_seconds(pid),
@@ -338,7 +373,7 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
         eprintln!("idle {} N={n}: {idle:?}", kind.name());
         bulk.idle = Some(idle);
     }
-    if args.wants("churn") && n == args.churn_size && kind != Kind::Floor {
+    if args.wants("churn") && n == args.churn_size && !bulk_only {
         let u0 = rx.settled_updates(Duration::from_secs(2));
         let start = Instant::now();
         for k in 0..args.churn_secs {

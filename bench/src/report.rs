@@ -146,6 +146,14 @@ fn ratio(ours: f64, theirs: f64) -> String {
     format!("{:.2}×", ours / theirs)
 }
 
+/// The bulk table's name for `k`: holdfast's rows say which build ran.
+fn label(k: Kind, args: &Args) -> &'static str {
+    match k {
+        Kind::Holdfast if args.holdfast_static => "holdfast (musl)",
+        k => k.name(),
+    }
+}
+
 pub fn n_label(n: usize) -> String {
     if n >= 1000 && n.is_multiple_of(1000) {
         format!("{}k", n / 1000)
@@ -224,7 +232,7 @@ pub fn render(r: &Results, args: &Args) -> String {
                         s,
                         "| {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {:.2} s |",
                         n_label(n),
-                        k.name(),
+                        label(k, args),
                         secs(b.established),
                         secs(b.all),
                         x_floor,
@@ -454,6 +462,65 @@ pub fn render(r: &Results, args: &Args) -> String {
     s
 }
 
+/// Time at the floor in the shipped build, and memory at most BIRD's (once
+/// loaded and at the peak during the load) in each build measured.
+fn build_targets(rows: &mut Vec<(String, String, Option<bool>)>, r: &Results, args: &Args) {
+    let get = |k: Kind, n: usize| r.bulk.get(&(k.name().to_owned(), n));
+    for &n in &args.sizes {
+        if let (Some(h), Some(f)) = (get(Kind::Holdfast, n), get(Kind::Floor, n))
+            && n >= 10_000
+        {
+            let x = h
+                .all
+                .zip(f.all)
+                .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64());
+            rows.push((
+                format!(
+                    "{}: {} ≤ 1.1× the floor (start → all routes)",
+                    n_label(n),
+                    label(Kind::Holdfast, args)
+                ),
+                format!(
+                    "{} vs {} ({})",
+                    secs(h.all),
+                    secs(f.all),
+                    x.map_or("—".into(), |x| format!("{x:.2}×"))
+                ),
+                x.map(|x| x <= 1.1),
+            ));
+        }
+        let Some(b) = get(Kind::Bird, n) else {
+            continue;
+        };
+        for k in [Kind::Holdfast, Kind::HoldfastGlibc] {
+            let Some(h) = get(k, n) else {
+                continue;
+            };
+            let who = label(k, args);
+            if k != Kind::Holdfast {
+                // The first build's loaded row is the generic one below.
+                rows.push((
+                    format!("{}: {who} no larger than BIRD (RSS loaded)", n_label(n)),
+                    format!("{} vs {}", mib(h.rss_kib), mib(b.rss_kib)),
+                    Some(h.rss_kib <= b.rss_kib),
+                ));
+            }
+            rows.push((
+                format!("{}: {who} peak RSS during the load ≤ BIRD's", n_label(n)),
+                format!("{} vs {}", mib(h.peak_rss_kib), mib(b.peak_rss_kib)),
+                Some(h.peak_rss_kib <= b.peak_rss_kib),
+            ));
+            if n == 100_000 {
+                rows.push((
+                    format!("100k: {who} peak RSS ≤ 16 MiB (aim)"),
+                    mib(h.peak_rss_kib),
+                    Some(h.peak_rss_kib <= 16 * 1024),
+                ));
+            }
+        }
+    }
+}
+
 /// The benchmark targets, each against what this run measured.
 fn targets(s: &mut String, r: &Results, args: &Args) {
     let get = |k: Kind, n: usize| r.bulk.get(&(k.name().to_owned(), n));
@@ -476,6 +543,7 @@ fn targets(s: &mut String, r: &Results, args: &Args) {
             ));
         }
     }
+    build_targets(&mut rows, r, args);
     for f in &r.kube_footprints {
         let limit_mib = match f.services {
             1_000 => 20,

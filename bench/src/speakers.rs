@@ -16,7 +16,12 @@ pub const CHURN_VIP: &str = "198.51.100.99";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// The binary given with `--holdfast` (bench/run.sh: the static musl
+    /// build the image ships).
     Holdfast,
+    /// The binary given with `--holdfast-glibc` (bench/run.sh: `cargo build
+    /// --release`, README's Install); bulk only, like the floor.
+    HoldfastGlibc,
     Bird,
     Gobgp,
     ExaBgp,
@@ -26,8 +31,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Holdfast,
+        Kind::HoldfastGlibc,
         Kind::Bird,
         Kind::Gobgp,
         Kind::ExaBgp,
@@ -37,6 +43,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Holdfast => "holdfast",
+            Kind::HoldfastGlibc => "holdfast (glibc)",
             Kind::Bird => "BIRD",
             Kind::Gobgp => "gobgpd",
             Kind::ExaBgp => "ExaBGP",
@@ -45,10 +52,22 @@ impl Kind {
     }
 
     pub fn parse(s: &str) -> Option<Kind> {
-        Kind::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(s))
+        Kind::ALL.into_iter().find(|k| {
+            k.name().eq_ignore_ascii_case(s) || (*k == Kind::HoldfastGlibc && s == "glibc")
+        })
     }
+}
+
+/// Whether the ELF binary at `bin` is statically linked (no program
+/// interpreter, i.e. no PT_INTERP header, whose path names the dynamic
+/// loader near the start of the file).
+pub fn is_static(bin: &Path) -> bool {
+    let head = std::fs::read(bin)
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
+        .into_iter()
+        .take(4096)
+        .collect::<Vec<u8>>();
+    !head.windows(3).any(|w| w == b"ld-")
 }
 
 /// The i-th bulk route: 198.18.0.0/15 counted up.
@@ -143,7 +162,7 @@ impl Speaker {
     pub fn start(kind: Kind, ns: &Netns, n: usize, holdfast_bin: &Path) -> Speaker {
         let prefixes = bulk_prefixes(n);
         let daemon = match kind {
-            Kind::Holdfast => {
+            Kind::Holdfast | Kind::HoldfastGlibc => {
                 let dir = LabDir::new("holdfast");
                 let bulk = vip_entries(&prefixes);
                 let vips = dir.write(

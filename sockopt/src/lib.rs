@@ -24,18 +24,19 @@
 //!
 //! This is the only crate of holdfast with unsafe code, and all of it is in
 //! the private module `sys`: the `setsockopt(2)`, `getsockopt(2)` and
-//! `getifaddrs(3)` calls.
+//! `getifaddrs(3)` calls, and glibc's `mallopt(3)` ([`malloc`]).
 
 mod error;
 mod family;
 mod gtsm;
 mod icmpv6;
 mod ifaddr;
+pub mod malloc;
 mod md5;
 mod syn;
 
 // The single exception to the workspace's "no unsafe code": the raw
-// setsockopt(2), getsockopt(2), recvmsg(2) and getifaddrs(3) calls. Everything else in
+// setsockopt(2), getsockopt(2), recvmsg(2), getifaddrs(3) and mallopt(3) calls. Everything else in
 // this crate is safe.
 #[allow(unsafe_code)]
 mod sys;

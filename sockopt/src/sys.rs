@@ -236,3 +236,11 @@ pub(crate) fn recvmsg_hop_limit(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Resul
         hop_limit,
     })
 }
+
+/// glibc's `mallopt(M_MMAP_THRESHOLD, bytes)`.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn set_mmap_threshold(bytes: libc::c_int) {
+    // SAFETY: mallopt takes two integers and touches only the allocator's
+    // own settings; glibc documents it as callable at any time.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes) };
+}
