@@ -12,6 +12,7 @@ pub mod file;
 pub mod interface;
 pub mod kubernetes;
 pub mod resync;
+pub mod dirwatch;
 
 use std::future::Future;
 
