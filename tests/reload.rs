@@ -454,16 +454,23 @@ fn an_edit_adding_an_interface_advertisement_is_followed_without_a_signal() {
     let node = Holdfast::start(&lab.node, &conf(AD), &vips(&["198.51.100.10"]));
     frr.wait_established(node_ip(), LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
-    assert!(frr.prefix("203.0.113.9/32").is_none(), "no interface advertisement yet");
+    assert!(
+        frr.prefix("203.0.113.9/32").is_none(),
+        "no interface advertisement yet"
+    );
 
     let edited = Instant::now();
     node.write_config(&conf(&format!(
         "{AD}[[advertisement]]\nname = \"loopback\"\ninterface = \"lo\"\n"
     )));
     frr.wait_prefix("203.0.113.9/32", LONG);
-    println!("interface address announced {:?} after the edit", edited.elapsed());
+    println!(
+        "interface address announced {:?} after the edit",
+        edited.elapsed()
+    );
     // Followed from then on: an address added to lo is announced.
-    lab.node.ip(&["addr", "add", "203.0.113.10/32", "dev", "lo"]);
+    lab.node
+        .ip(&["addr", "add", "203.0.113.10/32", "dev", "lo"]);
     frr.wait_prefix("203.0.113.10/32", LONG);
     assert!(
         log_lines(&node, "config reloaded") >= 1,

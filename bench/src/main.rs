@@ -7,6 +7,7 @@
 //! session goes down, and FRR (graceful restart disabled for the neighbor)
 //! flushes the routes before the next speaker starts.
 
+mod idle;
 mod kube;
 mod mrt;
 mod procstat;
@@ -474,6 +475,9 @@ fn main() {
                 bulk_run(&mut rx, &args, kind, n, &mut results);
             }
         }
+    }
+    if args.wants("idle") {
+        results.idle_two_peers = idle::run(&args);
     }
     if args.wants("latency") {
         results.latency_file = Some(latency_file(&mut rx, &args));

@@ -20,6 +20,8 @@ pub struct Results {
     pub latency_kube: Option<Latency>,
     pub kube_footprint: Option<KubeFootprint>,
     pub codec: Option<Codec>,
+    /// holdfast idle with two peers, by timers (bench/src/idle.rs).
+    pub idle_two_peers: Vec<crate::idle::TwoPeers>,
 }
 
 #[derive(Debug)]
@@ -304,6 +306,10 @@ pub fn render(r: &Results, args: &Args) -> String {
         }
     }
 
+    if !r.idle_two_peers.is_empty() {
+        two_peers_idle(&mut s, &r.idle_two_peers);
+    }
+
     let churn: Vec<_> = Kind::ALL
         .iter()
         .filter_map(|k| {
@@ -423,6 +429,53 @@ pub fn render(r: &Results, args: &Args) -> String {
     s
 }
 
+/// "holdfast idle with two peers": per timer setting, the total and the
+/// threads that woke.
+fn two_peers_idle(s: &mut String, runs: &[crate::idle::TwoPeers]) {
+    writeln!(
+        s,
+        "\n### holdfast idle with two peers\n\n\
+         Two sessions (two neighbors of one FRR bgpd, the node's two addresses), {} routes in both \
+         Adj-RIBs-Out, then {} s of idling after 3 s of rest; both ends use the timers shown. \
+         Wake-ups = context switches (voluntary and not) of every thread / wall time; threads are \
+         sampled every 100 ms, so one that ends during the run counts up to its last sample. A \
+         keepalive received is a wake-up, one sent is another unless it goes out in the same one \
+         (RFC 4271 §10's jitter, see the session driver): each peer costs between 1 and 2 per \
+         keepalive interval.\n",
+        n_label(crate::idle::N),
+        runs.first().map_or(0, |r| r.secs)
+    )
+    .unwrap();
+    writeln!(
+        s,
+        "| timers (keepalive/hold) | wake-ups/s | CPU | by thread (wake-ups/s) | threads (end / seen) |\n|---|---|---|---|---|"
+    )
+    .unwrap();
+    for r in runs {
+        let threads: Vec<String> = r
+            .by_thread
+            .iter()
+            .map(|(name, w)| format!("{name} {w:.2}"))
+            .collect();
+        writeln!(
+            s,
+            "| {}/{} s | {:.2} | {:.3} % | {} | {} / {} |",
+            r.keepalive,
+            r.hold,
+            r.wakeups_per_sec,
+            r.cpu_percent,
+            if threads.is_empty() {
+                "none".to_owned()
+            } else {
+                threads.join(", ")
+            },
+            r.threads_end,
+            r.threads_seen
+        )
+        .unwrap();
+    }
+}
+
 /// The benchmark targets, each against what this run measured.
 fn targets(s: &mut String, r: &Results, args: &Args) {
     let get = |k: Kind, n: usize| r.bulk.get(&(k.name().to_owned(), n));
@@ -463,6 +516,23 @@ fn targets(s: &mut String, r: &Results, args: &Args) {
                 Some(l.p50_ms <= 20.0),
             ));
         }
+    }
+    if let Some(d) = r.idle_two_peers.iter().find(|t| t.keepalive == 30) {
+        let fast = r.idle_two_peers.iter().find(|t| t.keepalive == 3);
+        rows.push((
+            format!(
+                "idle: ≤ 1 wake-up/s, 2 peers, {} routes (holdfast's default timers: keepalive 30 s, hold 90 s)",
+                n_label(crate::idle::N)
+            ),
+            match fast {
+                Some(f) => format!(
+                    "{:.2}/s (with 3 s keepalives: {:.2}/s, of which receiving alone is 2 × 1/3)",
+                    d.wakeups_per_sec, f.wakeups_per_sec
+                ),
+                None => format!("{:.2}/s", d.wakeups_per_sec),
+            },
+            Some(d.wakeups_per_sec <= 1.0),
+        ));
     }
     if let Some(c) = get(Kind::Holdfast, args.churn_size).and_then(|b| b.churn_updates) {
         rows.push((

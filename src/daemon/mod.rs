@@ -163,7 +163,9 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// The next change in the config file's directories; never without a
 /// watch.
-async fn next_change(watch: &mut Option<crate::source::dirwatch::PathWatch>) -> std::io::Result<()> {
+async fn next_change(
+    watch: &mut Option<crate::source::dirwatch::PathWatch>,
+) -> std::io::Result<()> {
     match watch {
         Some(w) => w.changed().await,
         None => std::future::pending().await,
@@ -270,7 +272,8 @@ impl Daemon {
             }
             self.resync.set_every(self.config.resync, Instant::now());
             let wanted = crate::source::interface::wanted(&self.config);
-            self.interfaces_wanted.send_if_modified(|w| std::mem::replace(w, wanted) != wanted);
+            self.interfaces_wanted
+                .send_if_modified(|w| std::mem::replace(w, wanted) != wanted);
             self.carry();
             self.refresh_shared();
         }
@@ -289,7 +292,10 @@ impl Daemon {
     fn next_chore(&self, chores: &Chores, config_watched: bool) -> Option<Instant> {
         let mut due = self.resync.next();
         let mut arm = |t: Instant| due = Some(due.map_or(t, |d: Instant| d.min(t)));
-        if logging::pending() || !config_watched || self.restart.in_progress() || self.kube.is_some()
+        if logging::pending()
+            || !config_watched
+            || self.restart.in_progress()
+            || self.kube.is_some()
         {
             arm(chores.last + Duration::from_secs(1));
         }

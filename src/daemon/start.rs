@@ -242,8 +242,7 @@ async fn start_source(
     let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
     // Interface addresses, for `[[advertisement]] interface`, read while
     // one is configured.
-    let (interfaces_wanted, wanted_rx) =
-        watch::channel(crate::source::interface::wanted(config));
+    let (interfaces_wanted, wanted_rx) = watch::channel(crate::source::interface::wanted(config));
     let snap_tx = crate::source::interface::follow(snap_tx, wanted_rx);
     let mut file_settings = None;
     let mut kube = None;
