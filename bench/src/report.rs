@@ -439,9 +439,10 @@ fn two_peers_idle(s: &mut String, runs: &[crate::idle::TwoPeers]) {
          Adj-RIBs-Out, then {} s of idling after 3 s of rest; both ends use the timers shown. \
          Wake-ups = context switches (voluntary and not) of every thread / wall time; threads are \
          sampled every 100 ms, so one that ends during the run counts up to its last sample. A \
-         keepalive received is a wake-up, one sent is another unless it goes out in the same one \
-         (RFC 4271 §10's jitter, see the session driver): each peer costs between 1 and 2 per \
-         keepalive interval.\n",
+         keepalive received is a wake-up, one sent is another (they coincide only by chance): each \
+         peer costs up to 2 per keepalive interval, so with 3 s keepalives two peers cost about 4/3 per second, \
+         2/3 of them receiving alone. The main thread (named after the binary) runs every task; \
+         `tokio-rt-worker` threads are tokio's blocking pool (file system calls), which exit after 10 s unused.\n",
         n_label(crate::idle::N),
         runs.first().map_or(0, |r| r.secs)
     )
