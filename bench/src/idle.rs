@@ -132,22 +132,22 @@ fn run_one(args: &Args, keepalive: u64, hold: u64) -> TwoPeers {
     // (tokio's blocking-pool threads do after 10 s idle) still counts.
     let mut last = first.clone();
     let end = t0 + Duration::from_secs(args.idle_secs);
-    let mut lost_at_exit = 0u64;
+    // Threads that ended: their last sample stands, and the switches
+    // after it are lost (the exit itself is one, counted here).
+    let mut ended = std::collections::BTreeSet::new();
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(100));
         let now = per_thread(pid);
-        for (tid, seen) in &last {
+        for tid in last.keys() {
             if !now.contains_key(tid) {
-                // Its last sample stands; switches after it are lost (a
-                // thread's exit itself is one).
-                lost_at_exit += 1;
-                let _ = seen;
+                ended.insert(*tid);
             }
         }
         for (tid, v) in now {
             last.insert(tid, v);
         }
     }
+    let lost_at_exit = ended.len() as u64;
     let dt = t0.elapsed().as_secs_f64();
     let total_now = procstat::context_switches(pid);
     let cpu = procstat::cpu_seconds(pid) - c0;

@@ -487,12 +487,12 @@ pub async fn run(
     // The file is read at start, whatever watches it.
     settled_at.get_or_insert_with(time::Instant::now);
     let mut period = period_now(&directory);
-    let mut ticks = period.map(|p| interval_from_now(p));
+    let mut ticks = period.map(interval_from_now);
     let mut reloads = true;
     loop {
         if period_now(&directory) != period {
             period = period_now(&directory);
-            ticks = period.map(|p| interval_from_now(p));
+            ticks = period.map(interval_from_now);
         }
         let snapshot = tokio::select! {
             biased;
