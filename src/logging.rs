@@ -164,6 +164,11 @@ impl<K: Eq + Hash + Clone> RateLimiter<K> {
         }
     }
 
+    /// Whether any dropped line is not yet reported.
+    pub fn has_suppressed(&self) -> bool {
+        self.evicted > 0 || self.buckets.values().any(|b| b.suppressed > 0)
+    }
+
     /// Counts a line for `key` as dropped (another limit refused it), and
     /// gives back the token `check` took for it.
     pub fn refund(&mut self, key: &K, suppressed_before: u64, now: Instant) {
@@ -301,6 +306,12 @@ impl LogLimiter {
         }
     }
 
+    /// Whether a summary is still to be written (every dropped line is
+    /// counted per source): the daemon flushes only while this holds.
+    pub fn pending(&self) -> bool {
+        self.per_source.has_suppressed()
+    }
+
     /// The summaries due at `now`, one per kind; nothing if the last ones
     /// were less than `summary_every` ago.
     pub fn flush(&mut self, now: Instant) -> Vec<FloodSummary> {
@@ -375,8 +386,13 @@ pub fn allow(kind: Kind, source: &str) -> Option<Suppressed> {
     }
 }
 
+/// Whether a "suppressed N similar" summary is still to be written.
+pub fn pending() -> bool {
+    global().lock().unwrap_or_else(|e| e.into_inner()).pending()
+}
+
 /// Writes the "suppressed N similar" summaries that are due. The daemon
-/// calls it every second.
+/// calls it every second while [`pending`] says there is one.
 pub fn flush() {
     let due = global()
         .lock()

@@ -439,3 +439,42 @@ fn a_reload_moves_the_api_and_the_listening_address() {
         "moving the listener reset no session"
     );
 }
+
+/// An edit of the config file, no SIGHUP: the daemon sees it by its watch
+/// of the file's directory. The edit adds the first `interface`
+/// advertisement: the interface driver, idle until then (no advertisement
+/// read the addresses), starts following them.
+#[test]
+fn an_edit_adding_an_interface_advertisement_is_followed_without_a_signal() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    lab.node.ip(&["addr", "add", "203.0.113.9/32", "dev", "lo"]);
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let conf = |ads: &str| node_conf(65001, NODE, &[("tor1", TOR, 65000)], ads, "");
+    let node = Holdfast::start(&lab.node, &conf(AD), &vips(&["198.51.100.10"]));
+    frr.wait_established(node_ip(), LONG);
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    assert!(
+        frr.prefix("203.0.113.9/32").is_none(),
+        "no interface advertisement yet"
+    );
+
+    let edited = Instant::now();
+    node.write_config(&conf(&format!(
+        "{AD}[[advertisement]]\nname = \"loopback\"\ninterface = \"lo\"\n"
+    )));
+    frr.wait_prefix("203.0.113.9/32", LONG);
+    println!(
+        "interface address announced {:?} after the edit",
+        edited.elapsed()
+    );
+    // Followed from then on: an address added to lo is announced.
+    lab.node
+        .ip(&["addr", "add", "203.0.113.10/32", "dev", "lo"]);
+    frr.wait_prefix("203.0.113.10/32", LONG);
+    assert!(
+        log_lines(&node, "config reloaded") >= 1,
+        "the edit was applied as a reload:\n{}",
+        node.log()
+    );
+}

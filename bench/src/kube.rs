@@ -40,7 +40,7 @@ fn config() -> String {
 /// Service `i`: odd ones have `externalTrafficPolicy: Cluster` (every node
 /// advertises them), even ones `Local` (advertised where an endpoint is).
 fn local_policy(i: usize) -> bool {
-    i % 2 == 0
+    i.is_multiple_of(2)
 }
 
 /// The nodes of slice `i`'s endpoints: `i % 10`, `i % 10 + 10`, …, so each

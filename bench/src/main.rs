@@ -8,6 +8,7 @@
 //! flushes the routes before the next speaker starts.
 
 mod capture;
+mod idle;
 mod kube;
 mod mrt;
 mod nshttp;
@@ -554,6 +555,9 @@ fn main() {
                 bulk_run(&mut rx, &args, kind, n, &mut results);
             }
         }
+    }
+    if args.wants("idle") {
+        results.idle_two_peers = idle::run(&args);
     }
     if args.wants("latency") {
         results.latency_file = Some(latency_file(&mut rx, &args));

@@ -22,6 +22,8 @@ pub struct Results {
     pub codec: Option<Codec>,
     pub scrapes: Option<crate::scrapes::Figures>,
     pub startup: Option<crate::startup::Startup>,
+    /// holdfast idle with two peers, by timers (bench/src/idle.rs).
+    pub idle_two_peers: Vec<crate::idle::TwoPeers>,
 }
 
 #[derive(Debug)]
@@ -321,6 +323,10 @@ pub fn render(r: &Results, args: &Args) -> String {
         }
     }
 
+    if !r.idle_two_peers.is_empty() {
+        two_peers_idle(&mut s, &r.idle_two_peers);
+    }
+
     let churn: Vec<_> = Kind::ALL
         .iter()
         .filter_map(|k| {
@@ -521,6 +527,54 @@ fn build_targets(rows: &mut Vec<(String, String, Option<bool>)>, r: &Results, ar
     }
 }
 
+/// "holdfast idle with two peers": per timer setting, the total and the
+/// threads that woke.
+fn two_peers_idle(s: &mut String, runs: &[crate::idle::TwoPeers]) {
+    writeln!(
+        s,
+        "\n### holdfast idle with two peers\n\n\
+         Two sessions (two neighbors of one FRR bgpd, the node's two addresses), {} routes in both \
+         Adj-RIBs-Out, then {} s of idling after 3 s of rest; both ends use the timers shown. \
+         Wake-ups = context switches (voluntary and not) of every thread / wall time; threads are \
+         sampled every 100 ms, so one that ends during the run counts up to its last sample. A \
+         keepalive received is a wake-up, one sent is another (they coincide only by chance): each \
+         peer costs up to 2 per keepalive interval, so with 3 s keepalives two peers cost about 4/3 per second, \
+         2/3 of them receiving alone. The main thread (named after the binary) runs every task; \
+         `tokio-rt-worker` threads are tokio's blocking pool (file system calls), which exit after 10 s unused.\n",
+        n_label(crate::idle::N),
+        runs.first().map_or(0, |r| r.secs)
+    )
+    .unwrap();
+    writeln!(
+        s,
+        "| timers (keepalive/hold) | wake-ups/s | CPU | by thread (wake-ups/s) | threads (end / seen) |\n|---|---|---|---|---|"
+    )
+    .unwrap();
+    for r in runs {
+        let threads: Vec<String> = r
+            .by_thread
+            .iter()
+            .map(|(name, w)| format!("{name} {w:.2}"))
+            .collect();
+        writeln!(
+            s,
+            "| {}/{} s | {:.2} | {:.3} % | {} | {} / {} |",
+            r.keepalive,
+            r.hold,
+            r.wakeups_per_sec,
+            r.cpu_percent,
+            if threads.is_empty() {
+                "none".to_owned()
+            } else {
+                threads.join(", ")
+            },
+            r.threads_end,
+            r.threads_seen
+        )
+        .unwrap();
+    }
+}
+
 /// The benchmark targets, each against what this run measured.
 fn targets(s: &mut String, r: &Results, args: &Args) {
     let get = |k: Kind, n: usize| r.bulk.get(&(k.name().to_owned(), n));
@@ -560,20 +614,19 @@ fn targets(s: &mut String, r: &Results, args: &Args) {
             Some(f.rss_kib <= limit_mib * 1024),
         ));
     }
-    if let Some(l) = &r.latency_kube {
-        if r.kube_footprints
+    if let Some(l) = &r.latency_kube
+        && r.kube_footprints
             .iter()
             .any(|f| f.services == crate::kube::LATENCY_AT)
-        {
-            rows.push((
-                format!(
-                    "Kubernetes source, {} Services: status change → FRR RIB p50 ≤ 15 ms",
-                    n_label(crate::kube::LATENCY_AT)
-                ),
-                format!("{:.1} ms (p99 {:.1} ms)", l.p50_ms, l.p99_ms),
-                Some(l.p50_ms <= 15.0),
-            ));
-        }
+    {
+        rows.push((
+            format!(
+                "Kubernetes source, {} Services: status change → FRR RIB p50 ≤ 15 ms",
+                n_label(crate::kube::LATENCY_AT)
+            ),
+            format!("{:.1} ms (p99 {:.1} ms)", l.p50_ms, l.p99_ms),
+            Some(l.p50_ms <= 15.0),
+        ));
     }
     for (name, l) in [
         ("VIP file", &r.latency_file),
@@ -586,6 +639,23 @@ fn targets(s: &mut String, r: &Results, args: &Args) {
                 Some(l.p50_ms <= 20.0),
             ));
         }
+    }
+    if let Some(d) = r.idle_two_peers.iter().find(|t| t.keepalive == 30) {
+        let fast = r.idle_two_peers.iter().find(|t| t.keepalive == 3);
+        rows.push((
+            format!(
+                "idle: ≤ 1 wake-up/s, 2 peers, {} routes (holdfast's default timers: keepalive 30 s, hold 90 s)",
+                n_label(crate::idle::N)
+            ),
+            match fast {
+                Some(f) => format!(
+                    "{:.2}/s (with 3 s keepalives: {:.2}/s, of which receiving alone is 2 × 1/3)",
+                    d.wakeups_per_sec, f.wakeups_per_sec
+                ),
+                None => format!("{:.2}/s", d.wakeups_per_sec),
+            },
+            Some(d.wakeups_per_sec <= 1.0),
+        ));
     }
     if let Some(c) = get(Kind::Holdfast, args.churn_size).and_then(|b| b.churn_updates) {
         rows.push((

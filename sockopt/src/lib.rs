@@ -9,7 +9,9 @@
 //!   `TCP_SAVED_SYN`: [`set_save_syn`], [`saved_syn_ttl`] (per-peer GTSM
 //!   on a listener shared by peers with different minimums);
 //! - the hop limit of a received ICMPv6 message (`IPV6_HOPLIMIT`), which
-//!   Neighbor Discovery checks (RFC 4861 §6.1.2): [`recv_with_hop_limit`].
+//!   Neighbor Discovery checks (RFC 4861 §6.1.2): [`recv_with_hop_limit`];
+//! - a one-shot kernel timer ([`TimerFd`], `timerfd_create(2)`), for the
+//!   session timers: woken once at the deadline.
 //!
 //! Every function takes anything that lends its file descriptor
 //! ([`AsFd`](std::os::fd::AsFd)): a `socket2::Socket`, a std or tokio
@@ -34,9 +36,10 @@ mod ifaddr;
 pub mod malloc;
 mod md5;
 mod syn;
+mod timer;
 
 // The single exception to the workspace's "no unsafe code": the raw
-// setsockopt(2), getsockopt(2), recvmsg(2), getifaddrs(3) and mallopt(3) calls. Everything else in
+// setsockopt(2), getsockopt(2), recvmsg(2), getifaddrs(3), mallopt(3) and timerfd calls. Everything else in
 // this crate is safe.
 #[allow(unsafe_code)]
 mod sys;
@@ -47,3 +50,4 @@ pub use icmpv6::{Received, recv_with_hop_limit};
 pub use ifaddr::{InterfaceAddress, interface_addresses};
 pub use md5::{MD5_MAX_KEY_LEN, clear_md5_key, set_md5_key};
 pub use syn::{saved_syn_ttl, set_save_syn};
+pub use timer::TimerFd;

@@ -244,3 +244,53 @@ pub fn set_mmap_threshold(bytes: libc::c_int) {
     // own settings; glibc documents it as callable at any time.
     unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes) };
 }
+
+/// `timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)`.
+pub(crate) fn timerfd_create() -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: no pointers; the flags are valid for timerfd_create(2).
+    let fd = unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Arms the timer once, `after` from now (relative, no interval); a zero
+/// `after` disarms it.
+pub(crate) fn timerfd_settime(fd: BorrowedFd<'_>, after: std::time::Duration) -> io::Result<()> {
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: after.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(after.subsec_nanos() as i32),
+        },
+    };
+    // SAFETY: `spec` lives across the call; the old value is not asked for
+    // (null is allowed).
+    let rc = unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reads the expiration count (`WouldBlock` while it has not expired).
+pub(crate) fn timerfd_read(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut count = [0u8; 8];
+    // SAFETY: `count` is 8 writable bytes, what a timerfd read fills.
+    let n = unsafe { libc::read(fd.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from_ne_bytes(count))
+}

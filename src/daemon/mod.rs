@@ -73,6 +73,9 @@ struct Daemon {
     /// The Kubernetes source, when `source.kind = "kubernetes"`.
     kube: Option<Arc<crate::source::kubernetes::Handle>>,
     kube_config: Option<watch::Sender<Arc<Config>>>,
+    /// Whether an advertisement announces an interface's addresses (the
+    /// interface driver reads them only then).
+    interfaces_wanted: watch::Sender<bool>,
     /// The probe tasks of the VIPs the routes core tracks a probe for.
     probe_tasks: BTreeMap<IpAddr, (config::Probe, probe::ProbeTask)>,
     probe_tx: tokio::sync::mpsc::UnboundedSender<probe::ProbeResult>,
@@ -129,27 +132,70 @@ async fn next_labels(
     }
 }
 
+/// How often peers that follow the default gateway (or an interface's
+/// router) check whether it moved.
+const GATEWAY_CHECK: Duration = Duration::from_secs(5);
+
+/// When the main loop's chores last ran.
+struct Chores {
+    /// The per-second ones.
+    last: Instant,
+    /// The gateway check.
+    gateways: Instant,
+}
+
+impl Chores {
+    fn new(now: Instant) -> Self {
+        Chores {
+            last: now,
+            gateways: now,
+        }
+    }
+}
+
+/// Sleeps until `at`; never when `None`.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next change in the config file's directories; never without a
+/// watch.
+async fn next_change(
+    watch: &mut Option<crate::source::dirwatch::PathWatch>,
+) -> std::io::Result<()> {
+    match watch {
+        Some(w) => w.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Daemon {
     /// The main loop, a thin driver: it waits for the next input — a
     /// snapshot, a probe result, a drain changed by the API, the routes
-    /// core's next deadline, a connection, a signal, the one-second tick of
-    /// the config poller and the gateway and restart checks — feeds it to
-    /// its owner and carries the routes core's outputs. Returns the signal
-    /// that stopped the daemon, if one did.
+    /// core's next deadline, a connection, a signal, a change of the config
+    /// file, the next chore that is due ([`Daemon::next_chore`]) — feeds it
+    /// to its owner and carries the routes core's outputs. Every timer is
+    /// armed for its next deadline only: an idle daemon with nothing due
+    /// sleeps until a peer speaks. Returns the signal that stopped the
+    /// daemon, if one did.
     async fn drive(&mut self, mut inputs: Inputs) -> Option<&'static str> {
         let drain = self.drain.clone();
-        let mut every_second = tokio::time::interval(Duration::from_secs(1));
-        every_second.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut gateway_check = Instant::now();
+        // The config file's directories, watched: a change is seen at once
+        // and nothing polls while the watch is complete.
+        let mut config_watch = crate::source::dirwatch::PathWatch::new(&self.opts.config)
+            .map_err(|e| warn!("inotify unavailable ({e}): the config file is polled every second"))
+            .ok();
+        let mut config_settled: Option<Instant> = None;
+        let mut chores = Chores::new(Instant::now());
         let mut signal = None;
         loop {
             let deadline = self.routes.next_deadline();
-            let routes_timer = async {
-                match deadline {
-                    Some(t) => tokio::time::sleep_until(t.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let routes_timer = sleep_until(deadline);
+            let watched = config_watch.as_ref().is_some_and(|w| w.complete());
+            let chore_timer = sleep_until(self.next_chore(&chores, watched));
             tokio::select! {
                 () = drain.1.notified() => self.routes.publish_tables(),
                 () = routes_timer => {
@@ -184,25 +230,84 @@ impl Daemon {
                     info!("SIGHUP: reloading the config");
                     self.config_stamp = self.reload().await;
                 }
-                _ = every_second.tick() => {
-                    logging::flush();
+                changed = next_change(&mut config_watch) => match changed {
+                    // An editor's save is a burst of events: check once it
+                    // is over.
+                    Ok(()) => {
+                        config_settled =
+                            Some(Instant::now() + crate::source::file::SETTLE);
+                    }
+                    Err(e) => {
+                        warn!("inotify failed ({e}): the config file is polled every second");
+                        config_watch = None;
+                    }
+                },
+                () = sleep_until(config_settled) => {
+                    config_settled = None;
                     self.poll_config_file().await;
+                    if let Some(w) = config_watch.as_mut() {
+                        w.rewatch();
+                    }
+                }
+                () = chore_timer => {
+                    let now = Instant::now();
+                    chores.last = now;
+                    logging::flush();
+                    if !watched {
+                        self.poll_config_file().await;
+                        if let Some(w) = config_watch.as_mut() {
+                            w.rewatch();
+                        }
+                    }
                     self.follow_restart();
                     self.follow_node();
-                    self.resync.set_every(self.config.resync, Instant::now());
-                    if self.resync.due(Instant::now()) {
+                    if self.resync.due(now) {
                         self.reconcile().await;
                     }
-                    if gateway_check.elapsed() >= Duration::from_secs(5) {
-                        gateway_check = Instant::now();
+                    if now.saturating_duration_since(chores.gateways) >= GATEWAY_CHECK {
+                        chores.gateways = now;
                         self.check_gateways().await;
                     }
                 }
             }
+            self.resync.set_every(self.config.resync, Instant::now());
+            let wanted = crate::source::interface::wanted(&self.config);
+            self.interfaces_wanted
+                .send_if_modified(|w| std::mem::replace(w, wanted) != wanted);
             self.carry();
             self.refresh_shared();
         }
         signal
+    }
+
+    /// When the main loop next has a chore to do; `None`: none is due,
+    /// and no timer is armed for them. Each chore arms its own need:
+    /// - every second, while one of these is going on: summaries of
+    ///   suppressed log lines to write, the config file polled (its watch
+    ///   is incomplete), graceful restart in progress (when each peer's
+    ///   restart ends), the Kubernetes source (the Node going away);
+    /// - every [`GATEWAY_CHECK`], while a peer follows the default gateway
+    ///   or an interface's router;
+    /// - the next periodic reconcile (`[source] resync`).
+    fn next_chore(&self, chores: &Chores, config_watched: bool) -> Option<Instant> {
+        let mut due = self.resync.next();
+        let mut arm = |t: Instant| due = Some(due.map_or(t, |d: Instant| d.min(t)));
+        if logging::pending()
+            || !config_watched
+            || self.restart.in_progress()
+            || self.kube.is_some()
+        {
+            arm(chores.last + Duration::from_secs(1));
+        }
+        if self.peers.values().any(|p| {
+            matches!(
+                p.config.address,
+                PeerAddress::DefaultGateway(_) | PeerAddress::Interface(_)
+            )
+        }) {
+            arm(chores.gateways + GATEWAY_CHECK);
+        }
+        due
     }
 
     /// Carries the routes core's outputs: changed tables to the sessions,

@@ -53,7 +53,8 @@ pub(super) fn listener_keys(c: &Config) -> BTreeMap<IpAddr, Vec<u8>> {
 }
 
 impl Daemon {
-    /// The config poller (every second): the file changed since the last
+    /// The config check (after a change in its directories, or every second
+    /// while they are not all watched): the file changed since the last
     /// reload — or during it — reloads it.
     pub(super) async fn poll_config_file(&mut self) {
         // The identity is taken before the file is read: an edit

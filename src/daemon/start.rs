@@ -219,6 +219,7 @@ struct Source {
     kube: Option<Arc<crate::source::kubernetes::Handle>>,
     kube_config: Option<watch::Sender<Arc<Config>>>,
     node_status: Option<crate::source::kubernetes::NodeStatusWriter>,
+    interfaces_wanted: watch::Sender<bool>,
 }
 
 /// A future that completes when the daemon stops.
@@ -239,8 +240,10 @@ async fn start_source(
     stops: &watch::Receiver<bool>,
 ) -> Result<Source, String> {
     let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
-    // Interface addresses, for `[[advertisement]] interface`.
-    let snap_tx = crate::source::interface::follow(snap_tx);
+    // Interface addresses, for `[[advertisement]] interface`, read while
+    // one is configured.
+    let (interfaces_wanted, wanted_rx) = watch::channel(crate::source::interface::wanted(config));
+    let snap_tx = crate::source::interface::follow(snap_tx, wanted_rx);
     let mut file_settings = None;
     let mut kube = None;
     let mut kube_config = None;
@@ -291,6 +294,7 @@ async fn start_source(
         kube,
         kube_config,
         node_status,
+        interfaces_wanted,
     })
 }
 
@@ -374,6 +378,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube,
         kube_config,
         node_status,
+        interfaces_wanted,
     } = start_source(&config, &node, &shared, &drain_control, &stops).await?;
 
     let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -400,6 +405,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         bfd: None,
         kube,
         kube_config,
+        interfaces_wanted,
         probe_tasks: BTreeMap::new(),
         probe_tx,
         routes_ready: watch::channel(false).0,

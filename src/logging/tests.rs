@@ -294,3 +294,19 @@ fn a_summary_waits_for_the_summary_period_even_with_tokens_to_spare() {
     assert_eq!(next.len(), 1, "{next:?}");
     assert_eq!(next[0].suppressed, 1);
 }
+
+/// The daemon arms its flush timer only while a summary is pending: none
+/// before anything is dropped, one from the first line dropped until its
+/// summary is written.
+#[test]
+fn a_summary_is_pending_from_a_dropped_line_until_it_is_written() {
+    let mut l = LogLimiter::new(limits(1, S, 16), limits(100, S, 16), 10 * S);
+    let t0 = Instant::now();
+    assert!(!l.pending(), "nothing dropped yet");
+    assert!(logged(l.check(Kind::RouteRefresh, "tor1", t0)));
+    assert!(!l.pending(), "a line written is not pending");
+    assert_eq!(l.check(Kind::RouteRefresh, "tor1", t0), Verdict::Suppress);
+    assert!(l.pending(), "a dropped line is");
+    assert_eq!(l.flush(t0 + S).len(), 1);
+    assert!(!l.pending(), "its summary was written");
+}

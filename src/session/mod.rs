@@ -5,6 +5,7 @@
 //! Adj-RIB-Out, MRAI, End-of-RIB and route refresh) the desired table the
 //! daemon publishes, handing what it outputs to the FSM to send.
 
+mod deadline;
 pub mod socket;
 mod spec;
 
@@ -361,17 +362,13 @@ impl Driver {
             .is_some_and(|b| b.borrow().state == crate::bfd::packet::State::Up);
         self.event(Event::ManualStart);
         self.started = true;
+        let mut timer = deadline::Deadline::new();
         loop {
             let deadline = [self.fsm.next_deadline(), self.speaker.next_deadline()]
                 .into_iter()
                 .flatten()
                 .min();
-            let sleep = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let sleep = timer.until(deadline);
             tokio::select! {
                 cmd = cmds.recv() => match cmd {
                     Some(Command::Incoming(stream)) => self.incoming(stream),

@@ -7,16 +7,23 @@
 //!
 //! # Noticing edits
 //!
-//! Watched, and polled. The file's directory is watched with inotify: any
-//! change in it (a write, a create, a rename, the `..data` symlink of a
-//! ConfigMap swapped) wakes the source, which checks the file once the
-//! directory has been quiet for [`SETTLE`] (3 ms) — an edit reaches the
-//! speaker in a few milliseconds. inotify watches inodes and directory
-//! entries, not paths through symlinks, so it cannot see everything (an
-//! in-place edit of a symlink's target in another directory, a directory
-//! replaced as a whole, a kernel without inotify); polling stays as the
-//! safety net that sees those, within two polls (every second while
-//! inotify watches, four times a second when it cannot).
+//! Watched; polled only where the watch cannot see. The directories the
+//! path depends on are watched with inotify ([`PathWatch`]): the file's
+//! own, and when the path is a symlink, each target's (a ConfigMap's
+//! `..data/`, a file linked from elsewhere). Any change in one (a write, a
+//! create, a rename, the `..data` symlink of a ConfigMap swapped) wakes
+//! the source, which checks the file once the directory has been quiet for
+//! [`SETTLE`] (3 ms) — an edit reaches the speaker in a few milliseconds —
+//! and moves the watches if the chain moved. While every directory of the
+//! chain is watched, nothing else is armed: an idle daemon is never woken
+//! for the file. Polling takes over where a directory cannot be watched
+//! (it does not exist yet, it was deleted or moved, a symlink loop, a
+//! kernel without inotify): every second while inotify watches part of
+//! the chain, four times a second without inotify, retrying the watch at
+//! each poll. What inotify cannot see at all (a symlinked parent directory
+//! re-pointed, a network file system written from another host) is left
+//! to the periodic reconcile (`[source] resync`), which reads the file
+//! from scratch.
 //!
 //! Every check, woken or polled (250 ms in the daemon), stats the path
 //! *following symlinks*, and the file is read when what the stat says
@@ -40,9 +47,8 @@
 //!   check woken by inotify runs only after [`SETTLE`] without any event in
 //!   the directory, so what it sees has stood still that long. A polled
 //!   check acts on a change once the stat has shown it at two checks in a
-//!   row, one poll apart (an edit inotify missed is picked up within two
-//!   poll intervals: 2 s in the daemon while inotify watches, 0.5 s
-//!   without it). Until the first snapshot is published nothing waits:
+//!   row, one poll apart (within two poll intervals: 2 s in the daemon
+//!   while inotify watches part of the chain, 0.5 s without it). Until the first snapshot is published nothing waits:
 //!   there is no set to protect.
 //! - **Empty is confirmed.** A file truncated and rewritten in place (`>`
 //!   in a shell, a program that opens with `O_TRUNC` and then spends time
@@ -91,6 +97,7 @@ use tokio::time::{self, MissedTickBehavior};
 use tracing::{info, warn};
 
 use super::SnapshotSink;
+use super::dirwatch::PathWatch;
 use crate::config::{self, Config, Diagnostic, Source};
 use crate::model::{Interner, SourceSnapshot, Vip};
 
@@ -100,8 +107,9 @@ mod tests;
 /// How often the daemon checks the VIP file without being woken.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 
-/// While inotify watches the directory, polls are this many times further
-/// apart (1 s in the daemon).
+/// While inotify watches part of the file's directories, polls are this
+/// many times further apart (1 s in the daemon); while it watches all of
+/// them, there are none.
 pub const WATCHED_POLL_FACTOR: u32 = 4;
 
 /// How long the VIP file's directory must be quiet after an inotify event
@@ -446,66 +454,16 @@ impl FileSource {
     }
 }
 
-/// inotify on the VIP file's directory (see the module doc): a stream of
-/// "something changed in there".
-struct DirectoryWatch {
-    events: inotify::EventStream<Vec<u8>>,
-    watching: Option<inotify::WatchDescriptor>,
-}
-
-impl DirectoryWatch {
-    /// `None` when inotify is unavailable (then polling alone notices
-    /// edits).
-    fn new(path: &Path) -> Option<DirectoryWatch> {
-        let events = inotify::Inotify::init()
-            .and_then(|i| i.into_event_stream(vec![0u8; 4096]))
-            .map_err(|e| warn!("inotify unavailable ({e}): the VIP file is polled only"))
-            .ok()?;
-        let mut watch = DirectoryWatch {
-            events,
-            watching: None,
-        };
-        watch.watch(path);
-        Some(watch)
-    }
-
-    /// Watches the directory holding `path` (instead of any before).
-    fn watch(&mut self, path: &Path) {
-        use inotify::WatchMask;
-        let mut watches = self.events.watches();
-        if let Some(old) = self.watching.take() {
-            // Gone already if the directory was deleted.
-            let _ = watches.remove(old);
-        }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let mask = WatchMask::MODIFY
-            | WatchMask::CLOSE_WRITE
-            | WatchMask::ATTRIB
-            | WatchMask::CREATE
-            | WatchMask::DELETE
-            | WatchMask::MOVED_FROM
-            | WatchMask::MOVED_TO;
-        match watches.add(dir, mask) {
-            Ok(wd) => self.watching = Some(wd),
-            Err(e) => warn!(
-                dir = %dir.display(),
-                "cannot watch the VIP file's directory ({e}): edits are noticed by polling only"
-            ),
-        }
-    }
-}
-
 /// Runs the file source until `shutdown` completes or nobody receives
 /// snapshots any more. Checks the file [`SETTLE`] after inotify reports a
-/// change in its directory, and polls it regardless: every `poll` (the
-/// daemon uses [`DEFAULT_POLL_INTERVAL`]) while nothing watches the
-/// directory, every [`WATCHED_POLL_FACTOR`] × `poll` while inotify does
-/// (then polling only finds what inotify cannot see, and each poll is a
-/// wake-up of an otherwise idle daemon). Takes config reloads from
-/// `settings` (when its sender is dropped, the settings in force stay).
+/// change in a directory it depends on (its own, and each symlink
+/// target's: [`PathWatch`]). While every one of those is watched nothing
+/// else is armed: an idle daemon is not woken for the file. Else it polls:
+/// every `poll` (the daemon uses [`DEFAULT_POLL_INTERVAL`]) without
+/// inotify, every [`WATCHED_POLL_FACTOR`] × `poll` while inotify watches
+/// part of the chain, retrying the rest at each poll. Takes config reloads
+/// from `settings` (when its sender is dropped, the settings in force
+/// stay).
 pub async fn run(
     mut settings: watch::Receiver<FileSettings>,
     mut sink: impl SnapshotSink,
@@ -513,29 +471,28 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) {
     let mut source = FileSource::new(settings.borrow_and_update().clone());
-    let mut directory = DirectoryWatch::new(&source.settings().path);
+    let mut directory = PathWatch::new(&source.settings().path)
+        .map_err(|e| warn!("inotify unavailable ({e}): the VIP file is polled only"))
+        .ok();
     // When the directory has been quiet for SETTLE since the last event.
     let mut settled_at: Option<time::Instant> = None;
     let mut shutdown = pin!(shutdown);
     // A zero period would make the interval panic.
     let poll = poll.max(Duration::from_millis(1));
-    let period_now = |directory: &Option<DirectoryWatch>| {
-        if directory.as_ref().is_some_and(|d| d.watching.is_some()) {
-            poll * WATCHED_POLL_FACTOR
-        } else {
-            poll
-        }
+    let period_now = |directory: &Option<PathWatch>| match directory {
+        Some(d) if d.complete() => None,
+        Some(d) if d.watches_any() => Some(poll * WATCHED_POLL_FACTOR),
+        _ => Some(poll),
     };
+    // The file is read at start, whatever watches it.
+    settled_at.get_or_insert_with(time::Instant::now);
     let mut period = period_now(&directory);
-    // The first tick is at once: the file is read at start.
-    let mut ticks = time::interval(period);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut ticks = period.map(interval_from_now);
     let mut reloads = true;
     loop {
         if period_now(&directory) != period {
             period = period_now(&directory);
-            ticks = time::interval_at(time::Instant::now() + period, period);
-            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            ticks = period.map(interval_from_now);
         }
         let snapshot = tokio::select! {
             biased;
@@ -547,41 +504,61 @@ pub async fn run(
                     continue;
                 }
                 let new = settings.borrow_and_update().clone();
-                if let Some(d) = directory.as_mut()
-                    && new.path != source.settings().path
-                {
-                    d.watch(&new.path);
+                let moved = new.path != source.settings().path;
+                if let Some(d) = directory.as_mut() {
+                    d.set_path(&new.path);
                 }
                 if source.reconfigure(new) {
                     // Read the file again now, with the new names.
                     settled_at = Some(time::Instant::now());
+                } else if moved {
+                    // A new path: read once the watch on it stood SETTLE
+                    // (no poll may be coming).
+                    settled_at = Some(time::Instant::now() + SETTLE);
                 }
                 continue;
             }
             event = next_event(&mut directory) => {
                 match event {
-                    Some(Ok(_)) => settled_at = Some(time::Instant::now() + SETTLE),
-                    Some(Err(e)) => {
+                    Ok(()) => settled_at = Some(time::Instant::now() + SETTLE),
+                    Err(e) => {
                         warn!("inotify failed ({e}): the VIP file is polled only");
                         directory = None;
                     }
-                    None => directory = None,
                 }
                 continue;
             }
             () = sleep_until(settled_at), if settled_at.is_some() => {
                 settled_at = None;
-                tokio::select! {
+                let snapshot = tokio::select! {
                     biased;
                     () = &mut shutdown => return,
                     snapshot = source.check_settled() => snapshot,
+                };
+                // The chain may have moved (a ConfigMap's `..data` swapped).
+                if let Some(d) = directory.as_mut() {
+                    d.rewatch();
                 }
+                snapshot
             }
-            _ = ticks.tick() => tokio::select! {
-                biased;
-                () = &mut shutdown => return,
-                snapshot = source.check() => snapshot,
-            },
+            _ = next_tick(&mut ticks) => {
+                let snapshot = tokio::select! {
+                    biased;
+                    () = &mut shutdown => return,
+                    snapshot = source.check() => snapshot,
+                };
+                // Polling because part of the chain is not watched: try
+                // again (the directory may be back). Once it is all
+                // watched no poll follows, so what changed before the
+                // watch began is checked now.
+                if let Some(d) = directory.as_mut() {
+                    d.rewatch();
+                    if d.complete() {
+                        settled_at = Some(time::Instant::now() + SETTLE);
+                    }
+                }
+                snapshot
+            }
         };
         if source.confirming_empty() && settled_at.is_none() {
             // Read it again once an emptiness seen now may be believed.
@@ -595,13 +572,27 @@ pub async fn run(
     }
 }
 
-/// The next inotify event, or never without a watch.
-async fn next_event(
-    directory: &mut Option<DirectoryWatch>,
-) -> Option<std::io::Result<inotify::EventOwned>> {
-    use futures::StreamExt;
+/// A poll every `period`, the first one `period` from now.
+fn interval_from_now(period: Duration) -> time::Interval {
+    let mut ticks = time::interval_at(time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticks
+}
+
+/// The next poll, or never while nothing polls.
+async fn next_tick(ticks: &mut Option<time::Interval>) {
+    match ticks {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The next inotify change, or never without a watch.
+async fn next_event(directory: &mut Option<PathWatch>) -> std::io::Result<()> {
     match directory {
-        Some(d) => d.events.next().await,
+        Some(d) => d.changed().await,
         None => std::future::pending().await,
     }
 }

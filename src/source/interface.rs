@@ -7,7 +7,9 @@
 //!
 //! Polling, not netlink: an address change shows within
 //! [`POLL_INTERVAL`], and a removed address is held down like any vanished
-//! route, so a second of delay costs nothing.
+//! route, so a second of delay costs nothing. Polled only while an
+//! advertisement announces an interface: a daemon without one is never
+//! woken for them.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -61,19 +63,33 @@ fn read() -> BTreeMap<String, Vec<IpAddr>> {
     }
 }
 
+/// Whether `config` has an advertisement that announces an interface's
+/// addresses: only then are they read.
+pub fn wanted(config: &crate::config::Config) -> bool {
+    config.advertisements.iter().any(|a| a.interface.is_some())
+}
+
 /// Puts the driver between a source and the daemon: the source publishes
 /// into the returned sender, the daemon keeps receiving from `outer`'s
-/// receiver. Runs on the current tokio runtime until the source's sender
-/// is dropped or the daemon stops receiving.
-pub fn follow(outer: watch::Sender<SourceSnapshot>) -> watch::Sender<SourceSnapshot> {
+/// receiver. The addresses are polled while `wanted` holds true (the
+/// config has an `interface` advertisement, see [`wanted`]); else nothing
+/// is armed and snapshots pass through as they are (with the interfaces
+/// last read, which no advertisement reads). Runs on the current tokio
+/// runtime until the source's sender is dropped or the daemon stops
+/// receiving.
+pub fn follow(
+    outer: watch::Sender<SourceSnapshot>,
+    mut wanted: watch::Receiver<bool>,
+) -> watch::Sender<SourceSnapshot> {
     let (inner, mut rx) = watch::channel(SourceSnapshot::default());
     tokio::spawn(async move {
-        let mut interfaces = Arc::new(read());
+        let mut polling = *wanted.borrow_and_update();
+        let mut interfaces = Arc::new(if polling { read() } else { BTreeMap::new() });
         // Nothing is passed on before the source's first snapshot: the
         // daemon must not take the interfaces alone for the source's view.
         let mut last: Option<SourceSnapshot> = None;
-        let mut tick = tokio::time::interval(POLL_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut tick = polling.then(ticks);
+        let mut wants = true;
         loop {
             tokio::select! {
                 changed = rx.changed() => {
@@ -82,7 +98,23 @@ pub fn follow(outer: watch::Sender<SourceSnapshot>) -> watch::Sender<SourceSnaps
                     }
                     last = Some(rx.borrow_and_update().clone());
                 }
-                _ = tick.tick() => {
+                changed = wanted.changed(), if wants => {
+                    if changed.is_err() {
+                        // The daemon is gone, or keeps what it said.
+                        wants = false;
+                        continue;
+                    }
+                    let now = *wanted.borrow_and_update();
+                    if now == polling {
+                        continue;
+                    }
+                    polling = now;
+                    // An advertisement now reads them: read at once, then
+                    // poll. None does: stop polling.
+                    tick = polling.then(ticks);
+                    continue;
+                }
+                () = next_tick(&mut tick) => {
                     let now = read();
                     if now == *interfaces {
                         continue;
@@ -106,6 +138,22 @@ pub fn follow(outer: watch::Sender<SourceSnapshot>) -> watch::Sender<SourceSnaps
         }
     });
     inner
+}
+
+/// A poll every [`POLL_INTERVAL`], the first at once.
+fn ticks() -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(POLL_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
+}
+
+async fn next_tick(tick: &mut Option<tokio::time::Interval>) {
+    match tick {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

@@ -857,3 +857,66 @@ async fn a_file_emptied_on_purpose_is_believed_once_it_stays_empty() {
         "an empty file was believed after {took:?}, before EMPTY_SETTLE"
     );
 }
+
+/// Longer than any test: a source started with it is never woken by a
+/// poll, only by its inotify watches.
+const NEVER: Duration = Duration::from_secs(3600);
+
+#[tokio::test]
+async fn edits_are_seen_without_any_poll_while_the_directory_is_watched() {
+    let mut running = Running::start(Some(ONE), NEVER);
+    assert_eq!(running.next().await, healthy(one()));
+    std::fs::write(&running.path, TWO).expect("edit in place");
+    assert_eq!(running.next().await, healthy(two()));
+    write_and_rename(&running.path, ONE);
+    assert_eq!(running.next().await, healthy(one()));
+    std::fs::remove_file(&running.path).expect("delete");
+    assert!(!running.next().await.healthy, "a deleted file is unhealthy");
+    std::fs::write(&running.path, TWO).expect("re-create");
+    assert_eq!(running.next().await, healthy(two()));
+}
+
+/// `vips.toml` a symlink to a file in another directory, edited there in
+/// place: only a watch on the target's directory sees it.
+#[tokio::test]
+async fn an_edit_of_a_symlink_target_elsewhere_is_seen_without_any_poll() {
+    let elsewhere = tempfile::tempdir().expect("temporary directory");
+    let target = elsewhere.path().join("real.toml");
+    std::fs::write(&target, ONE).expect("write");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("vips.toml");
+    std::os::unix::fs::symlink(&target, &path).expect("symlink");
+    let mut running = Running::start_on(dir, path.clone(), NEVER);
+    assert_eq!(running.next().await, healthy(one()));
+    std::fs::write(&target, TWO).expect("edit the target in place");
+    assert_eq!(running.next().await, healthy(two()));
+    // The link re-pointed at a third file: the watch follows it.
+    let third = elsewhere.path().join("third.toml");
+    std::fs::write(&third, ONE).expect("write");
+    let tmp = running.dir.path().join("vips.tmp");
+    std::os::unix::fs::symlink(&third, &tmp).expect("symlink");
+    std::fs::rename(&tmp, &path).expect("re-point");
+    assert_eq!(running.next().await, healthy(one()));
+    std::fs::write(&third, TWO).expect("edit the new target in place");
+    assert_eq!(running.next().await, healthy(two()));
+}
+
+/// The file's directory deleted and made again: its watch ended with it,
+/// so the source polls (and watches the new directory once it is there).
+#[tokio::test]
+async fn a_directory_deleted_and_recreated_is_followed() {
+    let top = tempfile::tempdir().expect("temporary directory");
+    let sub = top.path().join("vips");
+    std::fs::create_dir(&sub).expect("mkdir");
+    let path = sub.join("vips.toml");
+    std::fs::write(&path, ONE).expect("write");
+    let mut running = Running::start_on(top, path.clone(), FAST);
+    assert_eq!(running.next().await, healthy(one()));
+    std::fs::remove_dir_all(&sub).expect("remove the directory");
+    assert!(!running.next().await.healthy, "the file is gone");
+    std::fs::create_dir(&sub).expect("mkdir again");
+    std::fs::write(&path, TWO).expect("write again");
+    assert_eq!(running.next().await, healthy(two()));
+    std::fs::write(&path, ONE).expect("edit");
+    assert_eq!(running.next().await, healthy(one()));
+}
