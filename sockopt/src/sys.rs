@@ -271,7 +271,9 @@ pub(crate) fn timerfd_settime(fd: BorrowedFd<'_>, after: std::time::Duration) ->
             tv_nsec: 0,
         },
         it_value: libc::timespec {
-            tv_sec: after.as_secs().min(i64::MAX as u64) as libc::time_t,
+            // `as _`: the field's own type (libc deprecates naming
+            // `time_t` under musl, whose width it will change).
+            tv_sec: after.as_secs().min(i64::MAX as u64) as _,
             tv_nsec: libc::c_long::from(after.subsec_nanos() as i32),
         },
     };

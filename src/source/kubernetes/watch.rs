@@ -367,10 +367,7 @@ impl Watchers {
         K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
     {
         let (store, writer) = reflector::store();
-        let id = self.links.len();
-        self.links.push(Link::new(name));
-        let backoff =
-            RetryBackoff::new(options.backoff_min, options.backoff_max, &options.node_name);
+        let (id, backoff) = self.add_link(name, options);
         let generation = self.generation;
         let tx = tx.clone();
         let stream = watcher(api, config)
@@ -395,6 +392,16 @@ impl Watchers {
         store
     }
 
+    /// A new link (one watcher's health) and the backoff its watcher
+    /// retries with; answers the link's index.
+    fn add_link(&mut self, name: String, options: &Options) -> (usize, RetryBackoff) {
+        let id = self.links.len();
+        self.links.push(Link::new(name));
+        let backoff =
+            RetryBackoff::new(options.backoff_min, options.backoff_max, &options.node_name);
+        (id, backoff)
+    }
+
     /// Starts one watcher whose objects are kept as the records `convert`
     /// makes of them (`None`: nothing to keep), reporting to `tx`.
     fn watch_records<K, R>(
@@ -411,10 +418,7 @@ impl Watchers {
         R: PartialEq + Send + Sync + 'static,
     {
         let records = Records::default();
-        let id = self.links.len();
-        self.links.push(Link::new(name));
-        let backoff =
-            RetryBackoff::new(options.backoff_min, options.backoff_max, &options.node_name);
+        let (id, backoff) = self.add_link(name, options);
         let generation = self.generation;
         let tx = tx.clone();
         let stream = watcher(api, config).backoff(backoff);
