@@ -13,6 +13,7 @@
 //! at each poll.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
@@ -40,20 +41,49 @@ fn mask() -> WatchMask {
 /// target's, in order, without repeats. `complete` is false when the chain
 /// is longer than [`MAX_HOPS`].
 pub fn directories(path: &Path) -> (Vec<PathBuf>, bool) {
+    let (chain, complete) = chain(path);
+    (chain.into_iter().map(|(dir, _)| dir).collect(), complete)
+}
+
+/// [`directories`] with, for each directory, the names in it that the
+/// path resolves through: the file (or link) itself, and the first
+/// component of a relative link target that goes through a subdirectory
+/// (`..data` of `..data/vips.toml`). Only an event on one of those names
+/// can change what the path holds; another file written in the same
+/// directory (a log, an editor's swap file before its rename) cannot.
+fn chain(path: &Path) -> (Vec<(PathBuf, Vec<OsString>)>, bool) {
     let parent = |p: &Path| match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let mut out: Vec<PathBuf> = Vec::new();
+    let mut out: Vec<(PathBuf, Vec<OsString>)> = Vec::new();
+    let mut note = |dir: &Path, name: Option<&OsStr>| {
+        let i = match out.iter().position(|(d, _)| d == dir) {
+            Some(i) => i,
+            None => {
+                out.push((dir.to_path_buf(), Vec::new()));
+                out.len() - 1
+            }
+        };
+        if let Some(name) = name {
+            if !out[i].1.iter().any(|n| n == name) {
+                out[i].1.push(name.to_os_string());
+            }
+        }
+    };
     let mut p = path.to_path_buf();
     for _ in 0..MAX_HOPS {
         let dir = parent(&p);
-        if !out.contains(&dir) {
-            out.push(dir.clone());
-        }
+        note(&dir, p.file_name());
         match std::fs::read_link(&p) {
             Ok(target) if target.is_absolute() => p = target,
-            Ok(target) => p = dir.join(target),
+            Ok(target) => {
+                let mut parts = target.components();
+                if let (Some(first), Some(_)) = (parts.next(), parts.next()) {
+                    note(&dir, Some(first.as_os_str()));
+                }
+                p = dir.join(target);
+            }
             // Not a symlink (or not there): the chain ends here.
             Err(_) => return (out, true),
         }
@@ -65,8 +95,9 @@ pub fn directories(path: &Path) -> (Vec<PathBuf>, bool) {
 pub struct PathWatch {
     events: inotify::EventStream<Vec<u8>>,
     path: PathBuf,
-    /// The watched directories, by descriptor.
-    watching: BTreeMap<WatchDescriptor, PathBuf>,
+    /// The watched directories, by descriptor, with the names in each
+    /// that the path resolves through.
+    watching: BTreeMap<WatchDescriptor, (PathBuf, Vec<OsString>)>,
     /// Every directory of the chain is watched.
     complete: bool,
 }
@@ -109,14 +140,20 @@ impl PathWatch {
     /// nothing moved: adding a watch on an inode already watched answers
     /// the same descriptor.
     pub fn rewatch(&mut self) {
-        let (dirs, mut complete) = directories(&self.path);
+        let (dirs, mut complete) = chain(&self.path);
         let mut watches = self.events.watches();
-        let mut now: BTreeMap<WatchDescriptor, PathBuf> = BTreeMap::new();
-        for dir in dirs {
+        let mut now: BTreeMap<WatchDescriptor, (PathBuf, Vec<OsString>)> = BTreeMap::new();
+        for (dir, names) in dirs {
             match watches.add(&dir, mask()) {
-                Ok(wd) => {
-                    now.insert(wd, dir);
-                }
+                Ok(wd) => match now.get_mut(&wd) {
+                    // Two directories of the chain are one inode (a link
+                    // to a directory already watched): one watch, both
+                    // sets of names.
+                    Some((_, known)) => known.extend(names),
+                    None => {
+                        now.insert(wd, (dir, names));
+                    }
+                },
                 Err(_) => complete = false,
             }
         }
@@ -130,10 +167,12 @@ impl PathWatch {
         self.complete = complete;
     }
 
-    /// The next change in a watched directory. A watch the kernel ended
-    /// (its directory deleted, moved or unmounted) makes the set
-    /// incomplete until the next [`PathWatch::rewatch`]; a lost event
-    /// (queue overflow) is a change. `Err` when inotify itself failed.
+    /// The next change in a watched directory that can concern the path:
+    /// an event on a name the path resolves through, or on the directory
+    /// itself. A watch the kernel ended (its directory deleted, moved or
+    /// unmounted) makes the set incomplete until the next
+    /// [`PathWatch::rewatch`]; a lost event (queue overflow) is a change.
+    /// `Err` when inotify itself failed.
     pub async fn changed(&mut self) -> std::io::Result<()> {
         use futures::StreamExt;
         loop {
@@ -152,6 +191,13 @@ impl PathWatch {
                 .intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF)
             {
                 self.complete = false;
+            } else if let (Some(name), Some((_, names))) =
+                (event.name.as_deref(), self.watching.get(&event.wd))
+            {
+                if !names.iter().any(|n| n == name) {
+                    // Another file of the directory.
+                    continue;
+                }
             }
             return Ok(());
         }
@@ -161,6 +207,7 @@ impl PathWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_plain_file_depends_on_its_directory_alone() {
@@ -183,6 +230,33 @@ mod tests {
         let (dirs, complete) = directories(&d.join("vips.toml"));
         assert!(complete);
         assert_eq!(dirs, vec![d.to_path_buf(), d.join("..data")]);
+        // The kubelet swaps `..data`; the file itself lives under it.
+        let (chain, _) = chain(&d.join("vips.toml"));
+        let names =
+            |i: usize| -> Vec<&str> { chain[i].1.iter().map(|n| n.to_str().unwrap()).collect() };
+        assert_eq!(names(0), ["vips.toml", "..data"]);
+        assert_eq!(names(1), ["vips.toml"]);
+    }
+
+    #[tokio::test]
+    async fn another_file_written_in_the_directory_wakes_nobody() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("vips.toml");
+        std::fs::write(&f, "").unwrap();
+        let mut w = PathWatch::new(&f).unwrap();
+        assert!(w.complete());
+        for i in 0..3 {
+            std::fs::write(dir.path().join("holdfast.log"), format!("line {i}\n")).unwrap();
+        }
+        std::fs::rename(dir.path().join("holdfast.log"), dir.path().join("old.log")).unwrap();
+        // Delivered at once if it were: half a second is plenty.
+        let woke = tokio::time::timeout(Duration::from_millis(500), w.changed()).await;
+        assert!(woke.is_err(), "woken by another file of the directory");
+        std::fs::write(&f, "[[vip]]\n").unwrap();
+        tokio::time::timeout(Duration::from_secs(10), w.changed())
+            .await
+            .expect("an edit of the file itself wakes the owner")
+            .unwrap();
     }
 
     #[test]
