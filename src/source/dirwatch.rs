@@ -65,10 +65,10 @@ fn chain(path: &Path) -> (Vec<(PathBuf, Vec<OsString>)>, bool) {
                 out.len() - 1
             }
         };
-        if let Some(name) = name {
-            if !out[i].1.iter().any(|n| n == name) {
-                out[i].1.push(name.to_os_string());
-            }
+        if let Some(name) = name
+            && !out[i].1.iter().any(|n| n == name)
+        {
+            out[i].1.push(name.to_os_string());
         }
     };
     let mut p = path.to_path_buf();
@@ -193,11 +193,10 @@ impl PathWatch {
                 self.complete = false;
             } else if let (Some(name), Some((_, names))) =
                 (event.name.as_deref(), self.watching.get(&event.wd))
+                && !names.iter().any(|n| n == name)
             {
-                if !names.iter().any(|n| n == name) {
-                    // Another file of the directory.
-                    continue;
-                }
+                // Another file of the directory.
+                continue;
             }
             return Ok(());
         }
