@@ -70,6 +70,10 @@ done
 step "cargo test --workspace"
 cargo test --workspace --no-fail-fast
 
+step "the benchmark harness (bench/, its own workspace): clippy -D warnings and its unit tests"
+(cd bench && CARGO_TARGET_DIR=../target cargo clippy --locked --all-targets -- -D warnings &&
+  CARGO_TARGET_DIR=../target cargo test --locked)
+
 step "static build (what the Dockerfile runs)"
 cargo build --release --target x86_64-unknown-linux-musl --bin holdfast
 bin=target/x86_64-unknown-linux-musl/release/holdfast
