@@ -15,7 +15,10 @@ fn main() {
     // the kernel keeps code resident 64 KiB at a time.
     let dir = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let script = Path::new(&dir).join("link/hot-text.ld");
-    println!("cargo:rustc-link-arg-bin=holdfast=-Wl,-T,{}", script.display());
+    println!(
+        "cargo:rustc-link-arg-bin=holdfast=-Wl,-T,{}",
+        script.display()
+    );
     // Against glibc, an executable at a fixed address, as the static musl
     // build is (.cargo/config.toml): a position-independent one is
     // relocated at every start, which reads its 370 kB relocation table and

@@ -62,8 +62,12 @@ comm -12 "$work/syms" "$work/ran" > "$work/hot"
     echo "SECTIONS"
     echo "{"
     echo "  .text.holdfast_hot : {"
-    # Rust symbols without their hash; others (C, assembly) as they are.
-    sed -E 's/17h[0-9a-f]{16}E.*$/17h*/' "$work/hot" | sort -u | sed 's/^/    *(.text./; s/$/)/'
+    # Rust symbols without their hashes (legacy mangling's trailing
+    # `17h<hash>E`; v0's crate disambiguators `Cs<hash>_`, which differ
+    # between targets: the standard library's for glibc is not musl's);
+    # others (C, assembly) as they are.
+    sed -E 's/17h[0-9a-f]{16}E.*$/17h*/; s/Cs[0-9a-zA-Z]+_/Cs*_/g' "$work/hot" | sort -u |
+        sed 's/^/    *(.text./; s/$/)/'
     echo "  }"
     echo "}"
     echo "INSERT BEFORE .text;"
