@@ -82,6 +82,12 @@ file "$bin" | grep -Eq 'static(-pie)? linked|statically linked' || { file "$bin"
 size=$(stat -c %s "$bin")
 echo "static binary: $size bytes (the whole image: FROM scratch)"
 [ "$size" -le $((15 * 1024 * 1024)) ] || { echo "holdfast is over the 15 MB image budget" >&2; exit 1; }
+# The functions normal operation runs sit together at the start of the code
+# (link/hot-text.ld, README: Install). A script that no longer names them
+# (regenerate it: scripts/hot-text.sh) leaves them scattered, 2 MiB more RSS.
+hot=$(readelf -SW "$bin" | sed -n 's/.*\.text\.holdfast_hot *PROGBITS *[0-9a-f]* [0-9a-f]* \([0-9a-f]*\) .*/\1/p')
+echo "hot code packed together: $((16#${hot:-0})) bytes"
+[ "$((16#${hot:-0}))" -ge $((1024 * 1024)) ] || { echo "under 1 MiB of holdfast's code matches link/hot-text.ld: regenerate it (scripts/hot-text.sh)" >&2; exit 1; }
 
 step "the lab demo (the README's quick start), then lab.sh down"
 # The static binary stands in for target/release/holdfast, which lab.sh

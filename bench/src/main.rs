@@ -336,6 +336,11 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, results: &mut 
     let total = rx.total_prefixes();
     let pid = speaker.pid();
     let rss = procstat::rss_kib(pid);
+    // Where the resident memory is, mapping by mapping (for whoever reads it).
+    if let Some(dir) = std::env::var_os("HOLDFAST_BENCH_SMAPS") {
+        let to = std::path::Path::new(&dir).join(format!("{}-{n}.smaps", kind.name()));
+        let _ = std::fs::copy(format!("/proc/{pid}/smaps"), to);
+    }
     eprintln!(
         "bulk {} N={n}: established {:?}, all {:?}, {updates} UPDATEs, {bytes} octets, RSS {rss} KiB, FRR total {total}",
         kind.name(),
