@@ -198,6 +198,37 @@ mod plain {
         advertisement: Option<&'t str>,
     }
 
+    /// The addresses read so far, to refuse a duplicate. A file in address
+    /// order (generated ones are) needs only the last: an address above it
+    /// is new. The set is built only at the first address out of order
+    /// (hashing 100k addresses was a sixth of the load's parse).
+    #[derive(Default)]
+    struct Seen {
+        last: Option<IpAddr>,
+        /// Every address so far, while in order.
+        in_order: Vec<IpAddr>,
+        /// Every address so far, once one came out of order.
+        set: Option<HashSet<IpAddr>>,
+    }
+
+    impl Seen {
+        /// Whether `address` is new, noting it.
+        fn first(&mut self, address: IpAddr) -> bool {
+            if let Some(set) = &mut self.set {
+                return set.insert(address);
+            }
+            if self.last.is_none_or(|last| last < address) {
+                self.last = Some(address);
+                self.in_order.push(address);
+                return true;
+            }
+            let mut set: HashSet<IpAddr> = std::mem::take(&mut self.in_order).into_iter().collect();
+            let new = set.insert(address);
+            self.set = Some(set);
+            new
+        }
+    }
+
     /// A basic string `"…"` without escapes, then nothing but blanks and
     /// an optional comment.
     fn string_value(rest: &str) -> Option<&str> {
@@ -228,14 +259,14 @@ mod plain {
             .first()
             .map_or(DEFAULT_ADVERTISEMENT, String::as_str);
         let mut entries = Vec::new();
-        let mut seen: HashSet<IpAddr> = HashSet::new();
+        let mut seen = Seen::default();
         let mut current: Option<Partial> = None;
         let mut finish = |p: Partial| -> Option<()> {
             let address = crate::net::unmap(p.address?.parse().ok()?);
             if !super::routable_unicast(address) {
                 return None;
             }
-            if !seen.insert(address) {
+            if !seen.first(address) {
                 return None;
             }
             let advertisement = match p.advertisement {
