@@ -44,13 +44,16 @@ pub fn parse_vip_file(
     text: &str,
     advertisement_names: &[String],
 ) -> Result<Vec<VipEntry>, Vec<Diagnostic>> {
-    parse_vip_file_into(path, text, advertisement_names, |address, service, advertisement| {
-        VipEntry {
+    parse_vip_file_into(
+        path,
+        text,
+        advertisement_names,
+        |address, service, advertisement| VipEntry {
             address,
             service: service.map(str::to_string),
             advertisement: advertisement.to_string(),
-        }
-    })
+        },
+    )
 }
 
 /// [`parse_vip_file`], each entry made by `make` from its address, Service
