@@ -54,7 +54,7 @@ pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorMismatch, Se
 pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source};
 pub use speaker::{DEFAULT_API, RouterId, Speaker};
 pub use stability::{Damping, Stability};
-pub use vip::{VipEntry, parse_vip_file};
+pub use vip::{VipEntry, parse_vip_file, parse_vip_file_into};
 
 use advertisement::{AdvertisementRegistry, parse_advertisement};
 use diagnostic::Diagnostics;

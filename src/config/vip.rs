@@ -44,10 +44,35 @@ pub fn parse_vip_file(
     text: &str,
     advertisement_names: &[String],
 ) -> Result<Vec<VipEntry>, Vec<Diagnostic>> {
-    if let Some(entries) = plain::parse(text, advertisement_names) {
+    parse_vip_file_into(
+        path,
+        text,
+        advertisement_names,
+        |address, service, advertisement| VipEntry {
+            address,
+            service: service.map(str::to_string),
+            advertisement: advertisement.to_string(),
+        },
+    )
+}
+
+/// [`parse_vip_file`], each entry made by `make` from its address, Service
+/// and advertisement as it is read: the caller's own record, without a
+/// [`VipEntry`] (and its two strings) per entry in between. A file of 100k
+/// VIPs held that list, its strings and the caller's records at once.
+pub fn parse_vip_file_into<T>(
+    path: &Path,
+    text: &str,
+    advertisement_names: &[String],
+    mut make: impl FnMut(IpAddr, Option<&str>, &str) -> T,
+) -> Result<Vec<T>, Vec<Diagnostic>> {
+    if let Some(entries) = plain::parse(text, advertisement_names, &mut make) {
         return Ok(entries);
     }
-    parse_toml(path, text, advertisement_names)
+    Ok(parse_toml(path, text, advertisement_names)?
+        .into_iter()
+        .map(|e| make(e.address, e.service.as_deref(), &e.advertisement))
+        .collect())
 }
 
 /// Whether a VIP can be advertised as a host route: not unspecified,
@@ -165,7 +190,7 @@ fn parse_toml(
 /// address): the TOML parser then reads the file and reports exactly as
 /// before. So it changes how fast a file is read, never what it means.
 mod plain {
-    use super::{DEFAULT_ADVERTISEMENT, VipEntry};
+    use super::DEFAULT_ADVERTISEMENT;
     use std::collections::HashSet;
     use std::net::IpAddr;
 
@@ -174,6 +199,37 @@ mod plain {
         address: Option<&'t str>,
         service: Option<&'t str>,
         advertisement: Option<&'t str>,
+    }
+
+    /// The addresses read so far, to refuse a duplicate. A file in address
+    /// order (generated ones are) needs only the last: an address above it
+    /// is new. The set is built only at the first address out of order
+    /// (hashing 100k addresses was a sixth of the load's parse).
+    #[derive(Default)]
+    struct Seen {
+        last: Option<IpAddr>,
+        /// Every address so far, while in order.
+        in_order: Vec<IpAddr>,
+        /// Every address so far, once one came out of order.
+        set: Option<HashSet<IpAddr>>,
+    }
+
+    impl Seen {
+        /// Whether `address` is new, noting it.
+        fn first(&mut self, address: IpAddr) -> bool {
+            if let Some(set) = &mut self.set {
+                return set.insert(address);
+            }
+            if self.last.is_none_or(|last| last < address) {
+                self.last = Some(address);
+                self.in_order.push(address);
+                return true;
+            }
+            let mut set: HashSet<IpAddr> = std::mem::take(&mut self.in_order).into_iter().collect();
+            let new = set.insert(address);
+            self.set = Some(set);
+            new
+        }
     }
 
     /// A basic string `"…"` without escapes, then nothing but blanks and
@@ -189,7 +245,11 @@ mod plain {
         (after.is_empty() || after.starts_with('#')).then_some(value)
     }
 
-    pub(super) fn parse(text: &str, advertisement_names: &[String]) -> Option<Vec<VipEntry>> {
+    pub(super) fn parse<T>(
+        text: &str,
+        advertisement_names: &[String],
+        make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
+    ) -> Option<Vec<T>> {
         // TOML allows no control characters but tab in strings and
         // comments; leave every such file to the TOML parser.
         if text
@@ -202,25 +262,21 @@ mod plain {
             .first()
             .map_or(DEFAULT_ADVERTISEMENT, String::as_str);
         let mut entries = Vec::new();
-        let mut seen: HashSet<IpAddr> = HashSet::new();
+        let mut seen = Seen::default();
         let mut current: Option<Partial> = None;
         let mut finish = |p: Partial| -> Option<()> {
             let address = crate::net::unmap(p.address?.parse().ok()?);
             if !super::routable_unicast(address) {
                 return None;
             }
-            if !seen.insert(address) {
+            if !seen.first(address) {
                 return None;
             }
             let advertisement = match p.advertisement {
                 None => default,
                 Some(name) => advertisement_names.iter().find(|n| *n == name)?.as_str(),
             };
-            entries.push(VipEntry {
-                address,
-                service: p.service.map(str::to_string),
-                advertisement: advertisement.to_string(),
-            });
+            entries.push(make(address, p.service, advertisement));
             Some(())
         };
         for line in text.split('\n') {
@@ -276,12 +332,72 @@ mod plain {
         /// Whenever the fast path answers, the TOML parser gives the same
         /// entries; where it does not, the TOML parser decides.
         fn agree(text: &str) -> bool {
-            let fast = super::parse(text, &names());
+            let fast = super::parse(text, &names(), &mut |address, service, advertisement| {
+                super::super::VipEntry {
+                    address,
+                    service: service.map(str::to_string),
+                    advertisement: advertisement.to_string(),
+                }
+            });
             let full = super::super::parse_toml(Path::new("vips.toml"), text, &names());
             if let Some(fast) = &fast {
                 assert_eq!(Ok(fast.clone()), full, "{text:?}");
             }
             fast.is_some()
+        }
+
+        /// One `[[vip]]` entry of a random VIP file: mostly what the fast
+        /// path reads (few addresses, so duplicates are common; unknown
+        /// advertisements; blanks, comments, CRLF), now and then a line of
+        /// syntax it leaves to the TOML parser.
+        fn entry() -> impl proptest::strategy::Strategy<Value = String> {
+            use proptest::prelude::*;
+            let address = prop_oneof![
+                8 => (0u8..12).prop_map(|i| format!("198.51.100.{i}")),
+                1 => Just("2001:db8::1".to_string()),
+                1 => Just("127.0.0.1".to_string()),
+                1 => Just("no address".to_string()),
+            ];
+            let service = proptest::option::of(prop_oneof![Just("web"), Just("a # b"), Just("")]);
+            let advertisement =
+                proptest::option::of(prop_oneof![Just("public"), Just("internal"), Just("nope")]);
+            let noise = prop_oneof![
+                12 => Just(""),
+                2 => Just("\n"),
+                2 => Just("  # a comment\n"),
+                2 => Just("\r\n"),
+                1 => Just("address = '198.51.100.7'\n"),
+                1 => Just("other = \"x\"\n"),
+            ];
+            (address, service, advertisement, noise, any::<bool>()).prop_map(
+                |(address, service, advertisement, noise, service_first)| {
+                    let mut keys = vec![format!("address = \"{address}\"\n")];
+                    if let Some(s) = service {
+                        keys.push(format!("service=\"{s}\" # why\n"));
+                    }
+                    if service_first {
+                        keys.reverse();
+                    }
+                    if let Some(a) = advertisement {
+                        keys.push(format!("\tadvertisement = \"{a}\"\n"));
+                    }
+                    format!("[[vip]]\n{noise}{}", keys.concat())
+                },
+            )
+        }
+
+        proptest::proptest! {
+            /// On random files, whatever the fast path answers is what the
+            /// TOML parser answers.
+            #[test]
+            fn on_random_files_the_fast_path_means_what_the_toml_parser_does(
+                files in proptest::collection::vec(
+                    proptest::collection::vec(entry(), 0..8), 16)
+            ) {
+                for f in &files {
+                    agree(&f.concat());
+                }
+            }
         }
 
         #[test]
