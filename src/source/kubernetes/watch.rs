@@ -1137,4 +1137,34 @@ mod tests {
         );
         assert!(records.state().is_empty());
     }
+
+    fn shop(name: &str) -> BTreeSet<ServiceKey> {
+        BTreeSet::from([ServiceKey {
+            namespace: "shop".into(),
+            name: name.into(),
+        }])
+    }
+
+    #[test]
+    fn a_slice_change_names_its_service_to_judge_again() {
+        let records: Records<SliceRecord> = Records::default();
+        let convert = |s: EndpointSlice| SliceRecord::of(s, "n1");
+        records.on(watcher::Event::Init, &convert);
+        records.on(watcher::Event::InitApply(slice("web", &["n1"])), &convert);
+        records.on(watcher::Event::InitDone, &convert);
+        // A list replaces every record: everything is judged again.
+        assert_eq!(records.take_touched(), (BTreeSet::new(), true));
+        assert_eq!(records.take_touched(), (BTreeSet::new(), false));
+        // Another node's endpoints: nothing to judge.
+        records.on(watcher::Event::Apply(slice("db", &["n2"])), &convert);
+        assert_eq!(records.take_touched(), (BTreeSet::new(), false));
+        // The slice gains an endpoint here, loses it, is deleted: each
+        // time its Service is named.
+        records.on(watcher::Event::Apply(slice("db", &["n1"])), &convert);
+        assert_eq!(records.take_touched(), (shop("db"), false));
+        records.on(watcher::Event::Apply(slice("web", &["n2"])), &convert);
+        assert_eq!(records.take_touched(), (shop("web"), false));
+        records.on(watcher::Event::Delete(slice("db", &["n1"])), &convert);
+        assert_eq!(records.take_touched(), (shop("db"), false));
+    }
 }
