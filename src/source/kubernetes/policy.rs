@@ -6,6 +6,15 @@
 //! with the reflectors' contents after every (debounced) change, passing the
 //! previous [`Evaluation`] so it can tell what went away and why.
 //!
+//! [`update`] is the same evaluation at the cost of what changed: each
+//! Service's verdict on each of its addresses is kept in the
+//! [`Evaluation`], so a change to a few Services (or their EndpointSlices)
+//! judges only those again and settles only their addresses, and gives
+//! exactly what [`evaluate`] would. The rules that look at every Service at
+//! once (the Node, the Namespaces, the config; attribute annotations and
+//! link-bandwidth counts, see [`needs_full_evaluation`]) go through
+//! [`evaluate`].
+//!
 //! # Which addresses
 //!
 //! For each Service, sorted by namespace/name, and each kind of address

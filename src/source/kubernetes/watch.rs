@@ -18,6 +18,11 @@
 //!   their old contents through a re-list and swap at `InitDone`, so when
 //!   every link is live again the fresh stores are evaluated once; if
 //!   nothing changed, the snapshot is the one from before the outage.
+//! - The record stores note which Services changed (a Service, or the
+//!   Service of an EndpointSlice): those alone are judged again
+//!   (`policy::update`), in place in the evaluation the runner holds. The
+//!   Node, a Namespace, the config, a (re-)list and a resync judge every
+//!   Service (`policy::evaluate`).
 //! - A config change is evaluated at once; if it changes what must be
 //!   watched (`source.namespaces`, the need for Namespace labels), the
 //!   watchers are restarted and the source is unhealthy until they have
