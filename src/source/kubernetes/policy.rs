@@ -471,8 +471,10 @@ fn apply_service_attributes(
     if next.annotated == 0 {
         return;
     }
-    let by_key: HashMap<String, &ServiceRecord> =
-        services.iter().map(|s| (s.key.to_string(), &***s)).collect();
+    let by_key: HashMap<String, &ServiceRecord> = services
+        .iter()
+        .map(|s| (s.key.to_string(), &***s))
+        .collect();
     // One shared value per (Service, advertisements): its VIPs share it.
     type Key = (String, Arc<BTreeSet<String>>);
     let mut shared: HashMap<Key, Option<Arc<crate::model::ServiceAttributes>>> = HashMap::new();
@@ -689,11 +691,7 @@ impl PartialEq for SharedSets {
 
 impl SharedSets {
     fn intern(&mut self, set: crate::model::Advertisements) -> crate::model::Advertisements {
-        if let Some(known) = self
-            .0
-            .iter()
-            .find(|s| Arc::ptr_eq(s, &set) || **s == set)
-        {
+        if let Some(known) = self.0.iter().find(|s| Arc::ptr_eq(s, &set) || **s == set) {
             return Arc::clone(known);
         }
         self.0.push(Arc::clone(&set));
@@ -818,8 +816,15 @@ impl<'a> Judge<'a> {
             None => Absence::Deleted,
             Some(service) => {
                 let labels = namespaces.labels(&g.service.namespace);
-                if selected_by(self.config, &self.source, service, &g.service, g.kind, labels)
-                    .is_err()
+                if selected_by(
+                    self.config,
+                    &self.source,
+                    service,
+                    &g.service,
+                    g.kind,
+                    labels,
+                )
+                .is_err()
                 {
                     Absence::Deleted
                 } else if local_traffic_policy(service, g.kind) && !local.has(&g.service) {
@@ -894,8 +899,7 @@ pub fn evaluate(
                     // out of aggregates: the nodes without its endpoints do
                     // not announce it.
                     vip.local_traffic |= local_traffic_policy(service, offer.kind);
-                    Arc::make_mut(&mut vip.advertisements)
-                        .extend(advertisements.iter().cloned());
+                    Arc::make_mut(&mut vip.advertisements).extend(advertisements.iter().cloned());
                     let givers = next.givers.entry(ip).or_default();
                     let giver = Giver {
                         service: key.clone(),
@@ -945,12 +949,7 @@ pub fn evaluate(
     let by_key: HashMap<&ServiceKey, &ServiceRecord> =
         services.iter().map(|s| (&s.key, &***s)).collect();
     let mut fate = |givers: &Givers| -> Absence {
-        judge.fate(
-            givers,
-            |k| by_key.get(k).copied(),
-            &mut namespaces,
-            &local,
-        )
+        judge.fate(givers, |k| by_key.get(k).copied(), &mut namespaces, &local)
     };
     let retention = reason_retention(config);
     for (ip, givers) in &prev.givers {
@@ -1052,7 +1051,12 @@ pub fn update(
         .services
         .iter()
         .map(|(k, _)| k)
-        .chain(eval.gone.values().flat_map(|g| &g.givers).map(|g| &g.service))
+        .chain(
+            eval.gone
+                .values()
+                .flat_map(|g| &g.givers)
+                .map(|g| &g.service),
+        )
         .chain(
             changes
                 .services
@@ -1161,11 +1165,8 @@ pub fn update(
                             local_traffic: false,
                         });
                         if !Arc::ptr_eq(&v.advertisements, advertisements) {
-                            let union: BTreeSet<String> = v
-                                .advertisements
-                                .union(advertisements)
-                                .cloned()
-                                .collect();
+                            let union: BTreeSet<String> =
+                                v.advertisements.union(advertisements).cloned().collect();
                             v.advertisements = sets.intern(Arc::new(union));
                         }
                         v.local_traffic |= local_traffic_policy(&offer.record, offer.kind);

@@ -1580,7 +1580,12 @@ mod incremental {
     use super::*;
     use crate::source::kubernetes::records::{EndpointState, Ingress};
 
-    const ADDRESSES: [&str; 4] = ["198.51.100.1", "198.51.100.2", "198.51.100.3", "2001:db8::1"];
+    const ADDRESSES: [&str; 4] = [
+        "198.51.100.1",
+        "198.51.100.2",
+        "198.51.100.3",
+        "2001:db8::1",
+    ];
 
     fn config() -> Config {
         cfg(
@@ -1674,7 +1679,11 @@ mod incremental {
                 hostname: Some(format!("s{i}.example")),
             });
         }
-        r.external_ips = shape.external.iter().map(|&a| ADDRESSES[a].into()).collect();
+        r.external_ips = shape
+            .external
+            .iter()
+            .map(|&a| ADDRESSES[a].into())
+            .collect();
         if shape.local {
             r.external_traffic_policy = Some("Local".into());
         }
@@ -1717,7 +1726,10 @@ mod incremental {
             }
             Step::Node(excluded) => {
                 let labels: &[(&str, &str)] = if *excluded {
-                    &[("node.kubernetes.io/exclude-from-external-load-balancers", "")]
+                    &[(
+                        "node.kubernetes.io/exclude-from-external-load-balancers",
+                        "",
+                    )]
                 } else {
                     &[]
                 };

@@ -808,8 +808,7 @@ impl Runner {
 
     fn on_signal(&mut self, id: usize, signal: Signal) {
         let now = Instant::now();
-        let records_change =
-            signal == Signal::Changed && self.watchers.records_links.contains(&id);
+        let records_change = signal == Signal::Changed && self.watchers.records_links.contains(&id);
         let Some(link) = self.watchers.links.get_mut(id) else {
             return;
         };
