@@ -555,9 +555,10 @@ impl<R: PartialEq + Owner> Records<R> {
     /// key).
     fn get(&self, key: &ServiceKey) -> Option<Arc<R>> {
         let state = self.inner.lock().ok()?;
-        state
-            .live
-            .get(&(Some(key.namespace.clone()), key.name.clone()))
+        let named = |namespace: Option<String>| state.live.get(&(namespace, key.name.clone()));
+        named(Some(key.namespace.clone()))
+            // ServiceKey::of reads no namespace as "default".
+            .or_else(|| (key.namespace == "default").then(|| named(None)).flatten())
             .cloned()
     }
 
