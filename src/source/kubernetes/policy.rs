@@ -1137,66 +1137,79 @@ pub fn update(
         eval.records.insert(ByKey(Arc::clone(record)));
     }
 
-    // The addresses whose offers changed, settled again.
+    // The addresses whose offers changed, settled again. The shared tables
+    // are copied (snapshots hold them) only when one of their entries
+    // changes.
     let mut was_given: BTreeMap<IpAddr, Givers> = BTreeMap::new();
+    let mut settled: Vec<(IpAddr, Option<Vip>, Option<Vec<String>>)> = Vec::new();
+    for ip in &touched {
+        if let Some(givers) = eval.givers.remove(ip) {
+            was_given.insert(*ip, givers);
+        }
+        let mut vip: Option<Vip> = None;
+        let mut givers: Givers = Vec::new();
+        let mut why: Vec<String> = Vec::new();
+        for offer in eval.offers.get(ip).into_iter().flatten() {
+            match &offer.verdict {
+                Ok(advertisements) => {
+                    let v = vip.get_or_insert_with(|| Vip {
+                        address: *ip,
+                        advertisements: Arc::clone(advertisements),
+                        service: Some(Arc::from(offer.record.key.to_string())),
+                        attributes: None,
+                        local_traffic: false,
+                    });
+                    if !Arc::ptr_eq(&v.advertisements, advertisements) {
+                        let union: BTreeSet<String> =
+                            v.advertisements.union(advertisements).cloned().collect();
+                        v.advertisements = sets.intern(Arc::new(union));
+                    }
+                    v.local_traffic |= local_traffic_policy(&offer.record, offer.kind);
+                    let giver = Giver {
+                        service: offer.record.key.clone(),
+                        kind: offer.kind,
+                    };
+                    if let Err(at) = givers.binary_search(&giver) {
+                        givers.insert(at, giver);
+                    }
+                }
+                Err(lines) => {
+                    for line in lines {
+                        if !why.contains(line) {
+                            why.push(line.clone());
+                        }
+                    }
+                }
+            }
+        }
+        if vip.is_some() {
+            eval.givers.insert(*ip, givers);
+        }
+        let why = (vip.is_none() && !why.is_empty()).then_some(why);
+        settled.push((*ip, vip, why));
+    }
+    if settled
+        .iter()
+        .any(|(ip, vip, _)| eval.vips.get(ip) != vip.as_ref())
     {
         let vips = Arc::make_mut(&mut eval.vips);
-        let excluded = Arc::make_mut(&mut eval.excluded);
-        for ip in &touched {
-            if let Some(givers) = eval.givers.remove(ip) {
-                was_given.insert(*ip, givers);
-            }
-            vips.remove(ip);
-            excluded.remove(ip);
-            let Some(offers) = eval.offers.get(ip) else {
-                continue;
+        for (ip, vip, _) in &mut settled {
+            match vip.take() {
+                Some(vip) => vips.insert(*ip, vip),
+                None => vips.remove(ip),
             };
-            let mut vip: Option<Vip> = None;
-            let mut givers: Givers = Vec::new();
-            let mut why: Vec<String> = Vec::new();
-            for offer in offers {
-                match &offer.verdict {
-                    Ok(advertisements) => {
-                        let v = vip.get_or_insert_with(|| Vip {
-                            address: *ip,
-                            advertisements: Arc::clone(advertisements),
-                            service: Some(Arc::from(offer.record.key.to_string())),
-                            attributes: None,
-                            local_traffic: false,
-                        });
-                        if !Arc::ptr_eq(&v.advertisements, advertisements) {
-                            let union: BTreeSet<String> =
-                                v.advertisements.union(advertisements).cloned().collect();
-                            v.advertisements = sets.intern(Arc::new(union));
-                        }
-                        v.local_traffic |= local_traffic_policy(&offer.record, offer.kind);
-                        let giver = Giver {
-                            service: offer.record.key.clone(),
-                            kind: offer.kind,
-                        };
-                        if let Err(at) = givers.binary_search(&giver) {
-                            givers.insert(at, giver);
-                        }
-                    }
-                    Err(lines) => {
-                        for line in lines {
-                            if !why.contains(line) {
-                                why.push(line.clone());
-                            }
-                        }
-                    }
-                }
-            }
-            match vip {
-                Some(vip) => {
-                    vips.insert(*ip, vip);
-                    eval.givers.insert(*ip, givers);
-                }
-                None if !why.is_empty() => {
-                    excluded.insert(*ip, why);
-                }
-                None => {}
-            }
+        }
+    }
+    if settled
+        .iter()
+        .any(|(ip, _, why)| eval.excluded.get(ip) != why.as_ref())
+    {
+        let excluded = Arc::make_mut(&mut eval.excluded);
+        for (ip, _, why) in settled {
+            match why {
+                Some(why) => excluded.insert(ip, why),
+                None => excluded.remove(&ip),
+            };
         }
     }
     eval.interner = sets;

@@ -971,7 +971,15 @@ impl Runner {
             endpoint_slices: &slices,
             namespaces: namespaces.as_deref(),
         };
-        let next = evaluate(&self.last, &self.config, &cluster, now);
+        let mut next = evaluate(&self.last, &self.config, &cluster, now);
+        // Unchanged tables stay the ones the snapshots share: comparing them
+        // is then a pointer's work.
+        if next.vips == self.last.vips {
+            next.vips = Arc::clone(&self.last.vips);
+        }
+        if next.excluded == self.last.excluded {
+            next.excluded = Arc::clone(&self.last.excluded);
+        }
         if let Ok(mut facts) = self.node_facts.lock() {
             *facts = node.map(|n| super::NodeFacts {
                 drained: next.node_problem.clone(),
