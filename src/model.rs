@@ -134,7 +134,7 @@ pub struct SourceSnapshot {
     pub error: Option<String>,
     /// Why VIPs the source saw are not wanted here, for `explain`
     /// (Kubernetes: class mismatch, selector miss, no local endpoint…).
-    pub excluded: BTreeMap<IpAddr, Vec<String>>,
+    pub excluded: Arc<BTreeMap<IpAddr, Vec<String>>>,
     /// Whole prefixes to announce (the Node's PodCIDRs), each under the
     /// advertisements that list "PodCIDR"; `address` is the network.
     pub prefixes: BTreeMap<ipnet::IpNet, Vip>,

@@ -578,13 +578,19 @@ async fn a_config_change_is_evaluated_and_one_that_needs_namespace_labels_starts
         .expect("source running");
     let s = h.vips(&["198.51.100.8"]).await;
     assert_eq!(absences(&s), [(ip("198.51.100.7"), Absence::Deleted)]);
-    assert!(
+    // The watch opens after the list the evaluation used: it may come a
+    // little after the snapshot.
+    let watched = || {
         h.standin
             .requests()
             .iter()
-            .any(|r| r.is_watch() && r.path == "/api/v1/namespaces"),
-        "namespaces are watched for their labels"
-    );
+            .any(|r| r.is_watch() && r.path == "/api/v1/namespaces")
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !watched() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(watched(), "namespaces are watched for their labels");
 }
 
 #[tokio::test]

@@ -62,7 +62,8 @@ pub use limit::EventLimits;
 pub use node::{EXCLUDE_LABEL, NodeFacts, OUT_OF_SERVICE_TAINT, SHUTTING_DOWN_MESSAGE, node_facts};
 pub use node_status::NodeStatusWriter;
 pub use policy::{
-    Cluster, Evaluation, Giver, NAMESPACE_NAME_LABEL, evaluate, needs_namespace_labels,
+    Changes, Cluster, Evaluation, Giver, NAMESPACE_NAME_LABEL, evaluate, needs_full_evaluation,
+    needs_namespace_labels, update,
 };
 pub use records::{EndpointState, Ingress, ServiceRecord, SliceRecord};
 pub use service::{ADVERTISE_ANNOTATION, ServiceKey};

@@ -6,6 +6,15 @@
 //! with the reflectors' contents after every (debounced) change, passing the
 //! previous [`Evaluation`] so it can tell what went away and why.
 //!
+//! [`update`] is the same evaluation at the cost of what changed: each
+//! Service's verdict on each of its addresses is kept in the
+//! [`Evaluation`], so a change to a few Services (or their EndpointSlices)
+//! judges only those again and settles only their addresses, and gives
+//! exactly what [`evaluate`] would. The rules that look at every Service at
+//! once (the Node, the Namespaces, the config; attribute annotations and
+//! link-bandwidth counts, see [`needs_full_evaluation`]) go through
+//! [`evaluate`].
+//!
 //! # Which addresses
 //!
 //! For each Service, sorted by namespace/name, and each kind of address
@@ -140,14 +149,16 @@ struct Words {
 /// evaluation needs to know.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Evaluation {
-    /// The VIPs this node advertises, with their advertisements.
-    pub vips: BTreeMap<IpAddr, Vip>,
+    /// The VIPs this node advertises, with their advertisements. Shared
+    /// with the snapshots sent (an update copies it only when a snapshot
+    /// still holds it).
+    pub vips: Arc<BTreeMap<IpAddr, Vip>>,
     /// VIPs that went away for a definitive reason (`Deleted`, `Drained`).
     /// A VIP that merely vanished is not listed: the hold-down applies.
     pub absences: BTreeMap<IpAddr, Absence>,
     /// Why addresses seen on Services are not advertised by this node, for
-    /// `holdfast explain`. Only addresses not in `vips`.
-    pub excluded: BTreeMap<IpAddr, Vec<String>>,
+    /// `holdfast explain`. Only addresses not in `vips`. Shared like `vips`.
+    pub excluded: Arc<BTreeMap<IpAddr, Vec<String>>>,
     /// Why this node advertises nothing, when it does not.
     pub node_problem: Option<String>,
     /// Things in the Services that could not be used (hostname-only
@@ -164,9 +175,25 @@ pub struct Evaluation {
     attribute_notes: BTreeMap<IpAddr, Vec<String>>,
     givers: BTreeMap<IpAddr, Givers>,
     gone: BTreeMap<IpAddr, Gone>,
-    /// `metadata.uid` of the Services in `givers` and `gone`.
+    /// `metadata.uid` of the Services in `givers`.
     uids: BTreeMap<ServiceKey, String>,
+    /// `metadata.uid` of the Services in `gone` not in `givers`, as last
+    /// seen.
+    gone_uids: BTreeMap<ServiceKey, String>,
     words: Words,
+    /// What [`update`] works from: the Services judged, by key.
+    records: BTreeSet<ByKey>,
+    /// Per address seen on a Service, each Service's verdict on it, sorted
+    /// by Service then kind (the order of the full evaluation).
+    offers: BTreeMap<IpAddr, Vec<Offer>>,
+    /// The Services' warnings (counted where a Service gives the same line
+    /// twice); `warnings` holds these and `node_warnings`.
+    warning_counts: BTreeMap<String, u32>,
+    node_warnings: BTreeSet<String>,
+    /// How many Services carry attribute annotations.
+    annotated: usize,
+    /// The advertisement sets the offers share.
+    interner: SharedSets,
     /// The endpoint counts the link-bandwidth community carries, and the
     /// changes waiting to be published (steering::Settle).
     bandwidth: crate::steering::Settle,
@@ -181,18 +208,21 @@ impl Evaluation {
 
     /// The uid of a Service that gives or gave a VIP, as last seen.
     pub fn uid_of(&self, service: &ServiceKey) -> Option<&str> {
-        self.uids.get(service).map(String::as_str)
+        self.uids
+            .get(service)
+            .or_else(|| self.gone_uids.get(service))
+            .map(String::as_str)
     }
 
     /// The snapshot the source sends for this evaluation.
     pub fn snapshot(&self, healthy: bool, synced: bool, error: Option<String>) -> SourceSnapshot {
         SourceSnapshot {
-            vips: std::sync::Arc::new(self.vips.clone()),
+            vips: Arc::clone(&self.vips),
             absences: self.absences.clone(),
             healthy,
             synced,
             error,
-            excluded: self.excluded.clone(),
+            excluded: Arc::clone(&self.excluded),
             prefixes: self.prefixes.clone(),
             prefix_absences: self.prefix_absences.clone(),
             interfaces: Default::default(),
@@ -433,20 +463,22 @@ fn selected_by(
 /// where one of the VIP's advertisements allows them.
 fn apply_service_attributes(
     config: &Config,
-    services: &[(ServiceKey, &ServiceRecord)],
+    services: &[&Arc<ServiceRecord>],
     next: &mut Evaluation,
 ) {
     // Most clusters annotate no Service: then there is nothing to do, and
     // nothing is allocated per Service.
-    if !services.iter().any(|(_, s)| policy_attrs::annotated(s)) {
+    if next.annotated == 0 {
         return;
     }
-    let by_key: HashMap<String, &ServiceRecord> =
-        services.iter().map(|(k, s)| (k.to_string(), *s)).collect();
+    let by_key: HashMap<String, &ServiceRecord> = services
+        .iter()
+        .map(|s| (s.key.to_string(), &***s))
+        .collect();
     // One shared value per (Service, advertisements): its VIPs share it.
     type Key = (String, Arc<BTreeSet<String>>);
     let mut shared: HashMap<Key, Option<Arc<crate::model::ServiceAttributes>>> = HashMap::new();
-    for vip in next.vips.values_mut() {
+    for vip in Arc::make_mut(&mut next.vips).values_mut() {
         let Some(name) = vip.service.clone() else {
             continue;
         };
@@ -499,7 +531,7 @@ fn apply_service_attributes(
 fn apply_link_bandwidth(
     prev: &Evaluation,
     config: &Config,
-    services: &[(ServiceKey, &ServiceRecord)],
+    services: &[&Arc<ServiceRecord>],
     local: &LocalEndpoints,
     now: Instant,
     next: &mut Evaluation,
@@ -514,9 +546,9 @@ fn apply_link_bandwidth(
         return;
     }
     let by_key: HashMap<&ServiceKey, &ServiceRecord> =
-        services.iter().map(|(k, s)| (k, *s)).collect();
+        services.iter().map(|s| (&s.key, &***s)).collect();
     let mut counts = BTreeMap::new();
-    for (ip, vip) in &next.vips {
+    for (ip, vip) in next.vips.iter() {
         if !vip
             .advertisements
             .iter()
@@ -547,7 +579,7 @@ fn apply_link_bandwidth(
         counts.insert(*ip, count);
     }
     next.bandwidth = prev.bandwidth.step(&counts, now);
-    for (ip, vip) in next.vips.iter_mut() {
+    for (ip, vip) in Arc::make_mut(&mut next.vips).iter_mut() {
         let Some(published) = next.bandwidth.published(*ip) else {
             continue;
         };
@@ -589,7 +621,7 @@ fn pod_cidrs(config: &Config, node: Option<&Node>, node_problem: bool, next: &mu
     let advertisements = Arc::new(names);
     for text in cidrs {
         let Ok(prefix) = text.parse::<ipnet::IpNet>() else {
-            next.warnings.insert(format!(
+            next.node_warnings.insert(format!(
                 "node spec.podCIDRs has \"{text}\", not a prefix; skipped"
             ));
             continue;
@@ -606,150 +638,194 @@ fn pod_cidrs(config: &Config, node: Option<&Node>, node_problem: bool, next: &mu
     }
 }
 
-/// Evaluates the cluster for this node. `prev` is the previous evaluation
-/// (`Evaluation::default()` at first); `now` only dates the reasons for
-/// absences, so they can be forgotten once no timer can need them.
-pub fn evaluate(
-    prev: &Evaluation,
-    config: &Config,
-    cluster: &Cluster<'_>,
-    now: Instant,
-) -> Evaluation {
-    let source = source_settings(config);
-    let node_problem = node_problem(&config.speaker, cluster.node_name, cluster.node);
-    let local = LocalEndpoints::index(cluster.endpoint_slices);
-    let mut namespaces = NamespaceLabels::new(cluster.namespaces);
-    let kinds: BTreeSet<AddressKind> = config
-        .advertisements
-        .iter()
-        .flat_map(|a| a.addresses.iter().copied())
-        .collect();
-    // LoadBalancer and external IPs are always looked at, so `explain` can
-    // say why one is not advertised; cluster IPs only when some
-    // advertisement asks for them (otherwise every Service would be listed).
-    let seen_kinds: Vec<AddressKind> = [
-        AddressKind::LoadBalancerIp,
-        AddressKind::ExternalIp,
-        AddressKind::ClusterIp,
-    ]
-    .into_iter()
-    .filter(|k| *k != AddressKind::ClusterIp || kinds.contains(k))
-    .collect();
+/// A Service record ordered and looked up by its key.
+#[derive(Debug, Clone)]
+struct ByKey(Arc<ServiceRecord>);
 
-    let mut services: Vec<(ServiceKey, &ServiceRecord)> = cluster
-        .services
-        .iter()
-        .map(|s| (s.key.clone(), &**s))
-        .collect();
-    services.sort_by(|a, b| a.0.cmp(&b.0));
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
 
-    let mut next = Evaluation {
-        node_problem: node_problem.clone(),
-        words: Words {
-            node_name: cluster.node_name.to_string(),
-            withdraw_hold_down: config.stability.withdraw_hold_down,
-            delete_delay: config.stability.delete_delay,
-            local_endpoint_delay: config.stability.local_endpoint_delay,
-        },
-        ..Evaluation::default()
-    };
-    let mut reasons: BTreeMap<IpAddr, Vec<String>> = BTreeMap::new();
-    for (key, service) in &services {
-        for &kind in &seen_kinds {
+impl Eq for ByKey {}
+
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.key.cmp(&other.0.key)
+    }
+}
+
+impl std::borrow::Borrow<ServiceKey> for ByKey {
+    fn borrow(&self) -> &ServiceKey {
+        &self.0.key
+    }
+}
+
+/// One Service's verdict on one address it carries, through one kind of
+/// address: the advertisements it is advertised under, or why not.
+#[derive(Debug, Clone, PartialEq)]
+struct Offer {
+    record: Arc<ServiceRecord>,
+    kind: AddressKind,
+    verdict: Result<crate::model::Advertisements, Vec<String>>,
+}
+
+/// The advertisement sets in use, one shared value per distinct set
+/// (model::Advertisements). A cache: two evaluations are equal whatever it
+/// holds.
+#[derive(Debug, Clone, Default)]
+struct SharedSets(Vec<crate::model::Advertisements>);
+
+impl PartialEq for SharedSets {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl SharedSets {
+    fn intern(&mut self, set: crate::model::Advertisements) -> crate::model::Advertisements {
+        if let Some(known) = self.0.iter().find(|s| Arc::ptr_eq(s, &set) || **s == set) {
+            return Arc::clone(known);
+        }
+        self.0.push(Arc::clone(&set));
+        set
+    }
+}
+
+/// What judging one Service needs: the rules of the module doc that do not
+/// depend on other Services.
+struct Judge<'a> {
+    config: &'a Config,
+    source: Cow<'a, KubernetesSource>,
+    /// The kinds some advertisement lists.
+    kinds: BTreeSet<AddressKind>,
+    /// The kinds looked at.
+    seen_kinds: Vec<AddressKind>,
+    node_name: &'a str,
+    node_problem: Option<String>,
+}
+
+/// One Service judged alone.
+struct Judged {
+    /// Its verdict on each of its addresses, by kind then address order.
+    offers: Vec<(IpAddr, Offer)>,
+    warnings: Vec<String>,
+}
+
+impl<'a> Judge<'a> {
+    fn new(config: &'a Config, node_name: &'a str, node_problem: Option<String>) -> Judge<'a> {
+        let kinds: BTreeSet<AddressKind> = config
+            .advertisements
+            .iter()
+            .flat_map(|a| a.addresses.iter().copied())
+            .collect();
+        // LoadBalancer and external IPs are always looked at, so `explain`
+        // can say why one is not advertised; cluster IPs only when some
+        // advertisement asks for them (otherwise every Service would be
+        // listed).
+        let seen_kinds: Vec<AddressKind> = [
+            AddressKind::LoadBalancerIp,
+            AddressKind::ExternalIp,
+            AddressKind::ClusterIp,
+        ]
+        .into_iter()
+        .filter(|k| *k != AddressKind::ClusterIp || kinds.contains(k))
+        .collect();
+        Judge {
+            config,
+            source: source_settings(config),
+            kinds,
+            seen_kinds,
+            node_name,
+            node_problem,
+        }
+    }
+
+    fn judge(
+        &self,
+        service: &Arc<ServiceRecord>,
+        namespaces: &mut NamespaceLabels<'_>,
+        local: &LocalEndpoints,
+        sets: &mut SharedSets,
+    ) -> Judged {
+        let key = &service.key;
+        let mut judged = Judged {
+            offers: Vec::new(),
+            warnings: Vec::new(),
+        };
+        for &kind in &self.seen_kinds {
             let found = addresses(service, kind);
-            if kinds.contains(&kind) {
-                next.warnings.extend(found.warnings);
+            if self.kinds.contains(&kind) {
+                judged.warnings.extend(found.warnings);
             }
             if found.ips.is_empty() {
                 continue;
             }
             let labels = namespaces.labels(&key.namespace);
-            let verdict = selected_by(config, &source, service, key, kind, labels).and_then(|advs| {
-                if local_traffic_policy(service, kind) && !local.has(key) {
-                    let policy = match kind {
-                        AddressKind::ClusterIp => "internalTrafficPolicy",
-                        _ => "externalTrafficPolicy",
-                    };
-                    return Err(vec![format!(
-                        "{key}: {policy} is Local and node \"{}\" has no ready, non-terminating endpoint of it",
-                        cluster.node_name
-                    )]);
-                }
-                match &node_problem {
-                    Some(problem) => Err(vec![problem.clone()]),
-                    None => Ok(advs),
-                }
-            });
-            match verdict {
-                Ok(advertisements) => {
-                    for ip in found.ips {
-                        let vip = next.vips.entry(ip).or_insert_with(|| Vip {
-                            address: ip,
-                            advertisements: Default::default(),
-                            // Services come sorted: the first is the smallest.
-                            service: Some(Arc::from(key.to_string())),
-                            attributes: None,
-                            local_traffic: false,
-                        });
-                        // One Service with traffic policy Local keeps the
-                        // VIP out of aggregates: the nodes without its
-                        // endpoints do not announce it.
-                        vip.local_traffic |= local_traffic_policy(service, kind);
-                        std::sync::Arc::make_mut(&mut vip.advertisements)
-                            .extend(advertisements.iter().cloned());
-                        let givers = next.givers.entry(ip).or_default();
-                        let giver = Giver {
-                            service: key.clone(),
-                            kind,
+            let verdict = selected_by(self.config, &self.source, service, key, kind, labels)
+                .and_then(|advs| {
+                    if local_traffic_policy(service, kind) && !local.has(key) {
+                        let policy = match kind {
+                            AddressKind::ClusterIp => "internalTrafficPolicy",
+                            _ => "externalTrafficPolicy",
                         };
-                        if let Err(at) = givers.binary_search(&giver) {
-                            givers.insert(at, giver);
-                        }
-                        if let Some(uid) = &service.uid {
-                            next.uids.insert(key.clone(), uid.clone());
-                        }
+                        return Err(vec![format!(
+                            "{key}: {policy} is Local and node \"{}\" has no ready, non-terminating endpoint of it",
+                            self.node_name
+                        )]);
                     }
-                }
-                Err(why) => {
-                    for ip in found.ips {
-                        let list = reasons.entry(ip).or_default();
-                        for line in &why {
-                            if !list.contains(line) {
-                                list.push(line.clone());
-                            }
-                        }
+                    match &self.node_problem {
+                        Some(problem) => Err(vec![problem.clone()]),
+                        None => Ok(sets.intern(Arc::new(advs))),
                     }
-                }
+                });
+            for ip in found.ips {
+                judged.offers.push((
+                    ip,
+                    Offer {
+                        record: Arc::clone(service),
+                        kind,
+                        verdict: verdict.clone(),
+                    },
+                ));
             }
         }
-    }
-    reasons.retain(|ip, _| !next.vips.contains_key(ip));
-    next.excluded = reasons;
-    apply_service_attributes(config, &services, &mut next);
-    apply_link_bandwidth(prev, config, &services, &local, now, &mut next);
-    pod_cidrs(config, cluster.node, node_problem.is_some(), &mut next);
-    // One shared set per distinct list of advertisements
-    // (model::Advertisements).
-    let mut interner = crate::model::Interner::default();
-    for givers in next.givers.values_mut() {
-        givers.shrink_to_fit();
-    }
-    for vip in next.vips.values_mut() {
-        vip.advertisements = interner.intern(std::mem::take(&mut vip.advertisements));
+        judged
     }
 
-    // Why what went away went.
-    let by_key: HashMap<&ServiceKey, &ServiceRecord> =
-        services.iter().map(|(k, s)| (k, *s)).collect();
-    let mut fate = |givers: &Givers| -> Absence {
-        if node_problem.is_some() {
+    /// Why a VIP whose givers no longer give it went: the weakest verdict
+    /// of its givers (`lookup` finds a Service now).
+    fn fate<'r>(
+        &self,
+        givers: &Givers,
+        lookup: impl Fn(&ServiceKey) -> Option<&'r ServiceRecord>,
+        namespaces: &mut NamespaceLabels<'_>,
+        local: &LocalEndpoints,
+    ) -> Absence {
+        if self.node_problem.is_some() {
             return Absence::Drained;
         }
-        let mut verdict = |g: &Giver| match by_key.get(&g.service) {
+        let mut verdict = |g: &Giver| match lookup(&g.service) {
             None => Absence::Deleted,
             Some(service) => {
                 let labels = namespaces.labels(&g.service.namespace);
-                if selected_by(config, &source, service, &g.service, g.kind, labels).is_err() {
+                if selected_by(
+                    self.config,
+                    &self.source,
+                    service,
+                    &g.service,
+                    g.kind,
+                    labels,
+                )
+                .is_err()
+                {
                     Absence::Deleted
                 } else if local_traffic_policy(service, g.kind) && !local.has(&g.service) {
                     Absence::NoLocalEndpoint
@@ -765,6 +841,115 @@ pub fn evaluate(
             .map(&mut verdict)
             .min()
             .unwrap_or(Absence::Vanished)
+    }
+}
+
+/// Evaluates the cluster for this node. `prev` is the previous evaluation
+/// (`Evaluation::default()` at first); `now` only dates the reasons for
+/// absences, so they can be forgotten once no timer can need them.
+pub fn evaluate(
+    prev: &Evaluation,
+    config: &Config,
+    cluster: &Cluster<'_>,
+    now: Instant,
+) -> Evaluation {
+    let node_problem = node_problem(&config.speaker, cluster.node_name, cluster.node);
+    let judge = Judge::new(config, cluster.node_name, node_problem.clone());
+    let local = LocalEndpoints::index(cluster.endpoint_slices);
+    let mut namespaces = NamespaceLabels::new(cluster.namespaces);
+
+    let mut services: Vec<&Arc<ServiceRecord>> = cluster.services.iter().collect();
+    services.sort_by(|a, b| a.key.cmp(&b.key));
+
+    let mut next = Evaluation {
+        node_problem: node_problem.clone(),
+        words: Words {
+            node_name: cluster.node_name.to_string(),
+            withdraw_hold_down: config.stability.withdraw_hold_down,
+            delete_delay: config.stability.delete_delay,
+            local_endpoint_delay: config.stability.local_endpoint_delay,
+        },
+        ..Evaluation::default()
+    };
+    let mut sets = SharedSets::default();
+    let mut vips: BTreeMap<IpAddr, Vip> = BTreeMap::new();
+    let mut reasons: BTreeMap<IpAddr, Vec<String>> = BTreeMap::new();
+    for service in &services {
+        let key = &service.key;
+        let judged = judge.judge(service, &mut namespaces, &local, &mut sets);
+        for warning in judged.warnings {
+            *next.warning_counts.entry(warning.clone()).or_default() += 1;
+            next.warnings.insert(warning);
+        }
+        if policy_attrs::annotated(service) {
+            next.annotated += 1;
+        }
+        for (ip, offer) in judged.offers {
+            match &offer.verdict {
+                Ok(advertisements) => {
+                    let vip = vips.entry(ip).or_insert_with(|| Vip {
+                        address: ip,
+                        advertisements: Default::default(),
+                        // Services come sorted: the first is the smallest.
+                        service: Some(Arc::from(key.to_string())),
+                        attributes: None,
+                        local_traffic: false,
+                    });
+                    // One Service with traffic policy Local keeps the VIP
+                    // out of aggregates: the nodes without its endpoints do
+                    // not announce it.
+                    vip.local_traffic |= local_traffic_policy(service, offer.kind);
+                    Arc::make_mut(&mut vip.advertisements).extend(advertisements.iter().cloned());
+                    let givers = next.givers.entry(ip).or_default();
+                    let giver = Giver {
+                        service: key.clone(),
+                        kind: offer.kind,
+                    };
+                    if let Err(at) = givers.binary_search(&giver) {
+                        givers.insert(at, giver);
+                    }
+                    if let Some(uid) = &service.uid {
+                        next.uids.insert(key.clone(), uid.clone());
+                    }
+                }
+                Err(why) => {
+                    let list = reasons.entry(ip).or_default();
+                    for line in why {
+                        if !list.contains(line) {
+                            list.push(line.clone());
+                        }
+                    }
+                }
+            }
+            next.offers.entry(ip).or_default().push(offer);
+        }
+        next.records.insert(ByKey(Arc::clone(service)));
+    }
+    reasons.retain(|ip, _| !vips.contains_key(ip));
+    next.excluded = Arc::new(reasons);
+    next.vips = Arc::new(vips);
+    apply_service_attributes(config, &services, &mut next);
+    apply_link_bandwidth(prev, config, &services, &local, now, &mut next);
+    pod_cidrs(config, cluster.node, node_problem.is_some(), &mut next);
+    next.warnings.extend(next.node_warnings.iter().cloned());
+    for givers in next.givers.values_mut() {
+        givers.shrink_to_fit();
+    }
+    for offers in next.offers.values_mut() {
+        offers.shrink_to_fit();
+    }
+    // One shared set per distinct list of advertisements
+    // (model::Advertisements).
+    for vip in Arc::make_mut(&mut next.vips).values_mut() {
+        vip.advertisements = sets.intern(std::mem::take(&mut vip.advertisements));
+    }
+    next.interner = sets;
+
+    // Why what went away went.
+    let by_key: HashMap<&ServiceKey, &ServiceRecord> =
+        services.iter().map(|s| (&s.key, &***s)).collect();
+    let mut fate = |givers: &Givers| -> Absence {
+        judge.fate(givers, |k| by_key.get(k).copied(), &mut namespaces, &local)
     };
     let retention = reason_retention(config);
     for (ip, givers) in &prev.givers {
@@ -803,9 +988,10 @@ pub fn evaluate(
     }
     for giver in next.gone.values().flat_map(|g| &g.givers) {
         if !next.uids.contains_key(&giver.service)
-            && let Some(uid) = prev.uids.get(&giver.service)
+            && let Some(uid) = prev.uid_of(&giver.service)
         {
-            next.uids.insert(giver.service.clone(), uid.clone());
+            next.gone_uids
+                .insert(giver.service.clone(), uid.to_string());
         }
     }
     next.absences = next
@@ -815,4 +1001,293 @@ pub fn evaluate(
         .map(|(ip, g)| (*ip, g.reason))
         .collect();
     next
+}
+
+/// What changed since the evaluation [`update`] is given.
+#[derive(Debug, Clone, Copy)]
+pub struct Changes<'a> {
+    /// Every Service that changed, and the Service of every EndpointSlice
+    /// that changed, with its record now (`None`: it is gone).
+    pub services: &'a [(ServiceKey, Option<Arc<ServiceRecord>>)],
+    /// This node's EndpointSlices (only those of the Services above and of
+    /// the givers of VIPs gone are read).
+    pub endpoint_slices: &'a [Arc<SliceRecord>],
+    /// The Namespaces, as for [`Cluster::namespaces`].
+    pub namespaces: Option<&'a [Arc<Namespace>]>,
+}
+
+/// True when [`update`] cannot follow `changes` from `last` and the full
+/// [`evaluate`] must run: attribute annotations and link-bandwidth counts
+/// are judged across every VIP at once.
+pub fn needs_full_evaluation(last: &Evaluation, config: &Config, changes: &Changes<'_>) -> bool {
+    last.annotated > 0
+        || config
+            .advertisements
+            .iter()
+            .any(|a| a.link_bandwidth.is_some())
+        || changes
+            .services
+            .iter()
+            .any(|(_, r)| r.as_deref().is_some_and(policy_attrs::annotated))
+}
+
+/// Brings `eval` up to date after `changes`, re-judging only the Services
+/// named there: gives exactly what [`evaluate`] would from `eval` and the
+/// cluster now, provided the Node, the Namespaces and the config are those
+/// of the evaluation `eval` came from, and [`needs_full_evaluation`] is
+/// false. Answers the warnings that are new.
+pub fn update(
+    eval: &mut Evaluation,
+    config: &Config,
+    changes: &Changes<'_>,
+    now: Instant,
+) -> Vec<String> {
+    let node_name = eval.words.node_name.clone();
+    let judge = Judge::new(config, &node_name, eval.node_problem.clone());
+    let mut namespaces = NamespaceLabels::new(changes.namespaces);
+    // The endpoints of the Services re-judged here and of the givers the
+    // gone VIPs are judged by.
+    let wanted: BTreeSet<&ServiceKey> = changes
+        .services
+        .iter()
+        .map(|(k, _)| k)
+        .chain(
+            eval.gone
+                .values()
+                .flat_map(|g| &g.givers)
+                .map(|g| &g.service),
+        )
+        .chain(
+            changes
+                .services
+                .iter()
+                .flat_map(|(k, _)| eval.records.get(k))
+                .flat_map(|r| service_addresses(&judge, &r.0))
+                .flat_map(|ip| eval.givers.get(&ip).into_iter().flatten())
+                .map(|g| &g.service),
+        )
+        .collect();
+    let slices: Vec<Arc<SliceRecord>> = changes
+        .endpoint_slices
+        .iter()
+        .filter(|s| wanted.contains(&s.service))
+        .cloned()
+        .collect();
+    drop(wanted);
+    let local = LocalEndpoints::index(&slices);
+
+    let mut new_warnings = Vec::new();
+    let mut touched: BTreeSet<IpAddr> = BTreeSet::new();
+    let mut uids_before: BTreeMap<ServiceKey, String> = BTreeMap::new();
+    let mut sets = std::mem::take(&mut eval.interner);
+    for (key, now_record) in changes.services {
+        // What the Service gave until now goes.
+        if let Some(old) = eval.records.take(key) {
+            let old = old.0;
+            if policy_attrs::annotated(&old) {
+                eval.annotated -= 1;
+            }
+            for kind in judge.seen_kinds.iter().copied() {
+                let found = addresses(&old, kind);
+                if judge.kinds.contains(&kind) {
+                    for warning in found.warnings {
+                        unwarn(eval, &warning);
+                    }
+                }
+                for ip in found.ips {
+                    if let Some(offers) = eval.offers.get_mut(&ip) {
+                        offers.retain(|o| o.record.key != *key);
+                        if offers.is_empty() {
+                            eval.offers.remove(&ip);
+                        }
+                    }
+                    touched.insert(ip);
+                }
+            }
+        }
+        if let Some(uid) = eval.uids.remove(key) {
+            uids_before.insert(key.clone(), uid);
+        }
+        let Some(record) = now_record else {
+            continue;
+        };
+        // What it gives now.
+        let judged = judge.judge(record, &mut namespaces, &local, &mut sets);
+        for warning in judged.warnings {
+            let count = eval.warning_counts.entry(warning.clone()).or_default();
+            *count += 1;
+            if *count == 1 && eval.warnings.insert(warning.clone()) {
+                new_warnings.push(warning);
+            }
+        }
+        if policy_attrs::annotated(record) {
+            eval.annotated += 1;
+        }
+        let mut gives = false;
+        for (ip, offer) in judged.offers {
+            gives |= offer.verdict.is_ok();
+            let offers = eval.offers.entry(ip).or_default();
+            let at = offers.partition_point(|o| (&o.record.key, o.kind) < (key, offer.kind));
+            offers.insert(at, offer);
+            touched.insert(ip);
+        }
+        if gives && let Some(uid) = &record.uid {
+            eval.uids.insert(key.clone(), uid.clone());
+        }
+        eval.records.insert(ByKey(Arc::clone(record)));
+    }
+
+    // The addresses whose offers changed, settled again. The shared tables
+    // are copied (snapshots hold them) only when one of their entries
+    // changes.
+    let mut was_given: BTreeMap<IpAddr, Givers> = BTreeMap::new();
+    let mut settled: Vec<(IpAddr, Option<Vip>, Option<Vec<String>>)> = Vec::new();
+    for ip in &touched {
+        if let Some(givers) = eval.givers.remove(ip) {
+            was_given.insert(*ip, givers);
+        }
+        let mut vip: Option<Vip> = None;
+        let mut givers: Givers = Vec::new();
+        let mut why: Vec<String> = Vec::new();
+        for offer in eval.offers.get(ip).into_iter().flatten() {
+            match &offer.verdict {
+                Ok(advertisements) => {
+                    let v = vip.get_or_insert_with(|| Vip {
+                        address: *ip,
+                        advertisements: Arc::clone(advertisements),
+                        service: Some(Arc::from(offer.record.key.to_string())),
+                        attributes: None,
+                        local_traffic: false,
+                    });
+                    if !Arc::ptr_eq(&v.advertisements, advertisements) {
+                        let union: BTreeSet<String> =
+                            v.advertisements.union(advertisements).cloned().collect();
+                        v.advertisements = sets.intern(Arc::new(union));
+                    }
+                    v.local_traffic |= local_traffic_policy(&offer.record, offer.kind);
+                    let giver = Giver {
+                        service: offer.record.key.clone(),
+                        kind: offer.kind,
+                    };
+                    if let Err(at) = givers.binary_search(&giver) {
+                        givers.insert(at, giver);
+                    }
+                }
+                Err(lines) => {
+                    for line in lines {
+                        if !why.contains(line) {
+                            why.push(line.clone());
+                        }
+                    }
+                }
+            }
+        }
+        if vip.is_some() {
+            eval.givers.insert(*ip, givers);
+        }
+        let why = (vip.is_none() && !why.is_empty()).then_some(why);
+        settled.push((*ip, vip, why));
+    }
+    if settled
+        .iter()
+        .any(|(ip, vip, _)| eval.vips.get(ip) != vip.as_ref())
+    {
+        let vips = Arc::make_mut(&mut eval.vips);
+        for (ip, vip, _) in &mut settled {
+            match vip.take() {
+                Some(vip) => vips.insert(*ip, vip),
+                None => vips.remove(ip),
+            };
+        }
+    }
+    if settled
+        .iter()
+        .any(|(ip, _, why)| eval.excluded.get(ip) != why.as_ref())
+    {
+        let excluded = Arc::make_mut(&mut eval.excluded);
+        for (ip, _, why) in settled {
+            match why {
+                Some(why) => excluded.insert(ip, why),
+                None => excluded.remove(&ip),
+            };
+        }
+    }
+    eval.interner = sets;
+
+    // Why what went away went: the VIPs gone before are judged again (their
+    // givers may have gone further), then those that went now.
+    let records = &eval.records;
+    let lookup = |k: &ServiceKey| records.get(k).map(|r| &*r.0);
+    let retention = reason_retention(config);
+    let mut gone = std::mem::take(&mut eval.gone);
+    gone.retain(|ip, g| {
+        if eval.vips.contains_key(ip) || now.saturating_duration_since(g.since) > retention {
+            return false;
+        }
+        let reason = g
+            .reason
+            .max(judge.fate(&g.givers, lookup, &mut namespaces, &local));
+        if reason != g.reason {
+            g.reason = reason;
+            g.since = now;
+        }
+        true
+    });
+    for (ip, givers) in was_given {
+        if eval.vips.contains_key(&ip) {
+            continue;
+        }
+        let reason = judge.fate(&givers, lookup, &mut namespaces, &local);
+        gone.insert(
+            ip,
+            Gone {
+                reason,
+                since: now,
+                givers,
+            },
+        );
+    }
+    eval.gone = gone;
+    let mut gone_uids = BTreeMap::new();
+    for giver in eval.gone.values().flat_map(|g| &g.givers) {
+        if eval.uids.contains_key(&giver.service) {
+            continue;
+        }
+        if let Some(uid) = uids_before
+            .get(&giver.service)
+            .or_else(|| eval.gone_uids.get(&giver.service))
+        {
+            gone_uids.insert(giver.service.clone(), uid.clone());
+        }
+    }
+    eval.gone_uids = gone_uids;
+    eval.absences = eval
+        .gone
+        .iter()
+        .filter(|(_, g)| g.reason != Absence::Vanished)
+        .map(|(ip, g)| (*ip, g.reason))
+        .collect();
+    new_warnings
+}
+
+/// The addresses of every kind looked at that `service` carries.
+fn service_addresses(judge: &Judge<'_>, service: &ServiceRecord) -> Vec<IpAddr> {
+    judge
+        .seen_kinds
+        .iter()
+        .flat_map(|&kind| addresses(service, kind).ips)
+        .collect()
+}
+
+/// One occurrence of a Service warning is gone.
+fn unwarn(eval: &mut Evaluation, warning: &str) {
+    if let Some(count) = eval.warning_counts.get_mut(warning) {
+        *count -= 1;
+        if *count == 0 {
+            eval.warning_counts.remove(warning);
+            if !eval.node_warnings.contains(warning) {
+                eval.warnings.remove(warning);
+            }
+        }
+    }
 }

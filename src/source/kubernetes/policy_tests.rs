@@ -172,7 +172,7 @@ fn a_load_balancer_ip_is_advertised_under_the_default_advertisement() {
     assert!(e.absences.is_empty() && e.excluded.is_empty() && e.warnings.is_empty());
     assert_eq!(e.node_problem, None);
     let snap = e.snapshot(true, true, None);
-    assert_eq!(*snap.vips, e.vips);
+    assert_eq!(snap.vips, e.vips);
     assert!(snap.healthy && snap.synced);
 }
 
@@ -1570,4 +1570,206 @@ fn a_scale_up_burst_reaches_the_route_once_it_settles() {
         "1 -> 3 in one step"
     );
     assert_eq!(e3.bandwidth_due(), None);
+}
+
+/// The incremental path (`update`) against the full evaluation, over
+/// random sequences of changes to Services, EndpointSlices and the Node.
+mod incremental {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::source::kubernetes::records::{EndpointState, Ingress};
+
+    const ADDRESSES: [&str; 4] = [
+        "198.51.100.1",
+        "198.51.100.2",
+        "198.51.100.3",
+        "2001:db8::1",
+    ];
+
+    fn config() -> Config {
+        cfg(
+            "",
+            "",
+            "[stability]\nwithdraw_hold_down = \"10s\"\ndelete_delay = \"5s\"\nlocal_endpoint_delay = \"5s\"\n\
+             [[advertisement]]\nname = \"all\"\naddresses = [\"LoadBalancerIP\", \"ExternalIP\"]\n\
+             [[advertisement]]\nname = \"public\"\nservice_selector = { match_labels = { bgp = \"on\" } }\n",
+        )
+    }
+
+    /// A Service as the test draws it.
+    #[derive(Debug, Clone)]
+    struct Shape {
+        ingress: Vec<usize>,
+        external: Vec<usize>,
+        local: bool,
+        bgp: bool,
+        opted_out: bool,
+        load_balancer: bool,
+        hostname: bool,
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Service(usize, Option<Shape>),
+        /// This node's endpoint of Service `i`'s slice: (ready, terminating),
+        /// or none here.
+        Slice(usize, Option<(bool, bool)>),
+        /// The Node excluded from load balancers, or not.
+        Node(bool),
+    }
+
+    fn shape() -> impl Strategy<Value = Shape> {
+        (
+            proptest::collection::vec(0..ADDRESSES.len(), 0..3),
+            proptest::collection::vec(0..ADDRESSES.len(), 0..2),
+            any::<bool>(),
+            any::<bool>(),
+            prop::bool::weighted(0.15),
+            prop::bool::weighted(0.85),
+            prop::bool::weighted(0.15),
+        )
+            .prop_map(
+                |(ingress, external, local, bgp, opted_out, load_balancer, hostname)| Shape {
+                    ingress,
+                    external,
+                    local,
+                    bgp,
+                    opted_out,
+                    load_balancer,
+                    hostname,
+                },
+            )
+    }
+
+    fn step() -> impl Strategy<Value = (Step, u64)> {
+        let step = prop_oneof![
+            5 => (0..5usize, proptest::option::weighted(0.8, shape()))
+                .prop_map(|(i, s)| Step::Service(i, s)),
+            4 => (0..5usize, proptest::option::weighted(0.7, (any::<bool>(), prop::bool::weighted(0.2))))
+                .prop_map(|(i, e)| Step::Slice(i, e)),
+            1 => any::<bool>().prop_map(Step::Node),
+        ];
+        // Seconds before the step: past the reasons' retention (75 s) now
+        // and then.
+        (step, prop_oneof![3 => 0..3u64, 1 => 0..100u64])
+    }
+
+    fn key(i: usize) -> ServiceKey {
+        ServiceKey {
+            namespace: "default".into(),
+            name: format!("s{i}"),
+        }
+    }
+
+    fn record(i: usize, shape: &Shape) -> ServiceRecord {
+        let mut r = ServiceRecord::of(lb(&format!("s{i}"), &[]));
+        r.uid = Some(format!("uid-{i}"));
+        r.ingress = shape
+            .ingress
+            .iter()
+            .map(|&a| Ingress {
+                ip: Some(ADDRESSES[a].into()),
+                hostname: None,
+            })
+            .collect();
+        if shape.hostname {
+            r.ingress.push(Ingress {
+                ip: None,
+                hostname: Some(format!("s{i}.example")),
+            });
+        }
+        r.external_ips = shape
+            .external
+            .iter()
+            .map(|&a| ADDRESSES[a].into())
+            .collect();
+        if shape.local {
+            r.external_traffic_policy = Some("Local".into());
+        }
+        if shape.bgp {
+            r.labels.insert("bgp".into(), "on".into());
+        }
+        if shape.opted_out {
+            r.annotations
+                .insert(ADVERTISE_ANNOTATION.into(), "false".into());
+        }
+        if !shape.load_balancer {
+            r.type_ = Some("ClusterIP".into());
+        }
+        r
+    }
+
+    fn apply(world: &mut World, step: &Step) -> Option<ServiceKey> {
+        match step {
+            Step::Service(i, shape) => {
+                world.services.retain(|s| s.key != key(*i));
+                if let Some(shape) = shape {
+                    world.services.push(Arc::new(record(*i, shape)));
+                }
+                Some(key(*i))
+            }
+            Step::Slice(i, endpoint) => {
+                world.slices.retain(|s| s.service != key(*i));
+                if let Some((ready, terminating)) = endpoint {
+                    world.slices.push(Arc::new(SliceRecord {
+                        service: key(*i),
+                        address_type: "IPv4".into(),
+                        local: vec![EndpointState {
+                            ready: Some(*ready),
+                            serving: Some(*ready),
+                            terminating: Some(*terminating),
+                        }],
+                    }));
+                }
+                Some(key(*i))
+            }
+            Step::Node(excluded) => {
+                let labels: &[(&str, &str)] = if *excluded {
+                    &[(
+                        "node.kubernetes.io/exclude-from-external-load-balancers",
+                        "",
+                    )]
+                } else {
+                    &[]
+                };
+                world.node = Some(node(labels));
+                None
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_incremental_evaluation_is_the_full_one(
+            steps in proptest::collection::vec(step(), 1..40),
+        ) {
+            let config = config();
+            let mut world = World::new(Vec::new());
+            let mut now = Instant::now();
+            let mut full = world.eval(&Evaluation::default(), &config, now);
+            let mut incremental = full.clone();
+            for (step, secs) in &steps {
+                now += Duration::from_secs(*secs);
+                let changed = apply(&mut world, step);
+                full = world.eval(&full, &config, now);
+                match changed {
+                    // The Node changed: the watcher layer judges everything.
+                    None => incremental = world.eval(&incremental, &config, now),
+                    Some(key) => {
+                        let record = world.services.iter().find(|s| s.key == key).cloned();
+                        let services = [(key, record)];
+                        let changes = Changes {
+                            services: &services,
+                            endpoint_slices: &world.slices,
+                            namespaces: None,
+                        };
+                        prop_assert!(!needs_full_evaluation(&incremental, &config, &changes));
+                        update(&mut incremental, &config, &changes, now);
+                    }
+                }
+                prop_assert_eq!(&incremental, &full, "after {:?}", step);
+            }
+        }
+    }
 }

@@ -18,12 +18,17 @@
 //!   their old contents through a re-list and swap at `InitDone`, so when
 //!   every link is live again the fresh stores are evaluated once; if
 //!   nothing changed, the snapshot is the one from before the outage.
+//! - The record stores note which Services changed (a Service, or the
+//!   Service of an EndpointSlice): those alone are judged again
+//!   (`policy::update`), in place in the evaluation the runner holds. The
+//!   Node, a Namespace, the config, a (re-)list and a resync judge every
+//!   Service (`policy::evaluate`).
 //! - A config change is evaluated at once; if it changes what must be
 //!   watched (`source.namespaces`, the need for Namespace labels), the
 //!   watchers are restarted and the source is unhealthy until they have
 //!   listed again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -46,8 +51,12 @@ use super::endpoints::SERVICE_NAME_LABEL;
 use super::events::{EventRecorder, service_reference};
 use super::limit::EventLimits;
 use super::link::{Link, Signal};
-use super::policy::{Cluster, Evaluation, evaluate, needs_namespace_labels, source_settings};
+use super::policy::{
+    Changes, Cluster, Evaluation, evaluate, needs_full_evaluation, needs_namespace_labels,
+    source_settings, update,
+};
 use super::records::{ServiceRecord, SliceRecord};
+use super::service::ServiceKey;
 use crate::config::Config;
 use crate::model::SourceSnapshot;
 
@@ -265,6 +274,10 @@ type Tx = mpsc::UnboundedSender<(u64, usize, Signal)>;
 struct Watchers {
     generation: u64,
     links: Vec<Link>,
+    /// The links of `services` and `slices`: their changes name the
+    /// Services to judge again, where any other change (the Node, a
+    /// Namespace) is judged across every Service.
+    records_links: Vec<usize>,
     services: Vec<Records<ServiceRecord>>,
     slices: Vec<Records<SliceRecord>>,
     node: Store<Node>,
@@ -293,6 +306,7 @@ impl Watchers {
         let mut w = Watchers {
             generation,
             links: Vec::new(),
+            records_links: Vec::new(),
             services: Vec::new(),
             slices: Vec::new(),
             node: reflector::store::<Node>().0,
@@ -415,10 +429,11 @@ impl Watchers {
     ) -> Records<R>
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-        R: PartialEq + Send + Sync + 'static,
+        R: PartialEq + Owner + Send + Sync + 'static,
     {
         let records = Records::default();
         let (id, backoff) = self.add_link(name, options);
+        self.records_links.push(id);
         let generation = self.generation;
         let tx = tx.clone();
         let stream = watcher(api, config).backoff(backoff);
@@ -484,6 +499,8 @@ impl<R> Default for Records<R> {
             inner: Arc::new(Mutex::new(RecordsState {
                 live: HashMap::new(),
                 listing: None,
+                touched: BTreeSet::new(),
+                relisted: false,
             })),
         }
     }
@@ -496,9 +513,55 @@ struct RecordsState<R> {
     live: HashMap<ObjectKey, Arc<R>>,
     /// The records of the list in progress.
     listing: Option<HashMap<ObjectKey, Arc<R>>>,
+    /// The Services whose records changed since the runner last looked.
+    touched: BTreeSet<ServiceKey>,
+    /// A list replaced every record since then.
+    relisted: bool,
 }
 
-impl<R: PartialEq> Records<R> {
+/// The Service a record belongs to.
+pub(crate) trait Owner {
+    fn owner(&self) -> &ServiceKey;
+}
+
+impl Owner for ServiceRecord {
+    fn owner(&self) -> &ServiceKey {
+        &self.key
+    }
+}
+
+impl Owner for SliceRecord {
+    fn owner(&self) -> &ServiceKey {
+        &self.service
+    }
+}
+
+impl<R: PartialEq + Owner> Records<R> {
+    /// The Services touched since the last call, and whether a list
+    /// replaced the records meanwhile; both are reset.
+    fn take_touched(&self) -> (BTreeSet<ServiceKey>, bool) {
+        self.inner
+            .lock()
+            .map(|mut s| {
+                (
+                    std::mem::take(&mut s.touched),
+                    std::mem::take(&mut s.relisted),
+                )
+            })
+            .unwrap_or((BTreeSet::new(), true))
+    }
+
+    /// The record of the object `key` names (a Service's record by its
+    /// key).
+    fn get(&self, key: &ServiceKey) -> Option<Arc<R>> {
+        let state = self.inner.lock().ok()?;
+        let named = |namespace: Option<String>| state.live.get(&(namespace, key.name.clone()));
+        named(Some(key.namespace.clone()))
+            // ServiceKey::of reads no namespace as "default".
+            .or_else(|| (key.namespace == "default").then(|| named(None)).flatten())
+            .cloned()
+    }
+
     /// The records in force.
     fn state(&self) -> Vec<Arc<R>> {
         self.inner
@@ -533,6 +596,7 @@ impl<R: PartialEq> Records<R> {
             }
             watcher::Event::InitDone => {
                 state.live = state.listing.take().unwrap_or_default();
+                state.relisted = true;
                 Some(Signal::InitDone)
             }
             watcher::Event::Apply(object) => {
@@ -541,11 +605,20 @@ impl<R: PartialEq> Records<R> {
                     Some(record) => {
                         let same = state.live.get(&key).is_some_and(|r| **r == record);
                         if !same {
-                            state.live.insert(key, Arc::new(record));
+                            state.touched.insert(record.owner().clone());
+                            if let Some(old) = state.live.insert(key, Arc::new(record)) {
+                                state.touched.insert(old.owner().clone());
+                            }
                         }
                         !same
                     }
-                    None => state.live.remove(&key).is_some(),
+                    None => match state.live.remove(&key) {
+                        Some(old) => {
+                            state.touched.insert(old.owner().clone());
+                            true
+                        }
+                        None => false,
+                    },
                 };
                 Some(if changed {
                     Signal::Changed
@@ -553,10 +626,12 @@ impl<R: PartialEq> Records<R> {
                     Signal::Unchanged
                 })
             }
-            watcher::Event::Delete(object) => Some(if state.live.remove(&key(&object)).is_some() {
-                Signal::Changed
-            } else {
-                Signal::Unchanged
+            watcher::Event::Delete(object) => Some(match state.live.remove(&key(&object)) {
+                Some(old) => {
+                    state.touched.insert(old.owner().clone());
+                    Signal::Changed
+                }
+                None => Signal::Unchanged,
             }),
         }
     }
@@ -628,6 +703,9 @@ struct Runner {
     resync_rx: Option<mpsc::UnboundedReceiver<()>>,
     /// The next evaluation answers a resync: count what it corrects.
     resync_pending: bool,
+    /// The next evaluation judges every Service: the Node, a Namespace or
+    /// the config changed, or a list replaced the records.
+    full_pending: bool,
     resync_repairs: Arc<std::sync::atomic::AtomicU64>,
     node_facts: Arc<Mutex<Option<super::NodeFacts>>>,
     /// For Warning Events about refused attribute annotations.
@@ -666,6 +744,7 @@ impl Runner {
             last_evaluation: None,
             resync_rx: None,
             resync_pending: false,
+            full_pending: true,
             resync_repairs: Arc::default(),
             node_facts: Arc::default(),
             events: None,
@@ -713,6 +792,7 @@ impl Runner {
                     // events said (a lost event left the last evaluation
                     // behind).
                     self.resync_pending = true;
+                    self.full_pending = true;
                     self.schedule();
                 }
             }
@@ -729,6 +809,7 @@ impl Runner {
 
     fn on_signal(&mut self, id: usize, signal: Signal) {
         let now = Instant::now();
+        let records_change = signal == Signal::Changed && self.watchers.records_links.contains(&id);
         let Some(link) = self.watchers.links.get_mut(id) else {
             return;
         };
@@ -736,6 +817,9 @@ impl Runner {
             tracing::warn!(watcher = %link.name, %error, "Kubernetes watcher error; the last known VIPs stand");
         }
         let changed = link.on(signal, now);
+        if changed && !records_change {
+            self.full_pending = true;
+        }
         if !link.live() {
             self.fresh = false;
         }
@@ -765,6 +849,7 @@ impl Runner {
             self.plan = plan;
             self.fresh = false;
         }
+        self.full_pending = true;
         self.schedule();
     }
 
@@ -808,10 +893,26 @@ impl Runner {
     }
 
     fn evaluate(&mut self, now: Instant) {
+        // What changed is taken before the records are read: a change that
+        // lands in between is judged again next time, never lost.
+        let mut touched: BTreeSet<ServiceKey> = BTreeSet::new();
+        let mut relisted = false;
+        for (t, r) in self
+            .watchers
+            .services
+            .iter()
+            .map(Records::take_touched)
+            .chain(self.watchers.slices.iter().map(Records::take_touched))
+        {
+            touched.extend(t);
+            relisted |= r;
+        }
+        let full = std::mem::take(&mut self.full_pending)
+            || relisted
+            || self.resync_pending
+            || !self.evaluated
+            || !self.fresh;
         let w = &self.watchers;
-        let services: Vec<Arc<ServiceRecord>> =
-            w.services.iter().flat_map(Records::state).collect();
-        let slices: Vec<Arc<SliceRecord>> = w.slices.iter().flat_map(Records::state).collect();
         let nodes = w.node.state();
         let node = nodes
             .iter()
@@ -828,6 +929,41 @@ impl Runner {
             changed
         });
         let namespaces = w.namespaces.as_ref().map(Store::state);
+        let slices: Vec<Arc<SliceRecord>> = w.slices.iter().flat_map(Records::state).collect();
+        if !full {
+            let services: Vec<(ServiceKey, Option<Arc<ServiceRecord>>)> = touched
+                .into_iter()
+                .map(|key| {
+                    let record = w.services.iter().find_map(|r| r.get(&key));
+                    (key, record)
+                })
+                .collect();
+            let changes = Changes {
+                services: &services,
+                endpoint_slices: &slices,
+                namespaces: namespaces.as_deref(),
+            };
+            if !needs_full_evaluation(&self.last, &self.config, &changes) {
+                // In place: the copy `latest` holds is let go first, so the
+                // tables are copied only while a snapshot still shares them.
+                let mut latest = self.latest.lock().ok();
+                if let Some(latest) = latest.as_mut() {
+                    **latest = Arc::default();
+                }
+                let eval = Arc::make_mut(&mut self.last);
+                for warning in update(eval, &self.config, &changes, now) {
+                    tracing::warn!("{warning}");
+                }
+                if let Some(latest) = latest.as_mut() {
+                    **latest = Arc::clone(&self.last);
+                }
+                drop(latest);
+                self.after_evaluation();
+                return;
+            }
+        }
+        let services: Vec<Arc<ServiceRecord>> =
+            w.services.iter().flat_map(Records::state).collect();
         let cluster = Cluster {
             node_name: &self.options.node_name,
             node,
@@ -835,7 +971,15 @@ impl Runner {
             endpoint_slices: &slices,
             namespaces: namespaces.as_deref(),
         };
-        let next = evaluate(&self.last, &self.config, &cluster, now);
+        let mut next = evaluate(&self.last, &self.config, &cluster, now);
+        // Unchanged tables stay the ones the snapshots share: comparing them
+        // is then a pointer's work.
+        if next.vips == self.last.vips {
+            next.vips = Arc::clone(&self.last.vips);
+        }
+        if next.excluded == self.last.excluded {
+            next.excluded = Arc::clone(&self.last.excluded);
+        }
         if let Ok(mut facts) = self.node_facts.lock() {
             *facts = node.map(|n| super::NodeFacts {
                 drained: next.node_problem.clone(),
@@ -867,8 +1011,12 @@ impl Runner {
         if let Ok(mut latest) = self.latest.lock() {
             *latest = Arc::clone(&next);
         }
-        let bandwidth_due = next.bandwidth_due();
         self.last = next;
+        self.after_evaluation();
+    }
+
+    fn after_evaluation(&mut self) {
+        let bandwidth_due = self.last.bandwidth_due();
         self.evaluated = true;
         self.fresh = true;
         self.last_evaluation = Some(tokio::time::Instant::now());
@@ -1001,5 +1149,35 @@ mod tests {
             Some(Signal::Changed)
         );
         assert!(records.state().is_empty());
+    }
+
+    fn shop(name: &str) -> BTreeSet<ServiceKey> {
+        BTreeSet::from([ServiceKey {
+            namespace: "shop".into(),
+            name: name.into(),
+        }])
+    }
+
+    #[test]
+    fn a_slice_change_names_its_service_to_judge_again() {
+        let records: Records<SliceRecord> = Records::default();
+        let convert = |s: EndpointSlice| SliceRecord::of(s, "n1");
+        records.on(watcher::Event::Init, &convert);
+        records.on(watcher::Event::InitApply(slice("web", &["n1"])), &convert);
+        records.on(watcher::Event::InitDone, &convert);
+        // A list replaces every record: everything is judged again.
+        assert_eq!(records.take_touched(), (BTreeSet::new(), true));
+        assert_eq!(records.take_touched(), (BTreeSet::new(), false));
+        // Another node's endpoints: nothing to judge.
+        records.on(watcher::Event::Apply(slice("db", &["n2"])), &convert);
+        assert_eq!(records.take_touched(), (BTreeSet::new(), false));
+        // The slice gains an endpoint here, loses it, is deleted: each
+        // time its Service is named.
+        records.on(watcher::Event::Apply(slice("db", &["n1"])), &convert);
+        assert_eq!(records.take_touched(), (shop("db"), false));
+        records.on(watcher::Event::Apply(slice("web", &["n2"])), &convert);
+        assert_eq!(records.take_touched(), (shop("web"), false));
+        records.on(watcher::Event::Delete(slice("db", &["n1"])), &convert);
+        assert_eq!(records.take_touched(), (shop("db"), false));
     }
 }
