@@ -1166,3 +1166,36 @@ fn an_uncordoned_node_keeps_its_routes_without_an_update() {
     assert_eq!(lab.state(VIP), Some(KeyState::Advertised));
     assert_eq!(lab.s.drained().count(), 0);
 }
+
+/// The changes of a call are collected into the room of its notes (a bulk
+/// load's notes and changes would otherwise both hold every prefix at its
+/// peak).
+#[test]
+fn the_changes_take_the_room_of_the_notes() {
+    use super::{Change, Noted};
+    type K = ipnet::IpNet;
+    type V = crate::model::Route;
+    assert!(std::mem::size_of::<Noted<K, V>>() >= std::mem::size_of::<Change<K, V>>());
+    assert_eq!(
+        std::mem::align_of::<Noted<K, V>>(),
+        std::mem::align_of::<Change<K, V>>()
+    );
+    let route = V {
+        advertisements: Default::default(),
+        service: None,
+        attributes: None,
+    };
+    let mut notes: Vec<Noted<K, V>> = (0..1000u32)
+        .map(|i| {
+            let key: K = format!("198.18.{}.{}/32", i / 256, i % 256).parse().unwrap();
+            Noted::Before(key, None)
+        })
+        .collect();
+    for note in &mut notes {
+        note.settle(Some(&route));
+    }
+    let room = notes.as_ptr() as usize;
+    let changes: Vec<Change<K, V>> = notes.into_iter().filter_map(Noted::into_change).collect();
+    assert_eq!(changes.len(), 1000);
+    assert_eq!(changes.as_ptr() as usize, room, "the changes took new room");
+}
