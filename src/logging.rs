@@ -380,10 +380,29 @@ impl fmt::Display for Suppressed {
 /// Use it at every log site a remote party can trigger.
 pub fn allow(kind: Kind, source: &str) -> Option<Suppressed> {
     let mut l = global().lock().unwrap_or_else(|e| e.into_inner());
+    let was_pending = l.pending();
     match l.check(kind, source, Instant::now()) {
         Verdict::Log { suppressed } => Some(Suppressed(suppressed)),
-        Verdict::Suppress => None,
+        Verdict::Suppress => {
+            if !was_pending {
+                // The daemon arms its summary timer only while a summary
+                // is pending, and it may be asleep with none armed: the
+                // first line dropped wakes it (a later one finds the timer
+                // armed).
+                SUMMARY_WANTED.notify_one();
+            }
+            None
+        }
     }
+}
+
+/// Wakes the daemon's loop when a summary becomes pending.
+static SUMMARY_WANTED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Resolves when a line was dropped while no summary was pending (once
+/// per such moment; a moment before the call is kept for it).
+pub async fn summary_wanted() {
+    SUMMARY_WANTED.notified().await;
 }
 
 /// Whether a "suppressed N similar" summary is still to be written.

@@ -198,6 +198,8 @@ impl Daemon {
             let chore_timer = sleep_until(self.next_chore(&chores, watched));
             tokio::select! {
                 () = drain.1.notified() => self.routes.publish_tables(),
+                // Only to arm the chore timer for the summary (next_chore).
+                () = logging::summary_wanted() => {}
                 () = routes_timer => {
                     if self.routes.poll(Instant::now()) {
                         break;

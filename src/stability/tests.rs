@@ -1187,7 +1187,9 @@ fn the_changes_take_the_room_of_the_notes() {
     };
     let mut notes: Vec<Noted<K, V>> = (0..1000u32)
         .map(|i| {
-            let key: K = format!("198.18.{}.{}/32", i / 256, i % 256).parse().unwrap();
+            let key: K = format!("198.18.{}.{}/32", i / 256, i % 256)
+                .parse()
+                .unwrap();
             Noted::Before(key, None)
         })
         .collect();
