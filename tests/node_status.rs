@@ -325,7 +325,7 @@ fn the_file_source_writes_no_node_status() {
         &config,
         format!(
             "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"n1\"\napi = \"127.0.0.1:{api_port}\"\n\
-             [[peer]]\nname = \"tor1\"\naddress = \"127.0.0.1\"\nport = {}\nasn = 65000\n\
+             [[peer]]\nname = \"tor1\"\naddress = \"127.0.0.1\"\nport = {}\nasn = 65000\nconnect_retry = \"1s\"\n\
              [source]\nkind = \"file\"\npath = \"{}\"\n",
             free(),
             vips.display()
@@ -345,6 +345,9 @@ fn the_file_source_writes_no_node_status() {
         .spawn()
         .expect("holdfast starts");
     let api: std::net::SocketAddr = format!("127.0.0.1:{api_port}").parse().unwrap();
+    // Nothing listens at the peer's port: ready once the peer wait is over
+    // (twice connect_retry, at least 10 s), well inside the bound. With the
+    // default connect_retry that wait was 60 s, the bound itself.
     let ready = wait_until(LONG, "holdfast ready", || {
         let mut s = std::net::TcpStream::connect(api).ok()?;
         use std::io::{Read, Write};
