@@ -325,7 +325,12 @@ fn tally_of(text: &str, from: Mark, to: Mark) -> Result<Tally, String> {
             *t.served.entry(what.clone()).or_default() += 1;
             t.slowest_ms = t.slowest_ms.max(end.saturating_sub(at));
         } else {
-            t.failures.push(format!("attempt {seq} at {at}: {what}"));
+            // Start and length: a reset long after the start is a
+            // connection queued at a listener that then stopped.
+            t.failures.push(format!(
+                "attempt {seq} at {at} (ended {} ms later): {what}",
+                end.saturating_sub(at)
+            ));
         }
     }
     Ok(t)
