@@ -37,15 +37,9 @@ fn mask() -> WatchMask {
         | WatchMask::MOVE_SELF
 }
 
-/// The directories `path` depends on: its own, then each symlink
-/// target's, in order, without repeats. `complete` is false when the chain
-/// is longer than [`MAX_HOPS`].
-pub fn directories(path: &Path) -> (Vec<PathBuf>, bool) {
-    let (chain, complete) = chain(path);
-    (chain.into_iter().map(|(dir, _)| dir).collect(), complete)
-}
-
-/// [`directories`] with, for each directory, the names in it that the
+/// The directories `path` depends on — its own, then each symlink
+/// target's, in order, without repeats; `complete` is false when the chain
+/// is longer than [`MAX_HOPS`] — with, for each, the names in it that the
 /// path resolves through: the file (or link) itself, and the first
 /// component of a relative link target that goes through a subdirectory
 /// (`..data` of `..data/vips.toml`). Only an event on one of those names
@@ -207,6 +201,11 @@ impl PathWatch {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    fn directories(path: &Path) -> (Vec<PathBuf>, bool) {
+        let (chain, complete) = chain(path);
+        (chain.into_iter().map(|(dir, _)| dir).collect(), complete)
+    }
 
     #[test]
     fn a_plain_file_depends_on_its_directory_alone() {

@@ -994,13 +994,17 @@ pub fn evaluate(
                 .insert(giver.service.clone(), uid.to_string());
         }
     }
-    next.absences = next
-        .gone
-        .iter()
+    next.absences = definitive_absences(&next.gone);
+    next
+}
+
+/// The gone VIPs that go for a definitive reason (a VIP that merely
+/// vanished is not listed: the hold-down applies).
+fn definitive_absences(gone: &BTreeMap<IpAddr, Gone>) -> BTreeMap<IpAddr, Absence> {
+    gone.iter()
         .filter(|(_, g)| g.reason != Absence::Vanished)
         .map(|(ip, g)| (*ip, g.reason))
-        .collect();
-    next
+        .collect()
 }
 
 /// What changed since the evaluation [`update`] is given.
@@ -1261,12 +1265,7 @@ pub fn update(
         }
     }
     eval.gone_uids = gone_uids;
-    eval.absences = eval
-        .gone
-        .iter()
-        .filter(|(_, g)| g.reason != Absence::Vanished)
-        .map(|(ip, g)| (*ip, g.reason))
-        .collect();
+    eval.absences = definitive_absences(&eval.gone);
     new_warnings
 }
 
