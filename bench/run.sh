@@ -12,6 +12,7 @@
 # --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...
 # --only bulk,idle,churn,latency,kube,traffic,scrapes,keepalive,start,codec  --out FILE
 # --scrape-sizes N,N  --scrapes S  --keepalive-secs S  --start-size N  --start-trials T
+# --bulk-runs R (default 5: loads of each size by holdfast's builds and the floor; the median counts)
 # (--only traffic alone rewrites only the zero-loss section of BENCHMARKS.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."

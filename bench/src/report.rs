@@ -38,6 +38,54 @@ pub struct Bulk {
     pub cpu_to_load: f64,
     pub idle: Option<Idle>,
     pub churn_updates: Option<u64>,
+    /// Every run's time to all routes, when the cell ran more than once
+    /// (the row's other figures are those of the median run).
+    pub runs: Vec<Option<Duration>>,
+}
+
+impl Bulk {
+    /// The run with the median time to all routes (a run that never got
+    /// there counts as the slowest), its figures for the row; the peak RSS
+    /// is the largest of all runs', and the idle and churn figures are the
+    /// first run's, the one that measured them.
+    pub fn median_of(mut runs: Vec<Bulk>) -> Bulk {
+        assert!(!runs.is_empty(), "a bulk cell without a run");
+        let times: Vec<Option<Duration>> = runs.iter().map(|b| b.all).collect();
+        let peak = runs.iter().map(|b| b.peak_rss_kib).max().unwrap_or(0);
+        let idle = runs[0].idle.take();
+        let churn = runs[0].churn_updates.take();
+        let mut order: Vec<usize> = (0..runs.len()).collect();
+        order.sort_by_key(|&i| runs[i].all.unwrap_or(Duration::MAX));
+        let mut median = runs.swap_remove(order[order.len() / 2]);
+        median.peak_rss_kib = peak;
+        median.idle = idle;
+        median.churn_updates = churn;
+        if times.len() > 1 {
+            median.runs = times;
+        }
+        median
+    }
+
+    /// "66–122 ms of 5" for a cell run more than once.
+    fn spread(&self) -> Option<String> {
+        if self.runs.is_empty() {
+            return None;
+        }
+        let lo = self
+            .runs
+            .iter()
+            .min_by_key(|t| t.unwrap_or(Duration::MAX))?;
+        let hi = self
+            .runs
+            .iter()
+            .max_by_key(|t| t.unwrap_or(Duration::MAX))?;
+        Some(format!(
+            "{}–{} of {}",
+            secs(*lo),
+            secs(*hi),
+            self.runs.len()
+        ))
+    }
 }
 
 #[derive(Debug)]
@@ -216,7 +264,12 @@ pub fn render(r: &Results, args: &Args) -> String {
              included, OPEN and KEEPALIVEs too). \"× floor\": time to all routes over that of the floor, \
              `holdfast-floor` (bench/src/bin): every UPDATE built before it connects, packed full, and written \
              with End-of-RIB in one go — the least work a speaker can do, so what is left is FRR's. \
-             RSS: `VmRSS` once loaded, and in brackets its `RssAnon` part (heap and stacks; the rest is the binary and libraries mapped from files). One run per cell.\n"
+             RSS: `VmRSS` once loaded, and in brackets its `RssAnon` part (heap and stacks; the rest is the binary and libraries mapped from files). \
+             holdfast's two builds and the floor load each size {} times, interleaved (holdfast, glibc, floor, holdfast, …), since FRR's own time \
+             into the table varies by ±15 % from run to run: their row is the run with the median time, \
+             \"all routes\" gives the range over the runs in brackets, \"peak RSS\" the largest of the runs; \
+             the other speakers load once.\n",
+            args.bulk_runs
         )
         .unwrap();
         writeln!(s, "| N | speaker | session | all routes | × floor | UPDATEs | octets | RSS loaded (anon) | peak RSS | CPU to load |").unwrap();
@@ -236,7 +289,10 @@ pub fn render(r: &Results, args: &Args) -> String {
                         n_label(n),
                         label(k, args),
                         secs(b.established),
-                        secs(b.all),
+                        match b.spread() {
+                            Some(range) => format!("{} ({range})", secs(b.all)),
+                            None => secs(b.all),
+                        },
                         x_floor,
                         b.updates,
                         b.bytes,
@@ -714,6 +770,7 @@ pub fn to_json(r: &Results) -> String {
                 "speaker": k, "n": n, "established_s": d(b.established), "all_s": d(b.all),
                 "updates": b.updates, "bytes": b.bytes, "rss_kib": b.rss_kib, "peak_rss_kib": b.peak_rss_kib,
                 "cpu_to_load_s": b.cpu_to_load,
+                "all_runs_s": b.runs.iter().map(|t| d(*t)).collect::<Vec<_>>(),
                 "idle": b.idle.as_ref().map(|i| json!({"cpu_percent": i.cpu_percent, "wakeups_per_sec": i.wakeups_per_sec, "rss_kib": i.rss_kib})),
                 "churn_updates": b.churn_updates,
             })
@@ -733,4 +790,47 @@ pub fn to_json(r: &Results) -> String {
         })).collect::<Vec<_>>(),
     }))
     .unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(ms: Option<u64>, peak: u64, churn: Option<u64>) -> Bulk {
+        Bulk {
+            established: None,
+            all: ms.map(Duration::from_millis),
+            updates: ms.unwrap_or(0),
+            bytes: 0,
+            rss_kib: 0,
+            rss_anon_kib: 0,
+            peak_rss_kib: peak,
+            cpu_to_load: 0.0,
+            idle: None,
+            churn_updates: churn,
+            runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_cell_is_its_median_run_with_the_largest_peak_and_the_first_runs_churn() {
+        let m = Bulk::median_of(vec![
+            run(Some(30), 5, Some(1)),
+            run(None, 9, None),
+            run(Some(10), 7, None),
+            run(Some(20), 6, None),
+            run(Some(40), 4, None),
+        ]);
+        // 10, 20, 30, 40, never: the median is 30 ms, the first run.
+        assert_eq!(m.all, Some(Duration::from_millis(30)));
+        assert_eq!(m.updates, 30, "the row is the median run's");
+        assert_eq!(m.peak_rss_kib, 9);
+        assert_eq!(m.churn_updates, Some(1));
+        assert_eq!(m.spread().as_deref(), Some("10 ms–— of 5"));
+        let one = Bulk::median_of(vec![run(Some(20), 6, None)]);
+        assert_eq!(
+            (one.all, one.spread()),
+            (Some(Duration::from_millis(20)), None)
+        );
+    }
 }

@@ -51,6 +51,13 @@ impl Kind {
         }
     }
 
+    /// Whether the bulk section loads this speaker more than once: the
+    /// figures the "× floor" targets compare (the others take seconds a
+    /// run and are compared by far larger ratios).
+    pub fn repeats_bulk(self) -> bool {
+        matches!(self, Kind::Holdfast | Kind::HoldfastGlibc | Kind::Floor)
+    }
+
     pub fn parse(s: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| {
             k.name().eq_ignore_ascii_case(s) || (*k == Kind::HoldfastGlibc && s == "glibc")
