@@ -278,6 +278,13 @@ impl Daemon {
                 .send_if_modified(|w| std::mem::replace(w, wanted) != wanted);
             self.carry();
             self.refresh_shared();
+            if self.routes.loading() {
+                // The first load goes in slices: the sessions encode and
+                // write what this one gave them while the next is prepared
+                // (its deadline is now; without the yield the loop would
+                // run every slice before they get the thread).
+                tokio::task::yield_now().await;
+            }
         }
         signal
     }

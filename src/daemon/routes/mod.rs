@@ -149,6 +149,8 @@ pub struct Routes {
     drained_marked: bool,
     /// The first load, while it goes in slices.
     first_load: Option<FirstLoad>,
+    /// [`SLICE_FROM`]; the tests' reference cores never slice.
+    slice_from: usize,
 }
 
 impl Routes {
@@ -179,6 +181,7 @@ impl Routes {
             next_stability: None,
             drained_marked: false,
             first_load: None,
+            slice_from: SLICE_FROM,
         }
     }
 
@@ -722,7 +725,7 @@ impl Routes {
         if self.first_synced.is_some()
             || !self.snapshot.synced
             || !self.snapshot.healthy
-            || present.len() < SLICE_FROM
+            || present.len() < self.slice_from
         {
             return false;
         }

@@ -441,3 +441,176 @@ fn a_drained_node_keeps_its_routes_marked_graceful_shutdown_until_the_wait_is_ov
     assert!(routes_of(&r, "tor1").is_empty());
     assert!(routes_of(&r, "rr").is_empty());
 }
+
+/// A complete, healthy snapshot of `n` VIPs (10.0.0.0 on), their
+/// advertisements in turn `public`, `tor1`, `probed`.
+fn many(n: usize) -> SourceSnapshot {
+    let ads = ["public", "tor1", "probed"];
+    let vips: Vec<(String, &str)> = (0..n)
+        .map(|i| {
+            let a = std::net::Ipv4Addr::from(0x0a00_0000 + i as u32);
+            (a.to_string(), ads[i % ads.len()])
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = vips.iter().map(|(a, ad)| (a.as_str(), *ad)).collect();
+    snapshot(&refs)
+}
+
+/// A core that takes every view in one go, as before slicing.
+fn unsliced(config: Arc<Config>) -> Routes {
+    let mut r = core(config);
+    r.slice_from = usize::MAX;
+    r
+}
+
+/// What a core's outputs are, to compare a sliced load with one in one go.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    tables: BTreeMap<String, Arc<PeerTable>>,
+    advertised: Vec<(IpNet, Route)>,
+    counters: stability::Counters,
+    routes_ready: bool,
+    next_deadline: Option<Instant>,
+}
+
+fn outcome(r: &mut Routes) -> Outcome {
+    let (advertised, counters) = {
+        let st = r.stability.lock().unwrap();
+        let advertised = st.advertised().map(|(p, r)| (*p, r.clone())).collect();
+        (advertised, st.counters())
+    };
+    Outcome {
+        tables: r.tables.clone(),
+        advertised,
+        counters,
+        routes_ready: r.routes_ready(),
+        next_deadline: r.next_deadline(),
+    }
+}
+
+/// Runs the slices of a load begun at `at` as the driver does (polls at
+/// the next deadline while loading), checking each step: tables only grow,
+/// no End-of-RIB. Returns the steps' table sizes (tor1's) and the Events.
+fn run_slices(r: &mut Routes, at: Instant) -> (Vec<usize>, Vec<Event>) {
+    let mut sizes = Vec::new();
+    let mut events = r.take_events();
+    let mut last: BTreeMap<String, Arc<PeerTable>> = r.tables.clone();
+    loop {
+        for (name, table) in r.take_changed_tables() {
+            let before = &last[&name];
+            assert!(
+                before.iter().all(|(p, a)| table.get(p) == Some(a)),
+                "a slice withdrew or changed a route of {name}"
+            );
+            if name == "tor1" {
+                sizes.push(table.len());
+            }
+            last.insert(name, table);
+        }
+        if !r.loading() {
+            break;
+        }
+        assert!(!r.routes_ready(), "End-of-RIB before the whole view");
+        assert_eq!(r.next_deadline(), Some(at), "the next slice is due at once");
+        assert!(!r.poll(at));
+        events.extend(r.take_events());
+    }
+    (sizes, events)
+}
+
+#[test]
+fn a_large_first_view_goes_in_growing_slices_that_only_add_and_ends_as_one_go_does() {
+    // A third of the VIPs wait for their probe: 3000 VIPs are 2000 routes,
+    // too few to slice; 6144 are 4096, just enough.
+    for n in [3000, 6144, 10_241, 40_000] {
+        for stability_extra in ["", "advertise_delay = \"5s\""] {
+            let config = config("", stability_extra);
+            let t0 = Instant::now();
+            let mut sliced = core(config.clone());
+            let mut whole = unsliced(config.clone());
+            sliced.on_snapshot(t0, many(n));
+            whole.on_snapshot(t0, many(n));
+            let (sizes, events) = run_slices(&mut sliced, t0);
+            let no_delay = stability_extra.is_empty();
+            if n >= SLICE_FROM && no_delay {
+                // tor1 gets public and tor1's VIPs: two thirds.
+                assert!(sizes.len() > 1, "n={n}: in slices, got {sizes:?}");
+                assert!(sizes[0] <= FIRST_SLICE, "n={n}: {sizes:?}");
+            } else {
+                assert!(sizes.len() <= 1, "n={n}: {sizes:?}");
+            }
+            assert_eq!(events, whole.take_events(), "n={n}: the same Events");
+            whole.take_changed_tables();
+            assert_eq!(
+                outcome(&mut sliced),
+                outcome(&mut whole),
+                "n={n} {stability_extra}"
+            );
+            // And the same afterwards, at and just before advertise_delay.
+            for later in [t0 + secs(5) - MS, t0 + secs(5), t0 + secs(40)] {
+                assert_eq!(sliced.poll(later), whole.poll(later));
+                assert_eq!(
+                    outcome(&mut sliced),
+                    outcome(&mut whole),
+                    "n={n} at {later:?}"
+                );
+                assert_eq!(sliced.take_events(), whole.take_events());
+            }
+            assert!(sliced.routes_ready());
+        }
+    }
+}
+
+/// The address of the `i`th VIP of [`many`].
+fn nth(i: u32) -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i))
+}
+
+#[test]
+fn a_view_arriving_during_the_first_load_goes_in_whole_and_later_views_are_never_sliced() {
+    let config = config("", "withdraw_hold_down = \"30s\"");
+    let t0 = Instant::now();
+    let t1 = t0 + MS;
+    // A larger view before the rest went in: as if both came in one go.
+    let mut sliced = core(config.clone());
+    let mut whole = unsliced(config.clone());
+    sliced.on_snapshot(t0, many(40_000));
+    assert!(sliced.loading());
+    sliced.on_snapshot(t1, many(60_000));
+    assert!(!sliced.loading(), "the slicing ended");
+    whole.on_snapshot(t0, many(40_000));
+    whole.on_snapshot(t1, many(60_000));
+    let mut a = sliced.take_events();
+    let mut b = whole.take_events();
+    a.sort_by_key(|e| format!("{e:?}"));
+    b.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(a, b);
+    assert_eq!(outcome(&mut sliced), outcome(&mut whole));
+    // A large view after the first: in one go.
+    let t2 = t0 + secs(1);
+    sliced.on_snapshot(t2, many(80_000));
+    whole.on_snapshot(t2, many(80_000));
+    assert!(!sliced.loading(), "only the first view is sliced");
+    assert_eq!(outcome(&mut sliced), outcome(&mut whole));
+    assert_eq!(sliced.take_events(), whole.take_events());
+
+    // A smaller view before the rest went in: what the first slice sent
+    // and the view lacks is held down, what no slice sent never goes out.
+    let mut r = core(config);
+    r.on_snapshot(t0, many(40_000));
+    let mut smaller = many(30_000);
+    Arc::make_mut(&mut smaller.vips).remove(&nth(1));
+    r.on_snapshot(t1, smaller);
+    assert!(!r.loading());
+    assert!(
+        r.take_events()
+            .iter()
+            .all(|e| matches!(e, Event::Advertised { .. })),
+        "nothing withdrawn"
+    );
+    let rr = routes_of(&r, "rr");
+    assert!(rr.contains(&nth(0)) && rr.contains(&nth(29_997)));
+    assert!(!rr.contains(&nth(35_001)), "never sent");
+    assert!(routes_of(&r, "tor1").contains(&nth(1)), "held down");
+    assert!(r.routes_ready());
+}
