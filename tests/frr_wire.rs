@@ -417,7 +417,12 @@ fn a_large_first_view_goes_out_in_slices_and_end_of_rib_follows_the_last_route()
     let end_of_rib = log
         .find("rcvd End-of-RIB")
         .unwrap_or_else(|| panic!("FRR logged no End-of-RIB"));
-    for p in [&addresses[0], &addresses[2047], &addresses[2048], &addresses[N as usize - 1]] {
+    for p in [
+        &addresses[0],
+        &addresses[2047],
+        &addresses[2048],
+        &addresses[N as usize - 1],
+    ] {
         let route = log
             .find(&format!("rcvd {p}/32 "))
             .unwrap_or_else(|| panic!("FRR logged no {p}/32"));
@@ -428,7 +433,11 @@ fn a_large_first_view_goes_out_in_slices_and_end_of_rib_follows_the_last_route()
         .lines()
         .filter(|l| l.contains("routes changed"))
         .collect();
-    assert_eq!(summary.len(), 1, "one summary line for the load: {summary:?}");
+    assert_eq!(
+        summary.len(),
+        1,
+        "one summary line for the load: {summary:?}"
+    );
     assert!(
         summary[0].contains("the first view, in slices")
             && summary[0].contains(&format!("advertised={N}"))
