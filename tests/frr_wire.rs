@@ -393,64 +393,6 @@ fn readiness_and_end_of_rib_wait_for_the_sources_first_complete_view() {
     assert_eq!(sent, 3.0, "one UPDATE with both routes, two End-of-RIBs");
 }
 
-/// A VIP file of 6000 VIPs at start: the first view goes in slices (the
-/// first 2048 routes, then the rest), every route reaches FRR, and
-/// End-of-RIB only after the last of them (RFC 4724 §4.1), never after a
-/// slice. holdfast logs the load in one line.
-#[test]
-fn a_large_first_view_goes_out_in_slices_and_end_of_rib_follows_the_last_route() {
-    testlab::require_root();
-    const N: u32 = 6000;
-    let lab = Lab::pair();
-    let frr = frr(&lab, "debug bgp updates in\n");
-    let addresses: Vec<String> = (0..N)
-        .map(|i| std::net::Ipv4Addr::from(0x0a00_0000 + i).to_string())
-        .collect();
-    let refs: Vec<&str> = addresses.iter().map(String::as_str).collect();
-    let node = Holdfast::start(&lab.node, &conf("", "", ""), &vips(&refs));
-    frr.wait_established(node_ip(), LONG);
-    wait_until(LONG, "End-of-RIB at FRR", || {
-        end_of_rib_received(&frr).then_some(())
-    });
-    assert_eq!(frr.count(Afi::Ipv4), N as usize, "every route at FRR");
-    let log = frr.log();
-    let end_of_rib = log
-        .find("rcvd End-of-RIB")
-        .unwrap_or_else(|| panic!("FRR logged no End-of-RIB"));
-    for p in [
-        &addresses[0],
-        &addresses[2047],
-        &addresses[2048],
-        &addresses[N as usize - 1],
-    ] {
-        let route = log
-            .find(&format!("rcvd {p}/32 "))
-            .unwrap_or_else(|| panic!("FRR logged no {p}/32"));
-        assert!(route < end_of_rib, "{p}/32 after End-of-RIB");
-    }
-    let ours = node.log();
-    let summary: Vec<&str> = ours
-        .lines()
-        .filter(|l| l.contains("routes changed"))
-        .collect();
-    assert_eq!(
-        summary.len(),
-        1,
-        "one summary line for the load: {summary:?}"
-    );
-    assert!(
-        summary[0].contains("the first view, in slices")
-            && summary[0].contains(&format!("advertised={N}"))
-            && summary[0].contains("slices=2"),
-        "{}",
-        summary[0]
-    );
-    let ready = ours
-        .find("End-of-RIB can go out")
-        .unwrap_or_else(|| panic!("holdfast logged no End-of-RIB readiness:\n{ours}"));
-    assert!(ours.find("routes changed").unwrap() < ready);
-}
-
 // --------------------------------------------------------------------- MRAI
 
 /// MinRouteAdvertisementIntervalTimer (RFC 4271 §9.2.1.1) of 8 s: the

@@ -278,20 +278,6 @@ impl Daemon {
                 .send_if_modified(|w| std::mem::replace(w, wanted) != wanted);
             self.carry();
             self.refresh_shared();
-            while self.routes.loading() {
-                // The first load goes in slices: the sessions encode and
-                // write what the last one gave them, then the next goes in
-                // (at once: not through a timer, which fires only once the
-                // runtime next looks at its clock). Other inputs wait the
-                // few milliseconds this takes.
-                tokio::task::yield_now().await;
-                let stop = self.routes.poll(Instant::now());
-                self.carry();
-                self.refresh_shared();
-                if stop {
-                    return signal;
-                }
-            }
         }
         signal
     }

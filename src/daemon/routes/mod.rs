@@ -149,8 +149,6 @@ pub struct Routes {
     drained_marked: bool,
     /// The first load, while it goes in slices.
     first_load: Option<FirstLoad>,
-    /// [`SLICE_FROM`]; the tests' reference cores never slice.
-    slice_from: usize,
 }
 
 impl Routes {
@@ -181,7 +179,6 @@ impl Routes {
             next_stability: None,
             drained_marked: false,
             first_load: None,
-            slice_from: SLICE_FROM,
         }
     }
 
@@ -725,7 +722,7 @@ impl Routes {
         if self.first_synced.is_some()
             || !self.snapshot.synced
             || !self.snapshot.healthy
-            || present.len() < self.slice_from
+            || present.len() < SLICE_FROM
         {
             return false;
         }
