@@ -41,14 +41,6 @@ mod tests;
 /// level; more are summed up in one line.
 const LOG_EACH_CHANGE_UP_TO: usize = 20;
 
-/// A first load of at least this many routes goes to the stability layer
-/// in slices ([`FirstLoad`]); a smaller one in one go.
-const SLICE_FROM: usize = 4096;
-
-/// The first slice of a first load; each next one is four times the last
-/// (2048, 8192, 32768, … routes: 100k go in four).
-const FIRST_SLICE: usize = 2048;
-
 /// A withdrawn route's Service, and why it went.
 type WithdrawNote = (Option<Arc<str>>, WithdrawCause);
 
@@ -80,33 +72,6 @@ pub enum Event {
     Advertised { vip: IpAddr, peers: Vec<String> },
     /// The VIP was withdrawn from these peers.
     Withdrawn { vip: IpAddr, peers: Vec<String> },
-}
-
-/// The source's first view, large, on its way into the stability layer in
-/// key-ordered slices, so that the sessions encode and send the first
-/// routes while the rest are worked on (every stage used to run to
-/// completion before the first byte went out).
-///
-/// It begins only while nothing is in the stability layer and before the
-/// source's first complete view ([`Routes::first_load_due`]), so no later
-/// update is ever sliced. Each slice is an update with `healthy = false`,
-/// which only adds: the last known set — here, nothing — stands, no
-/// prefix is taken as absent, no timer of an absence runs, so there is
-/// nothing for advertise_delay, damping or the mass-withdrawal guard to
-/// hold or withdraw. Every slice goes in at the instant the view arrived
-/// (`at`), as the unsliced update would have; then the whole view, as
-/// without slices, which finds every route in place and changes nothing
-/// more — it alone marks the view complete (End-of-RIB, RFC 4724 §4.1).
-#[derive(Debug)]
-struct FirstLoad {
-    /// When the view arrived: the instant of every slice and of the whole.
-    at: Instant,
-    /// The routes not yet handed on, in key order.
-    rest: BTreeMap<IpNet, Route>,
-    /// Slices handed on so far.
-    slices: u32,
-    /// Routes advertised by them (the load's one summary line).
-    advertised: usize,
 }
 
 /// The routes core.
@@ -147,8 +112,6 @@ pub struct Routes {
     /// The tables last published marked some routes of a drained node
     /// GRACEFUL_SHUTDOWN.
     drained_marked: bool,
-    /// The first load, while it goes in slices.
-    first_load: Option<FirstLoad>,
 }
 
 impl Routes {
@@ -178,7 +141,6 @@ impl Routes {
             stability_dirty: true,
             next_stability: None,
             drained_marked: false,
-            first_load: None,
         }
     }
 
@@ -269,9 +231,6 @@ impl Routes {
         if drain_due && self.poll_drain(now) {
             return true;
         }
-        if self.first_load.is_some() {
-            self.next_slice();
-        }
         if self.next_stability.is_some_and(|t| t <= now) {
             let (changes, notes) = {
                 let mut st = self.stability.lock().expect("stability lock");
@@ -304,10 +263,7 @@ impl Routes {
             (false, Some(since)) => Some(since + self.config.stability.advertise_delay),
             _ => None,
         };
-        // The next slice of the first load is due at once (the driver lets
-        // the sessions run first: [`Self::loading`]).
-        let slice = self.first_load.as_ref().map(|l| l.at);
-        [self.next_stability, drain, ready, slice]
+        [self.next_stability, drain, ready]
             .into_iter()
             .flatten()
             .min()
@@ -354,13 +310,6 @@ impl Routes {
     /// Whether End-of-RIB can go out (RFC 4724 §4.1).
     pub fn routes_ready(&self) -> bool {
         self.routes_ready
-    }
-
-    /// Whether slices of the first load are still to go in: the driver
-    /// lets the sessions send what the last one gave them before it calls
-    /// [`Self::poll`] for the next.
-    pub fn loading(&self) -> bool {
-        self.first_load.is_some()
     }
 
     // --- the work ---
@@ -577,8 +526,7 @@ impl Routes {
         };
         // One line per route for the everyday few; a bulk load (a VIP file
         // of 100k) gets one summary line at info, and the routes at debug.
-        let slice = self.first_load.is_some();
-        let bulk = changes.len() > LOG_EACH_CHANGE_UP_TO || slice;
+        let bulk = changes.len() > LOG_EACH_CHANGE_UP_TO;
         let from_file = self.from_file;
         let params = stability_params(&self.config);
         for c in &changes {
@@ -608,13 +556,7 @@ impl Routes {
                 }
             }
         }
-        if slice {
-            // One summary line for the whole load, when it is over.
-            let advertised = changes.len();
-            if let Some(load) = self.first_load.as_mut() {
-                load.advertised += advertised;
-            }
-        } else if bulk {
+        if bulk {
             let advertised = changes
                 .iter()
                 .filter(|c| matches!(c, stability::Change::Advertise(..)))
@@ -681,105 +623,15 @@ impl Routes {
         self.probes_changed |= self.probes.len() != before || removed;
     }
 
-    /// The source's set, gated by the probes, into the stability layer. A
-    /// large first view goes in slices ([`FirstLoad`]); anything new while
-    /// it does (another snapshot, a probe's verdict, a reload) ends the
-    /// slicing and goes in whole, as without it.
+    /// The source's set, gated by the probes, into the stability layer.
     fn recompute(&mut self, now: Instant) {
-        if let Some(load) = self.first_load.take() {
-            log_load(&load, "the rest follows in one go");
-        }
-        let (present, absences) = self.desired();
-        if self.first_load_due(&present) {
-            self.first_load = Some(FirstLoad {
-                at: now,
-                rest: present,
-                slices: 0,
-                advertised: 0,
-            });
-            self.next_slice();
-            return;
-        }
-        self.recompute_whole(now, present, absences);
-    }
-
-    /// The source's set, gated by the probes (aggregates, PodCIDRs and
-    /// interface addresses: crate::routes).
-    fn desired(&self) -> (BTreeMap<IpNet, Route>, BTreeMap<IpNet, Absence>) {
-        crate::routes::desired(&self.config, &self.snapshot, |ip| {
+        let snap = self.snapshot.clone();
+        // Aggregates, PodCIDRs and interface addresses: crate::routes.
+        let (present, absences) = crate::routes::desired(&self.config, &snap, |ip| {
             self.probes
                 .get(&ip)
                 .map_or(crate::routes::Gate::Pass, |p| p.tracker.gate(&p.config))
-        })
-    }
-
-    /// Whether `present` is the first view to go in slices: the source's
-    /// first complete, healthy view, large, while the stability layer holds
-    /// nothing at all (nothing advertised, pending or held). Once a view
-    /// has been complete, or anything is in the layer, this is false for
-    /// good: no later update is sliced.
-    fn first_load_due(&self, present: &BTreeMap<IpNet, Route>) -> bool {
-        if self.first_synced.is_some()
-            || !self.snapshot.synced
-            || !self.snapshot.healthy
-            || present.len() < SLICE_FROM
-        {
-            return false;
-        }
-        let st = self.stability.lock().expect("stability lock");
-        st.shown() == 0 && st.on_wire() == 0
-    }
-
-    /// Hands the stability layer the next slice of the first load, and
-    /// the tables to the sessions; after the last, the whole view.
-    fn next_slice(&mut self) {
-        let Some(load) = self.first_load.as_mut() else {
-            return;
-        };
-        let size = FIRST_SLICE.saturating_mul(1 << (2 * load.slices.min(15)));
-        let slice = match load.rest.keys().nth(size).copied() {
-            Some(first_after) => {
-                let tail = load.rest.split_off(&first_after);
-                std::mem::replace(&mut load.rest, tail)
-            }
-            None => std::mem::take(&mut load.rest),
-        };
-        load.slices += 1;
-        let at = load.at;
-        let last = load.rest.is_empty();
-        // `healthy = false`: only adds (see FirstLoad).
-        let changes = self.stability.lock().expect("stability lock").update(
-            at,
-            &slice,
-            &BTreeMap::new(),
-            false,
-        );
-        drop(slice);
-        debug_assert!(
-            changes
-                .iter()
-                .all(|c| matches!(c, stability::Change::Advertise(..))),
-            "a slice of the first load only adds"
-        );
-        self.stability_dirty = true;
-        self.apply(changes, &BTreeMap::new());
-        if last && let Some(load) = self.first_load.take() {
-            log_load(&load, "the whole view follows");
-            // The whole view, at the instant it arrived, as without slices:
-            // it finds every route in place and marks the view complete.
-            let (present, absences) = self.desired();
-            self.recompute_whole(at, present, absences);
-        }
-    }
-
-    /// [`Self::recompute`] in one go.
-    fn recompute_whole(
-        &mut self,
-        now: Instant,
-        present: BTreeMap<IpNet, Route>,
-        absences: BTreeMap<IpNet, Absence>,
-    ) {
-        let snap = self.snapshot.clone();
+        });
         let (changes, notes) = {
             let mut st = self.stability.lock().expect("stability lock");
             let notes = self.withdraw_notes(&st, now, false, Some((&present, &absences)));
@@ -851,15 +703,4 @@ impl Routes {
         }
         false
     }
-}
-
-/// The summary line of a first load's slices: the one line a load in one
-/// go logs (the routes one by one are at debug level).
-fn log_load(load: &FirstLoad, then: &str) {
-    info!(
-        advertised = load.advertised,
-        withdrawn = 0,
-        slices = load.slices,
-        "routes changed (the first view, in slices; {then}; each one logged at debug level)"
-    );
 }
