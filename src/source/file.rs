@@ -241,6 +241,35 @@ impl Digest {
     }
 }
 
+/// What a read yields, worked out beside it on the blocking pool: the
+/// text's digest, and the text parsed — unless the read is to be discarded
+/// anyway (the file changed while read) or its text is the last read's,
+/// which publishes nothing ([`FileSource::after_prepared`] decides).
+#[derive(Debug)]
+struct Prepared {
+    digest: Result<Digest, String>,
+    /// `None`: not parsed (see above).
+    parsed: Option<Result<BTreeMap<IpAddr, Vip>, String>>,
+}
+
+impl Prepared {
+    /// `text`, read from `path` stat'ed as `stamp` before and `after`
+    /// after the read; `last`: the digest of the last read.
+    fn of(
+        path: &Path,
+        advertisement_names: &[String],
+        stamp: Stamp,
+        text: Result<String, String>,
+        after: &Result<Stamp, String>,
+        last: Option<&Result<Digest, String>>,
+    ) -> Prepared {
+        let digest = text.as_deref().map(Digest::of).map_err(Clone::clone);
+        let wanted = after.as_ref() == Ok(&stamp) && last != Some(&digest);
+        let parsed = wanted.then(|| text.and_then(|t| parse(path, t, advertisement_names)));
+        Prepared { digest, parsed }
+    }
+}
+
 /// Whether a file last changed at `stamp` may have changed again, after a
 /// read that began `read_at`, without its stat showing it.
 fn racy(stamp: &Stamp, read_at: Nanos) -> bool {
@@ -346,14 +375,22 @@ impl FileSource {
             AfterStat::Done(snapshot) => return snapshot,
             AfterStat::Read(stamp) => stamp,
         };
+        // The text is digested and parsed where it is read, on the
+        // blocking pool: a file of 100k VIPs takes tens of milliseconds to
+        // parse, which on the runtime's one thread would hold back every
+        // session (keepalives, the OPEN exchange) meanwhile.
+        let last = self.last_read.as_ref().map(|r| r.text.clone());
+        let names = self.settings.advertisement_names.clone();
         let read = tokio::task::spawn_blocking(move || {
             let at = now();
             let text = read_text(&path);
-            (at, text, stat(&path))
+            let after = stat(&path);
+            let prepared = Prepared::of(&path, &names, stamp, text, &after, last.as_ref());
+            (at, prepared, after)
         })
         .await;
         match read {
-            Ok((at, text, after)) => self.after_read(stamp, at, text, after),
+            Ok((at, prepared, after)) => self.after_prepared(stamp, at, prepared, after),
             Err(_) => {
                 // The read was cancelled or panicked: start over next poll.
                 self.last_stat = None;
@@ -385,12 +422,36 @@ impl FileSource {
     }
 
     /// The decision after a read that began at `at`, of a file stat'ed as
-    /// `stamp` before and `after` after it (no IO).
+    /// `stamp` before and `after` after it (no IO): [`Prepared::of`] and
+    /// [`Self::after_prepared`] in one, as the tests drive it.
+    #[cfg(test)]
     fn after_read(
         &mut self,
         stamp: Stamp,
         at: Nanos,
         text: Result<String, String>,
+        after: Result<Stamp, String>,
+    ) -> Option<SourceSnapshot> {
+        let last = self.last_read.as_ref().map(|r| r.text.clone());
+        let prepared = Prepared::of(
+            &self.settings.path,
+            &self.settings.advertisement_names,
+            stamp,
+            text,
+            &after,
+            last.as_ref(),
+        );
+        self.after_prepared(stamp, at, prepared, after)
+    }
+
+    /// The decision after a read that began at `at`, of a file stat'ed as
+    /// `stamp` before and `after` after it, whose text was digested and
+    /// parsed into `prepared` (no IO).
+    fn after_prepared(
+        &mut self,
+        stamp: Stamp,
+        at: Nanos,
+        prepared: Prepared,
         after: Result<Stamp, String>,
     ) -> Option<SourceSnapshot> {
         if after.as_ref() != Ok(&stamp) {
@@ -399,7 +460,7 @@ impl FileSource {
             self.last_stat = Some(after);
             return None;
         }
-        let digest = text.as_deref().map(Digest::of).map_err(Clone::clone);
+        let Prepared { digest, parsed } = prepared;
         let unchanged = self
             .last_read
             .as_ref()
@@ -413,8 +474,13 @@ impl FileSource {
             self.last_read = Some(read);
             return None;
         }
-        let parsed =
-            text.and_then(|t| parse(&self.settings.path, t, &self.settings.advertisement_names));
+        let Some(parsed) = parsed else {
+            // Prepared against another last read (cannot happen while the
+            // check holds the source): start over at the next check.
+            self.last_read = None;
+            self.last_stat = None;
+            return None;
+        };
         let had_vips = self.last_good.as_ref().is_some_and(|g| !g.is_empty());
         if had_vips && parsed.as_ref().is_ok_and(BTreeMap::is_empty) {
             let since = *self.empty_since.get_or_insert(at);

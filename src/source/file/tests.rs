@@ -104,6 +104,49 @@ fn check_with(
     }
 }
 
+/// What the blocking pool hands back for a read of `text` of a file
+/// stat'ed `stamp` before and `after` after, the last read's digest `last`.
+fn prepared(
+    stamp: Stamp,
+    text: &str,
+    after: Stamp,
+    last: Option<&Result<Digest, String>>,
+) -> Prepared {
+    let s = settings(Path::new("/etc/holdfast/vips.toml"));
+    Prepared::of(
+        &s.path,
+        &s.advertisement_names,
+        stamp,
+        Ok(text.to_string()),
+        &Ok(after),
+        last,
+    )
+}
+
+#[test]
+fn a_read_is_parsed_beside_it_unless_it_is_discarded_or_its_text_was_seen() {
+    let s = stamp(7, ONE.len() as u64, T0);
+    let fresh = prepared(s, ONE, s, None);
+    assert_eq!(fresh.digest, Ok(Digest::of(ONE)));
+    assert_eq!(fresh.parsed, Some(Ok(one())));
+    // The text of the last read: nothing to parse, nothing will publish.
+    let seen = prepared(s, ONE, s, Some(&Ok(Digest::of(ONE))));
+    assert_eq!(seen.parsed, None);
+    // Another text than the last read's: parsed.
+    let other = prepared(s, TWO, s, Some(&Ok(Digest::of(ONE))));
+    assert_eq!(other.parsed, Some(Ok(two())));
+    // Written while read: discarded, so not parsed either.
+    let later = stamp(7, TWO.len() as u64, T0 + SEC);
+    assert_eq!(prepared(s, ONE, later, None).parsed, None);
+    // And the source takes a prepared read as it takes the read itself.
+    let mut source = pure_source();
+    assert_eq!(source.after_stat(Ok(s)), AfterStat::Read(s));
+    assert_eq!(
+        source.after_prepared(s, T0 + SEC, fresh, Ok(s)),
+        Some(healthy(one()))
+    );
+}
+
 const MISSING: &str =
     "/etc/holdfast/vips.toml:1:1: cannot read file: No such file or directory (os error 2)";
 
