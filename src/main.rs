@@ -192,6 +192,7 @@ fn main() -> ExitCode {
     // Before anything is allocated: glibc's moving mmap threshold would keep
     // a bulk load's transient buffers resident (holdfast_sockopt::malloc).
     holdfast_sockopt::malloc::fix_mmap_threshold();
+    holdfast_sockopt::malloc::single_arena();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run {

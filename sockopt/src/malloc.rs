@@ -19,3 +19,17 @@ pub fn fix_mmap_threshold() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     crate::sys::set_mmap_threshold(MMAP_THRESHOLD as libc::c_int);
 }
+
+/// Every thread allocates from glibc's one main heap.
+///
+/// glibc otherwise gives a thread that meets a busy heap an arena of its
+/// own (up to 8 per core), a 64 MiB reservation of which the pages it used
+/// stay resident: the blocking pool's thread, which reads the VIP file,
+/// kept one for the daemon's life. holdfast's threads (the runtime's one
+/// and the blocking pool's) seldom allocate at once, so the shared heap's
+/// lock costs nothing measurable. A no-op on other C libraries (musl has one
+/// heap already).
+pub fn single_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    crate::sys::set_arena_max(1);
+}

@@ -245,6 +245,14 @@ pub fn set_mmap_threshold(bytes: libc::c_int) {
     unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes) };
 }
 
+/// glibc's `mallopt(M_ARENA_MAX, count)`.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn set_arena_max(count: libc::c_int) {
+    // SAFETY: as for set_mmap_threshold: two integers, the allocator's own
+    // settings, callable at any time.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, count) };
+}
+
 /// `timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)`.
 pub(crate) fn timerfd_create() -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
