@@ -17,7 +17,7 @@ pub const MMAP_THRESHOLD: usize = 128 * 1024;
 /// parameter it does not know, so there is nothing to check.)
 pub fn fix_mmap_threshold() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    crate::sys::set_mmap_threshold(MMAP_THRESHOLD as libc::c_int);
+    crate::sys::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as libc::c_int);
 }
 
 /// Every thread allocates from glibc's one main heap.
@@ -31,5 +31,5 @@ pub fn fix_mmap_threshold() {
 /// heap already).
 pub fn single_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    crate::sys::set_arena_max(1);
+    crate::sys::mallopt(libc::M_ARENA_MAX, 1);
 }

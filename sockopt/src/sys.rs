@@ -237,20 +237,12 @@ pub(crate) fn recvmsg_hop_limit(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Resul
     })
 }
 
-/// glibc's `mallopt(M_MMAP_THRESHOLD, bytes)`.
+/// glibc's `mallopt(param, value)` (the callers name the parameters).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub fn set_mmap_threshold(bytes: libc::c_int) {
+pub fn mallopt(param: libc::c_int, value: libc::c_int) {
     // SAFETY: mallopt takes two integers and touches only the allocator's
     // own settings; glibc documents it as callable at any time.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes) };
-}
-
-/// glibc's `mallopt(M_ARENA_MAX, count)`.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub fn set_arena_max(count: libc::c_int) {
-    // SAFETY: as for set_mmap_threshold: two integers, the allocator's own
-    // settings, callable at any time.
-    unsafe { libc::mallopt(libc::M_ARENA_MAX, count) };
+    unsafe { libc::mallopt(param, value) };
 }
 
 /// `timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)`.
