@@ -871,24 +871,77 @@ fn unread_octets(lab: &Lab) -> Vec<u64> {
         .collect()
 }
 
+/// The connections on which holdfast sent a Cease / Connection Collision
+/// Resolution, from its debug log: for each, whether holdfast opened it
+/// ("connected to … conn=N") rather than accepted it ("connection from …
+/// conn=N").
+fn collision_ceases_by_holdfast(log: &str) -> Vec<bool> {
+    let conn = |line: &str| -> Option<u64> {
+        let rest = &line[line.find(" conn=")? + " conn=".len()..];
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    let opened: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains("connected to "))
+        .filter_map(conn)
+        .collect();
+    log.lines()
+        .filter(|l| l.contains("sent NOTIFICATION: Cease / Connection Collision Resolution"))
+        .map(|l| {
+            let c = conn(l).unwrap_or_else(|| panic!("a collision Cease without its conn: {l}"));
+            opened.contains(&c)
+        })
+        .collect()
+}
+
 /// What in FRR 8.4's log shows that FRR itself dropped the session after
-/// a collision: when it keeps the connection it accepted (ours, when our
+/// a collision. When FRR keeps the connection it accepted (ours, when our
 /// BGP Identifier is higher), it moves that connection into its main peer
 /// structure, and at times resolves the collision once more (another
-/// Cease/Connection Collision Resolution sent) or fails to read the moved
-/// socket's addresses, and drops the session it has just established —
-/// while it received no NOTIFICATION from us. A NOTIFICATION from holdfast
-/// in the log is holdfast's doing, and the test's assertions judge it.
+/// Cease/Connection Collision Resolution sent), fails to read the moved
+/// socket's addresses, or takes our Cease on the connection it was about
+/// to give up for the end of the whole peer — and drops the session it
+/// has just established, its Down line saying "No AFI/SAFI activated for
+/// peer" or "BGP Notification received".
+///
+/// Only such a drop counts, and only while every NOTIFICATION FRR received
+/// from us was a Connection Collision Resolution: any other reason, or
+/// any other NOTIFICATION, is holdfast's doing and the test's assertions
+/// judge it. The caller has already checked that each of holdfast's
+/// Ceases went on the connection §6.8 closes
+/// ([`collision_ceases_by_holdfast`]), so a drop that follows them is not
+/// holdfast's choice of connection either.
 fn frr_collision_quirk(frr_log: &str) -> Option<String> {
-    let dropped = frr_log.contains("%ADJCHANGE: neighbor 192.0.2.2(node-1) in vrf default Down");
-    let from_us = frr_log.contains("%NOTIFICATION: received from neighbor 192.0.2.2");
-    (dropped && !from_us).then(|| {
+    const DOWN: &str = "%ADJCHANGE: neighbor 192.0.2.2(node-1) in vrf default Down ";
+    const RECEIVED: &str = "%NOTIFICATION: received from neighbor 192.0.2.2 ";
+    const FRR_OWN: [&str; 2] = [
+        "No AFI/SAFI activated for peer",
+        "BGP Notification received",
+    ];
+    let downs: Vec<&str> = frr_log
+        .lines()
+        .filter_map(|l| Some(l[l.find(DOWN)? + DOWN.len()..].trim()))
+        .collect();
+    let received: Vec<&str> = frr_log
+        .lines()
+        .filter_map(|l| Some(l[l.find(RECEIVED)? + RECEIVED.len()..].trim()))
+        .collect();
+    let ours_all_collisions = received
+        .iter()
+        .all(|n| n.starts_with("6/7 (Cease/Connection Collision Resolution)"));
+    let frr_own = downs.iter().all(|d| FRR_OWN.contains(d));
+    (!downs.is_empty() && frr_own && ours_all_collisions).then(|| {
         let sent = frr_log
             .matches("sent to neighbor 192.0.2.2 6/7 (Cease/Connection Collision Resolution)")
             .count();
         format!(
-            "FRR dropped its session after the collision without a NOTIFICATION from holdfast \
-             ({sent} Connection Collision Resolution sent by FRR{})",
+            "FRR dropped its session after the collision (Down: {}; {sent} Connection \
+             Collision Resolution sent by FRR, {} received from holdfast{})",
+            downs.join(" / "),
+            received.len(),
             if frr_log.contains("bgp_getsockname() failed for accept") {
                 ", bgp_getsockname() failed for the accepted connection"
             } else {
@@ -913,12 +966,16 @@ fn frr_collision_quirk(frr_log: &str) -> Option<String> {
 /// comes up and stays. The test fails if no Connection Collision
 /// Resolution NOTIFICATION was exchanged, i.e. if there was no collision.
 /// A round in which FRR itself mishandled the collision (see
-/// [`frr_collision_quirk`]) is run again, at most five rounds in all.
+/// [`frr_collision_quirk`]) is run again, at most twelve rounds in all:
+/// FRR 8.4 drops about half of the rounds in which it keeps the
+/// connection it accepted (measured: 7 of 13), so five rounds failed one
+/// run in twenty for FRR's sake alone; twelve leave one in 500.
 #[test]
 fn collision_keeps_the_connection_of_the_higher_bgp_identifier() {
+    const ROUNDS: u32 = 12;
     testlab::require_root();
     let case = |frr_router_id: &str| {
-        for round in 1..=5 {
+        for round in 1..=ROUNDS {
             match collision_round(frr_router_id) {
                 Ok(()) => return,
                 Err(quirk) => eprintln!(
@@ -926,7 +983,7 @@ fn collision_keeps_the_connection_of_the_higher_bgp_identifier() {
                 ),
             }
         }
-        panic!("FRR mishandled the collision in five rounds out of five");
+        panic!("FRR mishandled the collision in {ROUNDS} rounds out of {ROUNDS}");
     };
     concurrently(&[
         ("holdfast's BGP Identifier higher", &|| case("192.0.2.1")),
@@ -991,6 +1048,19 @@ fn collision_round(frr_router_id: &str) -> Result<(), String> {
     wait_holdfast_state(&node, "tor", "Established", LONG);
     // FRR's mishandling, when it happens, shows within a second.
     std::thread::sleep(Duration::from_secs(2));
+    // §6.8, holdfast's own half, judged in every round: each connection
+    // holdfast closed for the collision was opened by the side with the
+    // lower BGP Identifier (holdfast's own when FRR's is higher).
+    let holdfast_higher = ip("192.0.2.2") > ip(frr_router_id);
+    let ceases = collision_ceases_by_holdfast(&node.log());
+    assert!(
+        ceases
+            .iter()
+            .all(|&opened_by_us| opened_by_us != holdfast_higher),
+        "holdfast closed the connection opened by the higher BGP Identifier's side \
+         (opened by holdfast, per Cease: {ceases:?}): {}",
+        node.log()
+    );
     if let Some(quirk) = frr_collision_quirk(&frr.log()) {
         return Err(quirk);
     }
@@ -1030,17 +1100,17 @@ fn collision_round(frr_router_id: &str) -> Result<(), String> {
     assert_eq!(in_metrics, collisions as f64, "{e:?}");
     // §6.8: the survivor was opened by the side with the higher BGP
     // Identifier. FRR's local port 179 means holdfast opened it.
-    let holdfast_higher = ip("192.0.2.2") > ip(frr_router_id);
     let n = frr.neighbor(neighbor);
     assert_eq!(
         n["portLocal"] == 179,
         holdfast_higher,
-        "the surviving connection was opened by {}, whose BGP Identifier is lower: {n}\n{p}",
+        "the surviving connection was opened by {}, whose BGP Identifier is lower: {n}\n{p}\n{}",
         if n["portLocal"] == 179 {
             "holdfast"
         } else {
             "FRR"
-        }
+        },
+        frr.log()
     );
     // Both sides chose the same connection: the first session to come up
     // is the one that stays, at holdfast and at FRR. (Had they chosen

@@ -66,9 +66,13 @@ fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
         "a fresh route carries no community: {route}"
     );
 
+    // Taken before the kill: FRR's restart timer starts when it sees the
+    // connection close, which is after this instant but may be before
+    // wait_exit's poll notices the exit — an instant taken after that
+    // would make the bound below fail when FRR is on time.
+    let killed = Instant::now();
     node.kill(Signal::Kill);
     node.wait_exit();
-    let killed = Instant::now();
     frr.wait_state_not(NEIGHBOR.parse().unwrap(), "Established", LONG);
     // Past restart_time (5 s) plus slack: GR alone would have dropped it.
     let route = wait_until(LONG, "the route marked LLGR_STALE", || {

@@ -507,7 +507,12 @@ impl Driver {
         match io {
             Io::Connected(stream) => {
                 self.connecting = None;
+                let to = stream
+                    .peer_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
                 let id = self.register(stream);
+                debug!(peer = %self.name(), conn = id.0, "connected to {to}");
                 self.event(Event::TcpConnected {
                     conn: id,
                     direction: Direction::Outgoing,
@@ -647,13 +652,13 @@ impl Driver {
                 Action::StateChange { from, to, reason } => self.state_changed(from, to, &reason),
                 Action::Up { conn, negotiated } => self.session_up(conn, *negotiated),
                 Action::Down { reason } => self.session_down(&reason),
-                Action::NotificationSent { notification } => {
+                Action::NotificationSent { conn, notification } => {
                     let what = format!("sent NOTIFICATION: {}", notification.describe());
-                    self.notification_line(ends_session, &notification, &what);
+                    self.notification_line(Some(conn), ends_session, &notification, &what);
                 }
                 Action::NotificationReceived { notification } => {
                     let what = format!("received NOTIFICATION: {}", notification.describe());
-                    self.notification_line(ends_session, &notification, &what);
+                    self.notification_line(None, ends_session, &notification, &what);
                     self.set_error(format!("received NOTIFICATION {}", notification.describe()));
                 }
                 Action::UpdateReceived(u) => {
@@ -739,11 +744,19 @@ impl Driver {
     /// otherwise a line of its own, limited like anything a peer can
     /// repeat. Collision resolution (RFC 4271 §6.8) closing the second of
     /// two connections is routine: debug only.
-    fn notification_line(&mut self, ends_session: bool, n: &Notification, what: &str) {
+    /// `conn`: the connection a NOTIFICATION we sent went out on (which of
+    /// two a collision closed is in the debug line).
+    fn notification_line(
+        &mut self,
+        conn: Option<ConnId>,
+        ends_session: bool,
+        n: &Notification,
+        what: &str,
+    ) {
         let collision = n.code == bgp_proto::consts::notify::CEASE
             && n.subcode == cease::CONNECTION_COLLISION_RESOLUTION;
         if ends_session || collision {
-            debug!(peer = %self.name(), "{what}");
+            debug!(peer = %self.name(), conn = conn.map(|c| c.0), "{what}");
         } else if self.up.is_none() {
             if self.stopping.is_none() {
                 self.failure(what);

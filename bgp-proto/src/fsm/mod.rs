@@ -340,6 +340,8 @@ pub enum Action {
     /// A NOTIFICATION was sent, for logs and counters (its octets go out in
     /// a `Send` before this).
     NotificationSent {
+        /// The connection it went out on.
+        conn: ConnId,
         /// The NOTIFICATION sent.
         notification: Notification,
     },
@@ -906,7 +908,10 @@ impl Session {
         });
         self.stats.messages_sent += 1;
         Stats::count(&mut self.stats.notifications_sent, &n);
-        out.push(Action::NotificationSent { notification: n });
+        out.push(Action::NotificationSent {
+            conn: c.id,
+            notification: n,
+        });
     }
 
     /// A connection is gone. `error`: it failed (rather than the peer
