@@ -850,8 +850,8 @@ mod scrape_tests {
         let mut st =
             crate::stability::Stability::new(super::super::routes::stability_params(&config))
                 .unwrap();
-        st.update(now, &present(0..ROUTES), &BTreeMap::new(), true);
-        st.update(now, &present(0..ROUTES - 10), &BTreeMap::new(), true);
+        st.update(now, present(0..ROUTES), &BTreeMap::new(), true);
+        st.update(now, present(0..ROUTES - 10), &BTreeMap::new(), true);
         let peers = ["a", "b"]
             .iter()
             .map(|name| PeerView {

@@ -143,6 +143,11 @@ impl AdjRibOut {
     }
 }
 
+/// Prefixes turned into NLRI and packed at a time: a whole table of 100k
+/// as NLRI, and again inside the UPDATEs packed from them, was 6.5 MB of
+/// the daemon's peak; a slice of this many is 0.5 MB.
+const PACK_SLICE: usize = 16 * 1024;
+
 /// The UPDATE messages of a delta, encoded for the session. Prefixes that
 /// cannot be sent (no next hop of their family on this session) are
 /// returned apart; the caller logs them and keeps them out of the
@@ -168,32 +173,73 @@ pub fn encode(delta: &Delta, p: &EncodeParams) -> (Vec<Vec<u8>>, Vec<IpNet>) {
     }
     for (attrs, prefixes) in &delta.announce {
         let base = p.path_attributes(attrs);
-        let (v4, v6): (Vec<Nlri>, Vec<Nlri>) = prefixes
-            .iter()
-            .map(|n| Nlri::new(*n))
-            .partition(|n| matches!(n.prefix, IpNet::V4(_)));
-        if !v4.is_empty() {
-            match p.next_hops.for_ipv4() {
-                Some(nh) => {
-                    let (ups, skipped) =
-                        pack::announcements(&p.ctx, Family::IPV4_UNICAST, &base, &nh, &v4);
-                    ups.into_iter().for_each(|u| push(u, &mut out));
-                    unsendable.extend(skipped.iter().map(|n| n.prefix));
+        for (fam, nh) in [
+            (Family::IPV4_UNICAST, p.next_hops.for_ipv4()),
+            (Family::IPV6_UNICAST, p.next_hops.for_ipv6()),
+        ] {
+            let of_family = prefixes.iter().filter(|n| family(n) == fam);
+            let Some(nh) = nh else {
+                unsendable.extend(of_family);
+                continue;
+            };
+            let mut slices = Packer::default();
+            for prefix in of_family {
+                slices.pending.push(Nlri::new(*prefix));
+                if slices.pending.len() >= PACK_SLICE {
+                    slices.pack(p, fam, &base, &nh, false, &mut out, &mut unsendable, push);
                 }
-                None => unsendable.extend(v4.iter().map(|n| n.prefix)),
             }
-        }
-        if !v6.is_empty() {
-            match p.next_hops.for_ipv6() {
-                Some(nh) => {
-                    let (ups, skipped) =
-                        pack::announcements(&p.ctx, Family::IPV6_UNICAST, &base, &nh, &v6);
-                    ups.into_iter().for_each(|u| push(u, &mut out));
-                    unsendable.extend(skipped.iter().map(|n| n.prefix));
-                }
-                None => unsendable.extend(v6.iter().map(|n| n.prefix)),
-            }
+            slices.pack(p, fam, &base, &nh, true, &mut out, &mut unsendable, push);
         }
     }
     (out, unsendable)
+}
+
+/// The announcements of one family and one set of attributes, packed a
+/// slice at a time. The last UPDATE of a slice may have room left: its
+/// NLRI go on into the next slice, so the messages are as full as if the
+/// whole list had been packed at once.
+#[derive(Default)]
+struct Packer {
+    pending: Vec<Nlri>,
+}
+
+impl Packer {
+    #[allow(clippy::too_many_arguments)]
+    fn pack(
+        &mut self,
+        p: &EncodeParams,
+        fam: Family,
+        base: &[bgp_proto::PathAttribute],
+        nh: &[std::net::IpAddr],
+        last: bool,
+        out: &mut Vec<Vec<u8>>,
+        unsendable: &mut Vec<IpNet>,
+        push: impl Fn(Update, &mut Vec<Vec<u8>>),
+    ) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let (mut ups, skipped) = pack::announcements(&p.ctx, fam, base, nh, &self.pending);
+        unsendable.extend(skipped.iter().map(|n| n.prefix));
+        // The last message carries the slice's last prefixes (unless that
+        // prefix was skipped as too big, which ends every message before).
+        let ends_in_message = self
+            .pending
+            .last()
+            .is_some_and(|n| !skipped.iter().any(|s| s == n));
+        let carried = match ups.last() {
+            Some(u) if !last && ends_in_message => {
+                let n = u.announced().count();
+                ups.pop();
+                n
+            }
+            _ => 0,
+        };
+        for u in ups {
+            push(u, out);
+        }
+        let keep = self.pending.len() - carried;
+        self.pending.drain(..keep);
+    }
 }

@@ -44,7 +44,7 @@ impl Node {
         };
         let keys = keys(n);
         let present: BTreeMap<IpNet, u32> = keys.iter().map(|k| (*k, 1)).collect();
-        let out = node.s.update(node.t0, &present, &BTreeMap::new(), true);
+        let out = node.s.update(node.t0, present, &BTreeMap::new(), true);
         assert_eq!(out.len(), n as usize);
         (node, keys)
     }
@@ -68,7 +68,7 @@ impl Node {
             None => BTreeMap::new(),
         };
         let now = self.at(offset);
-        self.s.update(now, &present, &absences, healthy)
+        self.s.update(now, present, &absences, healthy)
     }
 
     fn poll(&mut self, offset: Duration) -> Vec<Change<IpNet, u32>> {

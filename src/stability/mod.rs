@@ -351,21 +351,21 @@ fn appear<K: Ord + Clone, V: Clone + Eq>(
     source_healthy: bool,
     now: Instant,
     key: &K,
-    attrs: &V,
+    attrs: V,
     delta: &mut Delta<K, V>,
 ) {
     match &mut entry.phase {
         // The delay runs from the first appearance; the attributes sent
         // will be the latest.
         Phase::Pending { attrs: pending, .. } => {
-            if pending != attrs {
-                *pending = attrs.clone();
+            if *pending != attrs {
+                *pending = attrs;
             }
         }
         Phase::Advertised { attrs: sent } => {
-            if sent != attrs {
+            if *sent != attrs {
                 delta.note(key, Some(sent));
-                *sent = attrs.clone();
+                *sent = attrs;
             }
         }
         Phase::Absent {
@@ -386,15 +386,10 @@ fn appear<K: Ord + Clone, V: Clone + Eq>(
                 counters.absorbed_by_hold_down += 1;
             }
             delta.note(key, Some(sent));
-            entry.phase = Phase::Advertised {
-                attrs: attrs.clone(),
-            };
+            entry.phase = Phase::Advertised { attrs };
         }
         Phase::Withdrawn => {
-            entry.phase = Phase::Pending {
-                attrs: attrs.clone(),
-                since: now,
-            };
+            entry.phase = Phase::Pending { attrs, since: now };
         }
     }
 }
@@ -492,10 +487,15 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// away (a prefix missing from both is `Vanished`; entries for prefixes
     /// in `present` or never seen are ignored). Returns the changes to apply
     /// downstream, in prefix order, at most one per prefix.
+    ///
+    /// `present` is taken, not borrowed: the pass that reads it frees it as
+    /// it goes and moves its routes into the table, so a bulk load never
+    /// holds the snapshot's routes twice beside the changes it makes (with
+    /// 100k VIPs the borrowed map was 4.7 MB of the daemon's peak).
     pub fn update(
         &mut self,
         now: Instant,
-        present: &BTreeMap<K, V>,
+        present: BTreeMap<K, V>,
         absences: &BTreeMap<K, Absence>,
         source_healthy: bool,
     ) -> Vec<Change<K, V>> {
@@ -527,13 +527,13 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         // none yet (fresh); each entry the snapshot lacks is absent. No
         // lookup per prefix: with 100k VIPs those searches were a fifth of
         // the load's CPU.
-        let mut wanted = present.iter().peekable();
+        let mut wanted = present.into_iter().peekable();
         let damping = self.params.damping.as_ref();
         for (key, entry) in self.entries.iter_mut() {
-            while let Some((k, attrs)) = wanted.next_if(|(k, _)| *k < key) {
-                fresh.push((k.clone(), Entry::pending(attrs.clone(), now)));
+            while let Some((k, attrs)) = wanted.next_if(|(k, _)| k < key) {
+                fresh.push((k, Entry::pending(attrs, now)));
             }
-            if let Some((_, attrs)) = wanted.next_if(|(k, _)| *k == key) {
+            if let Some((_, attrs)) = wanted.next_if(|(k, _)| k == key) {
                 appear(
                     entry,
                     &self.params,
@@ -584,7 +584,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                 Phase::Withdrawn => {}
             }
         }
-        fresh.extend(wanted.map(|(k, attrs)| (k.clone(), Entry::pending(attrs.clone(), now))));
+        fresh.extend(wanted.map(|(k, attrs)| (k, Entry::pending(attrs, now))));
         // Prefixes seen for the first time join the table in one go: a
         // B-tree merged from sorted entries has full nodes, where one
         // grown by inserting in order is left about half empty (twice the

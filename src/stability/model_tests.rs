@@ -309,7 +309,7 @@ impl Run {
                         }
                     }
                 }
-                let changes = self.s.update(t, present, absences, *healthy);
+                let changes = self.s.update(t, present.clone(), absences, *healthy);
                 // A withdrawal that was due before this snapshot, or that
                 // this snapshot makes due (a definitive reason).
                 let allowed: BTreeSet<Key> = (0..5)

@@ -98,7 +98,7 @@ impl Lab {
     ) -> Vec<Change<IpNet, Attrs>> {
         let now = self.at(offset);
         let present = self.present.clone();
-        self.s.update(now, &present, absences, healthy)
+        self.s.update(now, present, absences, healthy)
     }
 
     fn poll(&mut self, offset: Duration) -> Vec<Change<IpNet, Attrs>> {

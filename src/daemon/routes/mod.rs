@@ -635,11 +635,9 @@ impl Routes {
         let (changes, notes) = {
             let mut st = self.stability.lock().expect("stability lock");
             let notes = self.withdraw_notes(&st, now, false, Some((&present, &absences)));
-            (st.update(now, &present, &absences, snap.healthy), notes)
+            // Taken: the stability layer frees it while it reads it.
+            (st.update(now, present, &absences, snap.healthy), notes)
         };
-        // Gone before the peer tables are built: with 100k VIPs this map
-        // was 4 MB of the peak.
-        drop(present);
         self.stability_dirty = true;
         if snap.synced && self.first_synced.is_none() {
             // The instant the stability layer saw the complete view: its

@@ -858,7 +858,7 @@ async fn a_big_file_truncated_and_rewritten_in_place_is_never_read_as_empty() {
     let mut stability: crate::stability::Stability<IpAddr, ()> =
         crate::stability::Stability::new(crate::stability::Params::default()).expect("defaults");
     let present = |s: &SourceSnapshot| s.vips.keys().map(|ip| (*ip, ())).collect();
-    stability.update(Instant::now(), &present(&first), &BTreeMap::new(), true);
+    stability.update(Instant::now(), present(&first), &BTreeMap::new(), true);
 
     // Truncated in place (`>` in a shell, O_TRUNC), then the writer takes
     // its time before the first write: longer than SETTLE and several polls.
@@ -874,7 +874,7 @@ async fn a_big_file_truncated_and_rewritten_in_place_is_never_read_as_empty() {
         LINES / 2 + 1,
         "the next snapshot is the rewritten file (never the empty one in between)"
     );
-    stability.update(Instant::now(), &present(&next), &BTreeMap::new(), true);
+    stability.update(Instant::now(), present(&next), &BTreeMap::new(), true);
     running
         .quiet(Duration::from_millis(500), "the rewrite is over")
         .await;
