@@ -113,20 +113,16 @@ pub fn attrs_for_peer<'a>(
 
 /// The desired table of every peer, from the routes the stability layer
 /// currently advertises. Equal attributes share one allocation, so that
-/// grouping them into UPDATEs is cheap.
+/// grouping them into UPDATEs is cheap. `routes` is walked once per peer.
 pub fn peer_tables<'a>(
     config: &Config,
-    routes: impl Iterator<Item = (&'a IpNet, &'a Route)>,
+    routes: impl Iterator<Item = (&'a IpNet, &'a Route)> + Clone,
 ) -> BTreeMap<String, PeerTable> {
-    let mut tables: BTreeMap<String, PeerTable> = config
-        .peers
-        .iter()
-        .map(|p| (p.name.clone(), PeerTable::new()))
-        .collect();
-    // The attributes of each (peer, set of advertisements) are worked out
-    // once. Routes share a handful of such sets, so a short list searched
-    // by value beats a map keyed by clones of the set (a String and a
-    // BTreeSet allocated per route and peer, 100k times for 100k routes).
+    // The attributes of each set of advertisements (with the Service's
+    // own) are worked out once per peer. Routes share a handful of such
+    // sets, so a short list searched by value beats a map keyed by clones
+    // of the set (a String and a BTreeSet allocated per route and peer,
+    // 100k times for 100k routes).
     type Known<'r> = Vec<(
         (
             &'r crate::model::Advertisements,
@@ -134,49 +130,42 @@ pub fn peer_tables<'a>(
         ),
         Option<Arc<RouteAttrs>>,
     )>;
-    let mut by_ads: Vec<Known> = vec![Vec::new(); config.peers.len()];
     let mut by_value: BTreeMap<RouteAttrs, Arc<RouteAttrs>> = BTreeMap::new();
-    // Gathered in prefix order, then built in one go: a B-tree built from
-    // sorted entries has full nodes, where one filled by inserting in
-    // order is left about half empty (twice the memory, 100k routes).
-    let mut peer_tables: Vec<Vec<(IpNet, Arc<RouteAttrs>)>> = vec![Vec::new(); config.peers.len()];
-    for (prefix, route) in routes {
-        for (i, peer) in config.peers.iter().enumerate() {
-            let known = by_ads[i]
-                .iter()
-                .find(|((ads, svc), _)| {
-                    (Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements)
-                        && *svc == route.attributes.as_ref()
-                })
-                .map(|(_, attrs)| attrs.clone());
-            let attrs = match known {
-                Some(attrs) => attrs,
-                None => {
-                    let ads = config
-                        .advertisements
-                        .iter()
-                        .filter(|a| route.advertisements.contains(&a.name));
-                    let attrs =
-                        attrs_for_peer(&peer.name, ads, route.attributes.as_deref()).map(|a| {
-                            by_value
-                                .entry(a.clone())
-                                .or_insert_with(|| Arc::new(a))
-                                .clone()
-                        });
-                    by_ads[i].push((
-                        (&route.advertisements, route.attributes.as_ref()),
-                        attrs.clone(),
-                    ));
-                    attrs
-                }
-            };
-            if let Some(a) = attrs {
-                peer_tables[i].push((*prefix, a));
+    let mut tables = BTreeMap::new();
+    for peer in &config.peers {
+        let mut known: Known = Vec::new();
+        let attrs_of = |route: &'a Route| -> Option<Arc<RouteAttrs>> {
+            if let Some((_, attrs)) = known.iter().find(|((ads, svc), _)| {
+                (Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements)
+                    && *svc == route.attributes.as_ref()
+            }) {
+                return attrs.clone();
             }
-        }
-    }
-    for (peer, table) in config.peers.iter().zip(peer_tables) {
-        tables.insert(peer.name.clone(), table.into_iter().collect());
+            let ads = config
+                .advertisements
+                .iter()
+                .filter(|a| route.advertisements.contains(&a.name));
+            let attrs = attrs_for_peer(&peer.name, ads, route.attributes.as_deref()).map(|a| {
+                by_value
+                    .entry(a.clone())
+                    .or_insert_with(|| Arc::new(a))
+                    .clone()
+            });
+            known.push((
+                (&route.advertisements, route.attributes.as_ref()),
+                attrs.clone(),
+            ));
+            attrs
+        };
+        let mut attrs_of = attrs_of;
+        // In prefix order, straight into a tree of full nodes, a slice at
+        // a time (crate::btree): no list of the whole table beside it.
+        let table = crate::btree::from_sorted(
+            routes
+                .clone()
+                .filter_map(|(prefix, route)| Some((*prefix, attrs_of(route)?))),
+        );
+        tables.insert(peer.name.clone(), table);
     }
     tables
 }

@@ -289,55 +289,45 @@ impl<V> Entry<V> {
 /// The wire state of each prefix touched by one call, before the call; the
 /// call's output is the difference to the wire state after it.
 ///
-/// A list, not a map: every walk over the table notes its prefixes in key
+/// Lists, not a map: every walk over the table notes its prefixes in key
 /// order, so a bulk load appends (a B-tree grown by 100k lookups and
 /// in-order inserts was a fifth of the load's CPU). Notes out of order (a
 /// second walk in the same call, the guard's hand-back) are sorted once at
 /// the end, keeping each prefix's first note.
+///
+/// A note is its key; the attributes on the wire before the call, for the
+/// prefixes that had any, are kept apart. Most notes of a bulk load are of
+/// new prefixes, with nothing on the wire: with 100k VIPs, a slot with
+/// room for attributes in every note was 6 MB of the daemon's peak.
 struct Delta<K, V> {
-    before: Vec<Noted<K, V>>,
-    /// `before` is in strictly ascending key order.
+    keys: Vec<K>,
+    /// (index in `keys`, what was on the wire), in the order of `keys`.
+    held: Vec<(usize, V)>,
+    /// `keys` is in strictly ascending order.
     sorted: bool,
 }
 
-/// One slot of a [`Delta`]: a prefix's wire state before the call, then
-/// what the call changed on the wire for it. [`Stability::finish`] turns
-/// each note into its change where it lies, so the notes and the changes
-/// do not both take room for every prefix at once (a bulk load notes
-/// 100k prefixes: two such lists were 15 MB of its peak).
-enum Noted<K, V> {
-    Before(K, Option<V>),
-    Change(Change<K, V>),
-    Unchanged,
+/// What the call changed on the wire for one noted prefix, from its wire
+/// state before the call and after it.
+fn change_of<'a, K, V: PartialEq>(
+    key: &'a K,
+    before: Option<V>,
+    after: Option<&'a V>,
+) -> Option<Change<&'a K, &'a V>> {
+    match (before, after) {
+        (None, Some(attrs)) => Some(Change::Advertise(key, attrs)),
+        (Some(sent), Some(attrs)) if sent != *attrs => Some(Change::Advertise(key, attrs)),
+        (Some(_), None) => Some(Change::Withdraw(key)),
+        _ => None,
+    }
 }
 
-impl<K: Clone, V: Clone + PartialEq> Noted<K, V> {
-    fn key(&self) -> Option<&K> {
+impl<K: Clone, V: Clone> Change<&K, &V> {
+    /// The change with its key and attributes cloned.
+    pub fn to_owned(&self) -> Change<K, V> {
         match self {
-            Noted::Before(k, _) => Some(k),
-            _ => None,
-        }
-    }
-
-    /// Settles a note with the prefix's wire state after the call.
-    fn settle(&mut self, after: Option<&V>) {
-        let Noted::Before(key, before) = std::mem::replace(self, Noted::Unchanged) else {
-            return;
-        };
-        *self = match (before, after) {
-            (None, Some(attrs)) => Noted::Change(Change::Advertise(key, attrs.clone())),
-            (Some(sent), Some(attrs)) if sent != *attrs => {
-                Noted::Change(Change::Advertise(key, attrs.clone()))
-            }
-            (Some(_), None) => Noted::Change(Change::Withdraw(key)),
-            _ => Noted::Unchanged,
-        };
-    }
-
-    fn into_change(self) -> Option<Change<K, V>> {
-        match self {
-            Noted::Change(change) => Some(change),
-            _ => None,
+            Change::Advertise(k, v) => Change::Advertise((*k).clone(), (*v).clone()),
+            Change::Withdraw(k) => Change::Withdraw((*k).clone()),
         }
     }
 }
@@ -397,34 +387,53 @@ fn appear<K: Ord + Clone, V: Clone + Eq>(
 impl<K: Ord + Clone, V: Clone + Eq> Delta<K, V> {
     fn new() -> Self {
         Delta {
-            before: Vec::new(),
+            keys: Vec::new(),
+            held: Vec::new(),
             sorted: true,
         }
     }
 
     /// Only the first note of a key counts: it is the state before the call.
     fn note(&mut self, key: &K, wire: Option<&V>) {
-        if let Some(last) = self.before.last().and_then(Noted::key) {
+        if let Some(last) = self.keys.last() {
             match last.cmp(key) {
                 std::cmp::Ordering::Less => {}
                 std::cmp::Ordering::Equal => return,
                 std::cmp::Ordering::Greater => self.sorted = false,
             }
         }
-        self.before.push(Noted::Before(key.clone(), wire.cloned()));
+        if let Some(v) = wire {
+            self.held.push((self.keys.len(), v.clone()));
+        }
+        self.keys.push(key.clone());
     }
 
-    /// The notes in key order, one per key: its first.
-    fn into_sorted(mut self) -> Vec<Noted<K, V>> {
-        if !self.sorted {
-            // Stable: of equal keys the first noted stays first, and
-            // dedup_by keeps the first of each run.
-            // Every slot is still a `Before`: nothing is settled yet.
-            self.before.sort_by(|a, b| a.key().cmp(&b.key()));
-            self.before
-                .dedup_by(|later, earlier| later.key() == earlier.key());
+    /// The notes in key order, one per key (its first), and the wire
+    /// states before the call, indexed by note.
+    fn into_sorted(self) -> (Vec<K>, Vec<(usize, V)>) {
+        if self.sorted {
+            return (self.keys, self.held);
         }
-        self.before
+        let mut held = self.held.into_iter().peekable();
+        let mut all: Vec<(K, Option<V>)> = self
+            .keys
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| (k, held.next_if(|(j, _)| *j == i).map(|(_, v)| v)))
+            .collect();
+        // Stable: of equal keys the first noted stays first, and dedup_by
+        // keeps the first of each run.
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.dedup_by(|later, earlier| later.0 == earlier.0);
+        let mut keys = Vec::with_capacity(all.len());
+        let mut held = Vec::new();
+        for (i, (k, v)) in all.into_iter().enumerate() {
+            if let Some(v) = v {
+                held.push((i, v));
+            }
+            keys.push(k);
+        }
+        (keys, held)
     }
 }
 
@@ -460,6 +469,19 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         now: Instant,
         params: Params,
     ) -> Result<Vec<Change<K, V>>, ParamsError> {
+        let mut changes = Vec::new();
+        self.set_params_with(now, params, &mut |c| changes.push(c.to_owned()))?;
+        Ok(changes)
+    }
+
+    /// [`Self::set_params`], each change handed to `out` as it is made
+    /// rather than collected.
+    pub fn set_params_with(
+        &mut self,
+        now: Instant,
+        params: Params,
+        out: &mut dyn FnMut(Change<&K, &V>),
+    ) -> Result<(), ParamsError> {
         params.validate()?;
         let now = self.advance(now);
         let mut delta = Delta::new();
@@ -479,7 +501,8 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         }
         self.params = params;
         self.fire_due(now, &mut delta);
-        Ok(self.finish(now, delta))
+        self.finish(now, delta, out);
+        Ok(())
     }
 
     /// A new snapshot from the source at `now`: `present` is the full set it
@@ -499,6 +522,24 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         absences: &BTreeMap<K, Absence>,
         source_healthy: bool,
     ) -> Vec<Change<K, V>> {
+        let mut changes = Vec::new();
+        self.update_with(now, present, absences, source_healthy, &mut |c| {
+            changes.push(c.to_owned())
+        });
+        changes
+    }
+
+    /// [`Self::update`], each change handed to `out` as it is made rather
+    /// than collected: a bulk load's changes are every route, and a driver
+    /// that only logs and counts them need not hold them all at once.
+    pub fn update_with(
+        &mut self,
+        now: Instant,
+        present: BTreeMap<K, V>,
+        absences: &BTreeMap<K, Absence>,
+        source_healthy: bool,
+        out: &mut dyn FnMut(Change<&K, &V>),
+    ) {
         let now = self.advance(now);
         let mut delta = Delta::new();
         // Transitions due by now happen first, under the health that held
@@ -517,11 +558,19 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         }
         self.source_healthy = source_healthy;
 
-        let mut fresh = Vec::with_capacity(if self.entries.is_empty() {
-            present.len()
-        } else {
-            0
-        });
+        if self.entries.is_empty() {
+            // The first load: every prefix is new, straight into the table
+            // (crate::btree: no list of the whole set beside it).
+            self.entries = crate::btree::from_sorted(
+                present
+                    .into_iter()
+                    .map(|(k, attrs)| (k, Entry::pending(attrs, now))),
+            );
+            self.fire_due(now, &mut delta);
+            self.finish(now, delta, out);
+            return;
+        }
+        let mut fresh = Vec::new();
         // One pass over the table and the snapshot together, both in key
         // order (a merge): each present prefix meets its entry, or has
         // none yet (fresh); each entry the snapshot lacks is absent. No
@@ -585,15 +634,12 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             }
         }
         fresh.extend(wanted.map(|(k, attrs)| (k, Entry::pending(attrs, now))));
-        // Prefixes seen for the first time join the table in one go: a
+        // Prefixes seen for the first time join the table merged in: a
         // B-tree merged from sorted entries has full nodes, where one
         // grown by inserting in order is left about half empty (twice the
         // memory with 100k VIPs). A few at a time are simply inserted.
-        // The first load is all new: room for it at once, not a doubling
-        // growth to it (9.4 MB at its last step with 100k VIPs).
         if fresh.len() > FEW_NEW_KEYS.max(self.entries.len() / 8) {
-            let mut fresh: BTreeMap<K, Entry<V>> = fresh.into_iter().collect();
-            self.entries.append(&mut fresh);
+            crate::btree::extend_sorted(&mut self.entries, fresh);
         } else {
             self.entries.extend(fresh);
         }
@@ -602,16 +648,23 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         // delete_delay 0, local_endpoint_delay 0, Drained, ProbeFailed, a
         // zero hold-down.
         self.fire_due(now, &mut delta);
-        self.finish(now, delta)
+        self.finish(now, delta, out);
     }
 
     /// Carries out the transitions due at or before `now`. Call it at
     /// [`Self::next_deadline`].
     pub fn poll(&mut self, now: Instant) -> Vec<Change<K, V>> {
+        let mut changes = Vec::new();
+        self.poll_with(now, &mut |c| changes.push(c.to_owned()));
+        changes
+    }
+
+    /// [`Self::poll`], each change handed to `out` as it is made.
+    pub fn poll_with(&mut self, now: Instant, out: &mut dyn FnMut(Change<&K, &V>)) {
         let now = self.advance(now);
         let mut delta = Delta::new();
         self.fire_due(now, &mut delta);
-        self.finish(now, delta)
+        self.finish(now, delta, out);
     }
 
     /// The earliest instant at which a transition is due, i.e. when `poll`
@@ -662,7 +715,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// What the routers should currently hold: every advertised prefix and
     /// its attributes, in prefix order. Applying every `Change` returned so
     /// far to an empty table yields exactly this.
-    pub fn advertised(&self) -> impl Iterator<Item = (&K, &V)> {
+    pub fn advertised(&self) -> impl Iterator<Item = (&K, &V)> + Clone {
         walked();
         self.entries
             .iter()
@@ -788,27 +841,42 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         }
     }
 
-    /// Ends a call: forgets what no longer matters and turns the noted wire
-    /// states into the call's changes.
-    fn finish(&mut self, now: Instant, delta: Delta<K, V>) -> Vec<Change<K, V>> {
+    /// Ends a call: forgets what no longer matters and hands `out` the
+    /// call's changes, from the noted wire states, in key order.
+    fn finish(&mut self, now: Instant, delta: Delta<K, V>, out: &mut dyn FnMut(Change<&K, &V>)) {
         let damping = self.params.damping.as_ref();
         // The pass that forgets also counts, so the views never walk.
         let mut tally = Tally::default();
+        let (mut advertisements, mut withdrawals) = (0u64, 0u64);
+        let mut emit = |change: Option<Change<&K, &V>>| match change {
+            Some(c @ Change::Advertise(..)) => {
+                advertisements += 1;
+                out(c);
+            }
+            Some(c @ Change::Withdraw(_)) => {
+                withdrawals += 1;
+                out(c);
+            }
+            None => {}
+        };
         // The changes come out of the same pass: the noted prefixes and the
         // table are both in key order, so each note meets its entry as the
-        // pass reaches it (no lookup per prefix). A noted prefix whose entry
-        // is forgotten here has nothing on the wire.
-        let mut notes = delta.into_sorted();
+        // pass reaches it (no lookup per prefix).
+        let (keys, held) = delta.into_sorted();
+        let mut held = held.into_iter().peekable();
         let mut next = 0;
         self.entries.retain(|key, e| {
-            while let Some(k) = notes.get(next).and_then(Noted::key)
+            // (A noted prefix without an entry has nothing on the wire.)
+            while let Some(k) = keys.get(next)
                 && k < key
             {
-                notes[next].settle(None);
+                let before = held.next_if(|(i, _)| *i == next).map(|(_, v)| v);
+                emit(change_of(k, before, None));
                 next += 1;
             }
-            if notes.get(next).and_then(Noted::key) == Some(key) {
-                notes[next].settle(e.wire());
+            if keys.get(next) == Some(key) {
+                let before = held.next_if(|(i, _)| *i == next).map(|(_, v)| v);
+                emit(change_of(key, before, e.wire()));
                 next += 1;
             }
             match e.phase {
@@ -831,20 +899,11 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             }
         });
         // Every note was taken from an entry, and entries go only in this
-        // pass: none is left over.
-        debug_assert!(next == notes.len(), "a noted prefix without an entry");
-        // In key order, as noted; collected into the notes' own room (a
-        // vec::IntoIter filtered into a Vec of an element no larger reuses
-        // its buffer).
-        let changes: Vec<Change<K, V>> = notes.into_iter().filter_map(Noted::into_change).collect();
+        // pass: each note met its entry.
+        debug_assert!(next == keys.len(), "a noted prefix without an entry");
         self.tally = tally;
-        for change in &changes {
-            match change {
-                Change::Advertise(..) => self.counters.advertisements += 1,
-                Change::Withdraw(_) => self.counters.withdrawals += 1,
-            }
-        }
-        changes
+        self.counters.advertisements += advertisements;
+        self.counters.withdrawals += withdrawals;
     }
 
     fn key_state(&self, entry: &Entry<V>) -> Option<KeyState> {

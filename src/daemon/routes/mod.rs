@@ -44,6 +44,45 @@ const LOG_EACH_CHANGE_UP_TO: usize = 20;
 /// A withdrawn route's Service, and why it went.
 type WithdrawNote = (Option<Arc<str>>, WithdrawCause);
 
+/// The changes of one stability call, as the routes core uses them: how
+/// many, and each one (prefix, Service, advertised rather than withdrawn)
+/// while they are few enough to log one by one, or always when they are
+/// logged at debug level or told to Kubernetes. A bulk load's changes are
+/// every route: kept whole, with their attributes, they were 6 MB of the
+/// daemon's peak at 100k VIPs, to make one summary line.
+#[derive(Debug, Default)]
+struct Changes {
+    keep_all: bool,
+    advertised: usize,
+    withdrawn: usize,
+    each: Vec<(IpNet, Option<Arc<str>>, bool)>,
+}
+
+impl Changes {
+    fn push(&mut self, change: stability::Change<&IpNet, &Route>) {
+        let (prefix, service, advertise) = match change {
+            stability::Change::Advertise(p, r) => (*p, r.service.clone(), true),
+            stability::Change::Withdraw(p) => (*p, None, false),
+        };
+        if advertise {
+            self.advertised += 1;
+        } else {
+            self.withdrawn += 1;
+        }
+        if self.keep_all || self.each.len() <= LOG_EACH_CHANGE_UP_TO {
+            self.each.push((prefix, service, advertise));
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.advertised + self.withdrawn
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// What a stability update is given: the present set and the absences.
 type UpdateInput<'a> = (&'a BTreeMap<IpNet, Route>, &'a BTreeMap<IpNet, Absence>);
 
@@ -168,13 +207,18 @@ impl Routes {
         if old.stability != self.config.stability
             || old.speaker.graceful_shutdown_wait != self.config.speaker.graceful_shutdown_wait
         {
+            let mut changes = self.collector();
             let (set, notes) = {
                 let mut st = self.stability.lock().expect("stability lock");
                 let notes = self.withdraw_notes(&st, now, true, None);
-                (st.set_params(now, stability_params(&self.config)), notes)
+                let params = stability_params(&self.config);
+                (
+                    st.set_params_with(now, params, &mut |c| changes.push(c)),
+                    notes,
+                )
             };
             match set {
-                Ok(changes) => {
+                Ok(()) => {
                     self.stability_dirty = true;
                     self.apply(changes, &notes);
                 }
@@ -232,10 +276,12 @@ impl Routes {
             return true;
         }
         if self.next_stability.is_some_and(|t| t <= now) {
-            let (changes, notes) = {
+            let mut changes = self.collector();
+            let notes = {
                 let mut st = self.stability.lock().expect("stability lock");
                 let notes = self.withdraw_notes(&st, now, false, None);
-                (st.poll(now), notes)
+                st.poll_with(now, &mut |c| changes.push(c));
+                notes
             };
             self.stability_dirty = true;
             self.apply(changes, &notes);
@@ -497,16 +543,18 @@ impl Routes {
         notes
     }
 
+    /// A collector for the changes of one stability call.
+    fn collector(&self) -> Changes {
+        Changes {
+            keep_all: self.events_wanted || tracing::enabled!(tracing::Level::DEBUG),
+            ..Changes::default()
+        }
+    }
+
     /// Logs the changes, hands the new tables to the sessions and tells
-    /// Kubernetes. `changes` is dropped before the tables are built: for a
-    /// bulk load it holds every route (6 MB of the peak with 100k VIPs).
-    /// `notes`, from [`Self::withdraw_notes`] before the change, give the
-    /// withdraw lines their Service and reason.
-    fn apply(
-        &mut self,
-        changes: Vec<stability::Change<IpNet, Route>>,
-        notes: &BTreeMap<IpNet, WithdrawNote>,
-    ) {
+    /// Kubernetes. `notes`, from [`Self::withdraw_notes`] before the
+    /// change, give the withdraw lines their Service and reason.
+    fn apply(&mut self, changes: Changes, notes: &BTreeMap<IpNet, WithdrawNote>) {
         if changes.is_empty() {
             return;
         }
@@ -515,11 +563,9 @@ impl Routes {
         // the Kubernetes source has anyone to tell.
         let before: Vec<(IpNet, bool, Vec<String>)> = if self.events_wanted {
             changes
+                .each
                 .iter()
-                .map(|c| match c {
-                    stability::Change::Advertise(p, _) => (*p, true, self.peers_with(p)),
-                    stability::Change::Withdraw(p) => (*p, false, self.peers_with(p)),
-                })
+                .map(|(p, _, advertise)| (*p, *advertise, self.peers_with(p)))
                 .collect()
         } else {
             Vec::new()
@@ -527,43 +573,38 @@ impl Routes {
         // One line per route for the everyday few; a bulk load (a VIP file
         // of 100k) gets one summary line at info, and the routes at debug.
         let bulk = changes.len() > LOG_EACH_CHANGE_UP_TO;
-        let from_file = self.from_file;
-        let params = stability_params(&self.config);
-        for c in &changes {
-            match c {
-                stability::Change::Advertise(p, r) => {
-                    let service = r.service.as_deref().map(tracing::field::display);
+        if !bulk || tracing::enabled!(tracing::Level::DEBUG) {
+            let from_file = self.from_file;
+            let params = stability_params(&self.config);
+            for (p, service, advertise) in &changes.each {
+                if *advertise {
+                    let service = service.as_deref().map(tracing::field::display);
                     if bulk {
                         debug!(prefix = %p, service, "advertised")
                     } else {
                         info!(prefix = %p, service, "advertised")
                     }
+                    continue;
                 }
-                stability::Change::Withdraw(p) => {
-                    let (service, reason) = match notes.get(p) {
-                        Some((service, cause)) => {
-                            (service.as_deref(), cause.describe(&params, from_file))
-                        }
-                        None => (None, "no longer wanted by the source".to_owned()),
-                    };
-                    let service = service.map(tracing::field::display);
-                    let reason = reason.as_str();
-                    if bulk {
-                        debug!(prefix = %p, service, reason, "withdrawn")
-                    } else {
-                        info!(prefix = %p, service, reason, "withdrawn")
+                let (service, reason) = match notes.get(p) {
+                    Some((service, cause)) => {
+                        (service.as_deref(), cause.describe(&params, from_file))
                     }
+                    None => (None, "no longer wanted by the source".to_owned()),
+                };
+                let service = service.map(tracing::field::display);
+                let reason = reason.as_str();
+                if bulk {
+                    debug!(prefix = %p, service, reason, "withdrawn")
+                } else {
+                    info!(prefix = %p, service, reason, "withdrawn")
                 }
             }
         }
         if bulk {
-            let advertised = changes
-                .iter()
-                .filter(|c| matches!(c, stability::Change::Advertise(..)))
-                .count();
             info!(
-                advertised,
-                withdrawn = changes.len() - advertised,
+                advertised = changes.advertised,
+                withdrawn = changes.withdrawn,
                 "routes changed (each one logged at debug level)"
             );
         }
@@ -632,11 +673,15 @@ impl Routes {
                 .get(&ip)
                 .map_or(crate::routes::Gate::Pass, |p| p.tracker.gate(&p.config))
         });
-        let (changes, notes) = {
+        let mut changes = self.collector();
+        let notes = {
             let mut st = self.stability.lock().expect("stability lock");
             let notes = self.withdraw_notes(&st, now, false, Some((&present, &absences)));
             // Taken: the stability layer frees it while it reads it.
-            (st.update(now, present, &absences, snap.healthy), notes)
+            st.update_with(now, present, &absences, snap.healthy, &mut |c| {
+                changes.push(c)
+            });
+            notes
         };
         self.stability_dirty = true;
         if snap.synced && self.first_synced.is_none() {
