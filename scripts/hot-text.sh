@@ -10,8 +10,8 @@
 # touched 73 such stretches (4.6 MiB of RSS); packed together they fill a
 # few.
 #
-# How: the unstripped static release build runs the bench harness's bulk,
-# idle and churn sections at 1k VIPs into FRR (root, FRR installed, the
+# How: each unstripped release build (static musl, and glibc) runs the
+# bench harness's bulk, idle and churn sections at 1k VIPs into FRR (root, FRR installed, the
 # harness built: `cd bench && CARGO_TARGET_DIR=../target cargo build
 # --release`) under valgrind's callgrind; every function it reports as run
 # becomes a section pattern. Symbol hashes (`17h<hash>E`) are replaced by
@@ -26,34 +26,42 @@ command -v valgrind >/dev/null || { echo "hot-text.sh: valgrind is needed" >&2; 
 bench=$root/target/release/holdfast-bench
 [ -x "$bench" ] || { echo "hot-text.sh: build the harness first (cd bench && CARGO_TARGET_DIR=../target cargo build --release)" >&2; exit 1; }
 
-CARGO_TARGET_DIR=target/hot-text CARGO_PROFILE_RELEASE_STRIP=none \
-    cargo build --release --target x86_64-unknown-linux-musl --bin holdfast
-bin=$root/target/hot-text/x86_64-unknown-linux-musl/release/holdfast
-
 work=$(mktemp -d /tmp/hot-text.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-# The harness's "holdfast": the build under callgrind, its counts dumped
-# every 3 s (the harness ends its speakers with SIGKILL, which callgrind
-# cannot write a last dump after).
-cat > "$work/holdfast" <<WRAP
+
+# Both builds README offers: the static (musl) one the image ships and
+# `cargo build --release` (glibc). Their standard libraries differ (each
+# C library has code of its own in std), so each is run and the two lists
+# merged.
+for target in x86_64-unknown-linux-musl x86_64-unknown-linux-gnu; do
+    CARGO_TARGET_DIR=target/hot-text CARGO_PROFILE_RELEASE_STRIP=none \
+        cargo build --release --target "$target" --bin holdfast
+    bin=$root/target/hot-text/$target/release/holdfast
+    mkdir -p "$work/$target"
+    # The harness's "holdfast": the build under callgrind, its counts dumped
+    # every 3 s (the harness ends its speakers with SIGKILL, which callgrind
+    # cannot write a last dump after).
+    cat > "$work/holdfast" <<WRAP
 #!/bin/bash
 valgrind --tool=callgrind --demangle=no --compress-strings=no --compress-pos=no \\
-    --dump-instr=no --callgrind-out-file=$work/cg.%p --dump-every-bb=5000000 \\
+    --dump-instr=no --callgrind-out-file=$work/$target/cg.%p --dump-every-bb=5000000 \\
     $bin "\$@" &
 vp=\$!
 while kill -0 \$vp 2>/dev/null; do sleep 3; callgrind_control -d \$vp >/dev/null 2>&1 || true; done
 wait \$vp
 WRAP
-chmod +x "$work/holdfast"
-"$bench" --holdfast "$work/holdfast" --only bulk,idle,churn --sizes 1000 --idle-sizes 1000 \
-    --speakers holdfast --idle-secs 10 --churn-secs 10 --out "$work/bench.md"
+    chmod +x "$work/holdfast"
+    "$bench" --holdfast "$work/holdfast" --only bulk,idle,churn --sizes 1000 --idle-sizes 1000 \
+        --speakers holdfast --idle-secs 10 --churn-secs 10 --bulk-runs 1 --out "$work/bench.md"
 
-# Every function named in a dump (run, or called by one that ran) that is
-# in holdfast's own code.
-nm --defined-only "$bin" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u > "$work/syms"
-cat "$work"/cg.* | sed -n 's/^c\{0,1\}fn=//p' | sort -u > "$work/ran"
-comm -12 "$work/syms" "$work/ran" > "$work/hot"
-[ -s "$work/hot" ] || { echo "hot-text.sh: callgrind reported no function" >&2; exit 1; }
+    # Every function named in a dump (run, or called by one that ran) that
+    # is in holdfast's own code.
+    nm --defined-only "$bin" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u > "$work/syms"
+    cat "$work/$target"/cg.* | sed -n 's/^c\{0,1\}fn=//p' | sort -u > "$work/ran"
+    comm -12 "$work/syms" "$work/ran" > "$work/hot-$target"
+    [ -s "$work/hot-$target" ] || { echo "hot-text.sh: callgrind reported no function of the $target build" >&2; exit 1; }
+done
+sort -u "$work"/hot-x86_64-* > "$work/hot"
 
 {
     echo "/* The functions holdfast runs in normal operation, first in its code:"
