@@ -2,6 +2,22 @@ use std::path::Path;
 
 use super::*;
 
+/// [`super::desired`] as maps, after checking the contract of its list: in
+/// strictly ascending prefix order, one route per prefix.
+fn desired(
+    config: &Config,
+    snapshot: &SourceSnapshot,
+    gate: impl Fn(IpAddr) -> Gate,
+) -> (BTreeMap<IpNet, Route>, BTreeMap<IpNet, Absence>) {
+    let (present, absences) = super::desired(config, snapshot, gate);
+    assert!(
+        present.windows(2).all(|w| w[0].0 < w[1].0),
+        "not in strictly ascending order: {:?}",
+        present.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
+    (present.into_iter().collect(), absences)
+}
+
 fn config(ads: &str) -> Config {
     let text = format!(
         "[speaker]\nasn = 65001\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"kubernetes\"\n{ads}"

@@ -511,14 +511,15 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// in `present` or never seen are ignored). Returns the changes to apply
     /// downstream, in prefix order, at most one per prefix.
     ///
-    /// `present` is taken, not borrowed: the pass that reads it frees it as
-    /// it goes and moves its routes into the table, so a bulk load never
-    /// holds the snapshot's routes twice beside the changes it makes (with
-    /// 100k VIPs the borrowed map was 4.7 MB of the daemon's peak).
+    /// `present` comes in strictly ascending key order, one entry per key
+    /// (a `BTreeMap`, or a sorted list), and is taken, not borrowed: the
+    /// pass that reads it moves its routes into the table, so a bulk load
+    /// never holds the snapshot's routes twice beside the changes it makes
+    /// (with 100k VIPs the borrowed map was 4.7 MB of the daemon's peak).
     pub fn update(
         &mut self,
         now: Instant,
-        present: BTreeMap<K, V>,
+        present: impl IntoIterator<Item = (K, V)>,
         absences: &BTreeMap<K, Absence>,
         source_healthy: bool,
     ) -> Vec<Change<K, V>> {
@@ -535,7 +536,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     pub fn update_with(
         &mut self,
         now: Instant,
-        present: BTreeMap<K, V>,
+        present: impl IntoIterator<Item = (K, V)>,
         absences: &BTreeMap<K, Absence>,
         source_healthy: bool,
         out: &mut dyn FnMut(Change<&K, &V>),

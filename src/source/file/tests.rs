@@ -857,7 +857,12 @@ async fn a_big_file_truncated_and_rewritten_in_place_is_never_read_as_empty() {
     // What the routes see: the stability layer fed every snapshot.
     let mut stability: crate::stability::Stability<IpAddr, ()> =
         crate::stability::Stability::new(crate::stability::Params::default()).expect("defaults");
-    let present = |s: &SourceSnapshot| s.vips.keys().map(|ip| (*ip, ())).collect();
+    let present = |s: &SourceSnapshot| {
+        s.vips
+            .keys()
+            .map(|ip| (*ip, ()))
+            .collect::<BTreeMap<_, _>>()
+    };
     stability.update(Instant::now(), present(&first), &BTreeMap::new(), true);
 
     // Truncated in place (`>` in a shell, O_TRUNC), then the writer takes
