@@ -252,7 +252,7 @@ fn parse_damping(value: &tree::Value<'_>, d: &mut Diagnostics) -> Option<Option<
         // can never engage.
         if let (true, Some(half_life), Some(max_suppress)) = (ok, half_life, max_suppress) {
             let exponent = max_suppress.as_secs_f64() / half_life.as_secs_f64();
-            let ceiling = f64::from(reuse) * exponent.exp2();
+            let ceiling = f64::from(reuse) * libm::exp2(exponent);
             if ceiling <= f64::from(suppress) {
                 let at = table
                     .get("max_suppress")

@@ -161,7 +161,7 @@ fn episode(since: Instant, now: Instant, figure: f64, p: &DampingParams) -> Supp
     // Solve figure * 2^(-x / half_life) = reuse for x. The figure is capped at
     // the ceiling, so x is at most max_suppress; a figure at or below reuse
     // gives x = 0.
-    let secs = (p.half_life.as_secs_f64() * (figure / reuse).log2()).max(0.0);
+    let secs = (p.half_life.as_secs_f64() * libm::log2(figure / reuse)).max(0.0);
     let to_reuse = Duration::try_from_secs_f64(secs).unwrap_or(p.max_suppress);
     let reuse_at = later(now, to_reuse);
     let ceiling_at = later(since, p.max_suppress);
@@ -182,7 +182,7 @@ fn episode(since: Instant, now: Instant, figure: f64, p: &DampingParams) -> Supp
 
 /// `figure` decayed over `elapsed` (RFC 2439 §4.2).
 fn decay(figure: f64, elapsed: Duration, p: &DampingParams) -> f64 {
-    figure * (-(elapsed.as_secs_f64() / p.half_life.as_secs_f64())).exp2()
+    figure * libm::exp2(-(elapsed.as_secs_f64() / p.half_life.as_secs_f64()))
 }
 
 /// `t + d`. Durations are validated to at most `MAX_TIMER`, so this only

@@ -95,7 +95,7 @@ impl DampingParams {
     /// `max_suppress`: `reuse * 2^(max_suppress / half_life)`.
     pub fn ceiling(&self) -> f64 {
         f64::from(self.reuse_threshold)
-            * (self.max_suppress.as_secs_f64() / self.half_life.as_secs_f64()).exp2()
+            * libm::exp2(self.max_suppress.as_secs_f64() / self.half_life.as_secs_f64())
     }
 }
 
