@@ -98,7 +98,11 @@
 //!
 //! The driver calls [`Stability::update`] with every new snapshot,
 //! [`Stability::poll`] at [`Stability::next_deadline`], and applies each
-//! returned [`Change`] to the speaker's RIB in order. Nothing here reads a
+//! returned [`Change`] to the speaker's RIB in order. The `_with` forms
+//! (`update_with`, `poll_with`, `set_params_with`) hand each change to a
+//! closure by reference instead of collecting them: the daemon uses them,
+//! since a bulk load's changes are every route and it only logs and counts
+//! them (it rebuilds the peers' tables from [`Stability::advertised`]). Nothing here reads a
 //! clock, spawns or does IO: tests run on simulated time.
 
 mod damping;
