@@ -134,7 +134,7 @@ pub fn peer_tables<'a>(
     let mut tables = BTreeMap::new();
     for peer in &config.peers {
         let mut known: Known = Vec::new();
-        let attrs_of = |route: &'a Route| -> Option<Arc<RouteAttrs>> {
+        let mut attrs_of = |route: &'a Route| -> Option<Arc<RouteAttrs>> {
             if let Some((_, attrs)) = known.iter().find(|((ads, svc), _)| {
                 (Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements)
                     && *svc == route.attributes.as_ref()
@@ -157,7 +157,6 @@ pub fn peer_tables<'a>(
             ));
             attrs
         };
-        let mut attrs_of = attrs_of;
         // In prefix order, straight into a tree of full nodes, a slice at
         // a time (crate::btree): no list of the whole table beside it.
         let table = crate::btree::from_sorted(
