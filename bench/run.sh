@@ -40,11 +40,11 @@ fi
 
 export CARGO_TARGET_DIR="$root/target"
 # Both builds README offers: the static binary the Dockerfile ships (the
-# one every section measures) and `cargo build --release` (glibc; the bulk
-# section measures it too).
+# one every section measures) and `cargo build-holdfast` (glibc linked in,
+# .cargo/config.toml; the bulk section measures it too).
 rustup target add x86_64-unknown-linux-musl >/dev/null
 cargo build --locked --release --target x86_64-unknown-linux-musl --bin holdfast
-cargo build --locked --release --bin holdfast
+cargo build-holdfast --locked
 (cd bench && cargo build --release)
 
 # The codec comparison runs with everything, or when --only names codec.
@@ -68,7 +68,7 @@ echo "running: $command" >&2
 # A later --out in "$@" takes the place of this one.
 "$CARGO_TARGET_DIR/release/holdfast-bench" \
     --holdfast "$CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release/holdfast" \
-    --holdfast-glibc "$CARGO_TARGET_DIR/release/holdfast" \
+    --holdfast-glibc "$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/holdfast" \
     "${criterion[@]}" \
     --out "$root/BENCHMARKS.md" \
     --command "$command" \

@@ -30,12 +30,16 @@ work=$(mktemp -d /tmp/hot-text.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # Both builds README offers: the static (musl) one the image ships and
-# `cargo build --release` (glibc). Their standard libraries differ (each
-# C library has code of its own in std), so each is run and the two lists
-# merged.
+# `cargo build-holdfast` (glibc linked in; the alias is in
+# .cargo/config.toml). Their standard libraries differ (each C library has
+# code of its own in std), so each is run and the two lists merged.
 for target in x86_64-unknown-linux-musl x86_64-unknown-linux-gnu; do
-    CARGO_TARGET_DIR=target/hot-text CARGO_PROFILE_RELEASE_STRIP=none \
-        cargo build --release --target "$target" --bin holdfast
+    if [ "$target" = x86_64-unknown-linux-gnu ]; then
+        build=(build-holdfast)
+    else
+        build=(build --release --target "$target" --bin holdfast)
+    fi
+    CARGO_TARGET_DIR=target/hot-text CARGO_PROFILE_RELEASE_STRIP=none cargo "${build[@]}"
     bin=$root/target/hot-text/$target/release/holdfast
     mkdir -p "$work/$target"
     # The harness's "holdfast": the build under callgrind, its counts dumped
