@@ -94,10 +94,8 @@ cargo build-holdfast --locked
 gbin=target/x86_64-unknown-linux-gnu/release/holdfast
 # glibc linked in: no program interpreter, no shared library (a dynamic
 # one keeps 1.6 MiB more resident, README: Install).
-if readelf -lW "$gbin" | grep -q INTERP || readelf -dW "$gbin" | grep -q NEEDED; then
-    readelf -lW "$gbin" | grep INTERP || true; readelf -dW "$gbin" | grep NEEDED || true
-    echo "$gbin is not linked statically" >&2; exit 1
-fi
+links=$(readelf -lW "$gbin" | grep INTERP; readelf -dW "$gbin" | grep NEEDED) || true
+[ -z "$links" ] || { echo "$links"; echo "$gbin is not linked statically" >&2; exit 1; }
 "$gbin" --version
 "$gbin" check --config config/rack-a.toml --skip-password-files >/dev/null
 
