@@ -1,43 +1,42 @@
-//! B-trees built from entries already in key order, in bounded memory.
+//! B-trees built from entries already in key order.
 //!
-//! `BTreeMap::from_iter` gathers every entry in a list, sorts it, then
-//! builds the tree beside it: for a table of 100k routes the list and the
-//! tree are both resident at once, and the list's pages are faulted in
-//! only to be given back. Building in slices that are appended (std's
-//! `append` merges into full nodes, freeing the old tree's nodes as it
-//! goes) keeps at most a slice — a quarter of the tree so far, and at
-//! least [`MIN_SLICE`] entries — beside the tree, at the cost of moving
-//! each entry a few more times (each append moves the tree so far; the
-//! slices grow with it, so the moves stay linear in the entries).
+//! `BTreeMap::from_iter` gathers the entries in a list (in place when they
+//! come from a `Vec` of the same type), sorts it — one run, for entries in
+//! order — and builds full nodes beside it in one pass; the list is freed
+//! once the tree stands. That is the one way std builds a tree of full
+//! nodes in linear time:
 //!
-//! A tree filled by `insert`ing in key order is no alternative: its nodes
-//! split at the middle and stay half empty (twice the memory).
+//! - filling a tree by `insert`ing in key order leaves its nodes about
+//!   half empty (a leaf splits at its middle): twice the memory;
+//! - building it in slices that are `append`ed (each merge rebuilds the
+//!   tree so far) bounds the list beside the tree to a slice, but moves
+//!   and reallocates every node once per slice. Measured on the bulk load
+//!   of 100k VIPs into FRR (static musl build, whose allocator makes each
+//!   node costly): slices of a quarter of the tree took the first UPDATE
+//!   from process start to 84 ms, one `collect` to 74 ms, for a peak RSS
+//!   of 28.1 MiB against 28.9 MiB (BIRD: 30.1 MiB); at 10k VIPs the
+//!   peak fell, 6.7 → 6.3 MiB.
+//!
+//! The functions here name that choice where the daemon builds its large
+//! tables (the stability layer's first load, the peers' tables).
 
 use std::collections::BTreeMap;
 
-/// The smallest slice: below this, the list is small beside the rest.
-pub const MIN_SLICE: usize = 16 * 1024;
-
-/// A tree of `entries`, which come in strictly ascending key order (a
-/// key out of order still lands in its place, at the cost of a merge).
+/// A tree of `entries`, which come in ascending key order (a key out of
+/// order still lands in its place, at the cost of a sort).
 pub fn from_sorted<K: Ord, V>(entries: impl IntoIterator<Item = (K, V)>) -> BTreeMap<K, V> {
-    let mut tree = BTreeMap::new();
-    extend_sorted(&mut tree, entries);
-    tree
+    entries.into_iter().collect()
 }
 
-/// Adds `entries`, in ascending key order, to `tree` a slice at a time
-/// (see the module doc). A key already in `tree` takes the new value.
+/// Adds `entries`, in ascending key order, to `tree`: built as a tree of
+/// their own and merged in (one pass over both; full nodes). A key already
+/// in `tree` takes the new value.
 pub fn extend_sorted<K: Ord, V>(
     tree: &mut BTreeMap<K, V>,
     entries: impl IntoIterator<Item = (K, V)>,
 ) {
-    let mut entries = entries.into_iter().peekable();
-    while entries.peek().is_some() {
-        let slice = MIN_SLICE.max(tree.len() / 4);
-        let mut part: BTreeMap<K, V> = entries.by_ref().take(slice).collect();
-        tree.append(&mut part);
-    }
+    let mut part = from_sorted(entries);
+    tree.append(&mut part);
 }
 
 #[cfg(test)]
@@ -46,14 +45,7 @@ mod tests {
 
     #[test]
     fn the_tree_holds_every_entry_in_order() {
-        for n in [
-            0,
-            1,
-            MIN_SLICE - 1,
-            MIN_SLICE,
-            MIN_SLICE + 1,
-            5 * MIN_SLICE + 7,
-        ] {
+        for n in [0, 1, 16383, 16384, 16385, 100_007] {
             let tree = from_sorted((0..n as u32).map(|i| (i * 2, i)));
             assert_eq!(tree.len(), n);
             assert!(

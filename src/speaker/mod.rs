@@ -157,8 +157,8 @@ pub fn peer_tables<'a>(
             ));
             attrs
         };
-        // In prefix order, straight into a tree of full nodes, a slice at
-        // a time (crate::btree): no list of the whole table beside it.
+        // In prefix order, straight into a tree of full nodes
+        // (crate::btree).
         let table = crate::btree::from_sorted(
             routes
                 .clone()

@@ -564,8 +564,8 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         self.source_healthy = source_healthy;
 
         if self.entries.is_empty() {
-            // The first load: every prefix is new, straight into the table
-            // (crate::btree: no list of the whole set beside it).
+            // The first load: every prefix is new, straight into a table
+            // of full nodes (crate::btree).
             self.entries = crate::btree::from_sorted(
                 present
                     .into_iter()
