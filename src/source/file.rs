@@ -218,9 +218,12 @@ struct LastRead {
     text: Result<Digest, String>,
 }
 
-/// The length and SipHash of a file's text. Two different texts of the
-/// same length with the same 64-bit hash would make an edit go unnoticed
-/// until the next one; the odds are 2^-64 per edit.
+/// The length and a 64-bit hash of a file's text (foldhash, fixed seed:
+/// the same text always gives the same digest). Two different texts of
+/// the same length with the same hash would make an edit go unnoticed
+/// until the next one; the odds are about 2^-64 per edit. The first read
+/// is on the way to the first UPDATE: foldhash digests a file of 100k
+/// VIPs (3.4 MB) in 0.15–0.4 ms, where std's SipHash took 0.7–1.5 ms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Digest {
     len: usize,
@@ -229,14 +232,11 @@ struct Digest {
 
 impl Digest {
     fn of(text: &str) -> Digest {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        // DefaultHasher::new() has fixed keys: the same text always gives
-        // the same digest within the process.
-        let mut h = DefaultHasher::new();
-        text.hash(&mut h);
+        use std::hash::BuildHasher;
         Digest {
             len: text.len(),
-            hash: h.finish(),
+            hash: foldhash::quality::FixedState::with_seed(0x686f_6c64_6661_7374)
+                .hash_one(text.as_bytes()),
         }
     }
 }
@@ -780,15 +780,21 @@ fn log_change(path: &Path, before: Option<&SourceSnapshot>, after: &SourceSnapsh
         }
         return;
     }
-    let empty = BTreeMap::new();
-    let old = before.map_or(&empty, |b| &*b.vips);
-    let added = after.vips.keys().filter(|a| !old.contains_key(a)).count();
-    let removed = old.keys().filter(|a| !after.vips.contains_key(a)).count();
-    let changed = after
-        .vips
-        .iter()
-        .filter(|(a, vip)| old.get(a).is_some_and(|o| o != *vip))
-        .count();
+    let (added, removed, changed) = match before.map(|b| &*b.vips) {
+        Some(old) if !old.is_empty() => (
+            after.vips.keys().filter(|a| !old.contains_key(a)).count(),
+            old.keys().filter(|a| !after.vips.contains_key(a)).count(),
+            after
+                .vips
+                .iter()
+                .filter(|(a, vip)| old.get(a).is_some_and(|o| o != *vip))
+                .count(),
+        ),
+        // The first read (or one after an empty set): all of it is new,
+        // counted without three walks of a set of maybe 100k VIPs on the
+        // way to the first UPDATE.
+        _ => (after.vips.len(), 0, 0),
+    };
     info!(
         %path,
         vips = after.vips.len(),
