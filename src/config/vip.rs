@@ -232,6 +232,30 @@ mod plain {
         }
     }
 
+    /// `a.b.c.d` in the strict form std's parser accepts (four decimal
+    /// octets up to 255, no leading zero but in `0`), read directly: std's
+    /// general parser was an eighth of this parser's time with 100k VIPs.
+    /// `None` for anything else, which std's parser then judges.
+    fn dotted_quad(text: &str) -> Option<std::net::Ipv4Addr> {
+        let mut octets = [0u8; 4];
+        let mut parts = text.as_bytes().split(|&b| b == b'.');
+        for octet in &mut octets {
+            let digits = parts.next()?;
+            if digits.is_empty() || digits.len() > 3 || (digits.len() > 1 && digits[0] == b'0') {
+                return None;
+            }
+            let mut value = 0u16;
+            for &d in digits {
+                if !d.is_ascii_digit() {
+                    return None;
+                }
+                value = value * 10 + u16::from(d - b'0');
+            }
+            *octet = u8::try_from(value).ok()?;
+        }
+        parts.next().is_none().then(|| octets.into())
+    }
+
     /// A basic string `"…"` without escapes, then nothing but blanks and
     /// an optional comment.
     fn string_value(rest: &str) -> Option<&str> {
@@ -265,7 +289,11 @@ mod plain {
         let mut seen = Seen::default();
         let mut current: Option<Partial> = None;
         let mut finish = |p: Partial| -> Option<()> {
-            let address = crate::net::unmap(p.address?.parse().ok()?);
+            let text = p.address?;
+            let address = match dotted_quad(text) {
+                Some(v4) => IpAddr::V4(v4),
+                None => crate::net::unmap(text.parse().ok()?),
+            };
             if !super::routable_unicast(address) {
                 return None;
             }
@@ -324,6 +352,55 @@ mod plain {
     #[cfg(test)]
     mod tests {
         use std::path::Path;
+
+        /// The direct reading of `a.b.c.d` never disagrees with std's
+        /// parser: it answers only what std accepts, and the same address.
+        #[test]
+        fn dotted_quads_read_as_std_reads_them() {
+            let mut texts: Vec<String> = [
+                "0.0.0.0",
+                "255.255.255.255",
+                "256.0.0.1",
+                "1.2.3",
+                "1.2.3.4.5",
+                "01.2.3.4",
+                "1.2.3.04",
+                "1..3.4",
+                ".1.2.3",
+                "1.2.3.",
+                "1.2.3.4 ",
+                "+1.2.3.4",
+                "1.2.3.4a",
+                "1000.1.1.1",
+                "10.0.0.1",
+                "::ffff:1.2.3.4",
+                "",
+                "1.2.3.-4",
+                "192.0.2.255",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            // Every octet text of up to three characters from these, in
+            // each position.
+            let alphabet = [
+                "", "0", "1", "9", "00", "01", "10", "25", "255", "256", "299", "999", "0000", "x",
+            ];
+            for a in alphabet {
+                for pos in 0..4 {
+                    let mut parts = ["7", "8", "9", "10"];
+                    parts[pos] = a;
+                    texts.push(parts.join("."));
+                }
+            }
+            for text in &texts {
+                let std = text.parse::<std::net::Ipv4Addr>().ok();
+                match super::dotted_quad(text) {
+                    Some(ours) => assert_eq!(Some(ours), std, "{text:?}"),
+                    None => assert_eq!(std, None, "{text:?}: std reads it, we did not"),
+                }
+            }
+        }
 
         fn names() -> Vec<String> {
             vec!["public".to_string(), "internal".to_string()]
