@@ -28,6 +28,46 @@ impl Delta {
     }
 }
 
+/// Announcements grouped by attributes as they are found. Routes come in
+/// runs that share one allocation of attributes (`peer_tables` shares
+/// equal ones), so the current run is kept apart and goes into the map
+/// when it ends: one map lookup (a deep compare of attributes) per run
+/// rather than per prefix, which with 100k routes was a tenth of the
+/// first sync.
+#[derive(Default)]
+struct Grouper<'t> {
+    map: BTreeMap<Arc<RouteAttrs>, Vec<IpNet>>,
+    run: Option<(&'t Arc<RouteAttrs>, Vec<IpNet>)>,
+}
+
+impl<'t> Grouper<'t> {
+    fn push(&mut self, attrs: &'t Arc<RouteAttrs>, prefix: IpNet) {
+        match &mut self.run {
+            Some((a, run)) if Arc::ptr_eq(a, attrs) => run.push(prefix),
+            _ => {
+                self.flush();
+                self.run = Some((attrs, vec![prefix]));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((attrs, run)) = self.run.take() {
+            match self.map.entry(attrs.clone()) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(run);
+                }
+                std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().extend(run),
+            }
+        }
+    }
+
+    fn finish(mut self) -> BTreeMap<Arc<RouteAttrs>, Vec<IpNet>> {
+        self.flush();
+        self.map
+    }
+}
+
 fn family(p: &IpNet) -> Family {
     match p {
         IpNet::V4(_) => Family::IPV4_UNICAST,
@@ -91,11 +131,16 @@ impl AdjRibOut {
     /// first.
     pub fn diff(&mut self, desired: &Arc<PeerTable>, families: &[Family]) -> Delta {
         let mut delta = Delta::default();
+        let mut announce = Grouper::default();
         let wanted = |p: &IpNet| families.contains(&family(p));
         // Both tables are sorted by prefix: one walk over the two.
         let mut old = self.routes.iter().peekable();
-        let mut ipv4 = 0;
-        for (p, a) in desired.iter().filter(|(p, _)| wanted(p)) {
+        let (mut ipv4, mut unwanted) = (0, 0);
+        for (p, a) in desired.iter() {
+            if !wanted(p) {
+                unwanted += 1;
+                continue;
+            }
             if matches!(p, IpNet::V4(_)) {
                 ipv4 += 1;
             }
@@ -104,12 +149,13 @@ impl AdjRibOut {
             }
             match old.next_if(|(q, _)| *q == p) {
                 Some((_, b)) if Arc::ptr_eq(a, b) || a == b => {}
-                _ => delta.announce.entry(a.clone()).or_default().push(*p),
+                _ => announce.push(a, *p),
             }
         }
+        delta.announce = announce.finish();
         delta.withdraw.extend(old.map(|(q, _)| *q));
         self.ipv4 = ipv4;
-        self.routes = if desired.keys().all(wanted) {
+        self.routes = if unwanted == 0 {
             desired.clone()
         } else {
             Arc::new(
@@ -125,11 +171,14 @@ impl AdjRibOut {
 
     /// Everything in the Adj-RIB-Out as one delta (ROUTE-REFRESH, RFC 2918).
     pub fn full(&self) -> Delta {
-        let mut delta = Delta::default();
+        let mut announce = Grouper::default();
         for (p, a) in self.routes.iter() {
-            delta.announce.entry(a.clone()).or_default().push(*p);
+            announce.push(a, *p);
         }
-        delta
+        Delta {
+            announce: announce.finish(),
+            ..Delta::default()
+        }
     }
 
     /// Withdraws everything (shutdown with withdrawal).

@@ -83,6 +83,50 @@ fn table(entries: &[(&str, RouteAttrs)]) -> PeerTable {
         .collect()
 }
 
+/// Announcements are grouped by attributes — whichever allocation holds
+/// them, in whatever runs they come — each group's prefixes in order; the
+/// whole Adj-RIB-Out (ROUTE-REFRESH) the same.
+#[test]
+fn announcements_are_grouped_by_attributes() {
+    let a = RouteAttrs {
+        communities: vec![1],
+        ..RouteAttrs::default()
+    };
+    let b = RouteAttrs {
+        communities: vec![2],
+        ..RouteAttrs::default()
+    };
+    let shared = Arc::new(a.clone());
+    let table: PeerTable = [
+        ("198.51.100.1/32", shared.clone()),
+        ("198.51.100.2/32", shared.clone()),
+        ("198.51.100.3/32", Arc::new(b.clone())),
+        // Equal to `a`, another allocation.
+        ("198.51.100.4/32", Arc::new(a.clone())),
+        ("198.51.100.5/32", shared.clone()),
+    ]
+    .into_iter()
+    .map(|(p, attrs)| (net(p), attrs))
+    .collect();
+    let nets = |ps: &[&str]| ps.iter().map(|p| net(p)).collect::<Vec<_>>();
+    let expected = std::collections::BTreeMap::from([
+        (
+            Arc::new(a),
+            nets(&[
+                "198.51.100.1/32",
+                "198.51.100.2/32",
+                "198.51.100.4/32",
+                "198.51.100.5/32",
+            ]),
+        ),
+        (Arc::new(b), nets(&["198.51.100.3/32"])),
+    ]);
+    let mut rib = AdjRibOut::default();
+    let d = rib.diff(&Arc::new(table), &[Family::IPV4_UNICAST]);
+    assert_eq!(d.announce, expected);
+    assert_eq!(rib.full().announce, expected);
+}
+
 #[test]
 fn adj_rib_out_diff() {
     let both = [Family::IPV4_UNICAST, Family::IPV6_UNICAST];
