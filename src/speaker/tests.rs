@@ -83,19 +83,19 @@ fn table(entries: &[(&str, RouteAttrs)]) -> PeerTable {
         .collect()
 }
 
+fn with_community(c: u32) -> RouteAttrs {
+    RouteAttrs {
+        communities: vec![c],
+        ..RouteAttrs::default()
+    }
+}
+
 /// Announcements are grouped by attributes — whichever allocation holds
 /// them, in whatever runs they come — each group's prefixes in order; the
 /// whole Adj-RIB-Out (ROUTE-REFRESH) the same.
 #[test]
 fn announcements_are_grouped_by_attributes() {
-    let a = RouteAttrs {
-        communities: vec![1],
-        ..RouteAttrs::default()
-    };
-    let b = RouteAttrs {
-        communities: vec![2],
-        ..RouteAttrs::default()
-    };
+    let (a, b) = (with_community(1), with_community(2));
     let shared = Arc::new(a.clone());
     let table: PeerTable = [
         ("198.51.100.1/32", shared.clone()),
@@ -130,14 +130,7 @@ fn announcements_are_grouped_by_attributes() {
 #[test]
 fn adj_rib_out_diff() {
     let both = [Family::IPV4_UNICAST, Family::IPV6_UNICAST];
-    let a = RouteAttrs {
-        communities: vec![1],
-        ..RouteAttrs::default()
-    };
-    let b = RouteAttrs {
-        communities: vec![2],
-        ..RouteAttrs::default()
-    };
+    let (a, b) = (with_community(1), with_community(2));
     let mut rib = AdjRibOut::default();
     let d = rib.diff(
         &Arc::new(table(&[
