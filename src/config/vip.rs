@@ -256,17 +256,67 @@ mod plain {
         parts.next().is_none().then(|| octets.into())
     }
 
+    /// TOML's blanks: space and tab.
+    fn blank(b: u8) -> bool {
+        b == b' ' || b == b'\t'
+    }
+
+    fn trim_blanks_start(s: &str) -> &str {
+        let n = s.bytes().take_while(|&b| blank(b)).count();
+        &s[n..]
+    }
+
+    fn trim_blanks_end(s: &str) -> &str {
+        let n = s.bytes().rev().take_while(|&b| blank(b)).count();
+        &s[..s.len() - n]
+    }
+
     /// A basic string `"…"` without escapes, then nothing but blanks and
     /// an optional comment.
     fn string_value(rest: &str) -> Option<&str> {
         let rest = rest.strip_prefix('"')?;
-        let end = rest.find('"')?;
-        let (value, after) = (&rest[..end], &rest[end + 1..]);
-        if value.contains('\\') {
-            return None;
-        }
-        let after = after.trim_start_matches([' ', '\t']);
+        // Up to the closing quote; an escape leaves the file to the TOML
+        // parser.
+        let end = rest
+            .bytes()
+            .position(|b| b == b'"' || b == b'\\')
+            .filter(|&i| rest.as_bytes()[i] == b'"')?;
+        let (value, after) = (&rest[..end], trim_blanks_start(&rest[end + 1..]));
         (after.is_empty() || after.starts_with('#')).then_some(value)
+    }
+
+    /// Each line of `text`, without its `\n` or `\r\n`, to `each`, in one
+    /// pass over the bytes (the lines of a VIP file are short: searching
+    /// for each end apart cost more than the reading). `None` — the TOML
+    /// parser judges the file — at a control character TOML allows in no
+    /// such file (any but tab, and a carriage return that does not end a
+    /// line), or when `each` gives up.
+    fn each_line<'t>(text: &'t str, mut each: impl FnMut(&'t str) -> Option<()>) -> Option<()> {
+        let bytes = text.as_bytes();
+        let mut start = 0;
+        loop {
+            let mut end = start;
+            let mut line_end = None;
+            while let Some(&b) = bytes.get(end) {
+                match b {
+                    b'\n' => {
+                        line_end = Some(end);
+                        break;
+                    }
+                    b'\r' if matches!(bytes.get(end + 1), None | Some(b'\n')) => {}
+                    b'\t' => {}
+                    0..0x20 | 0x7f => return None,
+                    _ => {}
+                }
+                end += 1;
+            }
+            let line = &text[start..end];
+            each(line.strip_suffix('\r').unwrap_or(line))?;
+            match line_end {
+                Some(newline) => start = newline + 1,
+                None => return Some(()),
+            }
+        }
     }
 
     pub(super) fn parse<T>(
@@ -274,14 +324,6 @@ mod plain {
         advertisement_names: &[String],
         make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
     ) -> Option<Vec<T>> {
-        // TOML allows no control characters but tab in strings and
-        // comments; leave every such file to the TOML parser.
-        if text
-            .bytes()
-            .any(|b| (b < 0x20 && b != b'\t' && b != b'\n' && b != b'\r') || b == 0x7f)
-        {
-            return None;
-        }
         let default = advertisement_names
             .first()
             .map_or(DEFAULT_ADVERTISEMENT, String::as_str);
@@ -307,18 +349,13 @@ mod plain {
             entries.push(make(address, p.service, advertisement));
             Some(())
         };
-        for line in text.split('\n') {
-            // CRLF: a lone CR anywhere else is an error for TOML.
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            if line.contains('\r') {
-                return None;
-            }
-            let line = line.trim_matches([' ', '\t']);
+        each_line(text, |line| {
+            let line = trim_blanks_end(trim_blanks_start(line));
             if line.is_empty() || line.starts_with('#') {
-                continue;
+                return Some(());
             }
             if let Some(rest) = line.strip_prefix("[[vip]]") {
-                let rest = rest.trim_start_matches([' ', '\t']);
+                let rest = trim_blanks_start(rest);
                 if !(rest.is_empty() || rest.starts_with('#')) {
                     return None;
                 }
@@ -326,11 +363,11 @@ mod plain {
                     finish(p)?;
                 }
                 current = Some(Partial::default());
-                continue;
+                return Some(());
             }
-            let (key, rest) = line.split_once('=')?;
-            let key = key.trim_end_matches([' ', '\t']);
-            let value = string_value(rest.trim_start_matches([' ', '\t']))?;
+            let eq = line.bytes().position(|b| b == b'=')?;
+            let key = trim_blanks_end(&line[..eq]);
+            let value = string_value(trim_blanks_start(&line[eq + 1..]))?;
             // Keys outside any [[vip]] are unknown keys of the root.
             let p = current.as_mut()?;
             let slot = match key {
@@ -342,7 +379,8 @@ mod plain {
             if slot.replace(value).is_some() {
                 return None; // a key defined twice
             }
-        }
+            Some(())
+        })?;
         if let Some(p) = current.take() {
             finish(p)?;
         }
@@ -504,6 +542,11 @@ mod plain {
                 "[[vip]]\n\"address\" = \"198.51.100.10\"\n",
                 "[[vip]]\naddress = \"198.51.100.10\" trailing\n",
                 "[[vip]]\naddress = \"198.51.100.10\"\rservice = \"x\"\n",
+                // A carriage return that does not end its line, wherever.
+                "[[vip]]\naddress = \"198.51.100.10\" # a\rb\n",
+                "# a\rb\n[[vip]]\naddress = \"198.51.100.10\"\n",
+                "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"a\rb\"\n",
+                "[[vip]]\r\r\naddress = \"198.51.100.10\"\n",
                 "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"a\u{1}b\"\n",
                 "[vip]\naddress = \"198.51.100.10\"\n",
                 // Invalid entries: the TOML path reports them.
