@@ -563,6 +563,35 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         }
         self.source_healthy = source_healthy;
 
+        if self.entries.is_empty() && self.params.advertise_delay.is_zero() {
+            // The first load without an advertise delay: every prefix is
+            // due at once, so it goes into the table advertised (what
+            // `fire_due` would make of it in this step) and is reported in
+            // one reading walk; noting each prefix and retaining the table
+            // in `finish` were two more passes over a 100k load.
+            self.entries = crate::btree::from_sorted(present.into_iter().map(|(k, attrs)| {
+                let phase = Phase::Advertised { attrs };
+                (
+                    k,
+                    Entry {
+                        phase,
+                        history: None,
+                    },
+                )
+            }));
+            for (key, entry) in &self.entries {
+                if let Some(attrs) = entry.wire() {
+                    out(Change::Advertise(key, attrs));
+                }
+            }
+            let advertised = self.entries.len();
+            self.tally = Tally {
+                advertised,
+                ..Tally::default()
+            };
+            self.counters.advertisements += advertised as u64;
+            return;
+        }
         if self.entries.is_empty() {
             // The first load: every prefix is new, straight into a table
             // of full nodes (crate::btree).
@@ -677,7 +706,12 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// later than the last instant passed in. Every deadline changes the
     /// wire (an advertisement or a withdrawal is due then).
     pub fn next_deadline(&self) -> Option<Instant> {
-        let entries = if self.guard.is_idle() {
+        // Only pending and absent prefixes have a deadline; the tally,
+        // current after every call, says whether there are any (a table of
+        // advertised routes is not walked to find none).
+        let entries = if self.tally.pending + self.tally.absent == 0 {
+            None
+        } else if self.guard.is_idle() {
             self.entries
                 .values()
                 .filter_map(|e| e.deadline(&self.params, self.source_healthy))
@@ -701,10 +735,20 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// them GRACEFUL_SHUTDOWN until they go (RFC 8326 §3).
     pub fn drained(&self) -> impl Iterator<Item = &K> {
         walked();
-        self.entries.iter().filter_map(|(k, e)| match &e.phase {
-            Phase::Absent { absence, .. } if absence.reason == Absence::Drained => Some(k),
-            _ => None,
-        })
+        // Drained prefixes are absent ones: with none (the tally says so
+        // without a walk), the table is not walked.
+        let walk = if self.tally.absent == 0 {
+            0
+        } else {
+            usize::MAX
+        };
+        self.entries
+            .iter()
+            .take(walk)
+            .filter_map(|(k, e)| match &e.phase {
+                Phase::Absent { absence, .. } if absence.reason == Absence::Drained => Some(k),
+                _ => None,
+            })
     }
 
     /// Whether the mass-withdrawal guard holds back the withdrawal of `key`.

@@ -644,12 +644,18 @@ impl Routes {
     /// Tracks a probe for each VIP that needs one, forgets those no longer
     /// needed (the driver starts and stops the probe tasks to match).
     fn sync_probes(&mut self) {
-        let wanted: BTreeMap<IpAddr, config::Probe> = self
-            .snapshot
-            .vips
-            .iter()
-            .filter_map(|(ip, v)| Some((*ip, self.probe_for(&v.advertisements)?)))
-            .collect();
+        // Nothing to walk when no advertisement probes (the common case:
+        // a 100k-VIP snapshot walked for nothing on every change).
+        let wanted: BTreeMap<IpAddr, config::Probe> =
+            if self.config.advertisements.iter().any(|a| a.probe.is_some()) {
+                self.snapshot
+                    .vips
+                    .iter()
+                    .filter_map(|(ip, v)| Some((*ip, self.probe_for(&v.advertisements)?)))
+                    .collect()
+            } else {
+                BTreeMap::new()
+            };
         let count = self.probes.len();
         self.probes
             .retain(|ip, p| wanted.get(ip) == Some(&p.config));
