@@ -2,14 +2,34 @@ use std::path::Path;
 
 use super::*;
 
-/// [`super::desired`] as maps, after checking the contract of its list: in
-/// strictly ascending prefix order, one route per prefix.
+/// [`super::desired`] as maps, after checking the contract of its routes:
+/// in strictly ascending prefix order, one route per prefix, each one
+/// `contains` answers for. `gate` is asked of every VIP of the snapshot;
+/// those it passes are left out of the gates handed over, as the daemon
+/// leaves out the VIPs no probe watches.
 fn desired(
     config: &Config,
     snapshot: &SourceSnapshot,
     gate: impl Fn(IpAddr) -> Gate,
 ) -> (BTreeMap<IpNet, Route>, BTreeMap<IpNet, Absence>) {
-    let (present, absences) = super::desired(config, snapshot, gate);
+    let gates: BTreeMap<IpAddr, Gate> = snapshot
+        .vips
+        .keys()
+        .map(|ip| (*ip, gate(*ip)))
+        .filter(|(_, g)| *g != Gate::Pass)
+        .collect();
+    let (present, absences) = super::desired(config, snapshot, &gates);
+    let answers: Vec<bool> = snapshot
+        .vips
+        .keys()
+        .map(|ip| present.contains(&IpNet::from(*ip)))
+        .collect();
+    let present: Vec<(IpNet, Route)> = present.collect();
+    for (ip, answer) in snapshot.vips.keys().zip(answers) {
+        let host = IpNet::from(*ip);
+        let held = present.iter().any(|(p, _)| *p == host);
+        assert_eq!(answer, held, "contains({host}) says {answer}");
+    }
     assert!(
         present.windows(2).all(|w| w[0].0 < w[1].0),
         "not in strictly ascending order: {:?}",
@@ -147,6 +167,33 @@ fn probes_gate_vips_before_aggregation() {
     assert_eq!(
         absences.get(&net("198.51.100.11/32")),
         Some(&Absence::ProbeFailed)
+    );
+}
+
+#[test]
+fn probes_gate_plain_host_routes() {
+    // No aggregation: the routes are read from the snapshot as they are
+    // taken, and the gates still apply.
+    let c = config("[[advertisement]]\nname = \"public\"\n");
+    let snap = snapshot(vec![
+        vip("198.51.100.10", &["public"], false),
+        vip("198.51.100.11", &["public"], false),
+        vip("198.51.100.12", &["public"], false),
+    ]);
+    let (fail, unknown): (IpAddr, IpAddr) = (
+        "198.51.100.11".parse().unwrap(),
+        "198.51.100.12".parse().unwrap(),
+    );
+    let (present, absences) = desired(&c, &snap, |ip| match ip {
+        ip if ip == fail => Gate::Fail,
+        ip if ip == unknown => Gate::Unknown,
+        _ => Gate::Pass,
+    });
+    assert_eq!(keys(&present), ["198.51.100.10/32"]);
+    assert_eq!(
+        absences,
+        BTreeMap::from([(net("198.51.100.11/32"), Absence::ProbeFailed)]),
+        "the failed VIP went for its probe; the one not yet probed, for no reason"
     );
 }
 

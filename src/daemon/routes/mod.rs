@@ -84,7 +84,7 @@ impl Changes {
 }
 
 /// What a stability update is given: the present set and the absences.
-type UpdateInput<'a> = (&'a [(IpNet, Route)], &'a BTreeMap<IpNet, Absence>);
+type UpdateInput<'a> = (&'a crate::routes::Present<'a>, &'a BTreeMap<IpNet, Absence>);
 
 /// The stability layer's parameters: the config layer produced and
 /// validated them (`config::Stability` is `stability::Params`); the drain's
@@ -530,8 +530,7 @@ impl Routes {
             }
             if st.params().withdraw_hold_down.is_zero() {
                 for (p, r) in st.advertised() {
-                    let in_present = present.binary_search_by(|(q, _)| q.cmp(p)).is_ok();
-                    if !in_present && !notes.contains_key(p) {
+                    if !present.contains(p) && !notes.contains_key(p) {
                         let cause = WithdrawCause::Absence(Absence::Vanished);
                         notes.insert(*p, (r.service.clone(), cause));
                     }
@@ -675,18 +674,15 @@ impl Routes {
     fn recompute(&mut self, now: Instant) {
         let snap = self.snapshot.clone();
         // Aggregates, PodCIDRs and interface addresses: crate::routes.
-        let (present, absences) = crate::routes::desired(&self.config, &snap, |ip| {
-            self.probes
-                .get(&ip)
-                .map_or(crate::routes::Gate::Pass, |p| p.tracker.gate(&p.config))
-        });
+        let gates: BTreeMap<IpAddr, crate::routes::Gate> = self
+            .probes
+            .iter()
+            .map(|(ip, p)| (*ip, p.tracker.gate(&p.config)))
+            .collect();
+        let (present, absences) = crate::routes::desired(&self.config, &snap, &gates);
         let mut changes = self.collector();
         let notes = {
             let mut st = self.stability.lock().expect("stability lock");
-            debug_assert!(
-                present.windows(2).all(|w| w[0].0 < w[1].0),
-                "in prefix order"
-            );
             let notes = self.withdraw_notes(&st, now, false, Some((&present, &absences)));
             // Taken: the stability layer frees it while it reads it.
             st.update_with(now, present, &absences, snap.healthy, &mut |c| {
