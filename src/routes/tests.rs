@@ -54,7 +54,7 @@ fn vip(ip: &str, ads: &[&str], local: bool) -> Vip {
         Arc::new(ads.iter().map(|s| s.to_string()).collect()),
     );
     v.local_traffic = local;
-    v.service = Some(Arc::from(format!("demo/{ip}")));
+    v.service = Some(format!("demo/{ip}").into());
     v
 }
 

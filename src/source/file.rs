@@ -99,7 +99,7 @@ use tracing::{info, warn};
 use super::SnapshotSink;
 use super::dirwatch::PathWatch;
 use crate::config::{self, Config, Diagnostic, Source};
-use crate::model::{Interner, SourceSnapshot, Vip};
+use crate::model::{Interner, ServiceName, SourceSnapshot, Vip};
 
 #[cfg(test)]
 mod tests;
@@ -748,7 +748,7 @@ fn parse(
             let vip = Vip {
                 address,
                 advertisements: interner.one(advertisement),
-                service: service.map(Arc::from),
+                service: service.map(ServiceName::from),
                 attributes: None,
                 local_traffic: false,
             };

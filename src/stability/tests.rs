@@ -1221,3 +1221,11 @@ fn a_bulk_load_copies_no_attributes() {
         "ten changed"
     );
 }
+
+/// An entry of the table is held per prefix (100k of them with a 100k VIP
+/// file): its size is a budget.
+#[test]
+fn an_entry_of_the_table_stays_small() {
+    let size = std::mem::size_of::<Entry<crate::model::Route>>();
+    assert!(size <= 48, "{size}");
+}

@@ -42,7 +42,7 @@ mod tests;
 const LOG_EACH_CHANGE_UP_TO: usize = 20;
 
 /// A withdrawn route's Service, and why it went.
-type WithdrawNote = (Option<Arc<str>>, WithdrawCause);
+type WithdrawNote = (Option<crate::model::ServiceName>, WithdrawCause);
 
 /// The changes of one stability call, as the routes core uses them: how
 /// many, and each one (prefix, Service, advertised rather than withdrawn)
@@ -55,7 +55,7 @@ struct Changes {
     keep_all: bool,
     advertised: usize,
     withdrawn: usize,
-    each: Vec<(IpNet, Option<Arc<str>>, bool)>,
+    each: Vec<(IpNet, Option<crate::model::ServiceName>, bool)>,
 }
 
 impl Changes {

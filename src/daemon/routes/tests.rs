@@ -81,7 +81,7 @@ fn snapshot(vips: &[(&str, &str)]) -> SourceSnapshot {
                 Vip {
                     address: ip(addr),
                     advertisements: Arc::new(BTreeSet::from([ad.to_string()])),
-                    service: Some(Arc::from("default/web")),
+                    service: Some("default/web".into()),
                     attributes: None,
                     local_traffic: false,
                 },

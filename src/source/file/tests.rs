@@ -35,7 +35,7 @@ fn set(entries: &[(&str, &str, Option<&str>)]) -> BTreeMap<IpAddr, Vip> {
             let vip = Vip {
                 address,
                 advertisements: BTreeSet::from([advertisement.to_string()]).into(),
-                service: service.map(Arc::from),
+                service: service.map(ServiceName::from),
                 attributes: None,
                 local_traffic: false,
             };

@@ -891,7 +891,7 @@ pub fn evaluate(
                         address: ip,
                         advertisements: Default::default(),
                         // Services come sorted: the first is the smallest.
-                        service: Some(Arc::from(key.to_string())),
+                        service: Some(key.to_string().into()),
                         attributes: None,
                         local_traffic: false,
                     });
@@ -1159,7 +1159,7 @@ pub fn update(
                     let v = vip.get_or_insert_with(|| Vip {
                         address: *ip,
                         advertisements: Arc::clone(advertisements),
-                        service: Some(Arc::from(offer.record.key.to_string())),
+                        service: Some(offer.record.key.to_string().into()),
                         attributes: None,
                         local_traffic: false,
                     });

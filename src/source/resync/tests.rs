@@ -125,7 +125,7 @@ fn differences_between_the_set_in_force_and_a_fresh_read() {
             Vip {
                 address,
                 advertisements: Default::default(),
-                service: Some(Arc::from(service)),
+                service: Some(service.into()),
                 attributes: None,
                 local_traffic: false,
             },
