@@ -203,32 +203,40 @@ mod plain {
 
     /// The addresses read so far, to refuse a duplicate. A file in address
     /// order (generated ones are) needs only the last: an address above it
-    /// is new. The set is built only at the first address out of order
-    /// (hashing 100k addresses was a sixth of the load's parse).
-    #[derive(Default)]
-    struct Seen {
-        last: Option<IpAddr>,
-        /// Every address so far, while in order.
-        in_order: Vec<IpAddr>,
-        /// Every address so far, once one came out of order.
-        set: Option<HashSet<IpAddr>>,
+    /// is new. A file out of order is read again with a set of them all
+    /// (hashing 100k addresses was a sixth of the load's parse, and keeping
+    /// a list of them in case one came out of order was 1.7 MB).
+    enum Seen {
+        /// Every address so far was above the one before; the last.
+        Ordered(Option<IpAddr>),
+        /// Every address so far.
+        Set(HashSet<IpAddr>),
+    }
+
+    /// Whether an address is new (noted), a duplicate, or out of the
+    /// order an [`Seen::Ordered`] reading relies on.
+    enum Novelty {
+        New,
+        Duplicate,
+        OutOfOrder,
     }
 
     impl Seen {
-        /// Whether `address` is new, noting it.
-        fn first(&mut self, address: IpAddr) -> bool {
-            if let Some(set) = &mut self.set {
-                return set.insert(address);
+        fn note(&mut self, address: IpAddr) -> Novelty {
+            match self {
+                Seen::Set(set) => {
+                    if set.insert(address) {
+                        Novelty::New
+                    } else {
+                        Novelty::Duplicate
+                    }
+                }
+                Seen::Ordered(last) if last.is_none_or(|last| last < address) => {
+                    *last = Some(address);
+                    Novelty::New
+                }
+                Seen::Ordered(_) => Novelty::OutOfOrder,
             }
-            if self.last.is_none_or(|last| last < address) {
-                self.last = Some(address);
-                self.in_order.push(address);
-                return true;
-            }
-            let mut set: HashSet<IpAddr> = std::mem::take(&mut self.in_order).into_iter().collect();
-            let new = set.insert(address);
-            self.set = Some(set);
-            new
         }
     }
 
@@ -324,11 +332,35 @@ mod plain {
         advertisement_names: &[String],
         make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
     ) -> Option<Vec<T>> {
+        match read(text, advertisement_names, make, Seen::Ordered(None)) {
+            Err(Stop::OutOfOrder) => {
+                read(text, advertisement_names, make, Seen::Set(HashSet::new())).ok()
+            }
+            read => read.ok(),
+        }
+    }
+
+    /// Why a reading of the fast path stops.
+    enum Stop {
+        /// An address below the one before, in an [`Seen::Ordered`]
+        /// reading: read again with a set.
+        OutOfOrder,
+        /// Anything else: the TOML parser judges the file.
+        Toml,
+    }
+
+    /// One reading of `text`: the entries, or why it stopped.
+    fn read<T>(
+        text: &str,
+        advertisement_names: &[String],
+        make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
+        mut seen: Seen,
+    ) -> Result<Vec<T>, Stop> {
         let default = advertisement_names
             .first()
             .map_or(DEFAULT_ADVERTISEMENT, String::as_str);
         let mut entries = Vec::new();
-        let mut seen = Seen::default();
+        let mut out_of_order = false;
         let mut current: Option<Partial> = None;
         let mut finish = |p: Partial| -> Option<()> {
             let text = p.address?;
@@ -339,8 +371,13 @@ mod plain {
             if !super::routable_unicast(address) {
                 return None;
             }
-            if !seen.first(address) {
-                return None;
+            match seen.note(address) {
+                Novelty::New => {}
+                Novelty::Duplicate => return None,
+                Novelty::OutOfOrder => {
+                    out_of_order = true;
+                    return None;
+                }
             }
             let advertisement = match p.advertisement {
                 None => default,
@@ -349,7 +386,7 @@ mod plain {
             entries.push(make(address, p.service, advertisement));
             Some(())
         };
-        each_line(text, |line| {
+        let done = each_line(text, |line| {
             let line = trim_blanks_end(trim_blanks_start(line));
             if line.is_empty() || line.starts_with('#') {
                 return Some(());
@@ -380,11 +417,13 @@ mod plain {
                 return None; // a key defined twice
             }
             Some(())
-        })?;
-        if let Some(p) = current.take() {
-            finish(p)?;
+        });
+        let finished = done.and_then(|()| current.take().map_or(Some(()), &mut finish));
+        match finished {
+            Some(()) => Ok(entries),
+            None if out_of_order => Err(Stop::OutOfOrder),
+            None => Err(Stop::Toml),
         }
-        Some(entries)
     }
 
     #[cfg(test)]
@@ -525,6 +564,8 @@ mod plain {
                 "  [[vip]]  # first\n\taddress = \"2001:db8::10\" # v6\r\n[[vip]]\r\naddress = \"198.51.100.11\"\r\nservice = \"\"",
                 "[[vip]]\nservice = \"a # not a comment\"\naddress = \"198.51.100.12\"\n",
                 "[[vip]]\naddress = \"198.51.100.13\"\nservice = \"ns/ünïcode\"\n",
+                // Out of address order: read again, with a set.
+                "[[vip]]\naddress = \"198.51.100.20\"\n[[vip]]\naddress = \"198.51.100.10\"\n[[vip]]\naddress = \"198.51.100.30\"\n",
             ] {
                 assert!(agree(text), "should take the fast path: {text:?}");
             }
@@ -554,6 +595,9 @@ mod plain {
                 "[[vip]]\nservice = \"x\"\n",
                 "[[vip]]\naddress = \"198.51.100.10\"\naddress = \"198.51.100.11\"\n",
                 "[[vip]]\naddress = \"198.51.100.10\"\n[[vip]]\naddress = \"198.51.100.10\"\n",
+                // A duplicate once the order broke, and one after it.
+                "[[vip]]\naddress = \"198.51.100.20\"\n[[vip]]\naddress = \"198.51.100.10\"\n[[vip]]\naddress = \"198.51.100.20\"\n",
+                "[[vip]]\naddress = \"198.51.100.20\"\n[[vip]]\naddress = \"198.51.100.10\"\n[[vip]]\naddress = \"198.51.100.30\"\n[[vip]]\naddress = \"198.51.100.10\"\n",
                 "[[vip]]\naddress = \"198.51.100.0/24\"\n",
                 "[[vip]]\naddress = \"127.0.0.1\"\n",
                 "[[vip]]\naddress = \"198.51.100.10\"\nadvertisement = \"publik\"\n",
