@@ -15,6 +15,7 @@ pub mod net;
 pub mod probe;
 pub mod routes;
 pub mod session;
+pub mod sleep;
 pub mod source;
 pub mod speaker;
 pub mod stability;

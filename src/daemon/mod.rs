@@ -153,12 +153,9 @@ impl Chores {
     }
 }
 
-/// Sleeps until `at`; never when `None`.
+/// Sleeps until `at`; never when `None` (crate::sleep).
 async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(t) => tokio::time::sleep_until(t.into()).await,
-        None => std::future::pending().await,
-    }
+    crate::sleep::until(at.map(Into::into)).await
 }
 
 /// The next change in the config file's directories; never without a

@@ -594,7 +594,7 @@ pub async fn run(
                 }
                 continue;
             }
-            () = sleep_until(settled_at), if settled_at.is_some() => {
+            () = crate::sleep::until(settled_at), if settled_at.is_some() => {
                 settled_at = None;
                 let snapshot = tokio::select! {
                     biased;
@@ -659,13 +659,6 @@ async fn next_tick(ticks: &mut Option<time::Interval>) {
 async fn next_event(directory: &mut Option<PathWatch>) -> std::io::Result<()> {
     match directory {
         Some(d) => d.changed().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(at: Option<time::Instant>) {
-    match at {
-        Some(at) => time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

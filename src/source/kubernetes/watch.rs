@@ -786,7 +786,7 @@ impl Runner {
                         Err(_) => config_open = false,
                     }
                 }
-                () = sleep_until(wake_at), if wake_at.is_some() => self.on_tick(),
+                () = crate::sleep::until(wake_at), if wake_at.is_some() => self.on_tick(),
                 Some(()) = recv_resync(&mut self.resync_rx) => {
                     // The stores are evaluated afresh, whatever the watch
                     // events said (a lost event left the last evaluation
@@ -1075,13 +1075,6 @@ impl Runner {
             *current = snapshot;
             true
         });
-    }
-}
-
-async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
