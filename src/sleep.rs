@@ -7,9 +7,9 @@ use tokio::time::Instant;
 /// completes at once: tokio's timer rounds a deadline up to its next 1 ms
 /// slot and fires it only when its driver next turns, so a sleep until
 /// "now" cost up to a millisecond — the VIP file's first read, due at
-/// start, waited on one.
-pub async fn until(at: Option<Instant>) {
-    match at {
+/// start, waited on one. Takes tokio's instants and std's alike.
+pub async fn until(at: Option<impl Into<Instant>>) {
+    match at.map(Into::into) {
         Some(at) if at <= Instant::now() => {}
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
@@ -44,7 +44,7 @@ mod tests {
             poll_once(until(Some(Instant::now() + Duration::from_secs(60)))),
             Poll::Pending
         );
-        assert_eq!(poll_once(until(None)), Poll::Pending);
+        assert_eq!(poll_once(until(None::<Instant>)), Poll::Pending);
         // And one ahead completes when its time comes, not before.
         let at = Instant::now() + Duration::from_millis(20);
         until(Some(at)).await;

@@ -153,11 +153,6 @@ impl Chores {
     }
 }
 
-/// Sleeps until `at`; never when `None` (crate::sleep).
-async fn sleep_until(at: Option<Instant>) {
-    crate::sleep::until(at.map(Into::into)).await
-}
-
 /// The next change in the config file's directories; never without a
 /// watch.
 async fn next_change(
@@ -190,9 +185,9 @@ impl Daemon {
         let mut signal = None;
         loop {
             let deadline = self.routes.next_deadline();
-            let routes_timer = sleep_until(deadline);
+            let routes_timer = crate::sleep::until(deadline);
             let watched = config_watch.as_ref().is_some_and(|w| w.complete());
-            let chore_timer = sleep_until(self.next_chore(&chores, watched));
+            let chore_timer = crate::sleep::until(self.next_chore(&chores, watched));
             tokio::select! {
                 () = drain.1.notified() => self.routes.publish_tables(),
                 // Only to arm the chore timer for the summary (next_chore).
@@ -241,7 +236,7 @@ impl Daemon {
                         config_watch = None;
                     }
                 },
-                () = sleep_until(config_settled) => {
+                () = crate::sleep::until(config_settled) => {
                     config_settled = None;
                     self.poll_config_file().await;
                     if let Some(w) = config_watch.as_mut() {
