@@ -40,7 +40,7 @@ $all && exit 0
 
 chain=(source stability speaker session)
 status=0
-for m in model net btree; do
+for m in model net btree sleep sorted; do
   if [ -n "${DEPS[$m]// /}" ]; then
     echo "violation: $m is shared vocabulary but imports ${DEPS[$m]}"
     status=1
@@ -54,5 +54,5 @@ for i in "${!chain[@]}"; do
     fi
   done
 done
-[ $status -eq 0 ] && echo "flow one way: ${chain[*]} (each imports only layers before it, model, net and btree import none)"
+[ $status -eq 0 ] && echo "flow one way: ${chain[*]} (each imports only layers before it, model, net, btree, sleep and sorted import none)"
 exit $status

@@ -17,8 +17,9 @@
 //!   of 28.1 MiB against 28.9 MiB (BIRD: 30.1 MiB); at 10k VIPs the
 //!   peak fell, 6.7 → 6.3 MiB.
 //!
-//! The functions here name that choice where the daemon builds its large
-//! tables (the stability layer's first load, the peers' tables).
+//! The function here names that choice where the daemon builds the peers'
+//! tables. The stability layer's table, walked on every change, is one
+//! sorted list instead (`crate::sorted`): no tree, so no list beside it.
 
 use std::collections::BTreeMap;
 
@@ -26,17 +27,6 @@ use std::collections::BTreeMap;
 /// order still lands in its place, at the cost of a sort).
 pub fn from_sorted<K: Ord, V>(entries: impl IntoIterator<Item = (K, V)>) -> BTreeMap<K, V> {
     entries.into_iter().collect()
-}
-
-/// Adds `entries`, in ascending key order, to `tree`: built as a tree of
-/// their own and merged in (one pass over both; full nodes). A key already
-/// in `tree` takes the new value.
-pub fn extend_sorted<K: Ord, V>(
-    tree: &mut BTreeMap<K, V>,
-    entries: impl IntoIterator<Item = (K, V)>,
-) {
-    let mut part = from_sorted(entries);
-    tree.append(&mut part);
 }
 
 #[cfg(test)]
@@ -54,17 +44,5 @@ mod tests {
                     .all(|(i, (k, v))| *k == 2 * i as u32 && *v == i as u32)
             );
         }
-    }
-
-    #[test]
-    fn entries_out_of_order_and_existing_keys_still_land_in_place() {
-        let mut tree: BTreeMap<u32, u32> = (0..10).map(|i| (i * 10, 0)).collect();
-        extend_sorted(&mut tree, [(5, 1), (3, 1), (20, 1)]);
-        assert_eq!(tree.len(), 12);
-        assert_eq!(tree[&20], 1, "the new value");
-        assert_eq!(
-            tree.keys().copied().take(4).collect::<Vec<_>>(),
-            vec![0, 3, 5, 10]
-        );
     }
 }

@@ -16,6 +16,7 @@ pub mod probe;
 pub mod routes;
 pub mod session;
 pub mod sleep;
+pub mod sorted;
 pub mod source;
 pub mod speaker;
 pub mod stability;

@@ -123,6 +123,18 @@ impl Iterator for Present<'_> {
             Present::Gathered(list) => list.next(),
         }
     }
+
+    /// Exact when no probe gates a VIP: the stability layer's table is
+    /// then allocated once, at its final size.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Present::Hosts { next, gates, .. } => {
+                let left = next.len();
+                (if gates.is_empty() { left } else { 0 }, Some(left))
+            }
+            Present::Gathered(list) => list.size_hint(),
+        }
+    }
 }
 
 /// What the probes say of `ip`: a VIP without a gate passes.

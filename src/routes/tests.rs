@@ -4,7 +4,7 @@ use super::*;
 
 /// [`super::desired`] as maps, after checking the contract of its routes:
 /// in strictly ascending prefix order, one route per prefix, each one
-/// `contains` answers for. `gate` is asked of every VIP of the snapshot;
+/// `contains` answers for, as many as the size hint allows. `gate` is asked of every VIP of the snapshot;
 /// those it passes are left out of the gates handed over, as the daemon
 /// leaves out the VIPs no probe watches.
 fn desired(
@@ -24,7 +24,13 @@ fn desired(
         .keys()
         .map(|ip| present.contains(&IpNet::from(*ip)))
         .collect();
+    let (least, most) = present.size_hint();
     let present: Vec<(IpNet, Route)> = present.collect();
+    assert!(
+        least <= present.len() && most.is_none_or(|most| present.len() <= most),
+        "{} routes against a size hint of {least}..{most:?}",
+        present.len()
+    );
     for (ip, answer) in snapshot.vips.keys().zip(answers) {
         let host = IpNet::from(*ip);
         let held = present.iter().any(|(p, _)| *p == host);
@@ -134,6 +140,26 @@ fn without_aggregation_every_vip_is_a_host_route() {
     ]);
     let (present, _) = desired(&c, &snap, |_| Gate::Pass);
     assert_eq!(keys(&present), ["198.51.100.10/32", "198.51.100.11/32"]);
+}
+
+#[test]
+fn host_routes_without_probes_say_how_many_come() {
+    // The stability layer allocates its table once, from the lower bound.
+    let c = config("[[advertisement]]\nname = \"public\"\n");
+    let snap = snapshot(
+        (10..20)
+            .map(|i| vip(&format!("198.51.100.{i}"), &["public"], false))
+            .collect(),
+    );
+    let none = BTreeMap::new();
+    let (mut present, _) = super::desired(&c, &snap, &none);
+    assert_eq!(present.size_hint(), (10, Some(10)));
+    present.next();
+    assert_eq!(present.size_hint(), (9, Some(9)));
+    // A gated VIP may not come: only the upper bound is known.
+    let gated = BTreeMap::from([("198.51.100.15".parse().unwrap(), Gate::Fail)]);
+    let (present, _) = super::desired(&c, &snap, &gated);
+    assert_eq!(present.size_hint(), (0, Some(10)));
 }
 
 #[test]

@@ -122,14 +122,12 @@ use std::time::Instant;
 
 use damping::FlapHistory;
 
-/// Up to this many new prefixes in one update are inserted one by one;
-/// more are merged into the table in one go (see [`Stability::update`]).
-const FEW_NEW_KEYS: usize = 64;
 pub use guard::{DEFAULT_MAX_WITHDRAW_FRACTION, GuardParams, GuardView};
 pub use params::{DampingParams, MAX_TIMER, Params, ParamsError};
 pub use view::{Counters, KeyState};
 
 use crate::model::Absence;
+use crate::sorted::SortedMap;
 
 /// One change for the speaker's RIB.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,7 +144,9 @@ pub enum Change<K, V> {
 #[derive(Debug, Clone)]
 pub struct Stability<K, V> {
     params: Params,
-    entries: BTreeMap<K, Entry<V>>,
+    /// One sorted list (crate::sorted): built at its final size on a
+    /// bulk load, walked on every call.
+    entries: SortedMap<K, Entry<V>>,
     source_healthy: bool,
     /// The latest instant passed in; views are as of this instant.
     now: Option<Instant>,
@@ -448,7 +448,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         params.validate()?;
         Ok(Stability {
             params,
-            entries: BTreeMap::new(),
+            entries: SortedMap::new(),
             source_healthy: true,
             now: None,
             counters: Counters::default(),
@@ -569,7 +569,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             // `fire_due` would make of it in this step) and is reported in
             // one reading walk; noting each prefix and retaining the table
             // in `finish` were two more passes over a 100k load.
-            self.entries = crate::btree::from_sorted(present.into_iter().map(|(k, attrs)| {
+            self.entries = SortedMap::from_sorted(present.into_iter().map(|(k, attrs)| {
                 let phase = Phase::Advertised { attrs };
                 (
                     k,
@@ -593,9 +593,9 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             return;
         }
         if self.entries.is_empty() {
-            // The first load: every prefix is new, straight into a table
-            // of full nodes (crate::btree).
-            self.entries = crate::btree::from_sorted(
+            // The first load: every prefix is new, straight into the
+            // table.
+            self.entries = SortedMap::from_sorted(
                 present
                     .into_iter()
                     .map(|(k, attrs)| (k, Entry::pending(attrs, now))),
@@ -668,15 +668,8 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             }
         }
         fresh.extend(wanted.map(|(k, attrs)| (k, Entry::pending(attrs, now))));
-        // Prefixes seen for the first time join the table merged in: a
-        // B-tree merged from sorted entries has full nodes, where one
-        // grown by inserting in order is left about half empty (twice the
-        // memory with 100k VIPs). A few at a time are simply inserted.
-        if fresh.len() > FEW_NEW_KEYS.max(self.entries.len() / 8) {
-            crate::btree::extend_sorted(&mut self.entries, fresh);
-        } else {
-            self.entries.extend(fresh);
-        }
+        // Prefixes seen for the first time join the table in one merge.
+        self.entries.merge(fresh);
 
         // Immediate transitions of this snapshot: advertise_delay 0,
         // delete_delay 0, local_endpoint_delay 0, Drained, ProbeFailed, a
