@@ -425,7 +425,8 @@ impl Daemon {
             let settle = p.config.min_route_advertisement_interval + RESYNC_SETTLE;
             let desired = p.table.borrow().clone();
             let age = now.saturating_duration_since(p.table_changed);
-            if let PeerCheck::Repair(r) = check_peer(&desired, &rt.advertised, synced, age, settle)
+            if let PeerCheck::Repair(r) =
+                check_peer(desired.iter(), rt.advertised.iter(), synced, age, settle)
             {
                 warn!(
                     peer = %name,

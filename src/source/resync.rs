@@ -93,9 +93,9 @@ pub enum PeerCheck {
 /// session is Established and has sent its whole table and End-of-RIB;
 /// `table_age`: how long the desired table has been unchanged; `settle`:
 /// how long a session may take to follow a change (its MRAI plus slack).
-pub fn check_peer<V: PartialEq>(
-    desired: &BTreeMap<IpNet, V>,
-    advertised: &BTreeMap<IpNet, V>,
+pub fn check_peer<'t, V: PartialEq + 't>(
+    desired: impl IntoIterator<Item = (&'t IpNet, &'t V)>,
+    advertised: impl IntoIterator<Item = (&'t IpNet, &'t V)>,
     synced: bool,
     table_age: Duration,
     settle: Duration,
@@ -111,14 +111,14 @@ pub fn check_peer<V: PartialEq>(
     }
 }
 
-/// The routes in which `advertised` differs from `desired`. Both are
-/// sorted: one merge walk.
-pub fn compare<V: PartialEq>(
-    desired: &BTreeMap<IpNet, V>,
-    advertised: &BTreeMap<IpNet, V>,
+/// The routes in which `advertised` differs from `desired`. Both come in
+/// ascending prefix order: one merge walk.
+pub fn compare<'t, V: PartialEq + 't>(
+    desired: impl IntoIterator<Item = (&'t IpNet, &'t V)>,
+    advertised: impl IntoIterator<Item = (&'t IpNet, &'t V)>,
 ) -> Repair {
     let mut r = Repair::default();
-    let mut a = advertised.iter().peekable();
+    let mut a = advertised.into_iter().peekable();
     for (prefix, attrs) in desired {
         while let Some((p, _)) = a.next_if(|(p, _)| *p < prefix) {
             r.withdraw.push(*p);

@@ -31,7 +31,7 @@ use crate::model::ServiceAttributes;
 pub use crate::model::Route;
 
 /// The desired routes of one peer.
-pub type PeerTable = BTreeMap<IpNet, Arc<RouteAttrs>>;
+pub type PeerTable = crate::sorted::SortedMap<IpNet, Arc<RouteAttrs>>;
 
 /// The attributes a peer gets for a route under these advertisements, or
 /// `None` when none of them is for this peer. Several advertisements for
@@ -157,9 +157,8 @@ pub fn peer_tables<'a>(
             ));
             attrs
         };
-        // In prefix order, straight into a tree of full nodes
-        // (crate::btree).
-        let table = crate::btree::from_sorted(
+        // In prefix order, straight into the table (crate::sorted).
+        let table = PeerTable::from_sorted(
             routes
                 .clone()
                 .filter_map(|(prefix, route)| Some((*prefix, attrs_of(route)?))),

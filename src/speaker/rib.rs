@@ -111,12 +111,18 @@ impl AdjRibOut {
         if prefixes.is_empty() {
             return;
         }
-        let routes = Arc::make_mut(&mut self.routes);
-        for p in prefixes {
-            if routes.remove(p).is_some() && matches!(p, IpNet::V4(_)) {
-                self.ipv4 -= 1;
+        // One pass over the table, whatever their number (each removal
+        // alone would move the rest of the list).
+        let mut gone: Vec<&IpNet> = prefixes.iter().collect();
+        gone.sort_unstable();
+        let ipv4 = &mut self.ipv4;
+        Arc::make_mut(&mut self.routes).retain(|p, _| {
+            let keep = gone.binary_search(&p).is_err();
+            if !keep && matches!(p, IpNet::V4(_)) {
+                *ipv4 -= 1;
             }
-        }
+            keep
+        });
     }
 
     /// A session went down: nothing has been sent on the next one.
