@@ -40,8 +40,12 @@ $all && exit 0
 
 chain=(source stability speaker session)
 status=0
+# Shared vocabulary and utilities import nothing, but the model may keep
+# its maps in `sorted` (a utility that itself imports nothing).
 for m in model net btree sleep sorted; do
-  if [ -n "${DEPS[$m]// /}" ]; then
+  deps=" ${DEPS[$m]} "
+  [ "$m" = model ] && deps="${deps// sorted / }"
+  if [ -n "${deps// /}" ]; then
     echo "violation: $m is shared vocabulary but imports ${DEPS[$m]}"
     status=1
   fi
@@ -54,5 +58,5 @@ for i in "${!chain[@]}"; do
     fi
   done
 done
-[ $status -eq 0 ] && echo "flow one way: ${chain[*]} (each imports only layers before it, model, net, btree, sleep and sorted import none)"
+[ $status -eq 0 ] && echo "flow one way: ${chain[*]} (each imports only layers before it, model, net, btree, sleep and sorted import none but sorted)"
 exit $status

@@ -151,13 +151,18 @@ impl Interner {
     }
 }
 
+/// A source's VIPs by address: one list sorted by address
+/// (`crate::sorted`). The VIP file's parser hands over its list as it is,
+/// with no tree built beside it.
+pub type VipMap = crate::sorted::SortedMap<IpAddr, Vip>;
+
 /// The full desired set of a source at one moment. Sources send whole
 /// snapshots; the stability layer works out what changed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SourceSnapshot {
     /// Shared: the source, the channel to the daemon and the daemon each
     /// hold the snapshot; with 100k VIPs each copy of the map was 10 MB.
-    pub vips: Arc<BTreeMap<IpAddr, Vip>>,
+    pub vips: Arc<VipMap>,
     /// VIPs that went away, when the source knows why (DESIGN.md:
     /// transient versus definitive). A VIP missing without a reason is
     /// taken as `Vanished` (held down).

@@ -35,7 +35,7 @@ use ipnet::IpNet;
 use crate::config::Config;
 use crate::model::Absence;
 use crate::model::Route;
-use crate::model::{Interner, SourceSnapshot, Vip};
+use crate::model::{Interner, SourceSnapshot, Vip, VipMap};
 
 pub use crate::model::Gate;
 
@@ -82,8 +82,8 @@ fn merge(
 /// by prefix) into a list first.
 pub enum Present<'s> {
     Hosts {
-        vips: &'s BTreeMap<IpAddr, Vip>,
-        next: std::collections::btree_map::Iter<'s, IpAddr, Vip>,
+        vips: &'s VipMap,
+        next: crate::sorted::Iter<'s, IpAddr, Vip>,
         gates: &'s BTreeMap<IpAddr, Gate>,
     },
     Gathered(std::vec::IntoIter<(IpNet, Route)>),

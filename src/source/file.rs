@@ -84,9 +84,7 @@
 //! of the snapshot, and the stability layer holds it down like any
 //! vanished VIP.
 
-use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::sync::Arc;
@@ -99,7 +97,7 @@ use tracing::{info, warn};
 use super::SnapshotSink;
 use super::dirwatch::PathWatch;
 use crate::config::{self, Config, Diagnostic, Source};
-use crate::model::{Interner, ServiceName, SourceSnapshot, Vip};
+use crate::model::{Interner, ServiceName, SourceSnapshot, Vip, VipMap};
 
 #[cfg(test)]
 mod tests;
@@ -171,7 +169,7 @@ pub struct FileSource {
     /// after the path changed.
     last_read: Option<LastRead>,
     /// The last set that parsed; `None` until one has.
-    last_good: Option<Arc<BTreeMap<IpAddr, Vip>>>,
+    last_good: Option<Arc<VipMap>>,
     /// Why the file is unusable now.
     error: Option<String>,
     /// The last snapshot published.
@@ -249,7 +247,7 @@ impl Digest {
 struct Prepared {
     digest: Result<Digest, String>,
     /// `None`: not parsed (see above).
-    parsed: Option<Result<BTreeMap<IpAddr, Vip>, String>>,
+    parsed: Option<Result<VipMap, String>>,
 }
 
 impl Prepared {
@@ -326,7 +324,7 @@ impl FileSource {
 
     /// Reads and parses the file once, blocking, with none of the state of
     /// the source: the set, or the `path:line:col: message` lines.
-    pub fn read(&self) -> Result<BTreeMap<IpAddr, Vip>, String> {
+    pub fn read(&self) -> Result<VipMap, String> {
         let path = &self.settings.path;
         stat(path)?;
         let text = read_text(path)?;
@@ -482,7 +480,7 @@ impl FileSource {
             return None;
         };
         let had_vips = self.last_good.as_ref().is_some_and(|g| !g.is_empty());
-        if had_vips && parsed.as_ref().is_ok_and(BTreeMap::is_empty) {
+        if had_vips && parsed.as_ref().is_ok_and(VipMap::is_empty) {
             let since = *self.empty_since.get_or_insert(at);
             if at - since < EMPTY_SETTLE.as_nanos() as Nanos {
                 // Not believed yet: no `last_read`, so the next check reads
@@ -498,10 +496,7 @@ impl FileSource {
 
     /// Takes in the outcome of a read; returns the snapshot to publish if
     /// it differs from the last one published (no IO).
-    fn observe(
-        &mut self,
-        outcome: Result<BTreeMap<IpAddr, Vip>, String>,
-    ) -> Option<SourceSnapshot> {
+    fn observe(&mut self, outcome: Result<VipMap, String>) -> Option<SourceSnapshot> {
         match outcome {
             Ok(vips) => {
                 self.last_good = Some(Arc::new(vips));
@@ -727,11 +722,7 @@ fn read_text(path: &Path) -> Result<String, String> {
 /// The VIP map of `text`. Takes the text to drop it before the map is
 /// built: with 100k VIPs the text (3 MB), the parsed records and the map's
 /// nodes were all held at the peak of the load.
-fn parse(
-    path: &Path,
-    text: String,
-    advertisement_names: &[String],
-) -> Result<BTreeMap<IpAddr, Vip>, String> {
+fn parse(path: &Path, text: String, advertisement_names: &[String]) -> Result<VipMap, String> {
     let mut interner = Interner::default();
     let vips = config::parse_vip_file_into(
         path,
@@ -750,9 +741,9 @@ fn parse(
     )
     .map_err(|d| join(&d))?;
     drop(text);
-    // From a Vec, the map's collect sorts in place (a file in address
-    // order is one run) and builds full nodes.
-    Ok(vips.into_iter().collect())
+    // The list becomes the map: sorted in place only when the file is
+    // out of order.
+    Ok(VipMap::from_vec(vips))
 }
 
 /// The first problems and a count of the rest: the message goes into the

@@ -9,13 +9,11 @@
 //! The decisions here are pure (time comes in as an argument); the daemon
 //! does the reading and the sending.
 
-use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 
-use crate::model::Vip;
+use crate::model::VipMap;
 
 /// When the next reconcile is due.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,7 +132,7 @@ pub fn compare<'t, V: PartialEq + 't>(
 
 /// The VIPs on which a freshly read set differs from the one in force:
 /// added, removed or changed.
-pub fn set_differences(current: &BTreeMap<IpAddr, Vip>, fresh: &BTreeMap<IpAddr, Vip>) -> usize {
+pub fn set_differences(current: &VipMap, fresh: &VipMap) -> usize {
     let changed = fresh
         .iter()
         .filter(|(ip, v)| current.get(ip) != Some(v))

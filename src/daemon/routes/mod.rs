@@ -237,7 +237,7 @@ impl Routes {
 
     /// The periodic reconcile found the VIP file differs from the set in
     /// force: these VIPs replace the snapshot's.
-    pub fn repair_vips(&mut self, now: Instant, vips: BTreeMap<IpAddr, crate::model::Vip>) {
+    pub fn repair_vips(&mut self, now: Instant, vips: crate::model::VipMap) {
         let mut snap = (*self.snapshot).clone();
         snap.vips = Arc::new(vips);
         self.snapshot = Arc::new(snap);

@@ -73,7 +73,7 @@ fn ip(s: &str) -> IpAddr {
 
 /// A complete, healthy snapshot of these VIPs and their advertisements.
 fn snapshot(vips: &[(&str, &str)]) -> SourceSnapshot {
-    let vips: BTreeMap<IpAddr, Vip> = vips
+    let vips: crate::model::VipMap = vips
         .iter()
         .map(|(addr, ad)| {
             (

@@ -27,7 +27,7 @@ fn settings(path: &Path) -> FileSettings {
 }
 
 /// The expected set: (address, advertisement, service).
-fn set(entries: &[(&str, &str, Option<&str>)]) -> BTreeMap<IpAddr, Vip> {
+fn set(entries: &[(&str, &str, Option<&str>)]) -> crate::model::VipMap {
     entries
         .iter()
         .map(|(address, advertisement, service)| {
@@ -46,21 +46,21 @@ fn set(entries: &[(&str, &str, Option<&str>)]) -> BTreeMap<IpAddr, Vip> {
 
 const ONE: &str = "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"demo/web\"\n";
 
-fn one() -> BTreeMap<IpAddr, Vip> {
+fn one() -> crate::model::VipMap {
     set(&[("198.51.100.10", "public", Some("demo/web"))])
 }
 
 const TWO: &str = "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"demo/web\"\n\n\
                    [[vip]]\naddress = \"2001:db8:100::10\"\nadvertisement = \"private\"\n";
 
-fn two() -> BTreeMap<IpAddr, Vip> {
+fn two() -> crate::model::VipMap {
     set(&[
         ("198.51.100.10", "public", Some("demo/web")),
         ("2001:db8:100::10", "private", None),
     ])
 }
 
-fn healthy(vips: BTreeMap<IpAddr, Vip>) -> SourceSnapshot {
+fn healthy(vips: crate::model::VipMap) -> SourceSnapshot {
     SourceSnapshot {
         vips: vips.into(),
         healthy: true,

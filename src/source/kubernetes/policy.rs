@@ -83,7 +83,7 @@ use crate::config::{
     format_duration,
 };
 use crate::model::Absence;
-use crate::model::{SourceSnapshot, Vip};
+use crate::model::{SourceSnapshot, Vip, VipMap};
 
 /// The label the API server sets on every namespace (immutable, equal to
 /// its name). It is all holdfast knows of a namespace it does not watch.
@@ -152,7 +152,7 @@ pub struct Evaluation {
     /// The VIPs this node advertises, with their advertisements. Shared
     /// with the snapshots sent (an update copies it only when a snapshot
     /// still holds it).
-    pub vips: Arc<BTreeMap<IpAddr, Vip>>,
+    pub vips: Arc<VipMap>,
     /// VIPs that went away for a definitive reason (`Deleted`, `Drained`).
     /// A VIP that merely vanished is not listed: the hold-down applies.
     pub absences: BTreeMap<IpAddr, Absence>,
@@ -927,7 +927,7 @@ pub fn evaluate(
     }
     reasons.retain(|ip, _| !vips.contains_key(ip));
     next.excluded = Arc::new(reasons);
-    next.vips = Arc::new(vips);
+    next.vips = Arc::new(vips.into_iter().collect());
     apply_service_attributes(config, &services, &mut next);
     apply_link_bandwidth(prev, config, &services, &local, now, &mut next);
     pod_cidrs(config, cluster.node, node_problem.is_some(), &mut next);
@@ -1196,13 +1196,22 @@ pub fn update(
         .iter()
         .any(|(ip, vip, _)| eval.vips.get(ip) != vip.as_ref())
     {
+        // The map is one sorted list: the VIPs that went are taken out in
+        // one pass and those that came merged in, however many.
         let vips = Arc::make_mut(&mut eval.vips);
+        let mut came = Vec::new();
+        let mut gone = Vec::new();
         for (ip, vip, _) in &mut settled {
             match vip.take() {
-                Some(vip) => vips.insert(*ip, vip),
-                None => vips.remove(ip),
-            };
+                Some(vip) => came.push((*ip, vip)),
+                None => gone.push(*ip),
+            }
         }
+        if !gone.is_empty() {
+            gone.sort_unstable();
+            vips.retain(|ip, _| gone.binary_search(ip).is_err());
+        }
+        vips.merge(came);
     }
     if settled
         .iter()

@@ -1,8 +1,10 @@
 //! The reconcile decisions on simulated time.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::*;
+use crate::model::Vip;
 use crate::speaker::{PeerTable, RouteAttrs};
 
 fn p(s: &str) -> IpNet {
@@ -131,11 +133,13 @@ fn differences_between_the_set_in_force_and_a_fresh_read() {
             },
         )
     };
-    let current: BTreeMap<IpAddr, Vip> =
-        [vip("198.51.100.10", "a/x"), vip("198.51.100.11", "a/y")].into();
+    let current: VipMap = [vip("198.51.100.10", "a/x"), vip("198.51.100.11", "a/y")]
+        .into_iter()
+        .collect();
     assert_eq!(set_differences(&current, &current.clone()), 0);
     // One missed (a VIP added while the watch was blind), one gone, one changed.
-    let fresh: BTreeMap<IpAddr, Vip> =
-        [vip("198.51.100.10", "a/z"), vip("198.51.100.12", "a/w")].into();
+    let fresh: VipMap = [vip("198.51.100.10", "a/z"), vip("198.51.100.12", "a/w")]
+        .into_iter()
+        .collect();
     assert_eq!(set_differences(&current, &fresh), 3);
 }
