@@ -7,10 +7,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 /// One VIP a source wants this node to advertise, with the facts policy
-/// and `explain` need.
+/// and `explain` need. Its address is the key it is held under
+/// ([`VipMap`]), not repeated here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Vip {
-    pub address: IpAddr,
     /// The `[[advertisement]]`s it is advertised under (at least one).
     pub advertisements: Advertisements,
     /// The Service ("namespace/name"), when known. Shared with the
@@ -28,9 +28,8 @@ pub struct Vip {
 
 impl Vip {
     /// A VIP under `advertisements`, with no Service facts.
-    pub fn new(address: IpAddr, advertisements: Advertisements) -> Vip {
+    pub fn new(advertisements: Advertisements) -> Vip {
         Vip {
-            address,
             advertisements,
             service: None,
             attributes: None,
@@ -179,7 +178,7 @@ pub struct SourceSnapshot {
     /// (Kubernetes: class mismatch, selector miss, no local endpoint…).
     pub excluded: Arc<BTreeMap<IpAddr, Vec<String>>>,
     /// Whole prefixes to announce (the Node's PodCIDRs), each under the
-    /// advertisements that list "PodCIDR"; `address` is the network.
+    /// advertisements that list "PodCIDR".
     pub prefixes: BTreeMap<ipnet::IpNet, Vip>,
     /// Prefixes that went away for a definitive reason (the node drained).
     pub prefix_absences: BTreeMap<ipnet::IpNet, Absence>,
@@ -254,10 +253,13 @@ mod tests {
             "{}",
             std::mem::size_of::<Route>()
         );
+        // A VIP's address is its key in the snapshot, not one of its
+        // fields: each entry of a snapshot is 56 octets, not 72.
         assert!(
-            std::mem::size_of::<Vip>() <= 48,
+            std::mem::size_of::<Vip>() <= 32,
             "{}",
             std::mem::size_of::<Vip>()
         );
+        assert!(std::mem::size_of::<(IpAddr, Vip)>() <= 56);
     }
 }

@@ -41,18 +41,18 @@ pub use crate::model::Gate;
 
 /// The prefix a VIP is announced under by one advertisement: its
 /// aggregate, or the host route.
-fn placement(config: &Config, vip: &Vip, advertisement: &str) -> IpNet {
-    let host = IpNet::from(vip.address);
+fn placement(config: &Config, ip: IpAddr, vip: &Vip, advertisement: &str) -> IpNet {
+    let host = IpNet::from(ip);
     if vip.local_traffic {
         return host;
     }
     match config
         .advertisement(advertisement)
-        .and_then(|a| a.aggregation_for(vip.address))
+        .and_then(|a| a.aggregation_for(ip))
     {
-        Some(len) if len < host.prefix_len() => IpNet::new(vip.address, len)
-            .map(|n| n.trunc())
-            .unwrap_or(host),
+        Some(len) if len < host.prefix_len() => {
+            IpNet::new(ip, len).map(|n| n.trunc()).unwrap_or(host)
+        }
         _ => host,
     }
 }
@@ -195,7 +195,7 @@ pub fn desired<'s>(
         };
         let host = IpNet::from(*ip);
         for name in vip.advertisements.iter() {
-            let prefix = placement(config, vip, name);
+            let prefix = placement(config, *ip, vip, name);
             let make = || {
                 (prefix == host).then(|| {
                     let r = route_of(vip);
@@ -291,16 +291,16 @@ pub fn explain(config: &Config, snapshot: &SourceSnapshot, ip: IpAddr) -> (IpNet
     if let Some(vip) = snapshot.vips.get(&ip) {
         let mut host_too = false;
         for name in vip.advertisements.iter() {
-            let p = placement(config, vip, name);
+            let p = placement(config, ip, vip, name);
             if p == host {
                 host_too = true;
                 continue;
             }
             let covered: Vec<String> = snapshot
                 .vips
-                .values()
-                .filter(|v| p.contains(&v.address) && placement(config, v, name) == p)
-                .map(|v| v.address.to_string())
+                .iter()
+                .filter(|(ip, v)| p.contains(*ip) && placement(config, **ip, v, name) == p)
+                .map(|(ip, _)| ip.to_string())
                 .collect();
             lines.push(format!(
                 "advertisement \"{name}\" announces it as the aggregate {p}, which covers {}",

@@ -54,19 +54,16 @@ fn config(ads: &str) -> Config {
 const AGG: &str =
     "[[advertisement]]\nname = \"public\"\naggregation_length = 24\naggregation_length_v6 = 64\n";
 
-fn vip(ip: &str, ads: &[&str], local: bool) -> Vip {
-    let mut v = Vip::new(
-        ip.parse().unwrap(),
-        Arc::new(ads.iter().map(|s| s.to_string()).collect()),
-    );
+fn vip(ip: &str, ads: &[&str], local: bool) -> (IpAddr, Vip) {
+    let mut v = Vip::new(Arc::new(ads.iter().map(|s| s.to_string()).collect()));
     v.local_traffic = local;
     v.service = Some(format!("demo/{ip}").into());
-    v
+    (ip.parse().unwrap(), v)
 }
 
-fn snapshot(vips: Vec<Vip>) -> SourceSnapshot {
+fn snapshot(vips: Vec<(IpAddr, Vip)>) -> SourceSnapshot {
     SourceSnapshot {
-        vips: Arc::new(vips.into_iter().map(|v| (v.address, v)).collect()),
+        vips: Arc::new(vips.into_iter().collect()),
         healthy: true,
         synced: true,
         ..SourceSnapshot::default()
@@ -260,10 +257,7 @@ fn pod_cidrs_and_interface_addresses_become_routes() {
     );
     let mut snap = snapshot(vec![vip("198.51.100.10", &["public"], false)]);
     let pods = net("10.244.1.0/24");
-    snap.prefixes = BTreeMap::from([(
-        pods,
-        Vip::new(pods.network(), Arc::new(["pods".to_string()].into())),
-    )]);
+    snap.prefixes = BTreeMap::from([(pods, Vip::new(Arc::new(["pods".to_string()].into())))]);
     snap.interfaces = Arc::new(BTreeMap::from([
         (
             "lo".to_string(),

@@ -730,7 +730,6 @@ fn parse(path: &Path, text: String, advertisement_names: &[String]) -> Result<Vi
         advertisement_names,
         |address, service, advertisement| {
             let vip = Vip {
-                address,
                 advertisements: interner.one(advertisement),
                 service: service.map(ServiceName::from),
                 attributes: None,

@@ -79,7 +79,6 @@ fn snapshot(vips: &[(&str, &str)]) -> SourceSnapshot {
             (
                 ip(addr),
                 Vip {
-                    address: ip(addr),
                     advertisements: Arc::new(BTreeSet::from([ad.to_string()])),
                     service: Some("default/web".into()),
                     attributes: None,

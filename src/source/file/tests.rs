@@ -33,7 +33,6 @@ fn set(entries: &[(&str, &str, Option<&str>)]) -> crate::model::VipMap {
         .map(|(address, advertisement, service)| {
             let address: IpAddr = address.parse().expect("test address");
             let vip = Vip {
-                address,
                 advertisements: BTreeSet::from([advertisement.to_string()]).into(),
                 service: service.map(ServiceName::from),
                 attributes: None,

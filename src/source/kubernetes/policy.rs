@@ -478,7 +478,7 @@ fn apply_service_attributes(
     // One shared value per (Service, advertisements): its VIPs share it.
     type Key = (String, Arc<BTreeSet<String>>);
     let mut shared: HashMap<Key, Option<Arc<crate::model::ServiceAttributes>>> = HashMap::new();
-    for vip in Arc::make_mut(&mut next.vips).values_mut() {
+    for (ip, vip) in Arc::make_mut(&mut next.vips).iter_mut() {
         let Some(name) = vip.service.clone() else {
             continue;
         };
@@ -494,7 +494,7 @@ fn apply_service_attributes(
             .iter()
             .filter(|a| vip.advertisements.contains(&a.name));
         let verdict = policy_attrs::judge(&requested, ads);
-        let notes = next.attribute_notes.entry(vip.address).or_default();
+        let notes = next.attribute_notes.entry(*ip).or_default();
         if let Some(a) = &verdict.attributes {
             notes.push(format!(
                 "attributes from the annotations of {name}: {}",
@@ -631,10 +631,8 @@ fn pod_cidrs(config: &Config, node: Option<&Node>, node_problem: bool, next: &mu
             next.prefix_absences.insert(prefix, Absence::Drained);
             continue;
         }
-        next.prefixes.insert(
-            prefix,
-            Vip::new(prefix.network(), Arc::clone(&advertisements)),
-        );
+        next.prefixes
+            .insert(prefix, Vip::new(Arc::clone(&advertisements)));
     }
 }
 
@@ -888,7 +886,6 @@ pub fn evaluate(
             match &offer.verdict {
                 Ok(advertisements) => {
                     let vip = vips.entry(ip).or_insert_with(|| Vip {
-                        address: ip,
                         advertisements: Default::default(),
                         // Services come sorted: the first is the smallest.
                         service: Some(key.to_string().into()),
@@ -1157,7 +1154,6 @@ pub fn update(
             match &offer.verdict {
                 Ok(advertisements) => {
                     let v = vip.get_or_insert_with(|| Vip {
-                        address: *ip,
                         advertisements: Arc::clone(advertisements),
                         service: Some(offer.record.key.to_string().into()),
                         attributes: None,

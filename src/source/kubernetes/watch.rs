@@ -1040,9 +1040,9 @@ impl Runner {
             let name = key.to_string();
             let Some(address) = next
                 .vips
-                .values()
-                .find(|v| v.service.as_deref() == Some(name.as_str()))
-                .map(|v| v.address)
+                .iter()
+                .find(|(_, v)| v.service.as_deref() == Some(name.as_str()))
+                .map(|(ip, _)| *ip)
             else {
                 continue;
             };

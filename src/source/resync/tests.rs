@@ -125,7 +125,6 @@ fn differences_between_the_set_in_force_and_a_fresh_read() {
         (
             address,
             Vip {
-                address,
                 advertisements: Default::default(),
                 service: Some(service.into()),
                 attributes: None,
