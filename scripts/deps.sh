@@ -42,7 +42,7 @@ chain=(source stability speaker session)
 status=0
 # Shared vocabulary and utilities import nothing, but the model may keep
 # its maps in `sorted` (a utility that itself imports nothing).
-for m in model net btree sleep sorted; do
+for m in model net sleep sorted; do
   deps=" ${DEPS[$m]} "
   [ "$m" = model ] && deps="${deps// sorted / }"
   if [ -n "${deps// /}" ]; then
@@ -58,5 +58,5 @@ for i in "${!chain[@]}"; do
     fi
   done
 done
-[ $status -eq 0 ] && echo "flow one way: ${chain[*]} (each imports only layers before it, model, net, btree, sleep and sorted import none but sorted)"
+[ $status -eq 0 ] && echo "flow one way: ${chain[*]} (each imports only layers before it, model, net, sleep and sorted import none but sorted)"
 exit $status

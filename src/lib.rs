@@ -4,7 +4,6 @@
 
 pub mod api;
 pub mod bfd;
-pub mod btree;
 pub mod cli;
 #[deny(missing_docs)]
 pub mod config;
