@@ -22,6 +22,12 @@ pub struct SortedMap<K, V> {
 
 impl<K, V> Default for SortedMap<K, V> {
     fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K, V> SortedMap<K, V> {
+    pub const fn new() -> Self {
         SortedMap {
             entries: Vec::new(),
         }
@@ -40,12 +46,6 @@ fn pair<K, V>(e: &(K, V)) -> (&K, &V) {
 pub type Iter<'a, K, V> = std::iter::Map<std::slice::Iter<'a, (K, V)>, fn(&(K, V)) -> (&K, &V)>;
 
 impl<K: Ord, V> SortedMap<K, V> {
-    pub const fn new() -> Self {
-        SortedMap {
-            entries: Vec::new(),
-        }
-    }
-
     /// The map of `entries`, expected in ascending key order (the list is
     /// allocated once from the iterator's lower size bound). Out of order,
     /// they are sorted; of equal keys the last stands, as in
@@ -130,19 +130,36 @@ impl<K: Ord, V> SortedMap<K, V> {
         self.entries.retain_mut(|(k, v)| keep(k, v));
     }
 
+    /// Takes every key of `keys` out in one pass over the table (removing
+    /// each alone would move the rest of the list each time); `removed`
+    /// sees each key taken out.
+    pub fn remove_all<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k K>,
+        mut removed: impl FnMut(&K),
+    ) where
+        K: 'k,
+    {
+        let mut gone: Vec<&K> = keys.into_iter().collect();
+        if gone.is_empty() {
+            return;
+        }
+        gone.sort_unstable();
+        self.entries.retain(|(k, _)| {
+            let keep = gone.binary_search(&k).is_err();
+            if !keep {
+                removed(k);
+            }
+            keep
+        });
+    }
+
     /// Adds `entries` (any order; of equal keys the last stands, and it
     /// replaces a value already in the table). A few are inserted each in
     /// place; more are appended and the two runs merged in one pass.
     pub fn merge(&mut self, entries: impl IntoIterator<Item = (K, V)>) {
-        let mut entries = entries.into_iter();
-        if entries.size_hint().1.is_some_and(|n| n < FEW) {
-            for (k, v) in entries {
-                self.insert(k, v);
-            }
-            return;
-        }
         let old = self.entries.len();
-        self.entries.extend(&mut entries);
+        self.entries.extend(entries);
         if self.entries.len() - old < FEW {
             let added = self.entries.split_off(old);
             for (k, v) in added {

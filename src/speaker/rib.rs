@@ -111,17 +111,11 @@ impl AdjRibOut {
         if prefixes.is_empty() {
             return;
         }
-        // One pass over the table, whatever their number (each removal
-        // alone would move the rest of the list).
-        let mut gone: Vec<&IpNet> = prefixes.iter().collect();
-        gone.sort_unstable();
         let ipv4 = &mut self.ipv4;
-        Arc::make_mut(&mut self.routes).retain(|p, _| {
-            let keep = gone.binary_search(&p).is_err();
-            if !keep && matches!(p, IpNet::V4(_)) {
+        Arc::make_mut(&mut self.routes).remove_all(prefixes, |p| {
+            if matches!(p, IpNet::V4(_)) {
                 *ipv4 -= 1;
             }
-            keep
         });
     }
 

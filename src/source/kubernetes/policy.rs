@@ -1203,10 +1203,7 @@ pub fn update(
                 None => gone.push(*ip),
             }
         }
-        if !gone.is_empty() {
-            gone.sort_unstable();
-            vips.retain(|ip, _| gone.binary_search(ip).is_err());
-        }
+        vips.remove_all(&gone, |_| {});
         vips.merge(came);
     }
     if settled
