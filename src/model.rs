@@ -119,6 +119,11 @@ impl std::fmt::Debug for ServiceName {
 #[derive(Debug, Default)]
 pub struct Interner {
     sets: Vec<Advertisements>,
+    /// The name [`Interner::one`] was last asked for, and its set: a VIP
+    /// file names the same advertisement (or none, the default) for VIP
+    /// after VIP, and looking it up among the sets each time was a tenth
+    /// of the file's parse.
+    last_one: Option<(Box<str>, Advertisements)>,
 }
 
 impl Interner {
@@ -137,15 +142,22 @@ impl Interner {
 
     /// The shared set holding just `name`.
     pub fn one(&mut self, name: &str) -> Advertisements {
-        if let Some(known) = self
+        if let Some((last, set)) = &self.last_one
+            && **last == *name
+        {
+            return set.clone();
+        }
+        let known = self
             .sets
             .iter()
             .find(|s| s.len() == 1 && s.iter().next().is_some_and(|n| n == name))
-        {
-            return known.clone();
-        }
-        let set: Advertisements = Arc::new(BTreeSet::from([name.to_string()]));
-        self.sets.push(set.clone());
+            .cloned();
+        let set = known.unwrap_or_else(|| {
+            let set: Advertisements = Arc::new(BTreeSet::from([name.to_string()]));
+            self.sets.push(set.clone());
+            set
+        });
+        self.last_one = Some((name.into(), set.clone()));
         set
     }
 }
@@ -261,5 +273,22 @@ mod tests {
             std::mem::size_of::<Vip>()
         );
         assert!(std::mem::size_of::<(IpAddr, Vip)>() <= 56);
+    }
+
+    /// One set per name, whatever the order the names come in: the set
+    /// remembered for the last name is never handed out for another.
+    #[test]
+    fn the_interner_shares_one_set_per_name() {
+        let mut i = Interner::default();
+        let a = i.one("a");
+        assert!(Arc::ptr_eq(&a, &i.one("a")));
+        let b = i.one("b");
+        assert_eq!(*b, BTreeSet::from(["b".to_string()]));
+        assert!(Arc::ptr_eq(&a, &i.one("a")));
+        assert!(Arc::ptr_eq(&b, &i.one("b")));
+        let both = Arc::new(BTreeSet::from(["a".to_string(), "b".to_string()]));
+        let both = i.intern(both);
+        assert!(Arc::ptr_eq(&both, &i.intern(Arc::new((*both).clone()))));
+        assert_eq!(*i.one("a"), BTreeSet::from(["a".to_string()]));
     }
 }

@@ -245,23 +245,29 @@ mod plain {
     /// general parser was an eighth of this parser's time with 100k VIPs.
     /// `None` for anything else, which std's parser then judges.
     fn dotted_quad(text: &str) -> Option<std::net::Ipv4Addr> {
+        let bytes = text.as_bytes();
         let mut octets = [0u8; 4];
-        let mut parts = text.as_bytes().split(|&b| b == b'.');
-        for octet in &mut octets {
-            let digits = parts.next()?;
-            if digits.is_empty() || digits.len() > 3 || (digits.len() > 1 && digits[0] == b'0') {
-                return None;
-            }
-            let mut value = 0u16;
-            for &d in digits {
-                if !d.is_ascii_digit() {
+        let mut i = 0;
+        for (n, octet) in octets.iter_mut().enumerate() {
+            if n > 0 {
+                if bytes.get(i) != Some(&b'.') {
                     return None;
                 }
+                i += 1;
+            }
+            let start = i;
+            let mut value = 0u16;
+            while let Some(d) = bytes.get(i).filter(|d| d.is_ascii_digit() && i - start < 3) {
                 value = value * 10 + u16::from(d - b'0');
+                i += 1;
+            }
+            let digits = i - start;
+            if digits == 0 || (digits > 1 && bytes[start] == b'0') {
+                return None;
             }
             *octet = u8::try_from(value).ok()?;
         }
-        parts.next().is_none().then(|| octets.into())
+        (i == bytes.len()).then(|| octets.into())
     }
 
     /// TOML's blanks: space and tab.
@@ -293,34 +299,36 @@ mod plain {
         (after.is_empty() || after.starts_with('#')).then_some(value)
     }
 
-    /// Each line of `text`, without its `\n` or `\r\n`, to `each`, in one
-    /// pass over the bytes (the lines of a VIP file are short: searching
-    /// for each end apart cost more than the reading). `None` — the TOML
-    /// parser judges the file — at a control character TOML allows in no
-    /// such file (any but tab, and a carriage return that does not end a
-    /// line), or when `each` gives up.
+    /// Whether `line` (without its `\n`, or its `\r\n`) holds a control
+    /// character TOML allows in no such file: any but tab. Counted over
+    /// the whole line rather than stopping at the first, so that the loop
+    /// has no branch and is vectorised.
+    fn has_control(line: &[u8]) -> bool {
+        line.iter().fold(false, |bad, &b| {
+            bad | ((b < 0x20) & (b != b'\t')) | (b == 0x7f)
+        })
+    }
+
+    /// Each line of `text`, without its `\n` or `\r\n`, to `each`. `None`
+    /// — the TOML parser judges the file — at a control character TOML
+    /// allows in no such file (any but tab, and a carriage return that
+    /// does not end a line), or when `each` gives up. The ends of lines
+    /// are found with `memchr` and each line is checked in one branch-free
+    /// pass: a loop over the bytes that looked at each one in turn was
+    /// half of this reader's time with 100k VIPs.
     fn each_line<'t>(text: &'t str, mut each: impl FnMut(&'t str) -> Option<()>) -> Option<()> {
         let bytes = text.as_bytes();
         let mut start = 0;
         loop {
-            let mut end = start;
-            let mut line_end = None;
-            while let Some(&b) = bytes.get(end) {
-                match b {
-                    b'\n' => {
-                        line_end = Some(end);
-                        break;
-                    }
-                    b'\r' if matches!(bytes.get(end + 1), None | Some(b'\n')) => {}
-                    b'\t' => {}
-                    0..0x20 | 0x7f => return None,
-                    _ => {}
-                }
-                end += 1;
+            let newline = memchr::memchr(b'\n', &bytes[start..]).map(|i| start + i);
+            let end = newline.unwrap_or(bytes.len());
+            let line = &bytes[start..end];
+            let body = line.strip_suffix(b"\r").unwrap_or(line);
+            if has_control(body) {
+                return None;
             }
-            let line = &text[start..end];
-            each(line.strip_suffix('\r').unwrap_or(line))?;
-            match line_end {
+            each(&text[start..start + body.len()])?;
+            match newline {
                 Some(newline) => start = newline + 1,
                 None => return Some(()),
             }
@@ -589,6 +597,8 @@ mod plain {
                 "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"a\rb\"\n",
                 "[[vip]]\r\r\naddress = \"198.51.100.10\"\n",
                 "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"a\u{1}b\"\n",
+                "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"a\u{7f}b\"\n",
+                "[[vip]]\naddress = \"198.51.100.10\" # a\u{7f}\n",
                 "[vip]\naddress = \"198.51.100.10\"\n",
                 // Invalid entries: the TOML path reports them.
                 "address = \"198.51.100.10\"\n",
