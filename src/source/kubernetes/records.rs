@@ -57,28 +57,19 @@ impl ServiceRecord {
         let key = ServiceKey::of(&service);
         let meta = service.metadata;
         let spec = service.spec.unwrap_or_default();
-        // Collected in the place of the decoded list (std reuses it), which
-        // a JSON decoder grew to room for four of twice the size: without
-        // the shrink, a Service with one address kept 384 octets for it,
-        // 3.8 MB of 10k Services.
-        let mut ingress: Vec<Ingress> = service
-            .status
-            .and_then(|s| s.load_balancer)
-            .and_then(|lb| lb.ingress)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|i| Ingress {
-                ip: i.ip,
-                hostname: i.hostname,
-            })
-            .collect();
-        ingress.shrink_to_fit();
-        // The same for the decoded lists kept as they are.
-        let exact = |list: Option<Vec<String>>| {
-            let mut list = list.unwrap_or_default();
-            list.shrink_to_fit();
-            list
-        };
+        let ingress = exact(
+            service
+                .status
+                .and_then(|s| s.load_balancer)
+                .and_then(|lb| lb.ingress)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|i| Ingress {
+                    ip: i.ip,
+                    hostname: i.hostname,
+                })
+                .collect(),
+        );
         // A new map of the few kept: most Services keep none, and a map
         // emptied in place would still hold its node (room for eleven).
         let annotations: BTreeMap<String, String> = meta
@@ -97,11 +88,21 @@ impl ServiceRecord {
             external_traffic_policy: spec.external_traffic_policy,
             internal_traffic_policy: spec.internal_traffic_policy,
             ingress,
-            external_ips: exact(spec.external_ips),
-            cluster_ips: exact(spec.cluster_ips),
+            external_ips: exact(spec.external_ips.unwrap_or_default()),
+            cluster_ips: exact(spec.cluster_ips.unwrap_or_default()),
             cluster_ip: spec.cluster_ip,
         }
     }
+}
+
+/// `list` without spare room. A JSON decoder grows a list it reads to room
+/// for four, and a list collected from a decoded one keeps that buffer
+/// (std reuses it in place): the ingress entries, half the size of the
+/// decoded ones, kept 384 octets for a Service's one address, 3.8 MB of
+/// 10k Services.
+fn exact<T>(mut list: Vec<T>) -> Vec<T> {
+    list.shrink_to_fit();
+    list
 }
 
 /// One endpoint's `conditions`, as given (`None`: unset).
