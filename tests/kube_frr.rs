@@ -408,13 +408,16 @@ fn service_selector_decides() {
         "service_selector = { match_labels = { bgp = \"on\" } }\n",
         &[],
     );
-    let mut on = service("on", &["198.51.100.30"]);
-    on.metadata.labels = Some(BTreeMap::from([("bgp".to_string(), "on".to_string())]));
-    c.kube.api.create(&on).unwrap();
+    // "off" is created first: the Services watch delivers in order, so once
+    // "on" is advertised holdfast has seen "off" too, and explain can be
+    // asked without racing the watch.
     c.kube
         .api
         .create(&service("off", &["198.51.100.31"]))
         .unwrap();
+    let mut on = service("on", &["198.51.100.30"]);
+    on.metadata.labels = Some(BTreeMap::from([("bgp".to_string(), "on".to_string())]));
+    c.kube.api.create(&on).unwrap();
     c.frr.wait_prefix("198.51.100.30/32", LONG);
     assert!(c.frr.prefix("198.51.100.31/32").is_none());
     let (_, text) = c.node.explain("198.51.100.31");
