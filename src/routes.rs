@@ -114,8 +114,8 @@ impl Iterator for Present<'_> {
         match self {
             Present::Hosts { next, gates, .. } => next.find_map(|(ip, v)| {
                 let route = match gate(gates, *ip) {
-                    Gate::Pass => route_of(v),
-                    Gate::Degraded => degraded(route_of(v)),
+                    Gate::Pass => v.route.clone(),
+                    Gate::Degraded => degraded(v.route.clone()),
                     Gate::Fail | Gate::Unknown => return None,
                 };
                 Some((IpNet::from(*ip), route))
@@ -194,11 +194,11 @@ pub fn desired<'s>(
             Gate::Fail | Gate::Unknown => continue,
         };
         let host = IpNet::from(*ip);
-        for name in vip.advertisements.iter() {
+        for name in vip.route.advertisements.iter() {
             let prefix = placement(config, *ip, vip, name);
             let make = || {
                 (prefix == host).then(|| {
-                    let r = route_of(vip);
+                    let r = vip.route.clone();
                     if is_degraded { degraded(r) } else { r }
                 })
             };
@@ -209,7 +209,7 @@ pub fn desired<'s>(
         merge(
             &mut gathered,
             *prefix,
-            vip.advertisements.iter().cloned(),
+            vip.route.advertisements.iter().cloned(),
             || None,
         );
     }
@@ -249,14 +249,12 @@ pub fn desired<'s>(
             let set = interner.intern(Arc::new(names));
             let route = match route {
                 Some(mut r) => {
-                    r.advertisements = set;
+                    if r.advertisements != set {
+                        r.make_mut().advertisements = set;
+                    }
                     r
                 }
-                None => Route {
-                    advertisements: set,
-                    service: None,
-                    attributes: None,
-                },
+                None => Route::new(set, None, None),
             };
             (prefix, route)
         })
@@ -270,16 +268,8 @@ pub fn desired<'s>(
 fn degraded(mut route: Route) -> Route {
     let mut a = route.attributes.as_deref().cloned().unwrap_or_default();
     a.degraded = true;
-    route.attributes = Some(Arc::new(a));
+    route.make_mut().attributes = Some(Arc::new(a));
     route
-}
-
-fn route_of(v: &Vip) -> Route {
-    Route {
-        advertisements: v.advertisements.clone(),
-        service: v.service.clone(),
-        attributes: v.attributes.clone(),
-    }
 }
 
 /// Where `ip` is announced, when not (only) as its own host route, in
@@ -290,7 +280,7 @@ pub fn explain(config: &Config, snapshot: &SourceSnapshot, ip: IpAddr) -> (IpNet
     let mut prefix = host;
     if let Some(vip) = snapshot.vips.get(&ip) {
         let mut host_too = false;
-        for name in vip.advertisements.iter() {
+        for name in vip.route.advertisements.iter() {
             let p = placement(config, ip, vip, name);
             if p == host {
                 host_too = true;
@@ -312,7 +302,7 @@ pub fn explain(config: &Config, snapshot: &SourceSnapshot, ip: IpAddr) -> (IpNet
             prefix = host;
         }
         if vip.local_traffic
-            && vip.advertisements.iter().any(|n| {
+            && vip.route.advertisements.iter().any(|n| {
                 config
                     .advertisement(n)
                     .and_then(|a| a.aggregation_for(ip))
@@ -340,7 +330,12 @@ pub fn explain(config: &Config, snapshot: &SourceSnapshot, ip: IpAddr) -> (IpNet
     }
     for (p, vip) in &snapshot.prefixes {
         if p.contains(&ip) {
-            let names: Vec<&str> = vip.advertisements.iter().map(String::as_str).collect();
+            let names: Vec<&str> = vip
+                .route
+                .advertisements
+                .iter()
+                .map(String::as_str)
+                .collect();
             lines.push(format!(
                 "it is in this node's PodCIDR {p}, announced under advertisement {}",
                 names.join(", ")

@@ -200,7 +200,7 @@ async fn the_initial_list_gives_one_synced_snapshot_with_every_vip_dual_stack_in
         [ip("198.51.100.7"), ip("203.0.113.8"), ip("2001:db8::7")]
     );
     assert_eq!(
-        first.vips[&ip("2001:db8::7")].service.as_deref(),
+        first.vips[&ip("2001:db8::7")].route.service.as_deref(),
         Some("default/web")
     );
     assert!(first.absences.is_empty());

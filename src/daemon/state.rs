@@ -414,13 +414,10 @@ impl Shared {
                     KeyState::Draining { until, .. } => ("draining", secs_until(*until, now)),
                 };
                 let ip = r.prefix.addr();
-                let route = r.route.clone().or_else(|| {
-                    self.snapshot.vips.get(&ip).map(|v| Route {
-                        advertisements: v.advertisements.clone(),
-                        service: v.service.clone(),
-                        attributes: v.attributes.clone(),
-                    })
-                });
+                let route = r
+                    .route
+                    .clone()
+                    .or_else(|| self.snapshot.vips.get(&ip).map(|v| v.route.clone()));
                 RouteStatus {
                     prefix: r.prefix.to_string(),
                     state: state.into(),
@@ -512,12 +509,18 @@ impl Shared {
                     Source::File { .. } => "file",
                     Source::Kubernetes(_) => "Kubernetes",
                 },
-                v.service
+                v.route
+                    .service
                     .as_ref()
                     .map(|s| format!(" (Service {s})"))
                     .unwrap_or_default(),
-                if v.advertisements.len() == 1 { "" } else { "s" },
-                v.advertisements
+                if v.route.advertisements.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                v.route
+                    .advertisements
                     .iter()
                     .cloned()
                     .collect::<Vec<_>>()
@@ -603,7 +606,7 @@ impl Shared {
         let ads: Vec<String> = route
             .and_then(|r| r.route.as_ref())
             .map(|r| r.advertisements.iter().cloned().collect())
-            .or_else(|| at_source.map(|v| v.advertisements.iter().cloned().collect()))
+            .or_else(|| at_source.map(|v| v.route.advertisements.iter().cloned().collect()))
             .unwrap_or_default();
         let peers = self
             .peers
@@ -827,17 +830,8 @@ mod scrape_tests {
 
     fn present(n: std::ops::Range<u32>) -> BTreeMap<IpNet, Route> {
         let ads: crate::model::Advertisements = Arc::new(["public".to_string()].into());
-        n.map(|i| {
-            (
-                prefix(i),
-                Route {
-                    advertisements: ads.clone(),
-                    service: None,
-                    attributes: None,
-                },
-            )
-        })
-        .collect()
+        n.map(|i| (prefix(i), Route::new(ads.clone(), None, None)))
+            .collect()
     }
 
     /// `ROUTES` routes, the last 10 gone from the source (held down), and

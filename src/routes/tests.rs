@@ -57,7 +57,7 @@ const AGG: &str =
 fn vip(ip: &str, ads: &[&str], local: bool) -> (IpAddr, Vip) {
     let mut v = Vip::new(Arc::new(ads.iter().map(|s| s.to_string()).collect()));
     v.local_traffic = local;
-    v.service = Some(format!("demo/{ip}").into());
+    v.route.make_mut().service = Some(format!("demo/{ip}").into());
     (ip.parse().unwrap(), v)
 }
 

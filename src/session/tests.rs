@@ -123,11 +123,7 @@ async fn end_of_rib_waits_until_the_table_is_complete() {
         assert!(start.elapsed() < DEADLINE, "the session never came up");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let route = Route {
-        advertisements: BTreeSet::from(["public".to_string()]).into(),
-        service: None,
-        attributes: None,
-    };
+    let route = Route::new(BTreeSet::from(["public".to_string()]).into(), None, None);
     let prefix: ipnet::IpNet = "198.51.100.10/32".parse().unwrap();
     let tables = speaker::peer_tables(&config, [(&prefix, &route)].into_iter());
     table_tx.send_replace(Arc::new(tables["tor"].clone()));
@@ -203,11 +199,7 @@ async fn min_route_advertisement_interval_batches_a_burst() {
     };
     assert_eq!(u.end_of_rib_family(), Some(Family::IPV4_UNICAST));
 
-    let route = Route {
-        advertisements: Arc::new(BTreeSet::from(["public".to_string()])),
-        service: None,
-        attributes: None,
-    };
+    let route = Route::new(Arc::new(BTreeSet::from(["public".to_string()])), None, None);
     let mut prefixes: Vec<ipnet::IpNet> = Vec::new();
     let mut send = |n: usize| {
         prefixes.push(format!("198.51.100.{n}/32").parse().unwrap());

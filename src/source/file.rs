@@ -97,7 +97,7 @@ use tracing::{info, warn};
 use super::SnapshotSink;
 use super::dirwatch::PathWatch;
 use crate::config::{self, Config, Diagnostic, Source};
-use crate::model::{Interner, ServiceName, SourceSnapshot, Vip, VipMap};
+use crate::model::{Interner, Route, SourceSnapshot, Vip, VipMap};
 
 #[cfg(test)]
 mod tests;
@@ -729,12 +729,11 @@ fn parse(path: &Path, text: String, advertisement_names: &[String]) -> Result<Vi
         &text,
         advertisement_names,
         |address, service, advertisement| {
-            let vip = Vip {
-                advertisements: interner.one(advertisement),
-                service: service.map(ServiceName::from),
-                attributes: None,
-                local_traffic: false,
+            let route = match service {
+                None => interner.plain(advertisement),
+                Some(s) => Route::new(interner.one(advertisement), Some(s.into()), None),
             };
+            let vip = Vip::of(route);
             (address, vip)
         },
     )

@@ -41,15 +41,14 @@ med = 10
 }
 
 fn route(ads: &[&str]) -> Route {
-    Route {
-        advertisements: ads
-            .iter()
+    Route::new(
+        ads.iter()
             .map(|s| s.to_string())
             .collect::<BTreeSet<_>>()
             .into(),
-        service: None,
-        attributes: None,
-    }
+        None,
+        None,
+    )
 }
 
 fn net(s: &str) -> IpNet {
@@ -345,7 +344,7 @@ fn a_route_with_service_attributes_gets_its_own_attributes_in_the_table() {
     let c = service_config("allow_service_attributes = [\"med\"]");
     let plain = route(&["public"]);
     let mut steered = route(&["public"]);
-    steered.attributes = Some(Arc::new(asked()));
+    steered.make_mut().attributes = Some(Arc::new(asked()));
     let p1: IpNet = "198.51.100.1/32".parse().unwrap();
     let p2: IpNet = "198.51.100.2/32".parse().unwrap();
     let tables = peer_tables(&c, [(&p1, &plain), (&p2, &steered)].into_iter());

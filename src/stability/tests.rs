@@ -1227,5 +1227,5 @@ fn a_bulk_load_copies_no_attributes() {
 #[test]
 fn an_entry_of_the_table_stays_small() {
     let size = std::mem::size_of::<Entry<crate::model::Route>>();
-    assert!(size <= 48, "{size}");
+    assert!(size <= 32, "{size}");
 }

@@ -650,7 +650,7 @@ impl Routes {
                 self.snapshot
                     .vips
                     .iter()
-                    .filter_map(|(ip, v)| Some((*ip, self.probe_for(&v.advertisements)?)))
+                    .filter_map(|(ip, v)| Some((*ip, self.probe_for(&v.route.advertisements)?)))
                     .collect()
             } else {
                 BTreeMap::new()

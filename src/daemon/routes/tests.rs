@@ -78,12 +78,11 @@ fn snapshot(vips: &[(&str, &str)]) -> SourceSnapshot {
         .map(|(addr, ad)| {
             (
                 ip(addr),
-                Vip {
-                    advertisements: Arc::new(BTreeSet::from([ad.to_string()])),
-                    service: Some("default/web".into()),
-                    attributes: None,
-                    local_traffic: false,
-                },
+                Vip::of(Route::new(
+                    Arc::new(BTreeSet::from([ad.to_string()])),
+                    Some("default/web".into()),
+                    None,
+                )),
             )
         })
         .collect();

@@ -2,6 +2,7 @@
 //! clock), then the running source on real files in a temporary directory,
 //! edited the ways editors, `sed -i` and the kubelet edit them.
 
+use crate::model::ServiceName;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -32,12 +33,11 @@ fn set(entries: &[(&str, &str, Option<&str>)]) -> crate::model::VipMap {
         .iter()
         .map(|(address, advertisement, service)| {
             let address: IpAddr = address.parse().expect("test address");
-            let vip = Vip {
-                advertisements: BTreeSet::from([advertisement.to_string()]).into(),
-                service: service.map(ServiceName::from),
-                attributes: None,
-                local_traffic: false,
-            };
+            let vip = Vip::of(Route::new(
+                BTreeSet::from([advertisement.to_string()]).into(),
+                service.map(ServiceName::from),
+                None,
+            ));
             (address, vip)
         })
         .collect()
@@ -966,4 +966,29 @@ async fn a_directory_deleted_and_recreated_is_followed() {
     assert_eq!(running.next().await, healthy(two()));
     std::fs::write(&path, ONE).expect("edit");
     assert_eq!(running.next().await, healthy(one()));
+}
+
+/// The VIPs of a file that name the same advertisement and no Service hold
+/// one shared route, and a VIP with a Service its own.
+#[test]
+fn vips_without_a_service_share_their_route() {
+    let text = "[[vip]]\naddress = \"198.51.100.1\"\n\n\
+                [[vip]]\naddress = \"198.51.100.2\"\n\n\
+                [[vip]]\naddress = \"198.51.100.3\"\nservice = \"demo/web\"\n\n\
+                [[vip]]\naddress = \"198.51.100.4\"\nadvertisement = \"private\"\n";
+    let vips = super::parse(
+        Path::new("vips.toml"),
+        text.to_string(),
+        &names(&["public", "private"]),
+    )
+    .expect("a valid file");
+    let route = |ip: &str| &vips[&ip.parse::<IpAddr>().unwrap()].route;
+    assert!(route("198.51.100.1").ptr_eq(route("198.51.100.2")));
+    assert!(!route("198.51.100.3").ptr_eq(route("198.51.100.1")));
+    assert_eq!(route("198.51.100.3").service.as_deref(), Some("demo/web"));
+    assert_eq!(
+        *route("198.51.100.4").advertisements,
+        BTreeSet::from(["private".to_string()])
+    );
+    assert!(route("198.51.100.1").service.is_none());
 }

@@ -83,7 +83,7 @@ use crate::config::{
     format_duration,
 };
 use crate::model::Absence;
-use crate::model::{SourceSnapshot, Vip, VipMap};
+use crate::model::{Route, SourceSnapshot, Vip, VipMap};
 
 /// The label the API server sets on every namespace (immutable, equal to
 /// its name). It is all holdfast knows of a namespace it does not watch.
@@ -251,6 +251,7 @@ impl Evaluation {
         let mut lines = Vec::new();
         if let Some(vip) = self.vips.get(&address) {
             let advertisements: Vec<String> = vip
+                .route
                 .advertisements
                 .iter()
                 .map(|a| format!("\"{a}\""))
@@ -479,7 +480,7 @@ fn apply_service_attributes(
     type Key = (String, Arc<BTreeSet<String>>);
     let mut shared: HashMap<Key, Option<Arc<crate::model::ServiceAttributes>>> = HashMap::new();
     for (ip, vip) in Arc::make_mut(&mut next.vips).iter_mut() {
-        let Some(name) = vip.service.clone() else {
+        let Some(name) = vip.route.service.clone() else {
             continue;
         };
         let Some(service) = by_key.get(&*name) else {
@@ -492,7 +493,7 @@ fn apply_service_attributes(
         let ads = config
             .advertisements
             .iter()
-            .filter(|a| vip.advertisements.contains(&a.name));
+            .filter(|a| vip.route.advertisements.contains(&a.name));
         let verdict = policy_attrs::judge(&requested, ads);
         let notes = next.attribute_notes.entry(*ip).or_default();
         if let Some(a) = &verdict.attributes {
@@ -516,8 +517,9 @@ fn apply_service_attributes(
                 }
             }
         }
-        vip.attributes = shared
-            .entry((name.to_string(), vip.advertisements.clone()))
+        let ads = vip.route.advertisements.clone();
+        vip.route.make_mut().attributes = shared
+            .entry((name.to_string(), ads))
             .or_insert_with(|| verdict.attributes.map(Arc::new))
             .clone();
     }
@@ -550,6 +552,7 @@ fn apply_link_bandwidth(
     let mut counts = BTreeMap::new();
     for (ip, vip) in next.vips.iter() {
         if !vip
+            .route
             .advertisements
             .iter()
             .any(|a| weighted.contains(a.as_str()))
@@ -583,9 +586,9 @@ fn apply_link_bandwidth(
         let Some(published) = next.bandwidth.published(*ip) else {
             continue;
         };
-        let mut a = vip.attributes.as_deref().cloned().unwrap_or_default();
+        let mut a = vip.route.attributes.as_deref().cloned().unwrap_or_default();
         a.endpoints = Some(published);
-        vip.attributes = Some(Arc::new(a));
+        vip.route.make_mut().attributes = Some(Arc::new(a));
         let note = match next.bandwidth.pending(*ip) {
             Some(waiting) => format!(
                 "link bandwidth: {published} endpoint unit(s) announced, {waiting} waiting to settle (a burst is one UPDATE)"
@@ -885,18 +888,20 @@ pub fn evaluate(
         for (ip, offer) in judged.offers {
             match &offer.verdict {
                 Ok(advertisements) => {
-                    let vip = vips.entry(ip).or_insert_with(|| Vip {
-                        advertisements: Default::default(),
-                        // Services come sorted: the first is the smallest.
-                        service: Some(key.to_string().into()),
-                        attributes: None,
-                        local_traffic: false,
+                    let vip = vips.entry(ip).or_insert_with(|| {
+                        Vip::of(Route::new(
+                            Default::default(),
+                            // Services come sorted: the first is the smallest.
+                            Some(key.to_string().into()),
+                            None,
+                        ))
                     });
                     // One Service with traffic policy Local keeps the VIP
                     // out of aggregates: the nodes without its endpoints do
                     // not announce it.
                     vip.local_traffic |= local_traffic_policy(service, offer.kind);
-                    Arc::make_mut(&mut vip.advertisements).extend(advertisements.iter().cloned());
+                    Arc::make_mut(&mut vip.route.make_mut().advertisements)
+                        .extend(advertisements.iter().cloned());
                     let givers = next.givers.entry(ip).or_default();
                     let giver = Giver {
                         service: key.clone(),
@@ -938,7 +943,8 @@ pub fn evaluate(
     // One shared set per distinct list of advertisements
     // (model::Advertisements).
     for vip in Arc::make_mut(&mut next.vips).values_mut() {
-        vip.advertisements = sets.intern(std::mem::take(&mut vip.advertisements));
+        let facts = vip.route.make_mut();
+        facts.advertisements = sets.intern(std::mem::take(&mut facts.advertisements));
     }
     next.interner = sets;
 
@@ -1153,16 +1159,21 @@ pub fn update(
         for offer in eval.offers.get(ip).into_iter().flatten() {
             match &offer.verdict {
                 Ok(advertisements) => {
-                    let v = vip.get_or_insert_with(|| Vip {
-                        advertisements: Arc::clone(advertisements),
-                        service: Some(offer.record.key.to_string().into()),
-                        attributes: None,
-                        local_traffic: false,
+                    let v = vip.get_or_insert_with(|| {
+                        Vip::of(Route::new(
+                            Arc::clone(advertisements),
+                            Some(offer.record.key.to_string().into()),
+                            None,
+                        ))
                     });
-                    if !Arc::ptr_eq(&v.advertisements, advertisements) {
-                        let union: BTreeSet<String> =
-                            v.advertisements.union(advertisements).cloned().collect();
-                        v.advertisements = sets.intern(Arc::new(union));
+                    if !Arc::ptr_eq(&v.route.advertisements, advertisements) {
+                        let union: BTreeSet<String> = v
+                            .route
+                            .advertisements
+                            .union(advertisements)
+                            .cloned()
+                            .collect();
+                        v.route.make_mut().advertisements = sets.intern(Arc::new(union));
                     }
                     v.local_traffic |= local_traffic_policy(&offer.record, offer.kind);
                     let giver = Giver {

@@ -151,6 +151,7 @@ fn reasons(e: &Evaluation, address: &str) -> Vec<String> {
 
 fn advertisements(e: &Evaluation, address: &str) -> Vec<String> {
     e.vips[&ip(address)]
+        .route
         .advertisements
         .iter()
         .cloned()
@@ -167,7 +168,7 @@ fn a_load_balancer_ip_is_advertised_under_the_default_advertisement() {
     );
     assert_eq!(vips(&e), [ip("198.51.100.7")]);
     let vip = &e.vips[&ip("198.51.100.7")];
-    assert_eq!(vip.service.as_deref(), Some("default/web"));
+    assert_eq!(vip.route.service.as_deref(), Some("default/web"));
     assert_eq!(advertisements(&e, "198.51.100.7"), ["default"]);
     assert!(e.absences.is_empty() && e.excluded.is_empty() && e.warnings.is_empty());
     assert_eq!(e.node_problem, None);
@@ -1095,9 +1096,15 @@ fn a_vip_shared_by_two_services_goes_only_with_both_and_definitively_only_if_bot
         &default_cfg(),
         &[both.clone(), World::new(vec![udp.clone()])],
     );
-    assert_eq!(es[0].vips[&vip].service.as_deref(), Some("default/web-tcp"));
+    assert_eq!(
+        es[0].vips[&vip].route.service.as_deref(),
+        Some("default/web-tcp")
+    );
     assert_eq!(vips(&es[1]), [vip], "one Service still gives it");
-    assert_eq!(es[1].vips[&vip].service.as_deref(), Some("default/web-udp"));
+    assert_eq!(
+        es[1].vips[&vip].route.service.as_deref(),
+        Some("default/web-udp")
+    );
 
     // One deleted, the other's list emptied: a flap is possible, so no reason.
     let es = run(
@@ -1139,7 +1146,7 @@ fn the_order_of_objects_does_not_matter() {
     assert_eq!(a, b);
     assert_eq!(a.vips.len(), 70);
     assert_eq!(
-        a.vips[&ip("198.51.100.0")].service.as_deref(),
+        a.vips[&ip("198.51.100.0")].route.service.as_deref(),
         Some("default/s0")
     );
 }
@@ -1340,7 +1347,7 @@ fn allowed_annotations_reach_the_vip_and_explain() {
     ])]);
     let e = w.eval(&Evaluation::default(), &config, Instant::now());
     let vip = &e.vips[&ip("198.51.100.10")];
-    let a = vip.attributes.as_deref().expect("attributes");
+    let a = vip.route.attributes.as_deref().expect("attributes");
     assert_eq!(a.med, Some(7));
     assert_eq!(a.communities, vec![(65001 << 16) | 200]);
     assert!(e.refused.is_empty(), "{:?}", e.refused);
@@ -1367,6 +1374,7 @@ fn disallowed_annotations_are_refused_and_the_vip_keeps_the_advertisement_attrib
     ])]);
     let e = w.eval(&Evaluation::default(), &config, Instant::now());
     let a = e.vips[&ip("198.51.100.10")]
+        .route
         .attributes
         .as_deref()
         .expect("the allowed med");
@@ -1390,7 +1398,7 @@ fn disallowed_annotations_are_refused_and_the_vip_keeps_the_advertisement_attrib
 
     // Nothing allowed (the default): no attributes at all.
     let none = w.eval(&Evaluation::default(), &default_cfg(), Instant::now());
-    assert_eq!(none.vips[&ip("198.51.100.10")].attributes, None);
+    assert_eq!(none.vips[&ip("198.51.100.10")].route.attributes, None);
     assert_eq!(none.refused[&key].len(), 2, "{:?}", none.refused);
 }
 
@@ -1435,6 +1443,7 @@ fn pod_cidrs_are_announced_when_an_advertisement_lists_them() {
         .values()
         .next()
         .unwrap()
+        .route
         .advertisements
         .iter()
         .collect();
@@ -1473,7 +1482,7 @@ fn weighted_cfg() -> Config {
 }
 
 fn endpoints_of(e: &Evaluation, address: &str) -> Option<u32> {
-    e.vips[&ip(address)].attributes.as_ref()?.endpoints
+    e.vips[&ip(address)].route.attributes.as_ref()?.endpoints
 }
 
 fn ready_on(n: usize, node: &str) -> Vec<SliceEndpoint> {

@@ -1041,7 +1041,7 @@ impl Runner {
             let Some(address) = next
                 .vips
                 .iter()
-                .find(|(_, v)| v.service.as_deref() == Some(name.as_str()))
+                .find(|(_, v)| v.route.service.as_deref() == Some(name.as_str()))
                 .map(|(ip, _)| *ip)
             else {
                 continue;

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::*;
-use crate::model::Vip;
+use crate::model::{Route, Vip};
 use crate::speaker::{PeerTable, RouteAttrs};
 
 fn p(s: &str) -> IpNet {
@@ -124,12 +124,7 @@ fn differences_between_the_set_in_force_and_a_fresh_read() {
         let address: IpAddr = ip.parse().unwrap();
         (
             address,
-            Vip {
-                advertisements: Default::default(),
-                service: Some(service.into()),
-                attributes: None,
-                local_traffic: false,
-            },
+            Vip::of(Route::new(Default::default(), Some(service.into()), None)),
         )
     };
     let current: VipMap = [vip("198.51.100.10", "a/x"), vip("198.51.100.11", "a/y")]
