@@ -11,13 +11,11 @@ use std::sync::Arc;
 /// ([`VipMap`]), not repeated here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Vip {
-    /// Its advertisements, Service and asked-for attributes: the route the
-    /// stability layer will hold for it, shared with it (a clone is a
-    /// reference count).
+    /// Its advertisements, Service, asked-for attributes and traffic
+    /// policy: the route the stability layer will hold for it, shared with
+    /// it (a clone is a reference count). One pointer: an entry of the
+    /// snapshot is 32 octets.
     pub route: Route,
-    /// Traffic policy `Local` (eTP Local): the VIP is never aggregated,
-    /// since only nodes with a local endpoint announce it.
-    pub local_traffic: bool,
 }
 
 impl Vip {
@@ -26,12 +24,9 @@ impl Vip {
         Vip::of(Route::new(advertisements, None, None))
     }
 
-    /// A VIP whose route is `route`, traffic policy `Cluster`.
+    /// A VIP whose route is `route`.
     pub fn of(route: Route) -> Vip {
-        Vip {
-            route,
-            local_traffic: false,
-        }
+        Vip { route }
     }
 }
 
@@ -261,6 +256,10 @@ pub struct RouteFacts {
     /// changed annotation re-announces the route with its new attributes
     /// (one UPDATE, RFC 4271 §3.1).
     pub attributes: Option<Arc<ServiceAttributes>>,
+    /// Traffic policy `Local` (eTP Local): the VIP is never aggregated,
+    /// since only nodes with a local endpoint announce it. A change of it
+    /// alone changes no path attribute, so no UPDATE goes out for it.
+    pub local_traffic: bool,
 }
 
 impl Route {
@@ -273,6 +272,7 @@ impl Route {
             advertisements,
             service,
             attributes,
+            local_traffic: false,
         }))
     }
 
@@ -323,13 +323,9 @@ mod tests {
         // One pointer: the facts are shared, not held per table entry.
         assert_eq!(std::mem::size_of::<Route>(), 8);
         // A VIP's address is its key in the snapshot, not one of its
-        // fields: each entry of a snapshot is 40 octets.
-        assert!(
-            std::mem::size_of::<Vip>() <= 16,
-            "{}",
-            std::mem::size_of::<Vip>()
-        );
-        assert!(std::mem::size_of::<(IpAddr, Vip)>() <= 40);
+        // fields: each entry of a snapshot is 32 octets.
+        assert_eq!(std::mem::size_of::<Vip>(), 8);
+        assert!(std::mem::size_of::<(IpAddr, Vip)>() <= 32);
     }
 
     /// The VIPs of a file that name the same advertisement and no Service

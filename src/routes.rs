@@ -43,7 +43,7 @@ pub use crate::model::Gate;
 /// aggregate, or the host route.
 fn placement(config: &Config, ip: IpAddr, vip: &Vip, advertisement: &str) -> IpNet {
     let host = IpNet::from(ip);
-    if vip.local_traffic {
+    if vip.route.local_traffic {
         return host;
     }
     match config
@@ -301,7 +301,7 @@ pub fn explain(config: &Config, snapshot: &SourceSnapshot, ip: IpAddr) -> (IpNet
         if host_too {
             prefix = host;
         }
-        if vip.local_traffic
+        if vip.route.local_traffic
             && vip.route.advertisements.iter().any(|n| {
                 config
                     .advertisement(n)

@@ -56,8 +56,9 @@ const AGG: &str =
 
 fn vip(ip: &str, ads: &[&str], local: bool) -> (IpAddr, Vip) {
     let mut v = Vip::new(Arc::new(ads.iter().map(|s| s.to_string()).collect()));
-    v.local_traffic = local;
-    v.route.make_mut().service = Some(format!("demo/{ip}").into());
+    let facts = v.route.make_mut();
+    facts.local_traffic = local;
+    facts.service = Some(format!("demo/{ip}").into());
     (ip.parse().unwrap(), v)
 }
 

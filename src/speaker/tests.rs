@@ -352,6 +352,30 @@ fn a_route_with_service_attributes_gets_its_own_attributes_in_the_table() {
     assert_eq!(tables["tor1"][&p2].med, Some(7));
 }
 
+/// The traffic policy is part of a route (it decides aggregation), not of
+/// its path attributes: a Service switching between Cluster and Local
+/// changes the route the stability layer holds, and the wire hears nothing.
+#[test]
+fn a_change_of_traffic_policy_alone_sends_no_update() {
+    let c = config();
+    let cluster = route(&["public"]);
+    let mut local = route(&["public"]);
+    local.make_mut().local_traffic = true;
+    assert_ne!(cluster, local);
+    let p: IpNet = "198.51.100.1/32".parse().unwrap();
+    let fams = [Family::IPV4_UNICAST];
+    let mut rib = AdjRibOut::default();
+    let before = peer_tables(&c, [(&p, &cluster)].into_iter());
+    assert_eq!(
+        rib.diff(&Arc::new(before["tor1"].clone()), &fams)
+            .announced(),
+        1
+    );
+    let after = peer_tables(&c, [(&p, &local)].into_iter());
+    let d = rib.diff(&Arc::new(after["tor1"].clone()), &fams);
+    assert!(d.is_empty(), "{d:?}");
+}
+
 #[test]
 fn an_attribute_change_is_one_announcement_and_no_withdrawal() {
     // RFC 4271 §3.1: the new attributes replace the old ones implicitly.

@@ -559,7 +559,7 @@ fn apply_link_bandwidth(
         {
             continue;
         }
-        let count = if vip.local_traffic {
+        let count = if vip.route.local_traffic {
             let local_givers: BTreeSet<&ServiceKey> = next
                 .givers
                 .get(ip)
@@ -899,9 +899,9 @@ pub fn evaluate(
                     // One Service with traffic policy Local keeps the VIP
                     // out of aggregates: the nodes without its endpoints do
                     // not announce it.
-                    vip.local_traffic |= local_traffic_policy(service, offer.kind);
-                    Arc::make_mut(&mut vip.route.make_mut().advertisements)
-                        .extend(advertisements.iter().cloned());
+                    let facts = vip.route.make_mut();
+                    facts.local_traffic |= local_traffic_policy(service, offer.kind);
+                    Arc::make_mut(&mut facts.advertisements).extend(advertisements.iter().cloned());
                     let givers = next.givers.entry(ip).or_default();
                     let giver = Giver {
                         service: key.clone(),
@@ -1175,7 +1175,9 @@ pub fn update(
                             .collect();
                         v.route.make_mut().advertisements = sets.intern(Arc::new(union));
                     }
-                    v.local_traffic |= local_traffic_policy(&offer.record, offer.kind);
+                    if local_traffic_policy(&offer.record, offer.kind) {
+                        v.route.make_mut().local_traffic = true;
+                    }
                     let giver = Giver {
                         service: offer.record.key.clone(),
                         kind: offer.kind,

@@ -1414,8 +1414,8 @@ fn etp_local_vips_are_marked_for_the_aggregation() {
         &[SliceEndpoint::ready("10.0.0.1", NODE)],
     )]);
     let e = w.eval(&Evaluation::default(), &default_cfg(), Instant::now());
-    assert!(e.vips[&ip("198.51.100.20")].local_traffic);
-    assert!(!e.vips[&ip("198.51.100.21")].local_traffic);
+    assert!(e.vips[&ip("198.51.100.20")].route.local_traffic);
+    assert!(!e.vips[&ip("198.51.100.21")].route.local_traffic);
 }
 
 fn with_pod_cidrs(mut n: Node, cidrs: &[&str]) -> Node {
