@@ -68,6 +68,11 @@ impl<K: Ord, V> SortedMap<K, V> {
         self.entries.len()
     }
 
+    /// The key at position `i` of the key order.
+    pub fn key_at(&self, i: usize) -> &K {
+        &self.entries[i].0
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -317,12 +317,7 @@ impl PeerSpeaker {
         }
         let (messages, unsendable) = encode(&delta, &up.params);
         if !unsendable.is_empty() {
-            for p in &unsendable {
-                delta
-                    .announce
-                    .values_mut()
-                    .for_each(|v| v.retain(|q| q != p));
-            }
+            delta.retain_announced(|q| !unsendable.contains(q));
             self.rib.forget(&unsendable);
         }
         budget.add(&messages);
@@ -379,13 +374,10 @@ impl PeerSpeaker {
     ) {
         let Some(up) = &self.up else { return };
         let mut delta = self.rib.full();
-        for v in delta.announce.values_mut() {
-            v.retain(|p| match p {
-                IpNet::V4(_) => family == Family::IPV4_UNICAST,
-                IpNet::V6(_) => family == Family::IPV6_UNICAST,
-            });
-        }
-        delta.announce.retain(|_, v| !v.is_empty());
+        delta.retain_announced(|p| match p {
+            IpNet::V4(_) => family == Family::IPV4_UNICAST,
+            IpNet::V6(_) => family == Family::IPV6_UNICAST,
+        });
         let (mut messages, _) = encode(&delta, &up.params);
         let ctx = &up.params.ctx;
         if enhanced {

@@ -448,3 +448,47 @@ fn end_of_rib_waits_behind_a_backlogged_table() {
     );
     assert_eq!(lines(&out), ["UPDATE +10.0.0.2/32", "EoR ipv4-unicast"]);
 }
+
+/// A route with no next hop of its family on this session cannot be sent:
+/// it is reported apart, counted in no announcement, and kept out of the
+/// Adj-RIB-Out.
+#[test]
+fn a_route_without_a_next_hop_of_its_family_is_reported_not_announced() {
+    let t0 = Instant::now();
+    let mut s = ready_speaker(
+        Duration::ZERO,
+        table(&["10.0.0.1/32", "2001:db8:1::10/128", "10.0.0.2/32"]),
+    );
+    let mut up = session(&[V4, V6]);
+    up.params.next_hops.ipv6 = None;
+    let out = s.up(t0, up, Budget::default());
+    let updates: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Updates {
+                announced,
+                withdrawn,
+                unsendable,
+                ..
+            } => Some((*announced, *withdrawn, unsendable.clone())),
+            _ => None,
+        })
+        .collect();
+    // Each sync tries it again (the table still wants it) and reports it
+    // again; only the IPv4 routes are ever counted as announced.
+    assert!(!updates.is_empty());
+    assert_eq!(updates.iter().map(|u| u.0).sum::<usize>(), 2, "{updates:?}");
+    assert!(
+        updates
+            .iter()
+            .all(|u| u.1 == 0 && u.2 == [net("2001:db8:1::10/128")]),
+        "{updates:?}"
+    );
+    assert_eq!(
+        lines(&out)[0],
+        "UPDATE +10.0.0.1/32 +10.0.0.2/32",
+        "{:?}",
+        lines(&out)
+    );
+    assert_eq!(s.advertised().len(), 2);
+}

@@ -12,9 +12,16 @@ use super::attrs::{EncodeParams, RouteAttrs};
 
 /// What changed: announcements grouped by their attributes, and
 /// withdrawals.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// An announced prefix is held as its position in the table it comes from
+/// (four octets where the prefix is eighteen): a first sync announces the
+/// whole table, and with 100k routes its lists of prefixes were 1.8 MB of
+/// the daemon's peak.
+#[derive(Clone, Debug, Default)]
 pub struct Delta {
-    pub announce: BTreeMap<Arc<RouteAttrs>, Vec<IpNet>>,
+    announce: BTreeMap<Arc<RouteAttrs>, Vec<u32>>,
+    /// The table the positions in `announce` are of.
+    table: Arc<PeerTable>,
     pub withdraw: Vec<IpNet>,
 }
 
@@ -26,6 +33,26 @@ impl Delta {
     pub fn announced(&self) -> usize {
         self.announce.values().map(Vec::len).sum()
     }
+
+    /// The announcements: each set of attributes with its prefixes, in
+    /// prefix order.
+    pub fn announcements(
+        &self,
+    ) -> impl Iterator<Item = (&Arc<RouteAttrs>, impl Iterator<Item = &IpNet> + Clone)> {
+        self.announce.iter().map(|(attrs, at)| {
+            let table = &self.table;
+            (attrs, at.iter().map(move |i| table.key_at(*i as usize)))
+        })
+    }
+
+    /// Keeps the announcements of the prefixes `keep` accepts.
+    pub fn retain_announced(&mut self, mut keep: impl FnMut(&IpNet) -> bool) {
+        let table = &self.table;
+        for at in self.announce.values_mut() {
+            at.retain(|i| keep(table.key_at(*i as usize)));
+        }
+        self.announce.retain(|_, at| !at.is_empty());
+    }
 }
 
 /// Announcements grouped by attributes as they are found. Routes come in
@@ -36,17 +63,21 @@ impl Delta {
 /// first sync.
 #[derive(Default)]
 struct Grouper<'t> {
-    map: BTreeMap<Arc<RouteAttrs>, Vec<IpNet>>,
-    run: Option<(&'t Arc<RouteAttrs>, Vec<IpNet>)>,
+    map: BTreeMap<Arc<RouteAttrs>, Vec<u32>>,
+    run: Option<(&'t Arc<RouteAttrs>, Vec<u32>)>,
 }
 
 impl<'t> Grouper<'t> {
-    fn push(&mut self, attrs: &'t Arc<RouteAttrs>, prefix: IpNet) {
+    /// The route at position `at` of the table, with `attrs`.
+    fn push(&mut self, attrs: &'t Arc<RouteAttrs>, at: usize) {
+        // A table holds far fewer than 2^32 routes (a route is tens of
+        // octets); positions are kept in four.
+        let at = at as u32;
         match &mut self.run {
-            Some((a, run)) if Arc::ptr_eq(a, attrs) => run.push(prefix),
+            Some((a, run)) if Arc::ptr_eq(a, attrs) => run.push(at),
             _ => {
                 self.flush();
-                self.run = Some((attrs, vec![prefix]));
+                self.run = Some((attrs, vec![at]));
             }
         }
     }
@@ -62,7 +93,7 @@ impl<'t> Grouper<'t> {
         }
     }
 
-    fn finish(mut self) -> BTreeMap<Arc<RouteAttrs>, Vec<IpNet>> {
+    fn finish(mut self) -> BTreeMap<Arc<RouteAttrs>, Vec<u32>> {
         self.flush();
         self.map
     }
@@ -130,13 +161,16 @@ impl AdjRibOut {
     /// announced again (an implicit replace, RFC 4271 §3.1), never withdrawn
     /// first.
     pub fn diff(&mut self, desired: &Arc<PeerTable>, families: &[Family]) -> Delta {
-        let mut delta = Delta::default();
+        let mut delta = Delta {
+            table: desired.clone(),
+            ..Delta::default()
+        };
         let mut announce = Grouper::default();
         let wanted = |p: &IpNet| families.contains(&family(p));
         // Both tables are sorted by prefix: one walk over the two.
         let mut old = self.routes.iter().peekable();
         let (mut ipv4, mut unwanted) = (0, 0);
-        for (p, a) in desired.iter() {
+        for (at, (p, a)) in desired.iter().enumerate() {
             if !wanted(p) {
                 unwanted += 1;
                 continue;
@@ -149,7 +183,7 @@ impl AdjRibOut {
             }
             match old.next_if(|(q, _)| *q == p) {
                 Some((_, b)) if Arc::ptr_eq(a, b) || a == b => {}
-                _ => announce.push(a, *p),
+                _ => announce.push(a, at),
             }
         }
         delta.announce = announce.finish();
@@ -172,11 +206,12 @@ impl AdjRibOut {
     /// Everything in the Adj-RIB-Out as one delta (ROUTE-REFRESH, RFC 2918).
     pub fn full(&self) -> Delta {
         let mut announce = Grouper::default();
-        for (p, a) in self.routes.iter() {
-            announce.push(a, *p);
+        for (at, (_, a)) in self.routes.iter().enumerate() {
+            announce.push(a, at);
         }
         Delta {
             announce: announce.finish(),
+            table: self.routes.clone(),
             ..Delta::default()
         }
     }
@@ -220,13 +255,13 @@ pub fn encode(delta: &Delta, p: &EncodeParams) -> (Vec<Vec<u8>>, Vec<IpNet>) {
             push(u, &mut out);
         }
     }
-    for (attrs, prefixes) in &delta.announce {
+    for (attrs, prefixes) in delta.announcements() {
         let base = p.path_attributes(attrs);
         for (fam, nh) in [
             (Family::IPV4_UNICAST, p.next_hops.for_ipv4()),
             (Family::IPV6_UNICAST, p.next_hops.for_ipv6()),
         ] {
-            let of_family = prefixes.iter().filter(|n| family(n) == fam);
+            let of_family = prefixes.clone().filter(|n| family(n) == fam);
             let Some(nh) = nh else {
                 unsendable.extend(of_family);
                 continue;

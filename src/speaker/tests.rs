@@ -51,6 +51,13 @@ fn route(ads: &[&str]) -> Route {
     )
 }
 
+/// A delta's announcements as lists of prefixes by attributes.
+fn lists(d: &Delta) -> std::collections::BTreeMap<Arc<RouteAttrs>, Vec<IpNet>> {
+    d.announcements()
+        .map(|(a, ps)| (a.clone(), ps.copied().collect()))
+        .collect()
+}
+
 fn net(s: &str) -> IpNet {
     s.parse().unwrap()
 }
@@ -122,8 +129,8 @@ fn announcements_are_grouped_by_attributes() {
     ]);
     let mut rib = AdjRibOut::default();
     let d = rib.diff(&Arc::new(table), &[Family::IPV4_UNICAST]);
-    assert_eq!(d.announce, expected);
-    assert_eq!(rib.full().announce, expected);
+    assert_eq!(lists(&d), expected);
+    assert_eq!(lists(&rib.full()), expected);
 }
 
 #[test]
@@ -592,7 +599,8 @@ fn packing_a_large_table_a_slice_at_a_time_is_packing_it_whole() {
         let (msgs, skipped) = encode(&d, &p);
         assert!(skipped.is_empty());
         let mut whole = Vec::new();
-        for (attrs, prefixes) in &d.announce {
+        for (attrs, prefixes) in lists(&d) {
+            let attrs = &attrs;
             let base = p.path_attributes(attrs);
             for (fam, nh) in [
                 (Family::IPV4_UNICAST, p.next_hops.for_ipv4().unwrap()),
