@@ -156,6 +156,9 @@ pub struct Stability<K, V> {
     /// How many entries are in each phase, as of the last call: the status
     /// view and `/metrics` read these instead of walking every prefix.
     tally: Tally,
+    /// The damping histories ([`Histories`]); a history goes with its
+    /// entry.
+    histories: Histories<K>,
 }
 
 /// Entries by phase, counted where the table changes ([`Stability::finish`]).
@@ -187,11 +190,13 @@ fn walked() {
 #[derive(Debug, Clone)]
 struct Entry<V> {
     phase: Phase<V>,
-    /// Damping history; `None` without damping or before the first absence.
-    /// Boxed, like the absence record: few entries have one, and every
-    /// entry of a 100k table would otherwise carry the room for it.
-    history: Option<Box<FlapHistory>>,
 }
+
+/// Damping histories by prefix: only with damping, and only for prefixes
+/// that have been absent. Held beside the table, not in each entry: few
+/// prefixes have one, and a slot in every entry was 8 octets (with the
+/// key's padding, 0.8 MB at 100k) of room for none.
+type Histories<K> = BTreeMap<K, FlapHistory>;
 
 #[derive(Debug, Clone)]
 enum Phase<V> {
@@ -251,7 +256,6 @@ impl<V> Entry<V> {
     fn pending(attrs: V, since: Instant) -> Self {
         Entry {
             phase: Phase::Pending { attrs, since },
-            history: None,
         }
     }
 
@@ -266,7 +270,13 @@ impl<V> Entry<V> {
     /// When this prefix's next transition is due; `None` when none is
     /// scheduled (or it lies beyond what `Instant` can represent, which
     /// keeps the route: the safe side).
-    fn deadline(&self, params: &Params, source_healthy: bool) -> Option<Instant> {
+    fn deadline<K: Ord>(
+        &self,
+        key: &K,
+        histories: &Histories<K>,
+        params: &Params,
+        source_healthy: bool,
+    ) -> Option<Instant> {
         match &self.phase {
             Phase::Pending { since, .. } => since.checked_add(params.advertise_delay),
             Phase::Advertised { .. } | Phase::Withdrawn => None,
@@ -277,11 +287,7 @@ impl<V> Entry<V> {
                 if !absence.reason.damped() {
                     return Some(own_end);
                 }
-                match self
-                    .history
-                    .as_deref()
-                    .and_then(FlapHistory::suppression_end)
-                {
+                match histories.get(key).and_then(FlapHistory::suppression_end) {
                     Some(damped_end) => Some(own_end.max(damped_end)),
                     None => Some(own_end),
                 }
@@ -346,6 +352,7 @@ fn appear<K: Ord + Clone, V: Clone + Eq>(
     now: Instant,
     key: &K,
     attrs: V,
+    histories: &Histories<K>,
     delta: &mut Delta<K, V>,
 ) {
     match &mut entry.phase {
@@ -369,9 +376,8 @@ fn appear<K: Ord + Clone, V: Clone + Eq>(
             // Back before its withdrawal was due: nothing was sent for
             // the absence. Count who carried it.
             let past_own_timer = absence.own_end(params).is_some_and(|end| now >= end);
-            let damped = entry
-                .history
-                .as_ref()
+            let damped = histories
+                .get(key)
                 .and_then(|h| h.damped_until(now))
                 .is_some();
             if absence.reason.damped() && source_healthy && past_own_timer && damped {
@@ -454,6 +460,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             counters: Counters::default(),
             guard: guard::Guard::new(),
             tally: Tally::default(),
+            histories: Histories::new(),
         })
     }
 
@@ -492,15 +499,13 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         // What the old timers owed by now is owed regardless of the reload.
         self.fire_due(now, &mut delta);
         if self.params.damping != params.damping {
-            for entry in self.entries.values_mut() {
-                entry.history = match (&self.params.damping, &params.damping, entry.history.take())
-                {
-                    (Some(old), Some(new), Some(mut history)) => {
+            match (&self.params.damping, &params.damping) {
+                (Some(old), Some(new)) => {
+                    for history in self.histories.values_mut() {
                         history.rebase(now, old, new);
-                        Some(history)
                     }
-                    _ => None,
-                };
+                }
+                _ => self.histories.clear(),
             }
         }
         self.params = params;
@@ -571,13 +576,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             // in `finish` were two more passes over a 100k load.
             self.entries = SortedMap::from_sorted(present.into_iter().map(|(k, attrs)| {
                 let phase = Phase::Advertised { attrs };
-                (
-                    k,
-                    Entry {
-                        phase,
-                        history: None,
-                    },
-                )
+                (k, Entry { phase })
             }));
             for (key, entry) in &self.entries {
                 if let Some(attrs) = entry.wire() {
@@ -625,6 +624,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                     now,
                     key,
                     attrs,
+                    &self.histories,
                     &mut delta,
                 );
                 continue;
@@ -648,9 +648,10 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                         }),
                     };
                     if let (true, Some(damping)) = (reason.damped(), damping) {
-                        let history = entry
-                            .history
-                            .get_or_insert_with(|| Box::new(FlapHistory::new(now)));
+                        let history = self
+                            .histories
+                            .entry(key.clone())
+                            .or_insert_with(|| FlapHistory::new(now));
                         if history.penalize(now, damping) {
                             self.counters.suppressions += 1;
                         }
@@ -706,8 +707,10 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             None
         } else if self.guard.is_idle() {
             self.entries
-                .values()
-                .filter_map(|e| e.deadline(&self.params, self.source_healthy))
+                .iter()
+                .filter_map(|(k, e)| {
+                    e.deadline(k, &self.histories, &self.params, self.source_healthy)
+                })
                 .min()
         } else {
             // A withdrawal the guard holds back is due already; it goes at
@@ -715,7 +718,9 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             self.entries
                 .iter()
                 .filter(|(k, _)| !self.guard.holds(k))
-                .filter_map(|(_, e)| e.deadline(&self.params, self.source_healthy))
+                .filter_map(|(k, e)| {
+                    e.deadline(k, &self.histories, &self.params, self.source_healthy)
+                })
                 .min()
         };
         match (entries, self.guard.next_release(&self.params.guard)) {
@@ -772,7 +777,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     /// Where `key` stands, as of the last instant passed in; `None` if it is
     /// neither present nor advertised.
     pub fn state(&self, key: &K) -> Option<KeyState> {
-        self.entries.get(key).and_then(|e| self.key_state(e))
+        self.entries.get(key).and_then(|e| self.key_state(key, e))
     }
 
     /// [`Self::state`] for every prefix present or advertised, in prefix
@@ -781,17 +786,14 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         walked();
         self.entries
             .iter()
-            .filter_map(|(k, e)| self.key_state(e).map(|s| (k, s)))
+            .filter_map(|(k, e)| self.key_state(k, e).map(|s| (k, s)))
     }
 
     /// The damping figure of merit of `key` as of the last instant passed
     /// in; `None` when damping is off. A prefix without history reads 0.
     pub fn figure_of_merit(&self, key: &K) -> Option<f64> {
         let damping = self.params.damping.as_ref()?;
-        let figure = match (
-            self.entries.get(key).and_then(|e| e.history.as_ref()),
-            self.now,
-        ) {
+        let figure = match (self.histories.get(key), self.now) {
             (Some(history), Some(now)) => history.figure_at(now, damping),
             _ => 0.0,
         };
@@ -843,7 +845,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         let mut guarded_due = Vec::new();
         for (key, entry) in self.entries.iter_mut() {
             let due = entry
-                .deadline(&self.params, self.source_healthy)
+                .deadline(key, &self.histories, &self.params, self.source_healthy)
                 .is_some_and(|deadline| deadline <= now);
             if guarded && entry.wire().is_some() {
                 on_wire += 1;
@@ -907,6 +909,8 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         let (keys, held) = delta.into_sorted();
         let mut held = held.into_iter().peekable();
         let mut next = 0;
+        let histories = &self.histories;
+        let mut gone = 0usize;
         self.entries.retain(|key, e| {
             // (A noted prefix without an entry has nothing on the wire.)
             while let Some(k) = keys.get(next)
@@ -922,10 +926,17 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                 next += 1;
             }
             match e.phase {
-                Phase::Withdrawn => match (&e.history, damping) {
-                    (Some(history), Some(damping)) => !history.is_forgotten(now, damping),
-                    _ => false,
-                },
+                Phase::Withdrawn => {
+                    let history = histories.get(key);
+                    let keep = match (history, damping) {
+                        (Some(history), Some(damping)) => !history.is_forgotten(now, damping),
+                        _ => false,
+                    };
+                    if !keep && history.is_some() {
+                        gone += 1;
+                    }
+                    keep
+                }
                 Phase::Pending { .. } => {
                     tally.pending += 1;
                     true
@@ -943,12 +954,17 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         // Every note was taken from an entry, and entries go only in this
         // pass: each note met its entry.
         debug_assert!(next == keys.len(), "a noted prefix without an entry");
+        if gone > 0 {
+            // Their histories go with them.
+            let entries = &self.entries;
+            self.histories.retain(|k, _| entries.contains_key(k));
+        }
         self.tally = tally;
         self.counters.advertisements += advertisements;
         self.counters.withdrawals += withdrawals;
     }
 
-    fn key_state(&self, entry: &Entry<V>) -> Option<KeyState> {
+    fn key_state(&self, key: &K, entry: &Entry<V>) -> Option<KeyState> {
         let now = self.now?;
         let healthy = self.source_healthy;
         match &entry.phase {
@@ -960,7 +976,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             Phase::Absent { absence, .. } => {
                 let scheduled = |t: Option<Instant>| if healthy { t } else { None };
                 let own_end = absence.own_end(&self.params);
-                let damped = match (&entry.history, &self.params.damping) {
+                let damped = match (self.histories.get(key), &self.params.damping) {
                     (Some(history), Some(damping)) if absence.reason.damped() => history
                         .damped_until(now)
                         .filter(|end| own_end.is_some_and(|own_end| *end > own_end))

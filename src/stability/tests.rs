@@ -1227,5 +1227,30 @@ fn a_bulk_load_copies_no_attributes() {
 #[test]
 fn an_entry_of_the_table_stays_small() {
     let size = std::mem::size_of::<Entry<crate::model::Route>>();
-    assert!(size <= 32, "{size}");
+    assert!(size <= 24, "{size}");
+    let pair = std::mem::size_of::<(IpNet, Entry<crate::model::Route>)>();
+    assert!(pair <= 48, "{pair}");
+}
+
+/// A damping history outlives the withdrawal of its prefix, and goes with
+/// the prefix once it is forgotten: neither stays behind.
+#[test]
+fn a_withdrawn_prefix_and_its_history_go_once_the_history_is_forgotten() {
+    let mut lab = Lab::new(damped(secs(2), damping()));
+    lab.show(ms(0), VIP, "public");
+    lab.show(ms(0), VIP2, "public");
+    assert_eq!(lab.lose(secs(1), VIP, None), vec![]);
+    assert_eq!(lab.poll(secs(3)), vec![wd(VIP)]);
+    assert_eq!(
+        lab.s.histories.len(),
+        1,
+        "the history outlives the withdrawal"
+    );
+    assert_close(fom(&lab), 1000.0 * 2f64.powf(-0.2));
+    // 1000 · 2^-1.9 = 268 at 20 s: below half the reuse threshold (375).
+    assert_eq!(lab.poll(secs(20)), vec![]);
+    assert!(lab.s.histories.is_empty(), "{:?}", lab.s.histories);
+    assert_eq!(lab.s.entries.len(), 1, "only the present prefix is left");
+    assert!(lab.state(VIP).is_none());
+    assert_eq!(lab.state(VIP2), Some(KeyState::Advertised));
 }
