@@ -284,7 +284,9 @@ impl Route {
         Arc::make_mut(&mut self.0)
     }
 
-    /// Whether `self` and `other` are one allocation (then equal).
+    /// Whether `self` and `other` are one allocation (then equal): what
+    /// the tests of sharing ask.
+    #[cfg(test)]
     pub fn ptr_eq(&self, other: &Route) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }

@@ -1175,9 +1175,8 @@ pub fn update(
                             .collect();
                         v.route.make_mut().advertisements = sets.intern(Arc::new(union));
                     }
-                    if local_traffic_policy(&offer.record, offer.kind) {
-                        v.route.make_mut().local_traffic = true;
-                    }
+                    v.route.make_mut().local_traffic |=
+                        local_traffic_policy(&offer.record, offer.kind);
                     let giver = Giver {
                         service: offer.record.key.clone(),
                         kind: offer.kind,
