@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bgp_proto::{Family, Message, Nlri, Update, pack};
+use bgp_proto::{Family, Message, Nlri, pack};
 use ipnet::IpNet;
 
 use super::PeerTable;
@@ -227,11 +227,6 @@ impl AdjRibOut {
     }
 }
 
-/// Prefixes turned into NLRI and packed at a time: a whole table of 100k
-/// as NLRI, and again inside the UPDATEs packed from them, was 6.5 MB of
-/// the daemon's peak; a slice of this many is 0.5 MB.
-const PACK_SLICE: usize = 16 * 1024;
-
 /// The UPDATE messages of a delta, encoded for the session. Prefixes that
 /// cannot be sent (no next hop of their family on this session) are
 /// returned apart; the caller logs them and keeps them out of the
@@ -239,12 +234,6 @@ const PACK_SLICE: usize = 16 * 1024;
 pub fn encode(delta: &Delta, p: &EncodeParams) -> (Vec<Vec<u8>>, Vec<IpNet>) {
     let mut out = Vec::new();
     let mut unsendable = Vec::new();
-    let push = |u: Update, out: &mut Vec<Vec<u8>>| match Message::Update(u).encode(&p.ctx) {
-        Ok(bytes) => out.push(bytes),
-        // Packing keeps every message within the negotiated size; this
-        // cannot happen, and is not papered over if it does.
-        Err(e) => tracing::error!("UPDATE not sent: {e}"),
-    };
     if !delta.withdraw.is_empty() {
         let list: Vec<(Family, Nlri)> = delta
             .withdraw
@@ -252,7 +241,12 @@ pub fn encode(delta: &Delta, p: &EncodeParams) -> (Vec<Vec<u8>>, Vec<IpNet>) {
             .map(|n| (family(n), Nlri::new(*n)))
             .collect();
         for u in pack::withdrawals(&p.ctx, &list) {
-            push(u, &mut out);
+            match Message::Update(u).encode(&p.ctx) {
+                Ok(bytes) => out.push(bytes),
+                // Packing keeps every message within the negotiated size;
+                // this cannot happen, and is not papered over if it does.
+                Err(e) => tracing::error!("UPDATE not sent: {e}"),
+            }
         }
     }
     for (attrs, prefixes) in delta.announcements() {
@@ -266,64 +260,20 @@ pub fn encode(delta: &Delta, p: &EncodeParams) -> (Vec<Vec<u8>>, Vec<IpNet>) {
                 unsendable.extend(of_family);
                 continue;
             };
-            let mut slices = Packer::default();
-            for prefix in of_family {
-                slices.pending.push(Nlri::new(*prefix));
-                if slices.pending.len() >= PACK_SLICE {
-                    slices.pack(p, fam, &base, &nh, false, &mut out, &mut unsendable, push);
-                }
-            }
-            slices.pack(p, fam, &base, &nh, true, &mut out, &mut unsendable, push);
+            // Written straight into the messages (no list of NLRI per
+            // message): a first sync announces the whole table at once.
+            let expected = of_family.size_hint().1.unwrap_or(0);
+            let (messages, too_big) = pack::announcement_messages(
+                &p.ctx,
+                fam,
+                &base,
+                &nh,
+                of_family.map(|n| Nlri::new(*n)),
+                expected,
+            );
+            out.extend(messages);
+            unsendable.extend(too_big.iter().map(|n| n.prefix));
         }
     }
     (out, unsendable)
-}
-
-/// The announcements of one family and one set of attributes, packed a
-/// slice at a time. The last UPDATE of a slice may have room left: its
-/// NLRI go on into the next slice, so the messages are as full as if the
-/// whole list had been packed at once.
-#[derive(Default)]
-struct Packer {
-    pending: Vec<Nlri>,
-}
-
-impl Packer {
-    #[allow(clippy::too_many_arguments)]
-    fn pack(
-        &mut self,
-        p: &EncodeParams,
-        fam: Family,
-        base: &[bgp_proto::PathAttribute],
-        nh: &[std::net::IpAddr],
-        last: bool,
-        out: &mut Vec<Vec<u8>>,
-        unsendable: &mut Vec<IpNet>,
-        push: impl Fn(Update, &mut Vec<Vec<u8>>),
-    ) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let (mut ups, skipped) = pack::announcements(&p.ctx, fam, base, nh, &self.pending);
-        unsendable.extend(skipped.iter().map(|n| n.prefix));
-        // The last message carries the slice's last prefixes (unless that
-        // prefix was skipped as too big, which ends every message before).
-        let ends_in_message = self
-            .pending
-            .last()
-            .is_some_and(|n| !skipped.iter().any(|s| s == n));
-        let carried = match ups.last() {
-            Some(u) if !last && ends_in_message => {
-                let n = u.announced().count();
-                ups.pop();
-                n
-            }
-            _ => 0,
-        };
-        for u in ups {
-            push(u, out);
-        }
-        let keep = self.pending.len() - carried;
-        self.pending.drain(..keep);
-    }
 }
