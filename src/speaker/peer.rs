@@ -345,8 +345,9 @@ impl PeerSpeaker {
         }
         self.end_of_rib_pending = false;
         // The table goes out now, whatever the MRAI: End-of-RIB follows it.
+        // What is not dirty has gone out already (the Adj-RIB-Out is the
+        // table): a second walk of 100k routes would find nothing.
         self.mrai_until = None;
-        self.dirty = true;
         self.sync(now, budget, out);
         let Some(up) = &self.up else { return };
         let messages: Vec<Vec<u8>> = up
