@@ -759,16 +759,7 @@ impl PathAttribute {
         let value_at = out.len();
         value(out);
         let len = out.len() - value_at;
-        if !ext && len <= 255 {
-            out[start + 2] = len as u8;
-            return;
-        }
-        if !ext {
-            out.insert(start + 3, 0);
-            out[start] |= attr_flags::EXTENDED_LENGTH;
-        }
-        out[start + 2..start + 4]
-            .copy_from_slice(&(len.min(usize::from(u16::MAX)) as u16).to_be_bytes());
+        fill_value_length(out, start, len);
     }
 
     /// An attribute we build, with the canonical flags for its type
@@ -817,6 +808,24 @@ impl PathAttribute {
     pub fn name(&self) -> String {
         name(self.type_code)
     }
+}
+
+/// Fills in the length of the attribute written at `start` (flags, type,
+/// a length field of the size its flags give, then `len` octets of value).
+/// A value longer than one octet can count has its length field widened
+/// and Extended Length set (RFC 4271 §4.3), moving the value by one octet.
+pub(crate) fn fill_value_length(out: &mut Vec<u8>, start: usize, len: usize) {
+    let ext = out[start] & attr_flags::EXTENDED_LENGTH != 0;
+    if !ext && len <= 255 {
+        out[start + 2] = len as u8;
+        return;
+    }
+    if !ext {
+        out.insert(start + 3, 0);
+        out[start] |= attr_flags::EXTENDED_LENGTH;
+    }
+    out[start + 2..start + 4]
+        .copy_from_slice(&(len.min(usize::from(u16::MAX)) as u16).to_be_bytes());
 }
 
 #[cfg(test)]

@@ -150,16 +150,15 @@ fn beside_nlri(
 /// The UPDATEs [`announcements`] packs, the same octets in the same
 /// messages, written straight onto the wire: no list of NLRI is built or
 /// copied per message, and each message is allocated once, at the size it
-/// will reach (`expected`, how many prefixes `prefixes` holds at most,
-/// sizes the last). A first sync of 100k routes spent most of its encoding
-/// in those copies and in growing the messages. `prefixes` is walked once.
+/// will reach (the last one sized by the upper bound of `prefixes`' size
+/// hint). A first sync of 100k routes spent most of its encoding in those
+/// copies and in growing the messages. `prefixes` is walked once.
 pub fn announcement_messages(
     ctx: &Context,
     family: Family,
     attributes: &[PathAttribute],
     next_hop: &[IpAddr],
     prefixes: impl Iterator<Item = Nlri>,
-    expected: usize,
 ) -> (Vec<Vec<u8>>, Vec<Nlri>) {
     let add_path = ctx.add_path.contains(family);
     let (attrs, ipv4_field) = beside_nlri(family, attributes, next_hop);
@@ -167,15 +166,15 @@ pub fn announcement_messages(
     // field the routes follow it; in MP_REACH_NLRI, the first attribute
     // (RFC 7606 §5.1), they end that attribute's value and the other
     // attributes follow them.
-    let (list, mp) = if ipv4_field {
-        (attrs, None)
+    let list = if ipv4_field {
+        attrs
     } else {
         let reach = PathAttribute::new(AttrValue::MpReach(MpReach::new(
             family,
             next_hop,
             Vec::new(),
         )));
-        (std::iter::once(reach).chain(attrs).collect(), Some(()))
+        std::iter::once(reach).chain(attrs).collect()
     };
     let empty = Update {
         attributes: list,
@@ -185,32 +184,31 @@ pub fn announcement_messages(
         // The attributes alone exceed the message size: no route fits.
         return (Vec::new(), prefixes.collect());
     };
-    let mut w = match mp {
-        None => Writer::new(template, None),
-        Some(()) => {
-            // The attribute's flags, type, length (one octet, or two with
-            // Extended Length) and fixed value (AFI, SAFI, next hop).
-            let at = UPDATE_OVERHEAD;
-            let extended = template[at] & crate::consts::attr_flags::EXTENDED_LENGTH != 0;
-            let (header, value) = if extended {
-                (
-                    4,
-                    usize::from(u16::from_be_bytes([template[at + 2], template[at + 3]])),
-                )
-            } else {
-                (3, usize::from(template[at + 2]))
-            };
-            let split = at + header + value;
-            let tail = template[split..].to_vec();
-            let mut head = template;
-            head.truncate(split);
-            Writer::new(head, Some((tail, extended, value)))
-        }
+    let mut w = if ipv4_field {
+        Writer::new(template, None)
+    } else {
+        // The attribute's flags, type, length (one octet, or two with
+        // Extended Length) and fixed value (AFI, SAFI, next hop).
+        let at = UPDATE_OVERHEAD;
+        let extended = template[at] & crate::consts::attr_flags::EXTENDED_LENGTH != 0;
+        let (header, value) = if extended {
+            (
+                4,
+                usize::from(u16::from_be_bytes([template[at + 2], template[at + 3]])),
+            )
+        } else {
+            (3, usize::from(template[at + 2]))
+        };
+        let split = at + header + value;
+        let tail = template[split..].to_vec();
+        let mut head = template;
+        head.truncate(split);
+        Writer::new(head, Some((tail, extended, value)))
     };
     let room = |w: &Writer, bytes: usize| w.len_with(bytes) <= ctx.max_message_len;
     let mut out = Vec::new();
     let mut too_big = Vec::new();
-    let mut left = expected;
+    let mut left = prefixes.size_hint().1.unwrap_or(0);
     for n in prefixes {
         left = left.saturating_sub(1);
         let len = n.wire_len(add_path);
@@ -222,10 +220,15 @@ pub fn announcement_messages(
             }
         }
         if w.nlri == 0 {
-            // Room for the rest (with the largest NLRI of the family), up
-            // to the message size.
-            let most =
-                usize::from(family.afi == crate::Afi::IPV6) * 12 + 5 + 4 * usize::from(add_path);
+            // Room for the rest (each the longest NLRI of the family:
+            // path identifier, length, whole address), up to the message
+            // size.
+            let address = if family.afi == crate::Afi::IPV6 {
+                16
+            } else {
+                4
+            };
+            let most = 4 * usize::from(add_path) + 1 + address;
             let size = w
                 .len_with((left + 1).saturating_mul(most))
                 .min(ctx.max_message_len);
@@ -285,18 +288,8 @@ impl Writer {
             return;
         }
         let mut m = std::mem::take(&mut self.message);
-        if let Some((tail, extended, value)) = &self.mp {
-            let at = UPDATE_OVERHEAD;
-            let len = value + self.nlri;
-            if *extended {
-                m[at + 2..at + 4].copy_from_slice(&(len as u16).to_be_bytes());
-            } else if len > 255 {
-                m.insert(at + 3, 0);
-                m[at] |= crate::consts::attr_flags::EXTENDED_LENGTH;
-                m[at + 2..at + 4].copy_from_slice(&(len as u16).to_be_bytes());
-            } else {
-                m[at + 2] = len as u8;
-            }
+        if let Some((tail, _, value)) = &self.mp {
+            crate::attribute::fill_value_length(&mut m, UPDATE_OVERHEAD, value + self.nlri);
             m.extend_from_slice(tail);
             // Total Path Attribute Length: everything after its field.
             let attrs = (m.len() - UPDATE_OVERHEAD) as u16;

@@ -475,7 +475,7 @@ proptest! {
         }
         let (updates, skipped) = pack::announcements(&ctx, family, &attrs, &nh, &list);
         let expected: Vec<Vec<u8>> = updates.into_iter().map(|u| Message::Update(u).encode(&ctx).unwrap()).collect();
-        let (messages, too_big) = pack::announcement_messages(&ctx, family, &attrs, &nh, list.iter().copied(), list.len());
+        let (messages, too_big) = pack::announcement_messages(&ctx, family, &attrs, &nh, list.iter().copied());
         prop_assert_eq!(too_big, skipped);
         prop_assert_eq!(messages.len(), expected.len());
         for (m, e) in messages.iter().zip(&expected) {

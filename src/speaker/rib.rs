@@ -262,14 +262,12 @@ pub fn encode(delta: &Delta, p: &EncodeParams) -> (Vec<Vec<u8>>, Vec<IpNet>) {
             };
             // Written straight into the messages (no list of NLRI per
             // message): a first sync announces the whole table at once.
-            let expected = of_family.size_hint().1.unwrap_or(0);
             let (messages, too_big) = pack::announcement_messages(
                 &p.ctx,
                 fam,
                 &base,
                 &nh,
                 of_family.map(|n| Nlri::new(*n)),
-                expected,
             );
             out.extend(messages);
             unsendable.extend(too_big.iter().map(|n| n.prefix));
