@@ -226,7 +226,9 @@ struct ConnIo {
     /// [`OUTPUT_LIMIT`].
     writer: mpsc::UnboundedSender<Queued>,
     queue: Arc<OutQueue>,
-    reader: JoinHandle<()>,
+    /// Dropped when the session lets the connection go: its reader then
+    /// stops handing octets to the session and lingers ([`read_loop`]).
+    _release: oneshot::Sender<()>,
     local: SocketAddr,
     flushed: Option<oneshot::Receiver<()>>,
 }
@@ -474,7 +476,8 @@ impl Driver {
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
         let (rd, wr) = stream.into_split();
-        let reader = tokio::spawn(read_loop(id, rd, self.io_tx.clone()));
+        let (release, released) = oneshot::channel();
+        tokio::spawn(read_loop(id, rd, self.io_tx.clone(), released));
         let (wtx, wrx) = mpsc::unbounded_channel::<Queued>();
         let (flushed_tx, flushed_rx) = oneshot::channel();
         let queue = Arc::new(OutQueue::default());
@@ -495,7 +498,7 @@ impl Driver {
             ConnIo {
                 writer: wtx,
                 queue,
-                reader,
+                _release: release,
                 local,
                 flushed: Some(flushed_rx),
             },
@@ -561,12 +564,9 @@ impl Driver {
     }
 
     fn close(&mut self, conn: ConnId) {
-        if let Some(c) = self.conns.remove(&conn) {
-            // Dropping the writer's sender flushes what is queued and shuts
-            // the socket down; the reader is no longer needed.
-            drop(c.writer);
-            c.reader.abort();
-        }
+        // Dropping the writer's sender flushes what is queued and shuts
+        // the socket's sending side down; the reader lingers.
+        self.conns.remove(&conn);
     }
 
     /// An outgoing connection attempt failed: say why in the status, and
@@ -982,11 +982,22 @@ struct WriterShared {
     runtime: Arc<Mutex<PeerRuntime>>,
 }
 
-/// Reads a connection and hands the octets to the session.
-async fn read_loop(id: ConnId, mut rd: tokio::net::tcp::OwnedReadHalf, io: mpsc::Sender<Io>) {
+/// Reads a connection and hands the octets to the session, until the
+/// peer closes it, it fails, or the session releases it (`released`).
+async fn read_loop(
+    id: ConnId,
+    mut rd: tokio::net::tcp::OwnedReadHalf,
+    io: mpsc::Sender<Io>,
+    mut released: oneshot::Receiver<()>,
+) {
     let mut buf = vec![0u8; 65536];
     loop {
-        match rd.read(&mut buf).await {
+        let read = tokio::select! {
+            biased;
+            _ = &mut released => break,
+            read = rd.read(&mut buf) => read,
+        };
+        match read {
             Ok(0) => {
                 let _ = io.send(Io::Closed(id, "closed by the peer".into())).await;
                 return;
@@ -995,13 +1006,37 @@ async fn read_loop(id: ConnId, mut rd: tokio::net::tcp::OwnedReadHalf, io: mpsc:
                 // Waits while the session is behind: TCP flow
                 // control then holds the peer back.
                 if io.send(Io::Read(id, buf[..n].to_vec())).await.is_err() {
-                    return;
+                    break;
                 }
             }
             Err(e) => {
                 let _ = io.send(Io::Closed(id, e.to_string())).await;
                 return;
             }
+        }
+    }
+    linger(rd, &mut buf).await;
+}
+
+/// How long a released connection's reader waits for the peer to close
+/// its side.
+const LINGER: Duration = Duration::from_secs(5);
+
+/// A connection the session let go of: the writer flushes what was queued
+/// (a NOTIFICATION, RFC 4271 §6 and §8.2.1.2: sent, then the connection
+/// closed) and sends FIN. What the peer still sends meanwhile — the
+/// KEEPALIVE that answers our OPEN, say — is read and dropped until the
+/// peer closes too, or for at most [`LINGER`]. Closing the socket with
+/// octets unread, or while they still arrive, makes the kernel answer with
+/// a reset: the peer may lose the NOTIFICATION it has not read yet, and
+/// finds its socket gone (after a collision, FRR 8.4 then drops the
+/// session it had kept, since it can no longer read the address of the
+/// connection it closes).
+async fn linger(mut rd: tokio::net::tcp::OwnedReadHalf, buf: &mut [u8]) {
+    let until = tokio::time::Instant::now() + LINGER;
+    while let Ok(Ok(n)) = tokio::time::timeout_at(until, rd.read(buf)).await {
+        if n == 0 {
+            return;
         }
     }
 }

@@ -165,6 +165,68 @@ fn hard_reset_carries_the_inner_code_subcode_and_data() {
     );
 }
 
+/// RFC 4271 §6.2 and §8.2.1.2: a NOTIFICATION is sent, then the connection
+/// closed — and it must reach the peer. The peer may still be sending (the
+/// KEEPALIVE that answers our OPEN crosses our NOTIFICATION): the driver
+/// closes its side with FIN and reads on until the peer closes too.
+/// Closing the socket at once made the kernel answer those octets with a
+/// reset, which can destroy the NOTIFICATION before the peer reads it and
+/// leaves the peer's socket without an address (FRR 8.4 then dropped the
+/// session it kept after a connection collision).
+#[tokio::test]
+async fn a_closed_connection_ends_with_fin_not_reset_while_the_peer_still_sends() {
+    let (listener, _config, spec) = scripted_peer("", false).await;
+    let (_table_tx, table_rx) = watch::channel(Arc::new(PeerTable::new()));
+    let (_ready_tx, ready_rx) = watch::channel(true);
+    let handle = spawn(spec, table_rx, ready_rx, None);
+    let (mut peer, _) = tokio::time::timeout(DEADLINE, listener.accept())
+        .await
+        .expect("the driver connects")
+        .unwrap();
+    let mut buf = Vec::new();
+    let Message::Open(_) = read_message(&mut peer, &mut buf).await else {
+        panic!("OPEN first")
+    };
+    // The wrong AS: OPEN Message Error / Bad Peer AS, and the close.
+    let wrong = Open::new(
+        65099,
+        9,
+        Ipv4Addr::new(192, 0, 2, 1),
+        vec![Capability::Multiprotocol(Family::IPV4_UNICAST)],
+    );
+    let keepalive = Message::Keepalive.encode(&Context::default()).unwrap();
+    peer.write_all(&Message::Open(wrong).encode(&Context::default()).unwrap())
+        .await
+        .unwrap();
+    let Message::Notification(n) = read_message(&mut peer, &mut buf).await else {
+        panic!("a NOTIFICATION")
+    };
+    assert_eq!((n.code, n.subcode), (2, 2), "Bad Peer AS");
+    let mut rest = [0u8; 64];
+    let n = tokio::time::timeout(DEADLINE, peer.read(&mut rest))
+        .await
+        .expect("the close before the deadline")
+        .expect("FIN, not a reset");
+    assert_eq!(n, 0, "nothing after the NOTIFICATION but the close");
+    // The peer, not yet aware, still sends: the driver's side must take it.
+    for _ in 0..3 {
+        peer.write_all(&keepalive)
+            .await
+            .expect("the driver reset the connection");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        peer.peer_addr().is_ok(),
+        "the driver reset the connection: the peer's socket has no address left"
+    );
+    assert!(
+        peer.write_all(&keepalive).await.is_ok(),
+        "reset by the driver"
+    );
+    drop(peer);
+    handle.stop(StopHow::Graceful, DEADLINE).await;
+}
+
 /// RFC 4271 §9.2.1.1: with a MinRouteAdvertisementInterval, a burst of
 /// changes after an UPDATE waits out the interval and goes out together.
 #[tokio::test]
