@@ -79,6 +79,36 @@ async fn scripted_peer(
     (listener, config, spec)
 }
 
+/// The driver of `spec` (tables from `table`, the source's view complete
+/// as `ready` says) connected to the scripted router `listener`, and the
+/// OPEN it sent first: the router's socket, the driver, that OPEN and the
+/// router's read buffer.
+async fn connected(
+    listener: &TcpListener,
+    spec: PeerSpec,
+    table: watch::Receiver<Arc<PeerTable>>,
+    ready: watch::Receiver<bool>,
+) -> (TcpStream, PeerHandle, Open, Vec<u8>) {
+    let handle = spawn(spec, table, ready, None);
+    let (mut peer, _) = tokio::time::timeout(DEADLINE, listener.accept())
+        .await
+        .expect("the driver connects")
+        .unwrap();
+    let mut buf = Vec::new();
+    let Message::Open(open) = read_message(&mut peer, &mut buf).await else {
+        panic!("OPEN first");
+    };
+    (peer, handle, open, buf)
+}
+
+/// The scripted router's OPEN: AS `asn`, hold time 9 s, BGP Identifier
+/// 192.0.2.1, IPv4 unicast and `more` capabilities.
+fn router_open(asn: u32, more: Vec<Capability>) -> Message {
+    let mut capabilities = vec![Capability::Multiprotocol(Family::IPV4_UNICAST)];
+    capabilities.extend(more);
+    Message::Open(Open::new(asn, 9, Ipv4Addr::new(192, 0, 2, 1), capabilities))
+}
+
 /// RFC 4724 §4.1/§4.2: after a restart, End-of-RIB tells the helper that
 /// our routes are all there, and it then drops every stale route we did not
 /// send again. So a session that comes up before the source's first
@@ -89,28 +119,11 @@ async fn end_of_rib_waits_until_the_table_is_complete() {
     let (listener, config, spec) = scripted_peer("", true).await;
     let (table_tx, table_rx) = watch::channel(Arc::new(PeerTable::new()));
     let (ready_tx, ready_rx) = watch::channel(false);
-    let handle = spawn(spec, table_rx, ready_rx, None);
-
-    let (mut peer, _) = tokio::time::timeout(DEADLINE, listener.accept())
-        .await
-        .expect("the driver connects")
-        .unwrap();
-    let mut buf = Vec::new();
-    let Message::Open(open) = read_message(&mut peer, &mut buf).await else {
-        panic!("OPEN first");
-    };
+    let (mut peer, handle, open, mut buf) = connected(&listener, spec, table_rx, ready_rx).await;
     let gr = open.graceful_restart().expect("the GR capability");
     assert_ne!(gr.flags & GrCap::RESTART_STATE, 0, "R bit after a restart");
-    let ours = Open::new(
-        65000,
-        9,
-        Ipv4Addr::new(192, 0, 2, 1),
-        vec![
-            Capability::Multiprotocol(Family::IPV4_UNICAST),
-            Capability::FourOctetAs(65000),
-        ],
-    );
-    for m in [Message::Open(ours), Message::Keepalive] {
+    let ours = router_open(65000, vec![Capability::FourOctetAs(65000)]);
+    for m in [ours, Message::Keepalive] {
         peer.write_all(&m.encode(&Context::default()).unwrap())
             .await
             .unwrap();
@@ -178,24 +191,11 @@ async fn a_closed_connection_ends_with_fin_not_reset_while_the_peer_still_sends(
     let (listener, _config, spec) = scripted_peer("", false).await;
     let (_table_tx, table_rx) = watch::channel(Arc::new(PeerTable::new()));
     let (_ready_tx, ready_rx) = watch::channel(true);
-    let handle = spawn(spec, table_rx, ready_rx, None);
-    let (mut peer, _) = tokio::time::timeout(DEADLINE, listener.accept())
-        .await
-        .expect("the driver connects")
-        .unwrap();
-    let mut buf = Vec::new();
-    let Message::Open(_) = read_message(&mut peer, &mut buf).await else {
-        panic!("OPEN first")
-    };
+    let (mut peer, handle, _, mut buf) = connected(&listener, spec, table_rx, ready_rx).await;
     // The wrong AS: OPEN Message Error / Bad Peer AS, and the close.
-    let wrong = Open::new(
-        65099,
-        9,
-        Ipv4Addr::new(192, 0, 2, 1),
-        vec![Capability::Multiprotocol(Family::IPV4_UNICAST)],
-    );
+    let wrong = router_open(65099, Vec::new());
     let keepalive = Message::Keepalive.encode(&Context::default()).unwrap();
-    peer.write_all(&Message::Open(wrong).encode(&Context::default()).unwrap())
+    peer.write_all(&wrong.encode(&Context::default()).unwrap())
         .await
         .unwrap();
     let Message::Notification(n) = read_message(&mut peer, &mut buf).await else {
@@ -235,22 +235,8 @@ async fn min_route_advertisement_interval_batches_a_burst() {
         scripted_peer("min_route_advertisement_interval = \"1s\"\n", false).await;
     let (table_tx, table_rx) = watch::channel(Arc::new(PeerTable::new()));
     let (_ready_tx, ready_rx) = watch::channel(true);
-    let handle = spawn(spec, table_rx, ready_rx, None);
-    let (mut peer, _) = tokio::time::timeout(DEADLINE, listener.accept())
-        .await
-        .expect("the driver connects")
-        .unwrap();
-    let mut buf = Vec::new();
-    let Message::Open(_) = read_message(&mut peer, &mut buf).await else {
-        panic!("OPEN first")
-    };
-    let ours = Open::new(
-        65000,
-        9,
-        Ipv4Addr::new(192, 0, 2, 1),
-        vec![Capability::Multiprotocol(Family::IPV4_UNICAST)],
-    );
-    for m in [Message::Open(ours), Message::Keepalive] {
+    let (mut peer, handle, _, mut buf) = connected(&listener, spec, table_rx, ready_rx).await;
+    for m in [router_open(65000, Vec::new()), Message::Keepalive] {
         peer.write_all(&m.encode(&Context::default()).unwrap())
             .await
             .unwrap();
