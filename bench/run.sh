@@ -5,14 +5,14 @@
 # BENCHMARKS.md at the repository root. Needs root (namespaces) and the
 # Debian packages frr, bird2, gobgpd, exabgp.
 #
-#   bench/run.sh                       # as root: everything (about 25 minutes)
+#   bench/run.sh                       # as root: everything (about 30 minutes)
 #   bench/run.sh --sizes 1000,10000    # arguments go to the harness
 #
 # Harness arguments: --holdfast-glibc BIN  --sizes N,N  --kube-sizes N,N  --idle-sizes N,N  --idle-secs S
 # --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...
 # --only bulk,idle,churn,latency,kube,traffic,scrapes,keepalive,start,codec  --out FILE
 # --scrape-sizes N,N  --scrapes S  --keepalive-secs S  --start-size N  --start-trials T
-# --bulk-runs R (default 5: loads of each size by holdfast's builds and the floor; the median counts)
+# --bulk-runs R (default 21: loads of each size by holdfast's builds and the floor; the median counts)
 # (--only traffic alone rewrites only the zero-loss section of BENCHMARKS.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
