@@ -959,9 +959,10 @@ fn frr_collision_quirk(frr_log: &str) -> Option<String> {
 /// restored, so the kernels complete both handshakes, the retransmitted
 /// SYNs crossing, with nobody to send an OPEN; then FRR is thawed and
 /// sends an OPEN on both, then holdfast, which finds both waiting: it
-/// must resolve by BGP Identifier (§6.8: the second OPEN arrives while the
-/// first connection is in OpenConfirm), and so must FRR when our OPENs
-/// arrive: the connection opened by the side
+/// resolves by BGP Identifier (§6.8: the second OPEN arrives while the
+/// first connection is in OpenConfirm), and so does FRR when our OPENs
+/// arrive, whichever of the two gets there first: the connection opened
+/// by the side
 /// with the higher one survives — both sides agree, so exactly one session
 /// comes up and stays. The test fails if no Connection Collision
 /// Resolution NOTIFICATION was exchanged, i.e. if there was no collision.
@@ -1044,8 +1045,10 @@ fn collision_round(frr_router_id: &str) -> Result<(), String> {
     });
     // FRR first: it sends its OPEN on both connections and waits, having
     // received nothing. Then holdfast, which finds both OPENs waiting and
-    // resolves the collision itself, before any Cease from FRR can have
-    // reached it (FRR decides only on our OPENs).
+    // as a rule resolves the collision itself, since FRR decides only on
+    // our OPENs. FRR may still resolve it first (a connection of its own
+    // replaced after the thaw, seen once in CI): then holdfast reads FRR's
+    // Cease, goes on with the other connection and sends none.
     frr.daemon("bgpd").kill(testlab::Signal::Cont);
     testlab::wait_until(LONG, "FRR's OPENs to wait at holdfast", || {
         (unread_octets(&lab).iter().filter(|&&n| n >= 19).count() == 2).then_some(())
@@ -1061,9 +1064,6 @@ fn collision_round(frr_router_id: &str) -> Result<(), String> {
     // holdfast closed for the collision was opened by the side with the
     // lower BGP Identifier (holdfast's own when FRR's is higher).
     let holdfast_higher = ip("192.0.2.2") > ip(frr_router_id);
-    // FRR may resolve the collision first (a connection of its own
-    // replaced after the thaw, measured once in CI): then holdfast reads
-    // FRR's Cease, goes on with the other connection and sends none.
     let ceases = collision_ceases_by_holdfast(&node.log());
     assert!(
         ceases
