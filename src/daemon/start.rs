@@ -190,18 +190,44 @@ pub(super) fn spawn_api(
 /// file system that hangs (a dead NFS server).
 pub(super) const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The first read of the VIP file, when the config names one, as
+/// [`load_config`] leaves it.
+pub(super) type FirstRead = Option<tokio::sync::oneshot::Receiver<crate::source::file::FirstRead>>;
+
 /// Reads and checks the config on the blocking pool, never on the
 /// runtime's thread: sessions (their keepalives), the API and the sources
-/// keep running while it is read, however the read goes. The error is the
-/// diagnostics as `holdfast check` lists them (the first few, and a count).
-pub(super) async fn load_config(path: &Path) -> Result<config::Config, String> {
+/// keep running while it is read, however the read goes. The config comes
+/// back with this node's overrides by name applied (`config::resolve`).
+/// When its source is a file, the same thread then reads the VIP file
+/// (`file::FirstRead`) and hands it over as the second value: the parse
+/// of a large file runs while the daemon binds its API and the sessions
+/// connect, not after. The error is the diagnostics as `holdfast check`
+/// lists them (the first few, and a count).
+pub(super) async fn load_config(path: &Path) -> Result<(config::Config, FirstRead), String> {
     let owned = path.to_path_buf();
-    let read = tokio::task::spawn_blocking(move || config::load(&owned));
-    match tokio::time::timeout(CONFIG_READ_TIMEOUT, read).await {
-        Ok(Ok(Ok(config))) => Ok(config),
+    let (config_tx, config_rx) = tokio::sync::oneshot::channel();
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_blocking(move || {
+        let loaded = config::load(&owned).map(|c| config::resolve(&c, &override_node(&c), None));
+        let settings = loaded
+            .as_ref()
+            .ok()
+            .and_then(crate::source::file::FileSettings::from_config);
+        // Sent first: the daemon goes on while the VIP file is read.
+        if config_tx.send(loaded).is_ok()
+            && let Some(settings) = settings
+        {
+            let _ = first_tx.send(crate::source::file::FirstRead::of(&settings));
+        }
+    });
+    match tokio::time::timeout(CONFIG_READ_TIMEOUT, config_rx).await {
+        Ok(Ok(Ok(config))) => {
+            let first = crate::source::file::FileSettings::from_config(&config).map(|_| first_rx);
+            Ok((config, first))
+        }
         Ok(Ok(Err(diagnostics))) => Err(config::list_diagnostics(&diagnostics)),
-        Ok(Err(e)) => Err(format!(
-            "{}: reading the config failed: {e}",
+        Ok(Err(_)) => Err(format!(
+            "{}: reading the config failed: its reader stopped",
             path.display()
         )),
         Err(_) => Err(format!(
@@ -234,6 +260,7 @@ fn until(stops: &watch::Receiver<bool>) -> impl std::future::Future<Output = ()>
 /// Kubernetes watchers and this node's BGPNodeStatus writer.
 async fn start_source(
     config: &Arc<Config>,
+    first_read: FirstRead,
     node: &str,
     shared: &SharedState,
     drain_control: &drain::SharedControl,
@@ -250,8 +277,10 @@ async fn start_source(
     let mut node_status = None;
     match crate::source::file::FileSettings::from_config(config) {
         Some(settings) => {
+            let start = crate::source::file::Start::begin(settings.clone(), first_read);
             let (tx, rx) = watch::channel(settings);
             tokio::spawn(crate::source::file::run(
+                start,
                 rx,
                 snap_tx,
                 crate::source::file::DEFAULT_POLL_INTERVAL,
@@ -304,9 +333,8 @@ const NODE_LABELS_WAIT: Duration = Duration::from_secs(30);
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> Result<(), String> {
-    let config = load_config(&opts.config).await?;
     // Overrides by name apply at once; by label once the Node is seen.
-    let config = config::resolve(&config, &override_node(&config), None);
+    let (config, first_read) = load_config(&opts.config).await?;
     let node = node_name(&config);
     let router_id = router_id(&config)?;
     let restarting = restart_marker(&opts.state_dir);
@@ -379,7 +407,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube_config,
         node_status,
         interfaces_wanted,
-    } = start_source(&config, &node, &shared, &drain_control, &stops).await?;
+    } = start_source(&config, first_read, &node, &shared, &drain_control, &stops).await?;
 
     let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
     let (accept_tx, accept_rx) = tokio::sync::mpsc::unbounded_channel();

@@ -90,7 +90,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::time::{self, MissedTickBehavior};
 use tracing::{info, warn};
 
@@ -180,7 +180,18 @@ pub struct FileSource {
     /// When a read first found the file valid and empty after a set with
     /// VIPs; the emptiness is believed [`EMPTY_SETTLE`] later.
     empty_since: Option<Nanos>,
+    /// The first check's stat and read, done before the source's task
+    /// first runs ([`FirstRead`]); the next check takes them instead of
+    /// its own.
+    first_read: Option<oneshot::Receiver<FirstRead>>,
+    /// The check that took [`Self::first_read`] was made before the
+    /// directories were watched: one more check, trusted, must follow.
+    recheck: bool,
 }
+
+/// A read that began at `.0`, prepared into `.1`, the file stat'ed as
+/// `.2` after it.
+type Read = (Nanos, Prepared, Result<Stamp, String>);
 
 /// Nanoseconds since the Unix epoch (negative before it), as file
 /// timestamps are kept.
@@ -268,6 +279,22 @@ impl Prepared {
     }
 }
 
+/// Reads `path`, stat'ed as `stamp` just before, then stats it again and
+/// prepares what was read (blocking): when the read began, what it
+/// yields, and the second stat. `last`: the digest of the last read.
+fn read_prepared(
+    path: &Path,
+    advertisement_names: &[String],
+    stamp: Stamp,
+    last: Option<&Result<Digest, String>>,
+) -> Read {
+    let at = now();
+    let text = read_text(path);
+    let after = stat(path);
+    let prepared = Prepared::of(path, advertisement_names, stamp, text, &after, last);
+    (at, prepared, after)
+}
+
 /// Whether a file last changed at `stamp` may have changed again, after a
 /// read that began `read_at`, without its stat showing it.
 fn racy(stamp: &Stamp, read_at: Nanos) -> bool {
@@ -295,6 +322,8 @@ impl FileSource {
             published: None,
             trust_next_stat: false,
             empty_since: None,
+            first_read: None,
+            recheck: false,
         }
     }
 
@@ -344,6 +373,8 @@ impl FileSource {
         let same_path = settings.path == self.settings.path;
         self.settings = settings;
         self.last_read = None;
+        // Begun with the old settings: its result is not this file's.
+        self.first_read = None;
         if !same_path {
             self.last_stat = None;
             return false;
@@ -364,29 +395,42 @@ impl FileSource {
     /// file system is touched on tokio's blocking pool.
     pub async fn check(&mut self) -> Option<SourceSnapshot> {
         let path = self.settings.path.clone();
-        let stat_path = path.clone();
-        let stat_result = match tokio::task::spawn_blocking(move || stat(&stat_path)).await {
-            Ok(result) => result,
-            Err(join) => Err(file_problem(&path, format!("cannot stat file: {join}"))),
+        let first = match self.first_read.take() {
+            // Lost (the thread that read it failed): a check of its own.
+            Some(first) => first.await.ok(),
+            None => None,
+        };
+        self.recheck |= first.is_some();
+        let (stat_result, early) = match first {
+            Some(FirstRead(stat, read)) => (stat, read),
+            None => {
+                let stat_path = path.clone();
+                let stat = tokio::task::spawn_blocking(move || stat(&stat_path))
+                    .await
+                    .unwrap_or_else(|join| {
+                        Err(file_problem(&path, format!("cannot stat file: {join}")))
+                    });
+                (stat, None)
+            }
         };
         let stamp = match self.after_stat(stat_result) {
             AfterStat::Done(snapshot) => return snapshot,
             AfterStat::Read(stamp) => stamp,
         };
+        if let Some((at, prepared, after)) = early {
+            // Read right after the stat the decision was made on, with no
+            // last read to compare: what this check would have read.
+            return self.after_prepared(stamp, at, prepared, after);
+        }
         // The text is digested and parsed where it is read, on the
         // blocking pool: a file of 100k VIPs takes tens of milliseconds to
         // parse, which on the runtime's one thread would hold back every
         // session (keepalives, the OPEN exchange) meanwhile.
         let last = self.last_read.as_ref().map(|r| r.text.clone());
         let names = self.settings.advertisement_names.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            let at = now();
-            let text = read_text(&path);
-            let after = stat(&path);
-            let prepared = Prepared::of(&path, &names, stamp, text, &after, last.as_ref());
-            (at, prepared, after)
-        })
-        .await;
+        let read =
+            tokio::task::spawn_blocking(move || read_prepared(&path, &names, stamp, last.as_ref()))
+                .await;
         match read {
             Ok((at, prepared, after)) => self.after_prepared(stamp, at, prepared, after),
             Err(_) => {
@@ -395,6 +439,13 @@ impl FileSource {
                 None
             }
         }
+    }
+
+    /// Whether the last check took a first read made before the
+    /// directories were watched; then one more check, trusted, must
+    /// follow, so that a change between that read and the watch is seen.
+    fn take_recheck(&mut self) -> bool {
+        std::mem::take(&mut self.recheck)
     }
 
     /// The decision after a stat (no IO).
@@ -515,6 +566,52 @@ impl FileSource {
     }
 }
 
+/// The first check's IO — the stat, and the read and parse that follow it
+/// whatever that check decides, since before the first snapshot nothing
+/// waits (see "Settle") — done before the source's task first runs. At
+/// start the daemon does it on the thread that has just read the config,
+/// so the VIP file is being parsed while the runtime binds the API and
+/// the sessions connect, rather than after.
+#[derive(Debug)]
+pub struct FirstRead(Result<Stamp, String>, Option<Read>);
+
+impl FirstRead {
+    /// Stats and reads the file `settings` name (blocking).
+    pub fn of(settings: &FileSettings) -> FirstRead {
+        let stat = stat(&settings.path);
+        let read = match &stat {
+            Ok(stamp) => Some(read_prepared(
+                &settings.path,
+                &settings.advertisement_names,
+                *stamp,
+                None,
+            )),
+            Err(_) => None,
+        };
+        FirstRead(stat, read)
+    }
+}
+
+/// The file source as the daemon starts it: its settings, the directories
+/// the path depends on watched, and the first read when one was made.
+pub struct Start {
+    source: FileSource,
+    directory: Option<PathWatch>,
+}
+
+impl Start {
+    /// Watches the file's directories; the first check takes `first`
+    /// (made with `settings`) when it comes.
+    pub fn begin(settings: FileSettings, first: Option<oneshot::Receiver<FirstRead>>) -> Start {
+        let mut source = FileSource::new(settings);
+        let directory = PathWatch::new(&source.settings().path)
+            .map_err(|e| warn!("inotify unavailable ({e}): the VIP file is polled only"))
+            .ok();
+        source.first_read = first;
+        Start { source, directory }
+    }
+}
+
 /// Runs the file source until `shutdown` completes or nobody receives
 /// snapshots any more. Checks the file [`SETTLE`] after inotify reports a
 /// change in a directory it depends on (its own, and each symlink
@@ -522,19 +619,24 @@ impl FileSource {
 /// else is armed: an idle daemon is not woken for the file. Else it polls:
 /// every `poll` (the daemon uses [`DEFAULT_POLL_INTERVAL`]) without
 /// inotify, every [`WATCHED_POLL_FACTOR`] × `poll` while inotify watches
-/// part of the chain, retrying the rest at each poll. Takes config reloads
-/// from `settings` (when its sender is dropped, the settings in force
-/// stay).
+/// part of the chain, retrying the rest at each poll. Starts from `start`;
+/// takes config reloads from `settings` (when its sender is dropped, the
+/// settings in force stay).
 pub async fn run(
+    start: Start,
     mut settings: watch::Receiver<FileSettings>,
     mut sink: impl SnapshotSink,
     poll: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut source = FileSource::new(settings.borrow_and_update().clone());
-    let mut directory = PathWatch::new(&source.settings().path)
-        .map_err(|e| warn!("inotify unavailable ({e}): the VIP file is polled only"))
-        .ok();
+    let Start {
+        mut source,
+        mut directory,
+    } = start;
+    if *settings.borrow_and_update() != source.settings {
+        // Settings sent since the start: taken as a reload.
+        settings.mark_changed();
+    }
     // When the directory has been quiet for SETTLE since the last event.
     let mut settled_at: Option<time::Instant> = None;
     let mut shutdown = pin!(shutdown);
@@ -596,6 +698,9 @@ pub async fn run(
                     () = &mut shutdown => return,
                     snapshot = source.check_settled() => snapshot,
                 };
+                if source.take_recheck() {
+                    settled_at = Some(time::Instant::now());
+                }
                 // The chain may have moved (a ConfigMap's `..data` swapped).
                 if let Some(d) = directory.as_mut() {
                     d.rewatch();

@@ -363,6 +363,12 @@ impl Running {
     }
 
     fn start_on(dir: tempfile::TempDir, path: PathBuf, poll: Duration) -> Running {
+        let start = Start::begin(self::settings(&path), None);
+        Running::from_start(dir, path, start, poll)
+    }
+
+    /// Runs the source begun as `start`, with the test's settings.
+    fn from_start(dir: tempfile::TempDir, path: PathBuf, start: Start, poll: Duration) -> Running {
         let (settings, settings_rx) = watch::channel(self::settings(&path));
         let (tx, snapshots) = mpsc::unbounded_channel();
         let (stop, stop_rx) = oneshot::channel::<()>();
@@ -370,7 +376,7 @@ impl Running {
             let _ = stop_rx.await;
         };
         // tokio::spawn also proves the source's future is Send.
-        let task = tokio::spawn(run(settings_rx, tx, poll, shutdown));
+        let task = tokio::spawn(run(start, settings_rx, tx, poll, shutdown));
         Running {
             dir,
             path,
@@ -792,9 +798,10 @@ async fn the_daemon_sink_is_a_watch_channel() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let path = dir.path().join("vips.toml");
     std::fs::write(&path, ONE).expect("write");
+    let start = Start::begin(settings(&path), None);
     let (_settings, settings_rx) = watch::channel(settings(&path));
     let (tx, mut rx) = watch::channel(SourceSnapshot::default());
-    let task = tokio::spawn(run(settings_rx, tx, FAST, std::future::pending()));
+    let task = tokio::spawn(run(start, settings_rx, tx, FAST, std::future::pending()));
     time::timeout(PATIENCE, rx.wait_for(|s| s.synced))
         .await
         .expect("a synced snapshot in time")
@@ -805,6 +812,63 @@ async fn the_daemon_sink_is_a_watch_channel() {
         .await
         .expect("stops when the receiver is dropped")
         .expect("no panic");
+}
+
+/// A first read made before the source runs, as the daemon makes it on
+/// the thread that read the config.
+fn first_read(settings: FileSettings) -> oneshot::Receiver<FirstRead> {
+    let (tx, rx) = oneshot::channel();
+    let _ = tx.send(FirstRead::of(&settings));
+    rx
+}
+
+/// The first read is made before the directories are watched: an edit
+/// between the two is not seen by the watch, and the check after the
+/// first read finds it.
+#[tokio::test]
+async fn an_edit_between_the_first_read_and_the_watch_is_published() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("vips.toml");
+    std::fs::write(&path, ONE).expect("write");
+    let first = first_read(settings(&path));
+    std::fs::write(&path, TWO).expect("edit");
+    let start = Start::begin(settings(&path), Some(first));
+    // A poll far away: only the check after the first read can see TWO.
+    let mut running = Running::from_start(dir, path, start, Duration::from_secs(3600));
+    assert_eq!(running.next().await, healthy(one()));
+    assert_eq!(running.next().await, healthy(two()));
+}
+
+/// Settings sent between [`Start::begin`] and the task's first run are a
+/// reload: the first snapshot is the file read with them, never the
+/// early read made with the old ones.
+#[tokio::test]
+async fn settings_sent_before_the_source_runs_replace_those_of_its_first_read() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("vips.toml");
+    // TWO names the advertisement "private", which the start's settings lack.
+    std::fs::write(&path, TWO).expect("write");
+    let old = FileSettings {
+        path: path.clone(),
+        advertisement_names: names(&["public"]),
+    };
+    let start = Start::begin(old.clone(), Some(first_read(old)));
+    let mut running = Running::from_start(dir, path, start, FAST);
+    assert_eq!(running.next().await, healthy(two()));
+}
+
+/// A first read that never comes (its thread failed) costs nothing but
+/// itself: the first check stats and reads the file on its own.
+#[tokio::test]
+async fn a_lost_first_read_is_replaced_by_a_read_of_its_own() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("vips.toml");
+    std::fs::write(&path, ONE).expect("write");
+    let (lost, rx) = oneshot::channel::<FirstRead>();
+    drop(lost);
+    let start = Start::begin(settings(&path), Some(rx));
+    let mut running = Running::from_start(dir, path, start, Duration::from_secs(3600));
+    assert_eq!(running.next().await, healthy(one()));
 }
 
 #[test]
