@@ -190,9 +190,9 @@ pub(super) fn spawn_api(
 /// file system that hangs (a dead NFS server).
 pub(super) const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The first read of the VIP file, when the config names one, as
-/// [`load_config`] leaves it.
-pub(super) type FirstRead = Option<tokio::sync::oneshot::Receiver<crate::source::file::FirstRead>>;
+/// The first read of the VIP file, as [`load_config`] leaves it: closed
+/// without a value when the config's source is not a file.
+pub(super) type FirstRead = tokio::sync::oneshot::Receiver<crate::source::file::FirstRead>;
 
 /// Reads and checks the config on the blocking pool, never on the
 /// runtime's thread: sessions (their keepalives), the API and the sources
@@ -221,10 +221,7 @@ pub(super) async fn load_config(path: &Path) -> Result<(config::Config, FirstRea
         }
     });
     match tokio::time::timeout(CONFIG_READ_TIMEOUT, config_rx).await {
-        Ok(Ok(Ok(config))) => {
-            let first = crate::source::file::FileSettings::from_config(&config).map(|_| first_rx);
-            Ok((config, first))
-        }
+        Ok(Ok(Ok(config))) => Ok((config, first_rx)),
         Ok(Ok(Err(diagnostics))) => Err(config::list_diagnostics(&diagnostics)),
         Ok(Err(_)) => Err(format!(
             "{}: reading the config failed: its reader stopped",
@@ -277,7 +274,7 @@ async fn start_source(
     let mut node_status = None;
     match crate::source::file::FileSettings::from_config(config) {
         Some(settings) => {
-            let start = crate::source::file::Start::begin(settings.clone(), first_read);
+            let start = crate::source::file::Start::begin(settings.clone(), Some(first_read));
             let (tx, rx) = watch::channel(settings);
             tokio::spawn(crate::source::file::run(
                 start,
