@@ -3,7 +3,8 @@
 # harness, runs the codec comparison (criterion), then every lab
 # measurement into one FRR bgpd in a network namespace, and writes
 # BENCHMARKS.md at the repository root. Needs root (namespaces) and the
-# Debian packages frr, bird2, gobgpd, exabgp.
+# Debian packages frr, bird2, gobgpd, exabgp, tcpdump, musl-tools
+# (installed when missing).
 #
 #   bench/run.sh                       # as root: everything (about 30 minutes)
 #   bench/run.sh --sizes 1000,10000    # arguments go to the harness
@@ -22,9 +23,22 @@ if [ "$(id -u)" != 0 ]; then
     echo "bench/run.sh needs root (it creates network namespaces): run it as root" >&2
     exit 1
 fi
-for tool in /usr/lib/frr/bgpd vtysh bird birdc gobgpd gobgp exabgp tcpdump; do
+# The routers, the capture and musl-gcc (the static build's C parts), as
+# scripts/test.sh installs them; their own services are not wanted.
+need=()
+for p in frr bird2 gobgpd exabgp tcpdump iproute2 musl-tools; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
+fi
+for s in frr bird gobgpd exabgp; do
+    systemctl disable --now "$s" >/dev/null 2>&1 || true
+done
+for tool in /usr/lib/frr/bgpd vtysh bird birdc gobgpd gobgp exabgp tcpdump musl-gcc; do
     if ! command -v "$tool" >/dev/null; then
-        echo "missing $tool: apt-get install frr bird2 gobgpd exabgp tcpdump" >&2
+        echo "missing $tool after installing the packages" >&2
         exit 1
     fi
 done
