@@ -181,12 +181,9 @@ pub struct FileSource {
     /// VIPs; the emptiness is believed [`EMPTY_SETTLE`] later.
     empty_since: Option<Nanos>,
     /// The first check's stat and read, done before the source's task
-    /// first runs ([`FirstRead`]); the next check takes them instead of
+    /// first ran ([`FirstRead`]); the next check takes them instead of
     /// its own.
-    first_read: Option<oneshot::Receiver<FirstRead>>,
-    /// The check that took [`Self::first_read`] was made before the
-    /// directories were watched: one more check, trusted, must follow.
-    recheck: bool,
+    first_read: Option<(Result<Stamp, String>, Option<Read>)>,
 }
 
 /// A read that began at `.0`, prepared into `.1`, the file stat'ed as
@@ -323,7 +320,6 @@ impl FileSource {
             trust_next_stat: false,
             empty_since: None,
             first_read: None,
-            recheck: false,
         }
     }
 
@@ -395,14 +391,8 @@ impl FileSource {
     /// file system is touched on tokio's blocking pool.
     pub async fn check(&mut self) -> Option<SourceSnapshot> {
         let path = self.settings.path.clone();
-        let first = match self.first_read.take() {
-            // Lost (the thread that read it failed): a check of its own.
-            Some(first) => first.await.ok(),
-            None => None,
-        };
-        self.recheck |= first.is_some();
-        let (stat_result, early) = match first {
-            Some(FirstRead(stat, read)) => (stat, read),
+        let (stat_result, early) = match self.first_read.take() {
+            Some((stat, read)) => (stat, read),
             None => {
                 let stat_path = path.clone();
                 let stat = tokio::task::spawn_blocking(move || stat(&stat_path))
@@ -439,13 +429,6 @@ impl FileSource {
                 None
             }
         }
-    }
-
-    /// Whether the last check took a first read made before the
-    /// directories were watched; then one more check, trusted, must
-    /// follow, so that a change between that read and the watch is seen.
-    fn take_recheck(&mut self) -> bool {
-        std::mem::take(&mut self.recheck)
     }
 
     /// The decision after a stat (no IO).
@@ -572,12 +555,23 @@ impl FileSource {
 /// start the daemon does it on the thread that has just read the config,
 /// so the VIP file is being parsed while the runtime binds the API and
 /// the sessions connect, rather than after.
-#[derive(Debug)]
-pub struct FirstRead(Result<Stamp, String>, Option<Read>);
+///
+/// The directories the file's path depends on are watched first, so that
+/// an edit made after the read shows as an event: no second read is
+/// needed to find one (a racily clean file would be read whole again,
+/// beside the first read's set, at the peak of the load).
+pub struct FirstRead {
+    watch: std::io::Result<PathWatch>,
+    stat: Result<Stamp, String>,
+    read: Option<Read>,
+}
 
 impl FirstRead {
-    /// Stats and reads the file `settings` name (blocking).
+    /// Watches the directories of the path `settings` name, then stats and
+    /// reads the file (blocking; on a thread of the runtime's blocking
+    /// pool, which the watch registers with).
     pub fn of(settings: &FileSettings) -> FirstRead {
+        let watch = PathWatch::new(&settings.path);
         let stat = stat(&settings.path);
         let read = match &stat {
             Ok(stamp) => Some(read_prepared(
@@ -588,27 +582,40 @@ impl FirstRead {
             )),
             Err(_) => None,
         };
-        FirstRead(stat, read)
+        FirstRead { watch, stat, read }
     }
 }
 
-/// The file source as the daemon starts it: its settings, the directories
-/// the path depends on watched, and the first read when one was made.
+/// The watch made, or `None` (logged) when inotify is unavailable.
+fn watch_or_poll(watch: std::io::Result<PathWatch>) -> Option<PathWatch> {
+    watch
+        .map_err(|e| warn!("inotify unavailable ({e}): the VIP file is polled only"))
+        .ok()
+}
+
+/// The file source as the daemon starts it: its settings, and either the
+/// directories the path depends on watched or the first read to come,
+/// which brings its watch.
 pub struct Start {
     source: FileSource,
     directory: Option<PathWatch>,
+    first: Option<oneshot::Receiver<FirstRead>>,
 }
 
 impl Start {
-    /// Watches the file's directories; the first check takes `first`
-    /// (made with `settings`) when it comes.
+    /// Watches the file's directories now, or, given `first` (made with
+    /// `settings`), takes its watch and read when it comes.
     pub fn begin(settings: FileSettings, first: Option<oneshot::Receiver<FirstRead>>) -> Start {
-        let mut source = FileSource::new(settings);
-        let directory = PathWatch::new(&source.settings().path)
-            .map_err(|e| warn!("inotify unavailable ({e}): the VIP file is polled only"))
-            .ok();
-        source.first_read = first;
-        Start { source, directory }
+        let source = FileSource::new(settings);
+        let directory = match first {
+            Some(_) => None,
+            None => watch_or_poll(PathWatch::new(&source.settings().path)),
+        };
+        Start {
+            source,
+            directory,
+            first,
+        }
     }
 }
 
@@ -632,14 +639,33 @@ pub async fn run(
     let Start {
         mut source,
         mut directory,
+        first,
     } = start;
+    let mut shutdown = pin!(shutdown);
+    if let Some(first) = first {
+        let first = tokio::select! {
+            biased;
+            () = &mut shutdown => return,
+            first = first => first,
+        };
+        match first {
+            Ok(FirstRead { watch, stat, read }) => {
+                directory = watch_or_poll(watch);
+                source.first_read = Some((stat, read));
+            }
+            // Lost (the thread that read it failed): a watch, and a
+            // first check, of its own.
+            Err(_) => {
+                directory = watch_or_poll(PathWatch::new(&source.settings().path));
+            }
+        }
+    }
     if *settings.borrow_and_update() != source.settings {
         // Settings sent since the start: taken as a reload.
         settings.mark_changed();
     }
     // When the directory has been quiet for SETTLE since the last event.
     let mut settled_at: Option<time::Instant> = None;
-    let mut shutdown = pin!(shutdown);
     // A zero period would make the interval panic.
     let poll = poll.max(Duration::from_millis(1));
     let period_now = |directory: &Option<PathWatch>| match directory {
@@ -698,9 +724,6 @@ pub async fn run(
                     () = &mut shutdown => return,
                     snapshot = source.check_settled() => snapshot,
                 };
-                if source.take_recheck() {
-                    settled_at = Some(time::Instant::now());
-                }
                 // The chain may have moved (a ConfigMap's `..data` swapped).
                 if let Some(d) = directory.as_mut() {
                     d.rewatch();

@@ -822,18 +822,17 @@ fn first_read(settings: FileSettings) -> oneshot::Receiver<FirstRead> {
     rx
 }
 
-/// The first read is made before the directories are watched: an edit
-/// between the two is not seen by the watch, and the check after the
-/// first read finds it.
+/// The first read watches the directories before it reads: an edit made
+/// after it, before the source runs, shows as an event the source takes.
 #[tokio::test]
-async fn an_edit_between_the_first_read_and_the_watch_is_published() {
+async fn an_edit_after_the_first_read_is_published() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let path = dir.path().join("vips.toml");
     std::fs::write(&path, ONE).expect("write");
     let first = first_read(settings(&path));
     std::fs::write(&path, TWO).expect("edit");
     let start = Start::begin(settings(&path), Some(first));
-    // A poll far away: only the check after the first read can see TWO.
+    // A poll far away: only the watch made with the first read sees TWO.
     let mut running = Running::from_start(dir, path, start, Duration::from_secs(3600));
     assert_eq!(running.next().await, healthy(one()));
     assert_eq!(running.next().await, healthy(two()));
