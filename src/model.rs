@@ -285,8 +285,7 @@ impl Route {
     }
 
     /// Whether `self` and `other` are one allocation (then equal): what
-    /// the tests of sharing ask.
-    #[cfg(test)]
+    /// the tests of sharing ask, and a cheap first answer to equality.
     pub fn ptr_eq(&self, other: &Route) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }

@@ -46,12 +46,25 @@ fn pair<K, V>(e: &(K, V)) -> (&K, &V) {
 pub type Iter<'a, K, V> = std::iter::Map<std::slice::Iter<'a, (K, V)>, fn(&(K, V)) -> (&K, &V)>;
 
 impl<K: Ord, V> SortedMap<K, V> {
-    /// The map of `entries`, expected in ascending key order (the list is
-    /// allocated once from the iterator's lower size bound). Out of order,
-    /// they are sorted; of equal keys the last stands, as in
+    /// The map of `entries`, expected in ascending key order. Out of
+    /// order, they are sorted; of equal keys the last stands, as in
     /// `BTreeMap::from_iter`.
+    ///
+    /// The list is allocated once, at the iterator's upper size bound when
+    /// it has one: a filtered walk of a table (a peer's routes out of the
+    /// stability layer's) has a lower bound of none, and growing to 10k
+    /// routes by doubling mapped, copied and unmapped five lists on the
+    /// way to the first UPDATE. What goes unused is given back when it is
+    /// most of the list (a peer that takes few of the routes).
     pub fn from_sorted(entries: impl IntoIterator<Item = (K, V)>) -> Self {
-        Self::from_vec(entries.into_iter().collect())
+        let entries = entries.into_iter();
+        let (low, high) = entries.size_hint();
+        let mut list = Vec::with_capacity(high.unwrap_or(low));
+        list.extend(entries);
+        if list.capacity() / 2 > list.len() {
+            list.shrink_to_fit();
+        }
+        Self::from_vec(list)
     }
 
     /// [`Self::from_sorted`] of a list already built: it becomes the table.
@@ -230,6 +243,19 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    /// A filtered walk (no lower size bound) is allocated at its final
+    /// size when it keeps everything, and keeps at most twice what it
+    /// holds when it keeps little.
+    #[test]
+    fn a_filtered_walk_is_allocated_once_and_keeps_little_spare() {
+        let all = SortedMap::from_sorted((0u32..10_000).filter(|_| true).map(|k| (k, ())));
+        assert_eq!(all.len(), 10_000);
+        assert_eq!(all.entries.capacity(), 10_000);
+        let few = SortedMap::from_sorted((0u32..10_000).filter(|k| k % 100 == 0).map(|k| (k, ())));
+        assert_eq!(few.len(), 100);
+        assert!(few.entries.capacity() <= 200, "{}", few.entries.capacity());
+    }
 
     fn same<K: Ord + Clone + std::fmt::Debug, V: PartialEq + Clone + std::fmt::Debug>(
         ours: &SortedMap<K, V>,

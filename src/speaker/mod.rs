@@ -134,7 +134,7 @@ pub fn peer_tables<'a>(
     let mut tables = BTreeMap::new();
     for peer in &config.peers {
         let mut known: Known = Vec::new();
-        let mut attrs_of = |route: &'a Route| -> Option<Arc<RouteAttrs>> {
+        let mut attrs_by_value = |route: &'a Route| -> Option<Arc<RouteAttrs>> {
             if let Some((_, attrs)) = known.iter().find(|((ads, svc), _)| {
                 (Arc::ptr_eq(ads, &route.advertisements) || **ads == route.advertisements)
                     && *svc == route.attributes.as_ref()
@@ -155,6 +155,20 @@ pub fn peer_tables<'a>(
                 (&route.advertisements, route.attributes.as_ref()),
                 attrs.clone(),
             ));
+            attrs
+        };
+        // The last route seen and its attributes: a file's VIPs under one
+        // advertisement share one route (crate::model::Interner), so most
+        // routes are the one before, and a pointer compare answers them.
+        let mut last: Option<(&'a Route, Option<Arc<RouteAttrs>>)> = None;
+        let mut attrs_of = |route: &'a Route| -> Option<Arc<RouteAttrs>> {
+            if let Some((r, attrs)) = &last
+                && r.ptr_eq(route)
+            {
+                return attrs.clone();
+            }
+            let attrs = attrs_by_value(route);
+            last = Some((route, attrs.clone()));
             attrs
         };
         // In prefix order, straight into the table (crate::sorted).

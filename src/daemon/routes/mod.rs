@@ -60,17 +60,16 @@ struct Changes {
 
 impl Changes {
     fn push(&mut self, change: stability::Change<&IpNet, &Route>) {
-        let (prefix, service, advertise) = match change {
-            stability::Change::Advertise(p, r) => (*p, r.service.clone(), true),
-            stability::Change::Withdraw(p) => (*p, None, false),
-        };
-        if advertise {
-            self.advertised += 1;
-        } else {
-            self.withdrawn += 1;
+        match change {
+            stability::Change::Advertise(..) => self.advertised += 1,
+            stability::Change::Withdraw(_) => self.withdrawn += 1,
         }
+        // A bulk load's Services are not even cloned.
         if self.keep_all || self.each.len() <= LOG_EACH_CHANGE_UP_TO {
-            self.each.push((prefix, service, advertise));
+            self.each.push(match change {
+                stability::Change::Advertise(p, r) => (*p, r.service.clone(), true),
+                stability::Change::Withdraw(p) => (*p, None, false),
+            });
         }
     }
 
