@@ -107,9 +107,8 @@ impl std::fmt::Debug for ServiceName {
     }
 }
 
-/// Hands out one shared [`Advertisements`] per distinct set. A clone
-/// hands out the same shared sets and routes as the original did so far.
-#[derive(Clone, Debug, Default)]
+/// Hands out one shared [`Advertisements`] per distinct set.
+#[derive(Debug, Default)]
 pub struct Interner {
     sets: Vec<Advertisements>,
     /// The name [`Interner::one`] was last asked for, and its set: a VIP

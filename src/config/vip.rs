@@ -60,15 +60,11 @@ pub fn parse_vip_file(
 /// and advertisement as it is read: the caller's own record, without a
 /// [`VipEntry`] (and its two strings) per entry in between. A file of 100k
 /// VIPs held that list, its strings and the caller's records at once.
-///
-/// A large file is read on two threads, each half by its own copy of
-/// `make` (see `plain`): a `make` that shares state between entries (an
-/// interner) should hold what both copies need before it is called.
-pub fn parse_vip_file_into<T: Send>(
+pub fn parse_vip_file_into<T>(
     path: &Path,
     text: &str,
     advertisement_names: &[String],
-    mut make: impl FnMut(IpAddr, Option<&str>, &str) -> T + Clone + Send,
+    mut make: impl FnMut(IpAddr, Option<&str>, &str) -> T,
 ) -> Result<Vec<T>, Vec<Diagnostic>> {
     if let Some(entries) = plain::parse(text, advertisement_names, &mut make) {
         return Ok(entries);
@@ -211,13 +207,8 @@ mod plain {
     /// (hashing 100k addresses was a sixth of the load's parse, and keeping
     /// a list of them in case one came out of order was 1.7 MB).
     enum Seen {
-        /// Every address so far was above the one before; the first and
-        /// the last (a file read in two halves is in order when the first
-        /// half's last is below the second half's first).
-        Ordered {
-            first: Option<IpAddr>,
-            last: Option<IpAddr>,
-        },
+        /// Every address so far was above the one before; the last.
+        Ordered(Option<IpAddr>),
         /// Every address so far.
         Set(HashSet<IpAddr>),
     }
@@ -240,27 +231,11 @@ mod plain {
                         Novelty::Duplicate
                     }
                 }
-                Seen::Ordered { first, last } if last.is_none_or(|last| last < address) => {
-                    first.get_or_insert(address);
+                Seen::Ordered(last) if last.is_none_or(|last| last < address) => {
                     *last = Some(address);
                     Novelty::New
                 }
-                Seen::Ordered { .. } => Novelty::OutOfOrder,
-            }
-        }
-
-        fn ordered() -> Seen {
-            Seen::Ordered {
-                first: None,
-                last: None,
-            }
-        }
-
-        /// The first and last addresses of an [`Seen::Ordered`] reading.
-        fn ends(&self) -> (Option<IpAddr>, Option<IpAddr>) {
-            match self {
-                Seen::Ordered { first, last } => (*first, *last),
-                Seen::Set(_) => (None, None),
+                Seen::Ordered(_) => Novelty::OutOfOrder,
             }
         }
     }
@@ -360,125 +335,17 @@ mod plain {
         }
     }
 
-    /// From this size on, a file is read in two halves at once. Below it,
-    /// starting a thread costs about what it saves (a file of 64 KiB, some
-    /// 2000 VIPs, parses in about a quarter of a millisecond).
-    const SPLIT_FROM: usize = 64 * 1024;
-
-    pub(super) fn parse<T: Send>(
+    pub(super) fn parse<T>(
         text: &str,
         advertisement_names: &[String],
-        make: &mut (impl FnMut(IpAddr, Option<&str>, &str) -> T + Clone + Send),
+        make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
     ) -> Option<Vec<T>> {
-        parse_splitting_from(text, advertisement_names, make, SPLIT_FROM)
-    }
-
-    /// [`parse`], a file of `split_from` bytes or more read in two halves.
-    fn parse_splitting_from<T: Send>(
-        text: &str,
-        advertisement_names: &[String],
-        make: &mut (impl FnMut(IpAddr, Option<&str>, &str) -> T + Clone + Send),
-        split_from: usize,
-    ) -> Option<Vec<T>> {
-        let in_order = match split_point(text, split_from) {
-            Some(at) => halves(text, at, advertisement_names, make),
-            None => read(
-                text,
-                advertisement_names,
-                make,
-                &mut Seen::ordered(),
-                headers(text),
-            ),
-        };
-        match in_order {
-            Err(Stop::OutOfOrder) => read(
-                text,
-                advertisement_names,
-                make,
-                &mut Seen::Set(HashSet::new()),
-                headers(text),
-            )
-            .ok(),
+        match read(text, advertisement_names, make, Seen::Ordered(None)) {
+            Err(Stop::OutOfOrder) => {
+                read(text, advertisement_names, make, Seen::Set(HashSet::new())).ok()
+            }
             read => read.ok(),
         }
-    }
-
-    /// How many `[[vip]]` a text holds: at most one entry each.
-    fn headers(text: &str) -> usize {
-        memchr::memmem::find_iter(text.as_bytes(), b"[[vip]]").count()
-    }
-
-    /// Where a file of `split_from` bytes or more is cut in two: at the
-    /// first line from its middle on that begins with `[[vip]]`. `None`:
-    /// too small, or no such line.
-    fn split_point(text: &str, split_from: usize) -> Option<usize> {
-        let middle = text.len() / 2;
-        if text.len() < split_from.max(1) || !text.is_char_boundary(middle) {
-            return None;
-        }
-        memchr::memmem::find(&text.as_bytes()[middle..], b"\n[[vip]]").map(|i| middle + i + 1)
-    }
-
-    /// Reads `text` cut at `at` (the start of a line beginning with
-    /// `[[vip]]`), the second half on a thread of its own with a copy of
-    /// `make`. The same reading as one pass: the fast path carries nothing
-    /// across a `[[vip]]` line but the addresses seen, so each half reads
-    /// alone what it would have read in the whole, and the two are in
-    /// order together when the first half's last address is below the
-    /// second half's first. Anything the fast path leaves to the TOML
-    /// parser in a half, it leaves in the whole.
-    fn halves<T: Send>(
-        text: &str,
-        at: usize,
-        advertisement_names: &[String],
-        make: &mut (impl FnMut(IpAddr, Option<&str>, &str) -> T + Clone + Send),
-    ) -> Result<Vec<T>, Stop> {
-        let (first, second) = text.split_at(at);
-        let (first_headers, second_headers) = (headers(first), headers(second));
-        std::thread::scope(|scope| {
-            let mut make_second = make.clone();
-            let reader = std::thread::Builder::new()
-                .name("vip-parse".to_string())
-                .spawn_scoped(scope, move || {
-                    let mut seen = Seen::ordered();
-                    let read = read(
-                        second,
-                        advertisement_names,
-                        &mut make_second,
-                        &mut seen,
-                        second_headers,
-                    );
-                    (read, seen.ends().0)
-                });
-            let Ok(reader) = reader else {
-                // No thread to be had: one pass.
-                let (mut seen, count) = (Seen::ordered(), first_headers + second_headers);
-                return read(text, advertisement_names, make, &mut seen, count);
-            };
-            // Room for both halves: the second is appended without a copy
-            // of the first.
-            let mut seen = Seen::ordered();
-            let count = first_headers + second_headers;
-            let first_read = read(first, advertisement_names, make, &mut seen, count);
-            let (second_read, second_first) = reader
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            match (first_read, second_read) {
-                (Err(Stop::Toml), _) | (_, Err(Stop::Toml)) => Err(Stop::Toml),
-                (Ok(mut entries), Ok(mut rest)) => {
-                    let joined = match (seen.ends().1, second_first) {
-                        (Some(last), Some(first)) => last < first,
-                        _ => true,
-                    };
-                    if !joined {
-                        return Err(Stop::OutOfOrder);
-                    }
-                    entries.append(&mut rest);
-                    Ok(entries)
-                }
-                _ => Err(Stop::OutOfOrder),
-            }
-        })
     }
 
     /// Why a reading of the fast path stops.
@@ -491,21 +358,20 @@ mod plain {
     }
 
     /// One reading of `text`: the entries, or why it stopped.
-    /// `capacity`: the entries it has room for (one per `[[vip]]` at
-    /// most, see [`headers`]): the list is allocated once (growing to 10k
-    /// entries by doubling mapped, copied and unmapped six lists on the
-    /// way to the first UPDATE).
     fn read<T>(
         text: &str,
         advertisement_names: &[String],
         make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
-        seen: &mut Seen,
-        capacity: usize,
+        mut seen: Seen,
     ) -> Result<Vec<T>, Stop> {
         let default = advertisement_names
             .first()
             .map_or(DEFAULT_ADVERTISEMENT, String::as_str);
-        let mut entries = Vec::with_capacity(capacity);
+        // One entry per `[[vip]]` at most: the list is allocated once
+        // (growing to 10k entries by doubling mapped, copied and unmapped
+        // six lists on the way to the first UPDATE).
+        let headers = memchr::memmem::find_iter(text.as_bytes(), b"[[vip]]").count();
+        let mut entries = Vec::with_capacity(headers);
         let mut out_of_order = false;
         let mut current: Option<Partial> = None;
         let mut finish = |p: Partial| -> Option<()> {
@@ -644,100 +510,19 @@ mod plain {
 
         /// Whenever the fast path answers, the TOML parser gives the same
         /// entries; where it does not, the TOML parser decides.
-        /// Read in two halves or in one, the fast path answers the same.
         fn agree(text: &str) -> bool {
-            let mut entry =
-                |address, service: Option<&str>, advertisement: &str| super::super::VipEntry {
+            let fast = super::parse(text, &names(), &mut |address, service, advertisement| {
+                super::super::VipEntry {
                     address,
                     service: service.map(str::to_string),
                     advertisement: advertisement.to_string(),
-                };
-            let fast = super::parse(text, &names(), &mut entry);
-            let split = super::parse_splitting_from(text, &names(), &mut entry, 0);
-            assert_eq!(fast, split, "read in two halves: {text:?}");
+                }
+            });
             let full = super::super::parse_toml(Path::new("vips.toml"), text, &names());
             if let Some(fast) = &fast {
                 assert_eq!(Ok(fast.clone()), full, "{text:?}");
             }
             fast.is_some()
-        }
-
-        /// A file of `SPLIT_FROM` bytes or more is read in two halves, the
-        /// second on a thread of its own, into one list in file order.
-        #[test]
-        fn a_large_file_is_read_in_two_halves_at_once() {
-            let text: String = (0..4000u32)
-                .map(|i| format!("[[vip]]\naddress = \"198.18.{}.{}\"\n", i / 256, i % 256))
-                .collect();
-            assert!(text.len() >= super::SPLIT_FROM);
-            let entries = super::parse(&text, &names(), &mut |address, _, _| {
-                (address, std::thread::current().id())
-            })
-            .expect("the fast path reads it");
-            let addresses: Vec<_> = entries.iter().map(|(a, _)| *a).collect();
-            let expected: Vec<std::net::IpAddr> = (0..4000u32)
-                .map(|i| std::net::Ipv4Addr::new(198, 18, (i / 256) as u8, (i % 256) as u8).into())
-                .collect();
-            assert_eq!(addresses, expected);
-            let here = std::thread::current().id();
-            let (mine, other): (Vec<&_>, Vec<&_>) = entries.iter().partition(|(_, t)| *t == here);
-            // Cut at the first [[vip]] from the middle byte on.
-            assert!(
-                (1900..2100).contains(&mine.len()),
-                "the first half here: {}",
-                mine.len()
-            );
-            assert_eq!(mine.len() + other.len(), 4000);
-            assert!(
-                entries[..mine.len()].iter().all(|(_, t)| *t == here),
-                "the second half on another thread, after the first"
-            );
-            assert_eq!(entries.capacity(), 4000, "one allocation for both halves");
-        }
-
-        /// Each half in address order, but not the two together: the file
-        /// is read again with a set (a duplicate across the cut is found).
-        #[test]
-        fn halves_in_order_apart_but_not_together_are_judged_as_one_file() {
-            let vip = |a: &str| format!("[[vip]]\naddress = \"{a}\"\n");
-            let text = [
-                vip("198.51.100.20"),
-                vip("198.51.100.30"),
-                vip("198.51.100.10"),
-                vip("198.51.100.11"),
-            ]
-            .concat();
-            let read = super::parse_splitting_from(&text, &names(), &mut |a, _, _| a, 0)
-                .expect("the fast path reads it");
-            let strings: Vec<String> = read.iter().map(ToString::to_string).collect();
-            assert_eq!(
-                strings,
-                [
-                    "198.51.100.20",
-                    "198.51.100.30",
-                    "198.51.100.10",
-                    "198.51.100.11"
-                ]
-            );
-            assert!(agree(&text));
-            let duplicate = [
-                vip("198.51.100.20"),
-                vip("198.51.100.30"),
-                vip("198.51.100.30"),
-                vip("198.51.100.40"),
-            ]
-            .concat();
-            assert_eq!(
-                super::parse_splitting_from(&duplicate, &names(), &mut |a, _, _| a, 0),
-                None
-            );
-            assert!(!agree(&duplicate));
-            // Cut right before the third entry, as the middle may not be.
-            for text in [&text, &duplicate] {
-                let at = vip("198.51.100.20").len() * 2;
-                let halves = super::halves(text, at, &names(), &mut |a, _, _| a);
-                assert!(matches!(halves, Err(super::Stop::OutOfOrder)), "{text:?}");
-            }
         }
 
         /// One `[[vip]]` entry of a random VIP file: mostly what the fast

@@ -851,18 +851,12 @@ fn read_text(path: &Path) -> Result<String, String> {
 /// built: with 100k VIPs the text (3 MB), the parsed records and the map's
 /// nodes were all held at the peak of the load.
 fn parse(path: &Path, text: String, advertisement_names: &[String]) -> Result<VipMap, String> {
-    // Every advertisement's set and plain route made before the parse: a
-    // large file is read on two threads, each with its copy of the
-    // interner, and both copies then hand out the same routes.
     let mut interner = Interner::default();
-    for name in advertisement_names {
-        interner.plain(name);
-    }
     let vips = config::parse_vip_file_into(
         path,
         &text,
         advertisement_names,
-        move |address, service, advertisement| {
+        |address, service, advertisement| {
             let route = match service {
                 None => interner.plain(advertisement),
                 Some(s) => Route::new(interner.one(advertisement), Some(s.into()), None),
