@@ -40,15 +40,19 @@ enum Command {
         #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
         log_format: String,
     },
-    /// Validate a configuration file: exit 0, or exit 1 with PATH:LINE:COL: message lines.
+    /// Validate a configuration file: exit 0, or exit 1 with PATH:LINE:COL: message lines; warnings (PATH:LINE:COL: warning: message) exit 0 unless --deny-warnings.
     Check {
-        /// The TOML config to check (and, for a file source, its VIP file).
+        /// The TOML config to check (and, for a file source, its VIP file);
+        /// `-` reads it from standard input (named `<stdin>` in messages).
         #[arg(long, value_name = "PATH")]
         config: PathBuf,
         /// Do not read the files named by password_file (check them only for
         /// form): for checking a config where its MD5 keys are not present.
         #[arg(long)]
         skip_password_files: bool,
+        /// Exit 1 when there are warnings, as for errors (for CI).
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// Decode BGP messages given as hex, one per line, into JSON lines.
     Decode {
@@ -213,7 +217,16 @@ fn main() -> ExitCode {
         Command::Check {
             config,
             skip_password_files,
-        } => cli::check::run(&config, skip_password_files, io::stdout().lock()),
+            deny_warnings,
+        } => cli::check::run(
+            &config,
+            cli::check::Options {
+                skip_password_files,
+                deny_warnings,
+            },
+            io::stdin().lock(),
+            io::stdout().lock(),
+        ),
         Command::Decode {
             two_octet_as,
             add_path,

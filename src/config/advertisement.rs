@@ -13,6 +13,11 @@ use super::peer::name_problem;
 use super::selector::{LabelSelector, parse_selector};
 use super::tree::{self, Table, Value};
 
+/// The label the API server sets on every namespace (immutable, equal to
+/// its name). It is all holdfast knows of a namespace it does not watch:
+/// a `namespace_selector` on any other label needs Namespaces watched.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
 /// Name of the advertisement that exists when the config has none.
 pub const DEFAULT_ADVERTISEMENT: &str = "default";
 
@@ -179,6 +184,24 @@ impl Advertisement {
             std::net::IpAddr::V4(_) => self.aggregation_length,
             std::net::IpAddr::V6(_) => self.aggregation_length_v6,
         }
+    }
+
+    /// True when its `namespace_selector` reads a namespace label other
+    /// than [`NAMESPACE_NAME_LABEL`]: the Kubernetes source must then
+    /// watch Namespaces (and have RBAC to list and watch them).
+    pub fn reads_namespace_labels(&self) -> bool {
+        self.namespace_label_read().is_some()
+    }
+
+    /// The first namespace label other than [`NAMESPACE_NAME_LABEL`] its
+    /// `namespace_selector` reads.
+    pub fn namespace_label_read(&self) -> Option<&str> {
+        let s = self.namespace_selector.as_ref()?;
+        s.match_labels
+            .keys()
+            .map(String::as_str)
+            .chain(s.match_expressions.iter().map(|e| e.key.as_str()))
+            .find(|k| *k != NAMESPACE_NAME_LABEL)
     }
 
     /// True when routes of this advertisement go to the peer called `peer`.

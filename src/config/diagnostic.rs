@@ -1,4 +1,5 @@
-//! Diagnostics: one `PATH:LINE:COL: message` line per problem found.
+//! Diagnostics: one `PATH:LINE:COL: message` line per problem found, and
+//! `PATH:LINE:COL: warning: message` for what is valid but probably wrong.
 
 use std::fmt;
 use std::ops::Range;
@@ -19,13 +20,39 @@ pub struct Diagnostic {
     pub col: usize,
     /// What is wrong, and what is expected instead.
     pub message: String,
+    /// An error refuses the file; a warning does not.
+    pub severity: Severity,
+}
+
+/// How bad a [`Diagnostic`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    /// The file is refused: `check` exits 1, `run` does not start, a
+    /// reload is not applied.
+    Error,
+    /// The file is accepted and does what it says, but what it says is
+    /// very likely not what was meant (a foot-gun): `check` prints it and
+    /// exits 0 (1 with `--deny-warnings`), `run` logs it at start and on
+    /// every reload it applies.
+    Warning,
+}
+
+impl Diagnostic {
+    /// True for [`Severity::Warning`].
+    pub fn is_warning(&self) -> bool {
+        self.severity == Severity::Warning
+    }
 }
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tag = match self.severity {
+            Severity::Error => "",
+            Severity::Warning => "warning: ",
+        };
         write!(
             f,
-            "{}:{}:{}: {}",
+            "{}:{}:{}: {tag}{}",
             self.path.display(),
             self.line,
             self.col,
@@ -94,12 +121,23 @@ impl<'a> Diagnostics<'a> {
 
     /// Records a problem at the start of `span` (byte offsets into the text).
     pub(crate) fn error(&mut self, span: &Range<usize>, message: impl Into<String>) {
+        self.record(span, message.into(), Severity::Error);
+    }
+
+    /// Records a warning at the start of `span`: valid, but probably not
+    /// what was meant.
+    pub(crate) fn warning(&mut self, span: &Range<usize>, message: impl Into<String>) {
+        self.record(span, message.into(), Severity::Warning);
+    }
+
+    fn record(&mut self, span: &Range<usize>, message: String, severity: Severity) {
         let (line, col) = self.line_col(span.start);
         self.found.push(Diagnostic {
             path: self.path.to_path_buf(),
             line,
             col,
-            message: message.into(),
+            message,
+            severity,
         });
     }
 
@@ -139,8 +177,9 @@ impl<'a> Diagnostics<'a> {
         self.text.get(span.clone())
     }
 
+    /// True when no error was recorded (warnings do not count).
     pub(crate) fn is_empty(&self) -> bool {
-        self.found.is_empty()
+        !self.found.iter().any(|d| d.severity == Severity::Error)
     }
 
     /// All diagnostics in file order (stable for equal positions, so problems
@@ -164,6 +203,7 @@ mod tests {
             line,
             col: 1,
             message: "bad".into(),
+            severity: Severity::Error,
         };
         let few: Vec<Diagnostic> = (1..=MAX_LISTED).map(at).collect();
         assert_eq!(list(&few).lines().count(), MAX_LISTED);

@@ -22,6 +22,7 @@ mod speaker;
 mod stability;
 mod tree;
 mod vip;
+mod warnings;
 
 #[cfg(test)]
 mod tests;
@@ -32,13 +33,13 @@ use toml::de::DeTable;
 
 pub use advertisement::{
     AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Degraded, LinkBandwidth,
-    OnFailure, Probe, ServiceAttribute,
+    NAMESPACE_NAME_LABEL, OnFailure, Probe, ServiceAttribute,
 };
 pub use community::{
     ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,
     parse_community, parse_extended_community, parse_large_community,
 };
-pub use diagnostic::{Diagnostic, MAX_LISTED, list as list_diagnostics};
+pub use diagnostic::{Diagnostic, MAX_LISTED, Severity, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};
 pub use node_override::{
     AppliedOverride, NodeMatch, NodeOverride, PeerOverride, derived_router_id, resolve,
@@ -52,7 +53,7 @@ pub use read::{
 };
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorMismatch, SelectorOperator};
 pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source};
-pub use speaker::{DEFAULT_API, RouterId, Speaker};
+pub use speaker::{DEFAULT_API, NodeName, NodeNameFrom, RouterId, Speaker, node_name};
 pub use stability::{Damping, Stability};
 pub use vip::{VipEntry, parse_vip_file, parse_vip_file_into};
 
@@ -62,7 +63,7 @@ use peer::{PeerContext, PeerRegistry, parse_peer};
 use tree::Table;
 
 /// A complete, checked configuration.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// The file it was read from (as given).
     pub path: PathBuf,
@@ -85,6 +86,40 @@ pub struct Config {
     /// The overrides [`resolve`] applied to make this config (empty in the
     /// config as read from the file).
     pub applied_overrides: Vec<AppliedOverride>,
+    /// What the file says that is valid but very likely not meant, each a
+    /// [`Severity::Warning`] at its `PATH:LINE:COL`, in file order
+    /// (`warnings.rs` says which and why). `check` prints them; `run`
+    /// logs them at start and on each reload it applies. They describe the
+    /// file, not what runs: two configs that differ only in their warnings
+    /// (a comment moved a line) are equal.
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl PartialEq for Config {
+    fn eq(&self, other: &Self) -> bool {
+        // Destructured, so a new field cannot be forgotten here.
+        let Config {
+            path,
+            speaker,
+            peers,
+            source,
+            resync,
+            stability,
+            advertisements,
+            node_overrides,
+            applied_overrides,
+            warnings: _,
+        } = self;
+        *path == other.path
+            && *speaker == other.speaker
+            && *peers == other.peers
+            && *source == other.source
+            && *resync == other.resync
+            && *stability == other.stability
+            && *advertisements == other.advertisements
+            && *node_overrides == other.node_overrides
+            && *applied_overrides == other.applied_overrides
+    }
 }
 
 impl Config {
@@ -120,6 +155,18 @@ pub fn parse(path_for_messages: &Path, text: &str) -> Result<Config, Vec<Diagnos
     parse_with(path_for_messages, text, false)
 }
 
+/// Checks config text and, like [`load`], reads every `password_file` it
+/// names: for a config that is not in a file (`holdfast check --config -`
+/// reads standard input). `path_for_messages` names it in diagnostics, and
+/// its directory (none for a bare name such as `<stdin>`: the current
+/// directory) is the base for relative paths.
+pub fn parse_reading_passwords(
+    path_for_messages: &Path,
+    text: &str,
+) -> Result<Config, Vec<Diagnostic>> {
+    parse_with(path_for_messages, text, true)
+}
+
 /// Reads and checks the VIP file of a `kind = "file"` source against the
 /// config's advertisements.
 pub fn load_vip_file(
@@ -140,6 +187,7 @@ pub fn read_text(path: &Path, what: &str, limit: u64) -> Result<String, Vec<Diag
             line: 1,
             col: 1,
             message,
+            severity: Severity::Error,
         }]
     };
     let bytes = read_regular_file(path, limit).map_err(|p| failure(p.describe(what, limit)))?;
@@ -309,17 +357,25 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
             Some(advertisements),
             Some(resync),
             Some(node_overrides),
-        ) if d.is_empty() => Ok(Config {
-            path: path.to_path_buf(),
-            speaker,
-            peers,
-            source,
-            resync,
-            stability,
-            advertisements,
-            node_overrides,
-            applied_overrides: Vec::new(),
-        }),
+        ) if d.is_empty() => {
+            let mut config = Config {
+                path: path.to_path_buf(),
+                speaker,
+                peers,
+                source,
+                resync,
+                stability,
+                advertisements,
+                node_overrides,
+                applied_overrides: Vec::new(),
+                warnings: Vec::new(),
+            };
+            // Looked for once the file is valid: most need the whole
+            // config (the peers an advertisement reaches, the source).
+            warnings::find(&config, &root, &mut d);
+            config.warnings = d.into_sorted();
+            Ok(config)
+        }
         _ => Err(d.into_sorted()),
     }
 }

@@ -27,8 +27,8 @@ pub struct Speaker {
     /// Address to accept BGP connections on (the passive side); none means
     /// holdfast only connects out.
     pub listen: Option<SocketAddr>,
-    /// This node's name; none means $NODE_NAME, else the system hostname
-    /// (resolved by the daemon).
+    /// This node's name where `$NODE_NAME` is not set; none means the
+    /// system hostname ([`node_name`] is the rule).
     pub hostname: Option<String>,
     /// Only nodes whose labels match advertise anything; none means every
     /// node.
@@ -245,4 +245,71 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
         drain_taints: drain_taints?,
         graceful_shutdown_wait: graceful_shutdown_wait?,
     })
+}
+
+/// Where this node's name came from ([`node_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeNameFrom {
+    /// `$NODE_NAME` (in Kubernetes, the downward API's `spec.nodeName`).
+    Env,
+    /// `speaker.hostname`.
+    Hostname,
+    /// The kernel's hostname (`/proc/sys/kernel/hostname`).
+    Kernel,
+    /// None of them: the fixed name `holdfast`.
+    Fallback,
+}
+
+/// This node's name, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeName {
+    /// The name.
+    pub name: String,
+    /// Which source gave it.
+    pub from: NodeNameFrom,
+    /// `speaker.hostname` when it is set but `$NODE_NAME` won: the daemon
+    /// logs that it is not used.
+    pub ignored_hostname: Option<String>,
+}
+
+/// The one rule for this node's name, used for everything a name is used
+/// for: the Node object the Kubernetes source follows (its labels, cordon,
+/// taints, and which endpoints are local), `[[node_override]] names`, the
+/// router ID derived on a node without IPv4, the FQDN capability, status
+/// and log lines. First `$NODE_NAME` (`env_node_name`), else
+/// `speaker.hostname`, else the kernel's hostname, else `holdfast`; an
+/// empty or blank value counts as absent.
+///
+/// `$NODE_NAME` comes first because in Kubernetes it is the authority (the
+/// name of the Node the pod runs on), while one config file serves a whole
+/// rack: a `hostname` in it would give every node the same name, and every
+/// node would follow one Node's cordon and count its endpoints as local.
+/// `speaker.hostname` is for running outside Kubernetes, where a name
+/// other than the kernel's is wanted.
+pub fn node_name(
+    hostname: Option<&str>,
+    env_node_name: Option<&str>,
+    kernel_hostname: Option<&str>,
+) -> NodeName {
+    fn present(s: Option<&str>) -> Option<&str> {
+        s.map(str::trim).filter(|s| !s.is_empty())
+    }
+    let hostname = present(hostname);
+    if let Some(env) = present(env_node_name) {
+        return NodeName {
+            name: env.to_string(),
+            from: NodeNameFrom::Env,
+            ignored_hostname: hostname.filter(|h| *h != env).map(str::to_string),
+        };
+    }
+    let (name, from) = match (hostname, present(kernel_hostname)) {
+        (Some(h), _) => (h, NodeNameFrom::Hostname),
+        (None, Some(k)) => (k, NodeNameFrom::Kernel),
+        (None, None) => ("holdfast", NodeNameFrom::Fallback),
+    };
+    NodeName {
+        name: name.to_string(),
+        from,
+        ignored_hostname: None,
+    }
 }

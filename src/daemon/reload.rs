@@ -108,7 +108,7 @@ impl Daemon {
         // The config this node runs: the file's, with its overrides.
         let new = config::resolve(
             &new,
-            &super::start::override_node(&new),
+            &node_name(&new),
             self.node_labels.as_ref(),
         );
         if new == *self.config {
@@ -181,6 +181,7 @@ impl Daemon {
             None
         };
         info!("config reloaded from {}", self.opts.config.display());
+        super::start::log_warnings(&new);
         let old = std::mem::replace(&mut self.config, Arc::new(new));
         if identity_changed {
             self.node = node_name(&self.config);

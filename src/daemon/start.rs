@@ -17,29 +17,31 @@ pub struct Options {
     pub state_dir: PathBuf,
 }
 
-/// This node's name: `speaker.hostname`, else `$NODE_NAME`, else the
-/// kernel's hostname.
+/// This node's name, by the one rule ([`config::node_name`]):
+/// `$NODE_NAME`, else `speaker.hostname`, else the kernel's hostname.
 pub fn node_name(c: &Config) -> String {
-    c.speaker
-        .hostname
-        .clone()
-        .or_else(|| std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()))
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "holdfast".into())
+    resolve_node_name(c).name
 }
 
-/// The name `[[node_override]] names` and the derived router ID go by:
-/// `$NODE_NAME` (the Node's name, from the downward API), else
-/// [`node_name`].
-pub fn override_node(c: &Config) -> String {
-    std::env::var("NODE_NAME")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| node_name(c))
+/// [`node_name`] with where the name came from.
+pub(super) fn resolve_node_name(c: &Config) -> config::NodeName {
+    let env = std::env::var("NODE_NAME").ok();
+    let kernel = || std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+    let hostname = c.speaker.hostname.as_deref();
+    // The kernel's hostname is read only when it can matter.
+    let kernel = match (&env, hostname) {
+        (Some(e), _) if !e.trim().is_empty() => None,
+        (_, Some(h)) if !h.trim().is_empty() => None,
+        _ => kernel(),
+    };
+    config::node_name(hostname, env.as_deref(), kernel.as_deref())
+}
+
+/// Logs a config's warnings (`holdfast check` prints the same lines).
+pub(super) fn log_warnings(c: &Config) {
+    for w in &c.warnings {
+        warn!("config: {w}");
+    }
 }
 
 /// `router_id = "auto"`: `$NODE_IP` if it is IPv4, else the first global
@@ -68,7 +70,7 @@ pub fn router_id(c: &Config) -> Result<Ipv4Addr, String> {
                 })
                 .next();
             Ok(found.unwrap_or_else(|| {
-                let node = override_node(c);
+                let node = node_name(c);
                 let id = config::derived_router_id(&node);
                 info!(%node, router_id = %id, "router_id = \"auto\": no IPv4 address on this node; the router ID is derived from the node name (set router_id in a [[node_override]] to choose it)");
                 id
@@ -208,7 +210,7 @@ pub(super) async fn load_config(path: &Path) -> Result<(config::Config, FirstRea
     let (config_tx, config_rx) = tokio::sync::oneshot::channel();
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
     tokio::task::spawn_blocking(move || {
-        let loaded = config::load(&owned).map(|c| config::resolve(&c, &override_node(&c), None));
+        let loaded = config::load(&owned).map(|c| config::resolve(&c, &node_name(&c), None));
         let settings = loaded
             .as_ref()
             .ok()
@@ -287,13 +289,8 @@ async fn start_source(
         }
         None => {
             use crate::source::kubernetes;
-            // The Node is found by its name: $NODE_NAME (the downward API),
-            // else speaker.hostname, else the kernel's hostname.
-            let node_name = std::env::var("NODE_NAME")
-                .ok()
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| node.to_string());
-            let options = kubernetes::Options::new(node_name);
+            // The Node is found by this node's name (`node_name`).
+            let options = kubernetes::Options::new(node.to_string());
             let client = kubernetes::connect(&options).await?;
             // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
             // (the Kubernetes source only: the file source has no cluster).
@@ -332,7 +329,12 @@ const NODE_LABELS_WAIT: Duration = Duration::from_secs(30);
 pub async fn run(opts: Options) -> Result<(), String> {
     // Overrides by name apply at once; by label once the Node is seen.
     let (config, first_read) = load_config(&opts.config).await?;
-    let node = node_name(&config);
+    log_warnings(&config);
+    let named = resolve_node_name(&config);
+    if let Some(ignored) = &named.ignored_hostname {
+        warn!(node = %named.name, hostname = %ignored, "speaker.hostname is not used: $NODE_NAME names this node");
+    }
+    let node = named.name;
     let router_id = router_id(&config)?;
     let restarting = restart_marker(&opts.state_dir);
     let restart = restart::Restart::new(restarting, Instant::now(), &config.peers);

@@ -792,6 +792,7 @@ fn file_problem(path: &Path, message: String) -> String {
         line: 1,
         col: 1,
         message,
+        severity: crate::config::Severity::Error,
     }
     .to_string()
 }

@@ -85,9 +85,7 @@ use crate::config::{
 use crate::model::Absence;
 use crate::model::{Route, SourceSnapshot, Vip, VipMap};
 
-/// The label the API server sets on every namespace (immutable, equal to
-/// its name). It is all holdfast knows of a namespace it does not watch.
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+pub use crate::config::NAMESPACE_NAME_LABEL;
 
 /// How long past the longest timer a reason is remembered.
 const REASON_MARGIN: Duration = Duration::from_secs(60);
@@ -314,13 +312,7 @@ pub fn needs_namespace_labels(config: &Config) -> bool {
     config
         .advertisements
         .iter()
-        .filter_map(|a| a.namespace_selector.as_ref())
-        .any(|s| {
-            s.match_labels.keys().any(|k| k != NAMESPACE_NAME_LABEL)
-                || s.match_expressions
-                    .iter()
-                    .any(|e| e.key != NAMESPACE_NAME_LABEL)
-        })
+        .any(|a| a.reads_namespace_labels())
 }
 
 /// The `[source]` settings that apply; the defaults when the config's
