@@ -127,7 +127,10 @@ mod tests {
 
     #[test]
     fn reads_the_config_from_standard_input() {
-        assert_eq!(check(VALID.as_bytes(), Options::default()), (0, String::new()));
+        assert_eq!(
+            check(VALID.as_bytes(), Options::default()),
+            (0, String::new())
+        );
         let bad = VALID.replace("asn = 65000", "asn = 0");
         let (code, out) = check(bad.as_bytes(), Options::default());
         assert_eq!(code, 1);
@@ -136,10 +139,16 @@ mod tests {
 
     #[test]
     fn warnings_exit_zero_unless_denied() {
-        let text = VALID.replace("asn = 65000", "asn = 65000\nhold_time = \"9s\"\nkeepalive = \"9s\"");
+        let text = VALID.replace(
+            "asn = 65000",
+            "asn = 65000\nhold_time = \"9s\"\nkeepalive = \"9s\"",
+        );
         let (code, out) = check(text.as_bytes(), Options::default());
         assert_eq!(code, 0, "{out}");
-        assert!(out.starts_with("<stdin>:10:13: warning: keepalive (9s) equals hold_time (9s)"), "{out}");
+        assert!(
+            out.starts_with("<stdin>:10:13: warning: keepalive (9s) equals hold_time (9s)"),
+            "{out}"
+        );
         let deny = Options {
             deny_warnings: true,
             ..Options::default()
@@ -152,7 +161,10 @@ mod tests {
         let huge = vec![b'#'; usize::try_from(config::MAX_CONFIG_LEN).unwrap() + 1];
         let (code, out) = check(&huge, Options::default());
         assert_eq!(code, 1);
-        assert!(out.starts_with("<stdin>:1:1: the config on standard input is larger than"), "{out}");
+        assert!(
+            out.starts_with("<stdin>:1:1: the config on standard input is larger than"),
+            "{out}"
+        );
         let (code, out) = check(b"[speaker]\xff", Options::default());
         assert_eq!(code, 1);
         assert!(out.contains("not valid UTF-8"), "{out}");

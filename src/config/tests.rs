@@ -1962,3 +1962,441 @@ fn override_mistakes_are_reported_where_they_are() {
         ]
     );
 }
+
+// ---------------------------------------------------------------------
+// Warnings: valid configs that are very likely not what was meant.
+
+/// The warnings of a valid config as "LINE:COL: message".
+fn warnings(text: &str) -> Vec<String> {
+    let config = valid(text);
+    for w in &config.warnings {
+        assert!(w.is_warning(), "{w}");
+    }
+    config
+        .warnings
+        .iter()
+        .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
+        .collect()
+}
+
+/// Asserts exactly one warning, at `at` ("LINE:COL"), starting with
+/// `starts`.
+fn one_warning(text: &str, at: &str, starts: &str) {
+    let found = warnings(text);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let expected = format!("{at}: {starts}");
+    assert!(
+        found[0].starts_with(&expected),
+        "{found:#?}\nwant {expected}…"
+    );
+}
+
+fn no_warning(text: &str) {
+    assert_eq!(warnings(text), Vec::<String>::new());
+}
+
+#[test]
+fn a_warning_is_displayed_as_such_and_does_not_make_configs_differ() {
+    let text = with_peer("hold_time = \"9s\"\nkeepalive = \"9s\"\n");
+    let config = valid(&text);
+    assert_eq!(
+        config.warnings[0].to_string(),
+        "/etc/holdfast/t.toml:10:13: warning: keepalive (9s) equals hold_time (9s): the router's hold timer runs out just as the next KEEPALIVE is due, so one late or lost KEEPALIVE resets the session; RFC 4271 §10 suggests keepalive = hold_time / 3 (3s)"
+    );
+    assert_eq!(config.warnings[0].severity, Severity::Warning);
+    // The same config a line further down: other positions, equal configs
+    // (a reload of it changes nothing).
+    let moved = valid(&format!("# a comment\n{text}"));
+    assert_ne!(moved.warnings, config.warnings);
+    assert_eq!(moved, config);
+    // A config with an error reports the error only.
+    let broken = with_peer("hold_time = \"9s\"\nkeepalive = \"9s\"\nport = 0\n");
+    assert_eq!(
+        problems(&broken),
+        ["11:8: port must be in 1..=65535, got 0"]
+    );
+}
+
+#[test]
+fn warns_when_keepalive_leaves_no_margin_before_the_hold_time() {
+    one_warning(
+        &with_peer("hold_time = \"9s\"\nkeepalive = \"9s\"\n"),
+        "10:13",
+        "keepalive (9s) equals hold_time (9s)",
+    );
+    one_warning(
+        &with_peer("hold_time = \"9s\"\nkeepalive = \"5s\"\n"),
+        "10:13",
+        "keepalive (5s) is half of hold_time (9s) or more",
+    );
+    one_warning(
+        &with_peer("hold_time = \"10s\"\nkeepalive = \"5s\"\n"),
+        "10:13",
+        "keepalive (5s) is half of hold_time (10s) or more",
+    );
+    no_warning(&with_peer("hold_time = \"9s\"\nkeepalive = \"4s\"\n"));
+    no_warning(&with_peer("hold_time = \"9s\"\n"));
+}
+
+#[test]
+fn warns_when_hold_time_zero_leaves_a_dead_router_unnoticed() {
+    one_warning(
+        &with_peer("hold_time = \"0s\"\nkeepalive = \"0s\"\n"),
+        "9:13",
+        "hold_time 0s turns off KEEPALIVEs and the hold timer (RFC 4271 §4.4): without BFD",
+    );
+    no_warning(&with_peer(
+        "hold_time = \"0s\"\nkeepalive = \"0s\"\nbfd = { min_rx = \"300ms\", min_tx = \"300ms\" }\n",
+    ));
+}
+
+#[test]
+fn warns_when_gtsm_admits_far_away_packets() {
+    one_warning(
+        &with_peer("ttl_security = true\nebgp_multihop = 255\n"),
+        "10:17",
+        "ttl_security with ebgp_multihop 255 checks nothing",
+    );
+    one_warning(
+        &with_peer("ttl_security = true\nebgp_multihop = 17\n"),
+        "10:17",
+        "ttl_security with ebgp_multihop 17 accepts packets with a TTL of at least 239, from anywhere within 16 hops",
+    );
+    no_warning(&with_peer("ttl_security = true\nebgp_multihop = 16\n"));
+    // Without GTSM a long multihop is just a multihop session.
+    no_warning(&with_peer("ebgp_multihop = 255\n"));
+}
+
+#[test]
+fn warns_about_bfd_faster_than_a_user_space_thread_keeps_or_slower_than_bgp() {
+    one_warning(
+        &with_peer("bfd = { min_rx = \"1ms\", min_tx = \"1ms\", multiplier = 1 }\n"),
+        "9:7",
+        "BFD detection time multiplier × interval = 1 × 1ms = 1ms is below 150ms",
+    );
+    one_warning(
+        &with_peer("bfd = { min_rx = \"300ms\", min_tx = \"40ms\", multiplier = 3 }\n"),
+        "9:7",
+        "BFD detection time multiplier × interval = 3 × 40ms = 120ms is below 150ms",
+    );
+    no_warning(&with_peer(
+        "bfd = { min_rx = \"50ms\", min_tx = \"50ms\", multiplier = 3 }\n",
+    ));
+    one_warning(
+        &with_peer("bfd = { min_rx = \"300ms\", min_tx = \"300ms\", multiplier = 1 }\n"),
+        "9:58",
+        "BFD multiplier 1: a single lost BFD packet declares the router down",
+    );
+    one_warning(
+        &with_peer(
+            "hold_time = \"3s\"\nkeepalive = \"1s\"\nbfd = { min_rx = \"1s\", min_tx = \"1s\", multiplier = 3 }\n",
+        ),
+        "11:7",
+        "BFD detects a dead router after 3s at the earliest, no sooner than hold_time (3s)",
+    );
+}
+
+#[test]
+fn warns_when_graceful_restart_has_no_restart_time() {
+    one_warning(
+        &with_peer("graceful_restart = { restart_time = \"0s\" }\n"),
+        "9:37",
+        "restart_time 0s with graceful restart enabled",
+    );
+    no_warning(&with_peer(
+        "graceful_restart = { enabled = false, restart_time = \"0s\" }\n",
+    ));
+}
+
+#[test]
+fn warns_about_an_api_others_can_read_or_the_probes_cannot_reach() {
+    let speaker = |api: &str, kind: &str| {
+        format!(
+            "[speaker]\nasn = 65001\napi = \"{api}\"\n[source]\nkind = \"{kind}\"\npath = \"v.toml\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n"
+        )
+        .replace("kind = \"kubernetes\"\npath = \"v.toml\"\n", "kind = \"kubernetes\"\n")
+    };
+    // Reachable by the probes, but by everyone else too.
+    one_warning(
+        &speaker("0.0.0.0:9179", "kubernetes"),
+        "3:7",
+        "api 0.0.0.0:9179 is not a loopback address: anyone who can reach it reads /v1/status",
+    );
+    one_warning(
+        &speaker("[::]:9179", "kubernetes"),
+        "3:7",
+        "api [::]:9179 is not a loopback address",
+    );
+    // Private, but not where the DaemonSet's probes ask.
+    one_warning(
+        &speaker("127.0.0.1:9180", "kubernetes"),
+        "3:7",
+        "api 127.0.0.1:9180 is not where the shipped DaemonSet's probes ask (http://127.0.0.1:9179/healthz",
+    );
+    one_warning(
+        &speaker("[::1]:9179", "kubernetes"),
+        "3:7",
+        "api [::1]:9179 is not where the shipped DaemonSet's probes ask",
+    );
+    // Both.
+    assert_eq!(warnings(&speaker("192.0.2.2:9179", "kubernetes")).len(), 2);
+    // The file source is not run by the shipped DaemonSet.
+    no_warning(&speaker("127.0.0.1:9180", "file"));
+    no_warning(&speaker("127.0.0.1:9179", "kubernetes"));
+}
+
+#[test]
+fn warns_when_a_shutdown_outlasts_the_daemonsets_grace_period() {
+    let text = "[speaker]\nasn = 65001\ngraceful_shutdown_wait = \"41s\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+    one_warning(
+        text,
+        "3:26",
+        "a shutdown can take graceful_shutdown_wait (41s) + 3s per peer × 1 + 2s = 46s, longer than",
+    );
+    no_warning(&text.replace("41s", "40s"));
+    assert!(
+        warnings(&text.replace(
+            "kind = \"kubernetes\"",
+            "kind = \"file\"\npath = \"v.toml\""
+        ))
+        .is_empty()
+    );
+    // Ten peers at the default 15 s: 15 + 30 + 2 > 45, blamed on [speaker].
+    let mut many = HEAD.to_string();
+    for n in 0..10 {
+        many.push_str(&format!(
+            "[[peer]]\nname = \"p{n}\"\naddress = \"192.0.2.{}\"\nasn = 65000\n",
+            n + 1
+        ));
+    }
+    one_warning(
+        &many,
+        "1:1",
+        "a shutdown can take graceful_shutdown_wait (15s) + 3s per peer × 10 + 2s = 47s",
+    );
+}
+
+#[test]
+fn warns_that_hostname_is_not_used_where_node_name_is_set() {
+    one_warning(
+        "[speaker]\nasn = 65001\nhostname = \"n1\"\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n",
+        "3:12",
+        "hostname \"n1\" is not used where $NODE_NAME is set",
+    );
+    no_warning(
+        "[speaker]\nasn = 65001\nhostname = \"n1\"\n[source]\nkind = \"file\"\npath = \"v.toml\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n",
+    );
+}
+
+#[test]
+fn warns_about_selectors_the_file_source_cannot_apply() {
+    let file = "[speaker]\nasn = 65001\nnode_selector = { match_labels = { rack = \"a\" } }\n[source]\nkind = \"file\"\npath = \"v.toml\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+    one_warning(
+        file,
+        "3:17",
+        "node_selector has no effect with the file source",
+    );
+    let base = file.replace("node_selector = { match_labels = { rack = \"a\" } }\n", "");
+    one_warning(
+        &format!(
+            "{base}[[advertisement]]\nname = \"a\"\nservice_selector = {{ match_labels = {{ app = \"x\" }} }}\n"
+        ),
+        "12:20",
+        "service_selector has no effect with the file source",
+    );
+    one_warning(
+        &format!(
+            "{base}[[advertisement]]\nname = \"a\"\nnamespace_selector = {{ match_labels = {{ team = \"x\" }} }}\n"
+        ),
+        "12:22",
+        "namespace_selector has no effect with the file source",
+    );
+    one_warning(
+        &format!(
+            "{base}[[node_override]]\nnode_selector = {{ match_labels = {{ rack = \"b\" }} }}\nasn = 65002\n"
+        ),
+        "11:17",
+        "this node_override selects nodes by label, which the file source does not know",
+    );
+    no_warning(&format!(
+        "{base}[[node_override]]\nnames = [\"n1\"]\nasn = 65002\n"
+    ));
+}
+
+#[test]
+fn warns_about_a_namespace_selector_the_shipped_rbac_cannot_serve() {
+    one_warning(
+        &with_peer(
+            "[[advertisement]]\nname = \"a\"\nnamespace_selector = { match_labels = { team = \"a\" } }\n",
+        ),
+        "11:22",
+        "namespace_selector reads the namespace label \"team\", so holdfast must list and watch Namespaces: the shipped ClusterRole (deploy/base/rbac.yaml) does not grant that",
+    );
+    one_warning(
+        &with_peer(
+            "[[advertisement]]\nname = \"a\"\nnamespace_selector = { match_expressions = [{ key = \"team\", operator = \"Exists\" }] }\n",
+        ),
+        "11:22",
+        "namespace_selector reads the namespace label \"team\"",
+    );
+    no_warning(&with_peer(
+        "[[advertisement]]\nname = \"a\"\nnamespace_selector = { match_labels = { \"kubernetes.io/metadata.name\" = \"prod\" } }\n",
+    ));
+}
+
+#[test]
+fn warns_about_a_namespace_selector_outside_the_watched_namespaces() {
+    let text = "[speaker]\nasn = 65001\n[source]\nkind = \"kubernetes\"\nnamespaces = [\"prod\", \"edge\"]\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n[[advertisement]]\nname = \"a\"\nnamespace_selector = { match_expressions = [{ key = \"kubernetes.io/metadata.name\", operator = \"In\", values = [\"dev\"] }] }\n";
+    one_warning(
+        text,
+        "12:22",
+        "namespace_selector matches none of the namespaces source.namespaces watches (\"prod\", \"edge\"): this advertisement never selects a Service",
+    );
+    no_warning(&text.replace("[\"dev\"]", "[\"dev\", \"edge\"]"));
+    no_warning(&text.replace("namespaces = [\"prod\", \"edge\"]\n", ""));
+}
+
+#[test]
+fn warns_about_local_pref_towards_ebgp_peers_only() {
+    let two = "[[peer]]\nname = \"rr\"\naddress = \"192.0.2.9\"\nasn = 65001\n";
+    one_warning(
+        &with_peer("[[advertisement]]\nname = \"a\"\nlocal_pref = 200\n"),
+        "11:14",
+        "local_pref 200 is never sent: every peer these routes go to (\"tor1\") is eBGP, and LOCAL_PREF goes to iBGP peers only (RFC 4271 §5.1.5)",
+    );
+    // An iBGP peer among those reached: it is sent there.
+    no_warning(&with_peer(&format!(
+        "{two}[[advertisement]]\nname = \"a\"\nlocal_pref = 200\n"
+    )));
+    // ...but not if the advertisement goes to the eBGP peer only.
+    one_warning(
+        &with_peer(&format!(
+            "{two}[[advertisement]]\nname = \"a\"\npeers = [\"tor1\"]\nlocal_pref = 200\n"
+        )),
+        "16:14",
+        "local_pref 200 is never sent",
+    );
+    // "internal" and local_asn count.
+    no_warning(&with_peer(
+        "[[peer]]\nname = \"x\"\naddress = \"192.0.2.8\"\nasn = \"internal\"\n[[advertisement]]\nname = \"a\"\nlocal_pref = 200\n",
+    ));
+    // A node whose override makes the session iBGP gets it.
+    no_warning(&with_peer(
+        "[[advertisement]]\nname = \"a\"\nlocal_pref = 200\n[[node_override]]\nnames = [\"n1\"]\nasn = 65000\n",
+    ));
+    one_warning(
+        &with_peer(
+            "[[advertisement]]\nname = \"a\"\nallow_service_attributes = [\"local-pref\"]\n",
+        ),
+        "11:28",
+        "allow_service_attributes lists \"local-pref\", but every peer these routes go to (\"tor1\") is eBGP",
+    );
+}
+
+#[test]
+fn warns_about_a_degraded_prepend_towards_ibgp_peers_only() {
+    let ibgp = "[speaker]\nasn = 65001\n[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"rr\"\naddress = \"192.0.2.1\"\nasn = 65001\n[[advertisement]]\nname = \"a\"\nprobe = { port = 80, on_failure = \"degrade\" }\ndegraded = { as_path_prepend = 3 }\n";
+    one_warning(
+        ibgp,
+        "12:12",
+        "degraded sets only as_path_prepend, which holdfast adds towards eBGP peers only",
+    );
+    no_warning(&ibgp.replace("as_path_prepend = 3", "as_path_prepend = 3, med = 500"));
+    no_warning(&ibgp.replace("asn = 65001\n[[adv", "asn = 65000\n[[adv"));
+}
+
+#[test]
+fn warns_about_aggregates_that_cover_far_more_than_vips() {
+    one_warning(
+        &with_peer("[[advertisement]]\nname = \"a\"\naggregation_length = 8\n"),
+        "11:22",
+        "aggregation_length 8 announces an IPv4 /8 for each VIP, shorter than /16",
+    );
+    one_warning(
+        &with_peer("[[advertisement]]\nname = \"a\"\naggregation_length_v6 = 32\n"),
+        "11:25",
+        "aggregation_length_v6 32 announces an IPv6 /32 for each VIP, shorter than /48",
+    );
+    no_warning(&with_peer(
+        "[[advertisement]]\nname = \"a\"\naggregation_length = 16\naggregation_length_v6 = 48\n",
+    ));
+}
+
+#[test]
+fn warns_about_durations_past_their_sane_range() {
+    // (where, the line to add, the warning's start), each just past its
+    // threshold; at the threshold itself nothing is said.
+    let cases: &[(&str, &str, &str, &str)] = &[
+        ("stability", "withdraw_hold_down", "8760h", "1h"),
+        ("stability", "advertise_delay", "11m", "10m"),
+        ("stability", "delete_delay", "61m", "1h"),
+        ("stability", "local_endpoint_delay", "301s", "5m"),
+        ("peer", "hold_time", "601s", "10m"),
+        ("peer", "connect_retry", "11m", "10m"),
+        ("peer", "min_route_advertisement_interval", "301s", "5m"),
+        ("source", "resync", "25h", "24h"),
+    ];
+    for (section, key, over, limit) in cases {
+        let line = format!("{key} = \"{over}\"\n");
+        let text = match *section {
+            "stability" => with_peer(&format!("[stability]\n{line}")),
+            "peer" => with_peer(&line),
+            _ => with_peer("").replace(
+                "kind = \"kubernetes\"\n",
+                &format!("kind = \"kubernetes\"\n{line}"),
+            ),
+        };
+        let found = warnings(&text);
+        assert_eq!(found.len(), 1, "{key}: {found:#?}");
+        assert!(
+            found[0].contains(&format!(
+                "{key} {} is longer than {limit}: ",
+                format_duration(parse_duration(over).unwrap())
+            )),
+            "{found:#?}"
+        );
+        no_warning(&text.replace(over, limit));
+    }
+    one_warning(
+        &with_peer("[stability.damping]\nhalf_life = \"3h\"\nmax_suppress = \"6h\"\n"),
+        "10:13",
+        "half_life 3h is longer than 2h",
+    );
+    assert_eq!(
+        warnings(&with_peer(
+            "[stability.damping]\nhalf_life = \"1h\"\nmax_suppress = \"7h\"\n"
+        ))
+        .len(),
+        1
+    );
+    one_warning(
+        &with_peer("[[advertisement]]\nname = \"a\"\nprobe = { port = 80, interval = \"2m\" }\n"),
+        "11:33",
+        "interval 2m is longer than 1m",
+    );
+    // With BFD a long hold time is fine: BFD notices a dead router.
+    no_warning(&with_peer(
+        "hold_time = \"1h\"\nbfd = { min_rx = \"300ms\", min_tx = \"300ms\" }\n",
+    ));
+}
+
+#[test]
+fn node_name_comes_from_node_name_then_hostname_then_the_kernel() {
+    let name = |h, e, k| node_name(h, e, k);
+    let n = name(Some("cfg"), Some("env"), Some("kernel"));
+    assert_eq!((n.name.as_str(), n.from), ("env", NodeNameFrom::Env));
+    assert_eq!(n.ignored_hostname.as_deref(), Some("cfg"));
+    // The same name twice ignores nothing.
+    assert_eq!(name(Some("env"), Some("env"), None).ignored_hostname, None);
+    let n = name(Some("cfg"), None, Some("kernel"));
+    assert_eq!((n.name.as_str(), n.from), ("cfg", NodeNameFrom::Hostname));
+    let n = name(Some("cfg"), Some("  "), Some("kernel"));
+    assert_eq!((n.name.as_str(), n.from), ("cfg", NodeNameFrom::Hostname));
+    let n = name(None, Some(""), Some("kernel\n"));
+    assert_eq!((n.name.as_str(), n.from), ("kernel", NodeNameFrom::Kernel));
+    let n = name(None, None, Some("\n"));
+    assert_eq!(
+        (n.name.as_str(), n.from),
+        ("holdfast", NodeNameFrom::Fallback)
+    );
+}

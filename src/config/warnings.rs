@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use toml::de::DeValue;
 
+use super::Config;
 use super::advertisement::{Advertisement, NAMESPACE_NAME_LABEL, ServiceAttribute};
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
@@ -23,7 +24,6 @@ use super::node_override::NodeMatch;
 use super::peer::Peer;
 use super::source::Source;
 use super::tree::{Table, Value};
-use super::Config;
 
 /// Where the shipped DaemonSet's liveness and readiness probes ask
 /// (`deploy/base/daemonset.yaml`: `httpGet` host 127.0.0.1, port 9179).
@@ -165,14 +165,16 @@ pub(crate) fn find(config: &Config, root: &Table<'_, '_>, d: &mut Diagnostics) {
         }
     }
     stability(root, d);
-    if let Some(resync) = written(root, &[Key("source"), Key("resync")]).then_some(config.resync)
-    {
+    if let Some(resync) = written(root, &[Key("source"), Key("resync")]).then_some(config.resync) {
         too_long("resync", resync, &[Key("source"), Key("resync")], root, d);
     }
     if let Source::File { .. } = config.source {
         for (i, o) in config.node_overrides.iter().enumerate() {
             if let NodeMatch::Selector(_) = o.matcher {
-                let at = span(root, &[Key("node_override"), Index(i), Key("node_selector")]);
+                let at = span(
+                    root,
+                    &[Key("node_override"), Index(i), Key("node_selector")],
+                );
                 d.warning(
                     &at,
                     "this node_override selects nodes by label, which the file source does not know: it never applies; pick the nodes with names = [...]",
@@ -182,7 +184,13 @@ pub(crate) fn find(config: &Config, root: &Table<'_, '_>, d: &mut Diagnostics) {
     }
 }
 
-fn too_long(key: &str, value: Duration, path: &[Step<'_>], root: &Table<'_, '_>, d: &mut Diagnostics) {
+fn too_long(
+    key: &str,
+    value: Duration,
+    path: &[Step<'_>],
+    root: &Table<'_, '_>,
+    d: &mut Diagnostics,
+) {
     let Some((_, limit, cost)) = LONGEST.iter().find(|(k, _, _)| *k == key) else {
         return;
     };
@@ -304,7 +312,13 @@ fn peer_warnings(i: usize, p: &Peer, root: &Table<'_, '_>, d: &mut Diagnostics) 
     if p.bfd.is_none() {
         too_long("hold_time", h, &path("hold_time"), root, d);
     }
-    too_long("connect_retry", p.connect_retry, &path("connect_retry"), root, d);
+    too_long(
+        "connect_retry",
+        p.connect_retry,
+        &path("connect_retry"),
+        root,
+        d,
+    );
     too_long(
         "min_route_advertisement_interval",
         p.min_route_advertisement_interval,
@@ -423,8 +437,18 @@ fn advertisement(
         );
     }
     for (key, len, min, family) in [
-        ("aggregation_length", a.aggregation_length, MIN_AGGREGATE_V4, "IPv4"),
-        ("aggregation_length_v6", a.aggregation_length_v6, MIN_AGGREGATE_V6, "IPv6"),
+        (
+            "aggregation_length",
+            a.aggregation_length,
+            MIN_AGGREGATE_V4,
+            "IPv4",
+        ),
+        (
+            "aggregation_length_v6",
+            a.aggregation_length_v6,
+            MIN_AGGREGATE_V6,
+            "IPv6",
+        ),
     ] {
         if let Some(len) = len
             && len < min
@@ -441,7 +465,12 @@ fn advertisement(
         too_long(
             "interval",
             probe.interval,
-            &[Key("advertisement"), Index(i), Key("probe"), Key("interval")],
+            &[
+                Key("advertisement"),
+                Index(i),
+                Key("probe"),
+                Key("interval"),
+            ],
             root,
             d,
         );

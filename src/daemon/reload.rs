@@ -106,11 +106,7 @@ impl Daemon {
                 .join("\n")
         })?;
         // The config this node runs: the file's, with its overrides.
-        let new = config::resolve(
-            &new,
-            &node_name(&new),
-            self.node_labels.as_ref(),
-        );
+        let new = config::resolve(&new, &node_name(&new), self.node_labels.as_ref());
         if new == *self.config {
             return Ok(None);
         }
