@@ -1,6 +1,6 @@
 //! The `holdfast` binary's tools, run as a user would: `decode` over the
-//! ExaBGP corpus with `--verify`, and `check` on the example configs and on
-//! every bad-config fixture.
+//! ExaBGP corpus with `--verify`, and `check` on the example configs, on
+//! every bad-config fixture and on every warnings fixture.
 
 use std::io::Write;
 use std::path::Path;
@@ -125,10 +125,12 @@ fn check_accepts_every_example_config() {
     for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("config")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
+            // No error, and no warning either.
             let out = holdfast()
                 .arg("check")
                 .arg("--config")
                 .arg(&path)
+                .arg("--deny-warnings")
                 .output()
                 .unwrap();
             assert!(
@@ -169,6 +171,112 @@ fn check_prints_every_problem_of_each_bad_config() {
         n += 1;
     }
     assert!(n >= 10);
+}
+
+/// Runs `holdfast check` with `args` (from `dir`), `stdin` on its input:
+/// (exit code, stdout).
+fn check_with(dir: &Path, args: &[&str], stdin: &[u8]) -> (Option<i32>, String) {
+    let mut child = holdfast()
+        .current_dir(dir)
+        .arg("check")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
+/// Each warnings fixture is accepted (exit 0) with exactly the warnings
+/// its `.expected` file holds, refused with them under `--deny-warnings`,
+/// and read from standard input (`--config -`) gives the same lines,
+/// named `<stdin>`.
+#[test]
+fn check_prints_every_warning_of_each_warnings_fixture() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("tests/fixtures/warnings");
+    let mut n = 0;
+    let mut lines = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let rel = path
+            .strip_prefix(root)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let expected = std::fs::read_to_string(path.with_extension("expected")).unwrap();
+        assert!(
+            !expected.is_empty() && expected.lines().all(|l| l.contains(": warning: ")),
+            "{rel}: {expected}"
+        );
+        lines += expected.lines().count();
+        let (code, out) = check_with(root, &["--config", &rel], b"");
+        assert_eq!((code, out.as_str()), (Some(0), expected.as_str()), "{rel}");
+        let (code, out) = check_with(root, &["--config", &rel, "--deny-warnings"], b"");
+        assert_eq!((code, out.as_str()), (Some(1), expected.as_str()), "{rel}");
+        // From standard input, in the fixture's directory (relative paths
+        // are taken from the current directory).
+        let text = std::fs::read(&path).unwrap();
+        let from_stdin = expected.replace(&rel, "<stdin>");
+        let (code, out) = check_with(&dir, &["--config", "-"], &text);
+        assert_eq!(
+            (code, out.as_str()),
+            (Some(0), from_stdin.as_str()),
+            "{rel}"
+        );
+        let (code, out) = check_with(&dir, &["--config", "-", "--deny-warnings"], &text);
+        assert_eq!((code, out), (Some(1), from_stdin), "{rel}");
+        n += 1;
+    }
+    assert!(n >= 5 && lines >= 30, "{n} fixtures, {lines} warnings");
+}
+
+#[test]
+fn check_reads_standard_input_with_every_option() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\n\
+         [[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n\
+         password_file = \"/nonexistent/holdfast/md5/tor1\"\n\n\
+         [source]\nkind = \"kubernetes\"\n";
+    // The key file is read, as for a file...
+    let (code, out) = check_with(root, &["--config", "-"], config.as_bytes());
+    assert_eq!(code, Some(1));
+    assert!(
+        out.starts_with("<stdin>:9:17: cannot read password_file /nonexistent/holdfast/md5/tor1"),
+        "{out}"
+    );
+    // ...unless --skip-password-files says not to.
+    let (code, out) = check_with(
+        root,
+        &["--config", "-", "--skip-password-files", "--deny-warnings"],
+        config.as_bytes(),
+    );
+    assert_eq!((code, out.as_str()), (Some(0), ""));
+    // An example config through a pipe checks as it does from its file;
+    // a file source's VIP file is found from the current directory.
+    let lab = std::fs::read(root.join("config/lab.toml")).unwrap();
+    let (code, out) = check_with(
+        &root.join("config"),
+        &["--config", "-", "--deny-warnings"],
+        &lab,
+    );
+    assert_eq!((code, out.as_str()), (Some(0), ""));
+    let (code, out) = check_with(root, &["--config", "-"], &lab);
+    assert_eq!(code, Some(1));
+    assert!(out.starts_with("vips/lab.toml:1:1: "), "{out}");
+    // Empty input is a config without its tables.
+    let (code, out) = check_with(root, &["--config", "-"], b"");
+    assert_eq!(code, Some(1));
+    assert!(
+        out.starts_with("<stdin>:1:1: missing required table [speaker]"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -234,6 +342,7 @@ fn check_accepts_the_lab_configs_and_compose_matches_them() {
             .arg("check")
             .arg("--config")
             .arg(&config)
+            .arg("--deny-warnings")
             .output()
             .unwrap();
         assert!(

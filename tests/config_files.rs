@@ -52,6 +52,14 @@ fn every_example_config_checks_cleanly() {
                 lines.join("\n")
             )
         });
+        // Nor with a warning: the examples are what operators copy.
+        let warnings: Vec<String> = config.warnings.iter().map(ToString::to_string).collect();
+        assert!(
+            warnings.is_empty(),
+            "{} has warnings:\n{}",
+            path.display(),
+            warnings.join("\n")
+        );
         // A file source's VIP file must exist and fit the advertisements.
         if let Source::File { path: vips } = &config.source {
             let entries = config::load_vip_file(vips, &config.advertisement_names())

@@ -692,10 +692,12 @@ fn the_dual_stack_example_peers_over_both_families() {
 }
 
 fn check(config: &Path, extra: &[&str]) -> (bool, String) {
+    // Warnings fail too: what the deploy ships is what operators copy.
     let out = Command::new(BIN)
         .arg("check")
         .arg("--config")
         .arg(config)
+        .arg("--deny-warnings")
         .args(extra)
         .output()
         .expect("run holdfast check");

@@ -244,7 +244,7 @@ fn speaker(config: &Config, root: &Table<'_, '_>, d: &mut Diagnostics) {
             d.warning(
                 &place,
                 format!(
-                    "a shutdown can take graceful_shutdown_wait ({}) + {} per peer × {peers} + {} = {}, longer than the shipped DaemonSet's terminationGracePeriodSeconds ({}): the kubelet kills holdfast before its routes are withdrawn; raise terminationGracePeriodSeconds with an overlay patch, or shorten graceful_shutdown_wait",
+                    "a shutdown can take graceful_shutdown_wait ({}) + {} per peer × {peers} + {} = {}, longer than the shipped DaemonSet's terminationGracePeriodSeconds ({}s): the kubelet kills holdfast before its routes are withdrawn; raise terminationGracePeriodSeconds with an overlay patch, or shorten graceful_shutdown_wait",
                     format_duration(s.graceful_shutdown_wait),
                     format_duration(SESSION_STOP),
                     format_duration(API_STOP),
