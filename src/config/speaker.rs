@@ -86,6 +86,16 @@ pub(crate) const KEYS: &[&str] = &[
     "graceful_shutdown_wait",
 ];
 
+/// True when sockets bound to `a` and `b` would conflict: the same port
+/// (not 0, which the kernel picks) and the same address, or a wildcard
+/// covering the other (IPv4's covers IPv4 addresses; IPv6's, dual-stack as
+/// Linux binds it by default, every address).
+fn sockets_overlap(a: SocketAddr, b: SocketAddr) -> bool {
+    let covers =
+        |w: SocketAddr, o: SocketAddr| w.ip().is_unspecified() && (w.is_ipv6() || o.is_ipv4());
+    a.port() == b.port() && a.port() != 0 && (a.ip() == b.ip() || covers(a, b) || covers(b, a))
+}
+
 /// Reads an AS number, 1..=4294967295. AS 0 is reserved (RFC 7607) and
 /// must not be used in an OPEN; AS_TRANS is not an AS either.
 pub(crate) fn asn(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<u32> {
@@ -165,6 +175,30 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
         None => Some(None),
         Some(v) => tree::socket_address(v, "listen", d).map(Some),
     };
+    // The daemon binds all three; two that take the same port on
+    // overlapping addresses cannot both be bound, and `run` would refuse.
+    let sockets = [
+        ("api", api, table.get("api")),
+        ("metrics", metrics.flatten(), table.get("metrics")),
+        ("listen", listen.flatten(), table.get("listen")),
+    ];
+    for (i, (key, addr, value)) in sockets.iter().enumerate() {
+        let (Some(addr), Some(value)) = (addr, value) else {
+            continue;
+        };
+        if let Some((other, other_addr, _)) = sockets[..i]
+            .iter()
+            .find(|(_, o, _)| o.is_some_and(|o| sockets_overlap(o, *addr)))
+        {
+            let other_addr = other_addr.map(|a| a.to_string()).unwrap_or_default();
+            d.error(
+                &value.span(),
+                format!(
+                    "{key} {addr} and {other} {other_addr} cannot both be bound: same port, and one address covers the other (a wildcard takes the port on every address of its family, and [::] on IPv4 too); give {key} another port"
+                ),
+            );
+        }
+    }
 
     let hostname = match table.get("hostname") {
         None => Some(None),

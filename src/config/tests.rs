@@ -2400,3 +2400,41 @@ fn node_name_comes_from_node_name_then_hostname_then_the_kernel() {
         ("holdfast", NodeNameFrom::Fallback)
     );
 }
+
+#[test]
+fn api_metrics_and_listen_cannot_share_a_port_on_overlapping_addresses() {
+    let speaker = |lines: &str| {
+        format!(
+            "[speaker]\nasn = 65001\n{lines}[source]\nkind = \"kubernetes\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n"
+        )
+    };
+    assert_eq!(
+        problems(&speaker("metrics = \"0.0.0.0:9179\"\n")),
+        [
+            "3:11: metrics 0.0.0.0:9179 and api 127.0.0.1:9179 cannot both be bound: same port, and one address covers the other (a wildcard takes the port on every address of its family, and [::] on IPv4 too); give metrics another port"
+        ]
+    );
+    assert_eq!(
+        problems(&speaker("listen = \"[::]:9179\"\n")),
+        [
+            "3:10: listen [::]:9179 and api 127.0.0.1:9179 cannot both be bound: same port, and one address covers the other (a wildcard takes the port on every address of its family, and [::] on IPv4 too); give listen another port"
+        ]
+    );
+    assert_eq!(
+        problems(&speaker(
+            "api = \"127.0.0.1:9179\"\nmetrics = \"0.0.0.0:9180\"\nlisten = \"192.0.2.2:9180\"\n"
+        )),
+        [
+            "5:10: listen 192.0.2.2:9180 and metrics 0.0.0.0:9180 cannot both be bound: same port, and one address covers the other (a wildcard takes the port on every address of its family, and [::] on IPv4 too); give listen another port"
+        ]
+    );
+    // Other ports, another family than an IPv4 wildcard, or two different
+    // addresses: each binds.
+    valid(&speaker(
+        "metrics = \"0.0.0.0:9180\"\nlisten = \"0.0.0.0:179\"\n",
+    ));
+    valid(&speaker(
+        "api = \"0.0.0.0:9179\"\nmetrics = \"[::1]:9179\"\n",
+    ));
+    valid(&speaker("metrics = \"127.0.0.2:9179\"\n"));
+}
