@@ -39,24 +39,20 @@ pub fn run(
     stdin: impl Read,
     mut out: impl Write,
 ) -> std::io::Result<i32> {
-    let from_stdin = path == Path::new("-");
-    let text = if from_stdin {
-        read_stdin(stdin)
+    let loaded = if path == Path::new("-") {
+        let name = Path::new(STDIN_NAME);
+        read_stdin(stdin).and_then(|text| {
+            if opts.skip_password_files {
+                config::parse(name, &text)
+            } else {
+                config::parse_reading_passwords(name, &text)
+            }
+        })
     } else if opts.skip_password_files {
         config::read_text(path, "config file", config::MAX_CONFIG_LEN)
+            .and_then(|text| config::parse(path, &text))
     } else {
-        Ok(String::new())
-    };
-    let name = if from_stdin {
-        Path::new(STDIN_NAME)
-    } else {
-        path
-    };
-    let loaded = match text {
-        Err(diags) => Err(diags),
-        Ok(text) if opts.skip_password_files => config::parse(name, &text),
-        Ok(text) if from_stdin => config::parse_reading_passwords(name, &text),
-        Ok(_) => config::load(path),
+        config::load(path)
     };
     let config = match loaded {
         Ok(c) => c,
