@@ -2438,3 +2438,20 @@ fn api_metrics_and_listen_cannot_share_a_port_on_overlapping_addresses() {
     ));
     valid(&speaker("metrics = \"127.0.0.2:9179\"\n"));
 }
+
+#[test]
+fn warns_about_one_source_address_for_every_node_of_a_rack() {
+    one_warning(
+        &with_peer("source_address = \"192.0.2.11\"\n"),
+        "9:18",
+        "source_address 192.0.2.11 is one address for every node reading this file",
+    );
+    // Per node, in an override: meant.
+    no_warning(&with_peer(
+        "[[node_override]]\nnames = [\"n1\"]\n[node_override.peer.tor1]\nsource_address = \"192.0.2.11\"\n",
+    ));
+    // The file source's config is the node's own.
+    no_warning(
+        "[speaker]\nasn = 65001\n[source]\nkind = \"file\"\npath = \"v.toml\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\nsource_address = \"192.0.2.11\"\n",
+    );
+}

@@ -156,7 +156,7 @@ fn span(root: &Table<'_, '_>, path: &[Step<'_>]) -> Range<usize> {
 pub(crate) fn find(config: &Config, root: &Table<'_, '_>, d: &mut Diagnostics) {
     speaker(config, root, d);
     for (i, peer) in config.peers.iter().enumerate() {
-        peer_warnings(i, peer, root, d);
+        peer_warnings(config, i, peer, root, d);
     }
     // The implicit default advertisement is not in the file.
     if root.contains("advertisement") {
@@ -279,7 +279,7 @@ fn ibgp_somewhere(config: &Config, peer: &Peer) -> bool {
         })
 }
 
-fn peer_warnings(i: usize, p: &Peer, root: &Table<'_, '_>, d: &mut Diagnostics) {
+fn peer_warnings(config: &Config, i: usize, p: &Peer, root: &Table<'_, '_>, d: &mut Diagnostics) {
     let path = |key: &'static str| [Key("peer"), Index(i), Key(key)];
     let at = |key: &'static str| span(root, &path(key));
     let (h, k) = (p.hold_time, p.keepalive);
@@ -311,6 +311,16 @@ fn peer_warnings(i: usize, p: &Peer, root: &Table<'_, '_>, d: &mut Diagnostics) 
     }
     if p.bfd.is_none() {
         too_long("hold_time", h, &path("hold_time"), root, d);
+    }
+    if let (Some(addr), Source::Kubernetes(_)) = (p.source_address, &config.source)
+        && written(root, &path("source_address"))
+    {
+        d.warning(
+            &at("source_address"),
+            format!(
+                "source_address {addr} is one address for every node reading this file (one file serves a rack, the Kubernetes source runs on each node): only the node that has it can connect to peer \"{name}\", the others fail to bind; leave it out (the kernel picks the node's address on the link), or set it per node in a [[node_override]]"
+            ),
+        );
     }
     too_long(
         "connect_retry",
