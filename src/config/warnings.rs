@@ -165,9 +165,13 @@ pub(crate) fn find(config: &Config, root: &Table<'_, '_>, d: &mut Diagnostics) {
         }
     }
     stability(root, d);
-    if let Some(resync) = written(root, &[Key("source"), Key("resync")]).then_some(config.resync) {
-        too_long("resync", resync, &[Key("source"), Key("resync")], root, d);
-    }
+    too_long(
+        "resync",
+        config.resync,
+        &[Key("source"), Key("resync")],
+        root,
+        d,
+    );
     if let Source::File { .. } = config.source {
         for (i, o) in config.node_overrides.iter().enumerate() {
             if let NodeMatch::Selector(_) = o.matcher {
