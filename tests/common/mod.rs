@@ -22,6 +22,11 @@ pub struct Holdfast<'a> {
     pub vips: PathBuf,
     pub process: Option<NsProcess>,
     pub env: Vec<(String, String)>,
+    /// The command line before holdfast's own (e.g. `setpriv …` to run it
+    /// as another user), and the binary: [`BIN`] unless a test gives
+    /// another (a copy with file capabilities).
+    pub wrapper: Vec<String>,
+    pub bin: String,
 }
 
 impl<'a> Holdfast<'a> {
@@ -57,8 +62,44 @@ impl<'a> Holdfast<'a> {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            wrapper: Vec::new(),
+            bin: BIN.to_string(),
         };
         h.run(args);
+        h
+    }
+
+    /// Started as `wrapper… bin run …`: `bin` instead of [`BIN`], under a
+    /// command that sets up its process (user, capabilities) and execs it.
+    /// The state directory is made first and handed to `owner` (uid:gid),
+    /// the user the wrapper runs holdfast as.
+    pub fn start_wrapped(
+        ns: &'a Netns,
+        config: &str,
+        vips: &str,
+        wrapper: &[&str],
+        bin: &str,
+        owner: (u32, u32),
+    ) -> Holdfast<'a> {
+        let dir = LabDir::new("holdfast");
+        let vips_path = dir.write("vips.toml", vips);
+        let config = config.replace("VIPS", &vips_path.display().to_string());
+        let config_path = dir.write("holdfast.toml", &config);
+        let state = dir.join("state");
+        std::fs::create_dir(&state).expect("the state directory");
+        std::os::unix::fs::chown(&state, Some(owner.0), Some(owner.1))
+            .expect("chown the state directory");
+        let mut h = Holdfast {
+            ns,
+            dir,
+            config: config_path,
+            vips: vips_path,
+            process: None,
+            env: Vec::new(),
+            wrapper: wrapper.iter().map(|w| w.to_string()).collect(),
+            bin: bin.to_string(),
+        };
+        h.run(&[]);
         h
     }
 
@@ -67,8 +108,9 @@ impl<'a> Holdfast<'a> {
         let state = self.dir.join("state");
         let config = self.config.display().to_string();
         let state = state.display().to_string();
-        let mut argv = vec![
-            BIN,
+        let mut argv: Vec<&str> = self.wrapper.iter().map(String::as_str).collect();
+        argv.extend([
+            self.bin.as_str(),
             "run",
             "--config",
             &config,
@@ -76,7 +118,7 @@ impl<'a> Holdfast<'a> {
             &state,
             "--log",
             "info,holdfast=debug",
-        ];
+        ]);
         argv.extend_from_slice(extra);
         let log = self.dir.join(&format!("holdfast-{}.log", self.next_log()));
         let env: Vec<(&str, &str)> = self
