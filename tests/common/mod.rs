@@ -48,25 +48,32 @@ impl<'a> Holdfast<'a> {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Holdfast<'a> {
+        let mut h = Self::unstarted(ns, config, vips);
+        h.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        h.run(args);
+        h
+    }
+
+    /// Its directory with `config` (`VIPS` replaced) and `vips` written,
+    /// not started yet.
+    fn unstarted(ns: &'a Netns, config: &str, vips: &str) -> Holdfast<'a> {
         let dir = LabDir::new("holdfast");
         let vips_path = dir.write("vips.toml", vips);
         let config = config.replace("VIPS", &vips_path.display().to_string());
         let config_path = dir.write("holdfast.toml", &config);
-        let mut h = Holdfast {
+        Holdfast {
             ns,
             dir,
             config: config_path,
             vips: vips_path,
             process: None,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            env: Vec::new(),
             wrapper: Vec::new(),
             bin: BIN.to_string(),
-        };
-        h.run(args);
-        h
+        }
     }
 
     /// Started as `wrapper… bin run …`: `bin` instead of [`BIN`], under a
@@ -81,24 +88,13 @@ impl<'a> Holdfast<'a> {
         bin: &str,
         owner: (u32, u32),
     ) -> Holdfast<'a> {
-        let dir = LabDir::new("holdfast");
-        let vips_path = dir.write("vips.toml", vips);
-        let config = config.replace("VIPS", &vips_path.display().to_string());
-        let config_path = dir.write("holdfast.toml", &config);
-        let state = dir.join("state");
+        let mut h = Self::unstarted(ns, config, vips);
+        let state = h.dir.join("state");
         std::fs::create_dir(&state).expect("the state directory");
         std::os::unix::fs::chown(&state, Some(owner.0), Some(owner.1))
             .expect("chown the state directory");
-        let mut h = Holdfast {
-            ns,
-            dir,
-            config: config_path,
-            vips: vips_path,
-            process: None,
-            env: Vec::new(),
-            wrapper: wrapper.iter().map(|w| w.to_string()).collect(),
-            bin: bin.to_string(),
-        };
+        h.wrapper = wrapper.iter().map(|w| w.to_string()).collect();
+        h.bin = bin.to_string();
         h.run(&[]);
         h
     }
