@@ -49,8 +49,14 @@
 //! - **Unhealthy source**: the last known set stands. While the source is
 //!   unhealthy, a prefix missing from its snapshot is not taken as absent
 //!   (nothing new starts to be held down), no absence timer runs and nothing
-//!   is withdrawn, whatever reason was reported. New prefixes and attribute
-//!   changes in the snapshot are still applied, since they only add. When
+//!   is withdrawn for any reason the source gives (Vanished,
+//!   NoLocalEndpoint, Deleted, Drained): a source that cannot see its input
+//!   has no word on what went. New prefixes and attribute changes in the
+//!   snapshot are still applied, since they only add (so a probe's
+//!   `on_failure = "degrade"` re-announces its VIP degraded either way).
+//!   **ProbeFailed** is not the source's word but this node's own connect
+//!   to the VIP: it withdraws at once whatever the source's health (see
+//!   [`Absence::waits_for_healthy_source`]). When
 //!   the source is healthy again, every absence is measured afresh from that
 //!   moment: an absence that had run 25 s of a 30 s hold-down before the
 //!   outage gets a full 30 s after it. (Restarting rather than resuming errs
@@ -233,6 +239,21 @@ impl Absence {
     fn damped(self) -> bool {
         matches!(self, Absence::Vanished | Absence::NoLocalEndpoint)
     }
+
+    /// Whether an absence of this kind is the source's word, which stands
+    /// only while the source is healthy: while it is not, such an absence
+    /// is not taken and its timer does not run (the last known set
+    /// stands). A failed probe is not the source's word: it is this node's
+    /// own connect to the VIP, as true during an API outage or with a
+    /// broken VIP file as at any other time, so it withdraws regardless.
+    pub(crate) fn waits_for_healthy_source(self) -> bool {
+        match self {
+            Absence::Vanished | Absence::NoLocalEndpoint | Absence::Deleted | Absence::Drained => {
+                true
+            }
+            Absence::ProbeFailed => false,
+        }
+    }
 }
 
 impl AbsenceRecord {
@@ -280,8 +301,13 @@ impl<V> Entry<V> {
         match &self.phase {
             Phase::Pending { since, .. } => since.checked_add(params.advertise_delay),
             Phase::Advertised { .. } | Phase::Withdrawn => None,
-            // The last known set stands while the source is unhealthy.
-            Phase::Absent { .. } if !source_healthy => None,
+            // The last known set stands while the source is unhealthy
+            // (a failed probe's absence excepted).
+            Phase::Absent { absence, .. }
+                if !source_healthy && absence.reason.waits_for_healthy_source() =>
+            {
+                None
+            }
             Phase::Absent { absence, .. } => {
                 let own_end = absence.own_end(params)?;
                 if !absence.reason.damped() {
@@ -629,10 +655,13 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                 );
                 continue;
             }
-            if !source_healthy {
+            let reported = absences.get(key).copied();
+            // An unhealthy source's set is not taken as its word on what
+            // went: only an absence that does not wait for it (a failed
+            // probe) is.
+            if !source_healthy && reported.is_none_or(Absence::waits_for_healthy_source) {
                 continue;
             }
-            let reported = absences.get(key).copied();
             match &mut entry.phase {
                 // Never sent, so nothing to hold: coalesced away.
                 Phase::Pending { .. } => entry.phase = Phase::Withdrawn,
@@ -974,7 +1003,8 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             Phase::Advertised { .. } => Some(KeyState::Advertised),
             Phase::Withdrawn => None,
             Phase::Absent { absence, .. } => {
-                let scheduled = |t: Option<Instant>| if healthy { t } else { None };
+                let runs = healthy || !absence.reason.waits_for_healthy_source();
+                let scheduled = |t: Option<Instant>| if runs { t } else { None };
                 let own_end = absence.own_end(&self.params);
                 let damped = match (self.histories.get(key), &self.params.damping) {
                     (Some(history), Some(damping)) if absence.reason.damped() => history

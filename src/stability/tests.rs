@@ -690,6 +690,36 @@ fn a_withdrawal_due_before_the_source_failed_still_happens() {
     assert_eq!(lab.push(secs(41), &BTreeMap::new(), false), vec![wd(VIP)]);
 }
 
+#[test]
+fn a_failed_probe_withdraws_while_the_source_is_unhealthy() {
+    let mut lab = Lab::new(hold(secs(30)));
+    lab.show(ms(0), VIP, "public");
+    lab.show(ms(0), VIP2, "public");
+    lab.show(ms(0), VIP6, "public");
+    // VIP2 vanished while the source was healthy: held down.
+    lab.lose(secs(5), VIP2, None);
+    // The source breaks (the last known set stands) and, in the same
+    // snapshot, VIP's probe fails: a fact about this node's datapath,
+    // not the source's word, so it goes at once.
+    lab.present.remove(&vip(VIP));
+    lab.present.remove(&vip(VIP6));
+    let probe_failed = BTreeMap::from([(vip(VIP), Absence::ProbeFailed)]);
+    assert_eq!(lab.push(secs(10), &probe_failed, false), vec![wd(VIP)]);
+    assert_eq!(lab.state(VIP), None);
+    // VIP6, missing from the unhealthy snapshot without a failed probe,
+    // stands; VIP2's hold-down stays frozen.
+    assert_eq!(lab.state(VIP6), Some(KeyState::Advertised));
+    assert_eq!(lab.deadline(), None);
+    // A held-down VIP whose probe then fails goes at once too.
+    let probe_failed = BTreeMap::from([(vip(VIP2), Absence::ProbeFailed)]);
+    assert_eq!(lab.push(secs(11), &probe_failed, false), vec![wd(VIP2)]);
+    // Any other reason still waits for a healthy source.
+    let deleted = BTreeMap::from([(vip(VIP6), Absence::Deleted)]);
+    assert_eq!(lab.push(secs(12), &deleted, false), vec![]);
+    assert_eq!(lab.state(VIP6), Some(KeyState::Advertised));
+    assert_eq!(lab.poll(secs(600)), vec![]);
+}
+
 // ---- damping ----
 
 #[test]
