@@ -359,7 +359,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         snapshot: Arc::new(SourceSnapshot::default()),
         stability: stability.clone(),
         peers: Vec::new(),
-        probes: BTreeMap::new(),
+        // The routes core's, set below once it exists.
+        probes: Default::default(),
         source_explain: None,
         reconcile_repairs: 0,
     }));
@@ -415,6 +416,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube.is_some(),
         file_settings.is_some(),
     );
+    shared.lock().expect("shared state lock").probes = routes.probe_views();
     let mut d = Daemon {
         opts: opts.clone(),
         config: config.clone(),

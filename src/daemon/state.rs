@@ -74,7 +74,7 @@ pub struct RouteView {
 }
 
 /// A probed VIP (TCP-probe gating).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeView {
     pub port: u16,
     pub verdict: crate::probe::Verdict,
@@ -111,7 +111,11 @@ pub struct Shared {
     /// routes kept up to date for them was 10 MB with 100k VIPs.
     pub stability: SharedStability,
     pub peers: Vec<PeerView>,
-    pub probes: BTreeMap<IpAddr, ProbeView>,
+    /// The probed VIPs, kept by the routes core: it writes the entry of a
+    /// VIP whose probe's view changed, and adds or removes entries as the
+    /// probed set changes. Copied whole per main-loop event, it was
+    /// O(probed VIPs) per probe result.
+    pub probes: SharedProbes,
     /// The source's own account of a VIP (the Kubernetes source's rules).
     pub source_explain: Option<Arc<dyn Fn(IpAddr) -> Vec<String> + Send + Sync>>,
     /// Routes and VIPs the periodic reconciles repaired.
@@ -123,6 +127,10 @@ pub type SharedState = Arc<Mutex<Shared>>;
 /// The daemon's stability layer. Lock order: [`SharedState`] first, then
 /// this.
 pub type SharedStability = Arc<Mutex<crate::stability::Stability<IpNet, Route>>>;
+
+/// The probed VIPs' views ([`Shared::probes`]). Lock order: after
+/// [`SharedState`] and [`SharedStability`].
+pub type SharedProbes = Arc<Mutex<BTreeMap<IpAddr, ProbeView>>>;
 
 fn absence_word(a: Absence) -> &'static str {
     match a {
@@ -400,6 +408,7 @@ impl Shared {
             };
             (views, st.counters(), total, st.on_wire())
         };
+        let probes = self.probes.lock().expect("probes lock");
         let routes = views
             .iter()
             .map(|r| {
@@ -431,7 +440,7 @@ impl Shared {
                         .unwrap_or_default(),
                     peers: self.advertised_to(&r.prefix),
                     figure_of_merit: r.figure_of_merit.filter(|f| *f > 0.0),
-                    steering: self.probes.get(&ip).and_then(steering_word),
+                    steering: probes.get(&ip).and_then(steering_word),
                     link_bandwidth: r
                         .route
                         .as_ref()
@@ -439,6 +448,7 @@ impl Shared {
                 }
             })
             .collect();
+        drop(probes);
         let mut status = Status {
             node: self.node.clone(),
             asn: self.config.speaker.asn,
@@ -534,7 +544,7 @@ impl Shared {
                 reasons.push(why.clone());
             }
         }
-        if let Some(p) = self.probes.get(&ip) {
+        if let Some(p) = self.probes.lock().expect("probes lock").get(&ip) {
             reasons.push(match p.verdict {
                 crate::probe::Verdict::Passing => format!("its TCP probe to port {} passes", p.port),
                 crate::probe::Verdict::Unknown => format!(
@@ -880,7 +890,7 @@ mod scrape_tests {
             snapshot: Arc::new(crate::model::SourceSnapshot::default()),
             stability: Arc::new(Mutex::new(st)),
             peers,
-            probes: BTreeMap::new(),
+            probes: SharedProbes::default(),
             source_explain: None,
             reconcile_repairs: 0,
         }

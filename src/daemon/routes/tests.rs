@@ -323,6 +323,71 @@ fn a_failing_probe_withdraws_or_degrades_while_the_source_is_unhealthy() {
 }
 
 #[test]
+fn the_probes_views_are_written_only_where_a_probe_or_the_probed_set_changed() {
+    let mut r = core(config("", ""));
+    let views = r.probe_views();
+    let (a, b) = (ip("192.0.2.20"), ip("192.0.2.21"));
+    let t0 = Instant::now();
+    let base = [
+        ("192.0.2.10", "public"),
+        ("192.0.2.20", "probed"),
+        ("192.0.2.21", "probed"),
+    ];
+    r.on_snapshot(t0, snapshot(&base));
+    assert_eq!(r.probe_view_writes(), 2, "one per probed VIP");
+    assert_eq!(
+        views.lock().unwrap().keys().copied().collect::<Vec<_>>(),
+        [a, b]
+    );
+
+    // A probe's first success changes its view: that entry only.
+    r.on_probe(t0 + secs(1), probed(a, true));
+    assert_eq!(r.probe_view_writes(), 3);
+    assert_eq!(views.lock().unwrap()[&a].verdict, probe::Verdict::Passing);
+    assert_eq!(views.lock().unwrap()[&b].verdict, probe::Verdict::Unknown);
+    // Another success of a passing probe changes nothing: no write.
+    r.on_probe(t0 + secs(2), probed(a, true));
+    assert_eq!(r.probe_view_writes(), 3);
+    // A failure: its count and error, that entry only.
+    r.on_probe(t0 + secs(3), probed(a, false));
+    assert_eq!(r.probe_view_writes(), 4);
+    let view = views.lock().unwrap()[&a].clone();
+    assert_eq!(
+        (view.failures, view.error.as_deref()),
+        (1, Some("connection refused"))
+    );
+
+    // Events that leave the probed set as it is write nothing: a snapshot
+    // that adds an unprobed VIP, the same snapshot again, a timer, a
+    // drain, the tables published again.
+    let mut more = base.to_vec();
+    more.push(("192.0.2.11", "public"));
+    r.on_snapshot(t0 + secs(4), snapshot(&more));
+    r.on_snapshot(t0 + secs(5), snapshot(&more));
+    r.poll(t0 + secs(6));
+    r.request_drain(t0 + secs(7), true).expect("a drain");
+    r.publish_tables();
+    r.refresh(t0 + secs(8));
+    assert_eq!(
+        r.probe_view_writes(),
+        4,
+        "an unrelated event rewrote the views"
+    );
+
+    // One probed VIP gone: its entry only.
+    r.on_snapshot(
+        t0 + secs(9),
+        snapshot(&[("192.0.2.10", "public"), ("192.0.2.20", "probed")]),
+    );
+    assert_eq!(r.probe_view_writes(), 5);
+    assert_eq!(
+        views.lock().unwrap().keys().copied().collect::<Vec<_>>(),
+        [a]
+    );
+    assert_eq!(views.lock().unwrap()[&a].failures, 1, "its state kept");
+}
+
+#[test]
 fn the_guard_paces_a_mass_withdrawal_over_time() {
     let mut r = core(config(
         "",
