@@ -302,7 +302,11 @@ async fn start_source(
                 client.clone(),
                 options.node_name.clone(),
                 kubernetes::node_status::DEFAULT_INTERVAL,
-                Arc::new(move || crate::api::StateView::status(&view)),
+                // The counts, not the route list: built every few seconds
+                // on the runtime's thread, it must not walk every route.
+                Arc::new(move || {
+                    crate::api::StateView::status_page(&view, crate::status::RoutePage::NONE)
+                }),
             ));
             let (tx, rx) = watch::channel(config.clone());
             kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));

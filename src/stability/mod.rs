@@ -173,6 +173,9 @@ struct Tally {
     pending: usize,
     advertised: usize,
     absent: usize,
+    /// Of `absent`, those damping keeps past their own timer
+    /// ([`KeyState::Damped`]).
+    damped: usize,
 }
 
 #[cfg(test)]
@@ -257,6 +260,24 @@ impl Absence {
 }
 
 impl AbsenceRecord {
+    /// The end of the damping episode that keeps this absence's prefix
+    /// advertised past its own timer at `now`, if one does (then the
+    /// prefix shows as [`KeyState::Damped`]).
+    fn damped_past_own_timer(
+        &self,
+        history: Option<&FlapHistory>,
+        params: &Params,
+        now: Instant,
+    ) -> Option<Instant> {
+        if !self.reason.damped() || params.damping.is_none() {
+            return None;
+        }
+        let own_end = self.own_end(params);
+        history?
+            .damped_until(now)
+            .filter(|end| own_end.is_some_and(|own_end| *end > own_end))
+    }
+
     /// When the absence's own timer ends, damping aside; `None` beyond what
     /// `Instant` can represent.
     fn own_end(&self, params: &Params) -> Option<Instant> {
@@ -846,6 +867,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     pub fn counters(&self) -> Counters {
         Counters {
             held_down: u64::try_from(self.tally.absent).unwrap_or(u64::MAX),
+            damped: u64::try_from(self.tally.damped).unwrap_or(u64::MAX),
             withdrawals_deferred: self
                 .guard
                 .view(&self.params.guard)
@@ -939,6 +961,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         let mut held = held.into_iter().peekable();
         let mut next = 0;
         let histories = &self.histories;
+        let params = &self.params;
         let mut gone = 0usize;
         self.entries.retain(|key, e| {
             // (A noted prefix without an entry has nothing on the wire.)
@@ -974,8 +997,14 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                     tally.advertised += 1;
                     true
                 }
-                Phase::Absent { .. } => {
+                Phase::Absent { ref absence, .. } => {
                     tally.absent += 1;
+                    if absence
+                        .damped_past_own_timer(histories.get(key), params, now)
+                        .is_some()
+                    {
+                        tally.damped += 1;
+                    }
                     true
                 }
             }
@@ -1006,10 +1035,10 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                 let runs = healthy || !absence.reason.waits_for_healthy_source();
                 let scheduled = |t: Option<Instant>| if runs { t } else { None };
                 let own_end = absence.own_end(&self.params);
-                let damped = match (self.histories.get(key), &self.params.damping) {
-                    (Some(history), Some(damping)) if absence.reason.damped() => history
-                        .damped_until(now)
-                        .filter(|end| own_end.is_some_and(|own_end| *end > own_end))
+                let history = self.histories.get(key);
+                let damped = match (history, &self.params.damping) {
+                    (Some(history), Some(damping)) => absence
+                        .damped_past_own_timer(Some(history), &self.params, now)
                         .map(|end| (end, history.figure_at(now, damping))),
                     _ => None,
                 };

@@ -375,6 +375,12 @@ impl Run {
             .filter(|(_, st)| st.absence().is_some())
             .count();
         prop_assert_eq!(self.s.counters().held_down, absent as u64, "held_down");
+        let damped = self
+            .s
+            .states()
+            .filter(|(_, st)| matches!(st, KeyState::Damped { .. }))
+            .count();
+        prop_assert_eq!(self.s.counters().damped, damped as u64, "damped");
 
         // next_deadline is exactly the next instant with something to do.
         match self.s.next_deadline() {

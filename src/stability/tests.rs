@@ -783,12 +783,17 @@ fn crossing_the_suppress_threshold_damps_until_reuse() {
     assert_close(figure_of_merit, 2803.5835548329314);
     assert_instant_close(until, reuse_at);
     assert_eq!(lab.s.next_deadline(), Some(until));
-    // The hold-down (2 s) passes: still advertised.
+    // Inside its own hold-down (2 s, from 3 s) the prefix shows as damped
+    // already: the episode ends later. The gauge counts it without a walk.
+    assert_eq!(lab.s.counters().damped, 1);
+    // The hold-down passes: still advertised.
     assert_eq!(lab.poll(secs(5)), vec![]);
     assert_eq!(lab.poll(secs(20)), vec![]);
+    assert_eq!(lab.s.counters().damped, 1);
     assert_eq!(lab.s.poll(until - ms(1)), vec![]);
     assert_eq!(lab.s.poll(until), vec![wd(VIP)]);
     assert_eq!(lab.s.counters().withdrawals, 1);
+    assert_eq!(lab.s.counters().damped, 0);
 }
 
 #[test]
