@@ -302,7 +302,11 @@ async fn start_source(
                 client.clone(),
                 options.node_name.clone(),
                 kubernetes::node_status::DEFAULT_INTERVAL,
-                Arc::new(move || crate::api::StateView::status(&view)),
+                // The counts, not the route list: built every few seconds
+                // on the runtime's thread, it must not walk every route.
+                Arc::new(move || {
+                    crate::api::StateView::status_page(&view, crate::status::RoutePage::NONE)
+                }),
             ));
             let (tx, rx) = watch::channel(config.clone());
             kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
@@ -359,7 +363,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         snapshot: Arc::new(SourceSnapshot::default()),
         stability: stability.clone(),
         peers: Vec::new(),
-        probes: BTreeMap::new(),
+        // The routes core's, set below once it exists.
+        probes: Default::default(),
         source_explain: None,
         reconcile_repairs: 0,
     }));
@@ -415,6 +420,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube.is_some(),
         file_settings.is_some(),
     );
+    shared.lock().expect("shared state lock").probes = routes.probe_views();
     let mut d = Daemon {
         opts: opts.clone(),
         config: config.clone(),
