@@ -53,8 +53,8 @@ pub use read::{
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorMismatch, SelectorOperator};
 pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source};
 pub use speaker::{
-    ApiToken, BearerToken, DEFAULT_API, MAX_API_TOKEN_FILE_LEN, MIN_API_TOKEN_LEN, RouterId, Speaker,
-    read_token_file,
+    ApiToken, BearerToken, DEFAULT_API, MAX_API_TOKEN_FILE_LEN, MIN_API_TOKEN_LEN, RouterId,
+    Speaker, read_token_file,
 };
 pub use stability::{Damping, Stability};
 pub use vip::{VipEntry, parse_vip_file, parse_vip_file_into};

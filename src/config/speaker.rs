@@ -103,11 +103,14 @@ impl BearerToken {
             .or_else(|| contents.strip_suffix(b"\n"))
             .unwrap_or(contents);
         if token.is_empty() {
-            return Err("is empty; it must hold one token (e.g. from `openssl rand -base64 32`)".into());
+            return Err(
+                "is empty; it must hold one token (e.g. from `openssl rand -base64 32`)".into(),
+            );
         }
         let body_end = token.len() - token.iter().rev().take_while(|&&b| b == b'=').count();
         let bad = token.iter().enumerate().find(|&(i, &b)| {
-            let b64 = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/');
+            let b64 =
+                b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/');
             !(b64 && i < body_end || b == b'=' && i >= body_end)
         });
         if let Some((i, &b)) = bad {
@@ -402,7 +405,10 @@ mod token_tests {
         let t = b"AbCdEfGhIjKlMnOp0123456789-._~+/==";
         assert_eq!(ok(t), Ok(t.to_vec()));
         assert_eq!(ok(b"0123456789abcdef\n"), Ok(b"0123456789abcdef".to_vec()));
-        assert_eq!(ok(b"0123456789abcdef\r\n"), Ok(b"0123456789abcdef".to_vec()));
+        assert_eq!(
+            ok(b"0123456789abcdef\r\n"),
+            Ok(b"0123456789abcdef".to_vec())
+        );
         for (bad, why) in [
             (&b""[..], "is empty"),
             (b"\n", "is empty"),

@@ -1026,7 +1026,11 @@ fn load_reads_the_api_token_file() {
         )]
     );
     assert_eq!(
-        problems(&with_peer("").replacen("asn = 65001\n", "asn = 65001\napi_token_file = \"\"\n", 1)),
+        problems(&with_peer("").replacen(
+            "asn = 65001\n",
+            "asn = 65001\napi_token_file = \"\"\n",
+            1
+        )),
         vec!["3:18: api_token_file is empty; give the path of the file holding the token"]
     );
     // A good one is read; a changed token is a changed config (a reload
