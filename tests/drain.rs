@@ -34,9 +34,10 @@ fn conf(node_asn: u32, router_asn: u32, wait: &str, peer_extra: &str) -> String 
     )
 }
 
-/// `holdfast drain` or `undrain` inside the node's namespace: its output.
-fn cli(ns: &Netns, command: &str) -> String {
-    let out = ns.exec(&[BIN, command]);
+/// `holdfast drain` or `undrain` inside the node's namespace, on the
+/// daemon's Unix socket: its output.
+fn cli(node: &Holdfast, command: &str) -> String {
+    let out = node.cli(command);
     assert!(
         out.status.success(),
         "holdfast {command}: {}",
@@ -102,7 +103,7 @@ fn undrain_inside_the_wait_restores_the_route_without_a_withdrawal() {
     assert_eq!(communities(&normal), "65001:100", "{normal}");
     assert_eq!(normal["locPrf"], 200, "{normal}");
 
-    let said = cli(&lab.node, "drain");
+    let said = cli(&node, "drain");
     assert!(
         said.starts_with("draining: routes carry GRACEFUL_SHUTDOWN"),
         "{said}"
@@ -130,7 +131,7 @@ fn undrain_inside_the_wait_restores_the_route_without_a_withdrawal() {
     assert_eq!(code, 0, "still advertised while draining: {why}");
     assert!(why.contains("this node is draining"), "{why}");
 
-    let said = cli(&lab.node, "undrain");
+    let said = cli(&node, "undrain");
     assert_eq!(said.trim(), "not draining: routes advertised normally");
     let back = wait_path(&frr, "the VIP without GRACEFUL_SHUTDOWN", |p| !gshut(p));
     assert_eq!(communities(&back), "65001:100", "{back}");
@@ -158,7 +159,7 @@ fn drain_withdraws_after_the_wait_and_undrain_brings_the_route_back() {
     wait_path(&frr, "the VIP advertised", |p| !p.is_null() && !gshut(p));
 
     let before = Instant::now();
-    cli(&lab.node, "drain");
+    cli(&node, "drain");
     let drained = wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
     // holdfast sends no LOCAL_PREF over eBGP (RFC 4271 §5.1.5)...
     let log = frr.log();
@@ -181,7 +182,7 @@ fn drain_withdraws_after_the_wait_and_undrain_brings_the_route_back() {
     assert_eq!(status["drain"]["state"], "drained", "{status}");
     assert_eq!(frr.state("192.0.2.2".parse().unwrap()), "Established");
 
-    cli(&lab.node, "undrain");
+    cli(&node, "undrain");
     let back = wait_path(&frr, "the VIP advertised again", |p| !p.is_null());
     assert_eq!(communities(&back), "65001:100", "{back}");
 }
@@ -360,7 +361,7 @@ fn a_drain_before_sigterm_withdraws_even_with_graceful_restart() {
     });
 
     // Then the node going away: drain, SIGTERM inside the wait.
-    cli(&lab.node, "drain");
+    cli(&node, "drain");
     wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
     node.kill(testlab::Signal::Term);
     frr.wait_no_prefix(PREFIX, LONG);

@@ -62,9 +62,22 @@ impl<'a> Holdfast<'a> {
         h
     }
 
+    /// The daemon's `--state-dir` (its API socket is `api.sock` in it).
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// `holdfast drain` or `undrain` (or any command taking
+    /// `--state-dir`) inside the namespace, on this daemon's socket: its
+    /// output, whatever the exit.
+    pub fn cli(&self, command: &str) -> std::process::Output {
+        let state = self.state_dir().display().to_string();
+        self.ns.exec(&[BIN, command, "--state-dir", &state])
+    }
+
     /// (Re)starts the process with the same files.
     pub fn run(&mut self, extra: &[&str]) {
-        let state = self.dir.join("state");
+        let state = self.state_dir();
         let config = self.config.display().to_string();
         let state = state.display().to_string();
         let mut argv = vec![
