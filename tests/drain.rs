@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-use testlab::{Frr, Lab, Netns};
+use testlab::{Frr, Lab};
 
 const AD: &str =
     "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nlocal_pref = 200\n";
@@ -138,6 +138,53 @@ fn undrain_inside_the_wait_restores_the_route_without_a_withdrawal() {
     assert_eq!(back["locPrf"], 200, "{back}");
     assert_eq!(withdrawals(&frr), 0, "never withdrawn:\n{}", frr.log());
     assert!(node.status()["drain"].is_null());
+}
+
+/// Over TCP, without a token configured, `POST /v1/drain` and
+/// `/v1/undrain` are refused and the route stays as it was at the router;
+/// `holdfast drain`, on the daemon's Unix socket, drains.
+#[test]
+fn a_tcp_drain_without_a_token_is_refused_and_the_route_stays() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start_with_zebra(
+        &lab.router,
+        &format!(
+            "debug bgp updates in\n{}",
+            frr_conf(65001, "192.0.2.1", &[("192.0.2.2", 65001)], "")
+        ),
+    );
+    let node = Holdfast::start(&lab.node, &conf(65001, 65001, "10m", ""), &vips(&[VIP]));
+    frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
+    let normal = wait_path(&frr, "the VIP advertised", |p| !p.is_null());
+    assert_eq!(communities(&normal), "65001:100", "{normal}");
+
+    for path in ["/v1/drain", "/v1/undrain"] {
+        for headers in ["", "Authorization: Bearer c2VjcmV0LXRva2VuLTE2Yg==\\r\\n"] {
+            let (code, body) = node.http_post(path, headers);
+            assert_eq!(code, 403, "POST {path} ({headers:?}): {body}");
+            assert!(
+                body.contains("not served over TCP without a token"),
+                "{body}"
+            );
+        }
+    }
+    // Nothing changed: no drain, the route as it was, never withdrawn.
+    let status = node.status();
+    assert!(status["drain"].is_null(), "{status}");
+    let path = frr.prefix(PREFIX).expect("the VIP at the router")["paths"][0].clone();
+    assert!(!gshut(&path), "{path}");
+    assert_eq!(communities(&path), "65001:100", "{path}");
+    assert_eq!(path["locPrf"], 200, "{path}");
+    assert_eq!(withdrawals(&frr), 0, "{}", frr.log());
+
+    // The socket is the way.
+    let said = cli(&node, "drain");
+    assert!(
+        said.starts_with("draining: routes carry GRACEFUL_SHUTDOWN"),
+        "{said}"
+    );
+    wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
 }
 
 /// eBGP: after graceful_shutdown_wait the route is withdrawn; undrain

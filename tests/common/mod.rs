@@ -216,6 +216,26 @@ impl<'a> Holdfast<'a> {
         (code, body.to_owned())
     }
 
+    /// `POST path` on the API (127.0.0.1:9179 in the namespace), with
+    /// these header lines (each ending in CR LF): the status code and the
+    /// body. Panics if the answer is not HTTP.
+    pub fn http_post(&self, path: &str, headers: &str) -> (u16, String) {
+        let script = format!(
+            "exec 3<>/dev/tcp/127.0.0.1/9179; printf 'POST {path} HTTP/1.0\\r\\n{headers}Content-Length: 0\\r\\n\\r\\n' >&3; cat <&3"
+        );
+        let out = self.ns.exec(&["bash", "-c", &script]);
+        let answer = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (head, body) = answer
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("POST {path}: no HTTP answer: {answer:?}"));
+        let code = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("POST {path}: no status code in {head:?}"));
+        (code, body.to_owned())
+    }
+
     /// The parsed `/metrics` exposition.
     pub fn exposition(&self) -> testlab::exposition::Exposition {
         let (code, body) = self.http_get("/metrics");
