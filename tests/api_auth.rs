@@ -60,7 +60,7 @@ fn tcp_refuses_to_drain_without_a_token_and_the_cli_drains_over_the_socket() {
     let state = d.state_dir().display().to_string();
     let api = d.api();
 
-    for path in ["/v1/drain", "/v1/undrain"] {
+    let refused = |path: &str| {
         let (code, body) = post(&d, path, "");
         assert_eq!(code, 403, "POST {path}: {body}");
         assert!(
@@ -70,7 +70,9 @@ fn tcp_refuses_to_drain_without_a_token_and_the_cli_drains_over_the_socket() {
         // A token is no use when none is configured.
         let (code, _) = post(&d, path, &format!("Authorization: Bearer {TOKEN}\r\n"));
         assert_eq!(code, 403, "POST {path} with a token nobody configured");
-    }
+    };
+    refused("/v1/drain");
+    assert_eq!(drain_state(&d), None, "a refused drain changed the state");
     // The CLI over TCP is refused the same way, and says why.
     let out = holdfast(&["drain", "--api", &api], &[("HOLDFAST_API_TOKEN", TOKEN)]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
@@ -99,6 +101,9 @@ fn tcp_refuses_to_drain_without_a_token_and_the_cli_drains_over_the_socket() {
         "{}",
         text(&out.stdout)
     );
+    assert_eq!(drain_state(&d).as_deref(), Some("draining"));
+    // TCP cannot end it either.
+    refused("/v1/undrain");
     assert_eq!(drain_state(&d).as_deref(), Some("draining"));
     let out = holdfast(&["status", "--json", "--state-dir", &state], &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -159,7 +159,7 @@ fn a_tcp_drain_without_a_token_is_refused_and_the_route_stays() {
     let normal = wait_path(&frr, "the VIP advertised", |p| !p.is_null());
     assert_eq!(communities(&normal), "65001:100", "{normal}");
 
-    for path in ["/v1/drain", "/v1/undrain"] {
+    let refused = |path: &str| {
         for headers in ["", "Authorization: Bearer c2VjcmV0LXRva2VuLTE2Yg==\\r\\n"] {
             let (code, body) = node.http_post(path, headers);
             assert_eq!(code, 403, "POST {path} ({headers:?}): {body}");
@@ -168,7 +168,8 @@ fn a_tcp_drain_without_a_token_is_refused_and_the_route_stays() {
                 "{body}"
             );
         }
-    }
+    };
+    refused("/v1/drain");
     // Nothing changed: no drain, the route as it was, never withdrawn.
     let status = node.status();
     assert!(status["drain"].is_null(), "{status}");
@@ -185,6 +186,10 @@ fn a_tcp_drain_without_a_token_is_refused_and_the_route_stays() {
         "{said}"
     );
     wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
+    // And TCP cannot end it either.
+    refused("/v1/undrain");
+    let status = node.status();
+    assert_eq!(status["drain"]["state"], "draining", "{status}");
 }
 
 /// eBGP: after graceful_shutdown_wait the route is withdrawn; undrain
