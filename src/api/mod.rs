@@ -562,9 +562,9 @@ pub fn respond_on<B>(
             Ok(vip) => json(&view.explain(vip)),
             Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
         },
-        Endpoint::Drain(on) => match authorize(surface, view, req) {
-            Err(refused) => refused,
-            Ok(()) => match view.drain(on) {
+        Endpoint::Drain(on) => match refusal(surface, view, req) {
+            Some(refused) => refused,
+            None => match view.drain(on) {
                 Ok(status) => json(&status),
                 Err(why) => json_error(StatusCode::CONFLICT, &why),
             },
@@ -578,21 +578,21 @@ pub fn respond_on<B>(
     })
 }
 
-/// Whether a state-changing request may be served on `surface`: always
-/// on the Unix socket; over TCP only with the configured token (RFC 6750
-/// §2.1), else the refusal to send. The metrics listener never routes one
-/// here.
-fn authorize<B>(
+/// Whether a state-changing request may be served on `surface`: `None`
+/// always on the Unix socket, over TCP only with the configured token
+/// (RFC 6750 §2.1); else the refusal to send. The metrics listener never
+/// routes one here.
+fn refusal<B>(
     surface: Surface,
     view: &dyn StateView,
     req: &Request<B>,
-) -> Result<(), Response<Full<Bytes>>> {
+) -> Option<Response<Full<Bytes>>> {
     if surface == Surface::Local {
-        return Ok(());
+        return None;
     }
     let path = req.uri().path();
     let Some(token) = view.api_token() else {
-        return Err(json_error(
+        return Some(json_error(
             StatusCode::FORBIDDEN,
             &format!(
                 "{path} changes this node's routes and is not served over TCP without a token: run holdfast drain or undrain on the node (they use the Unix socket in the daemon's state directory, {}/{} by default), or set speaker.api_token_file and send Authorization: Bearer TOKEN",
@@ -614,14 +614,14 @@ fn authorize<B>(
         .get(AUTHORIZATION)
         .map(|v| bearer(v.as_bytes()))
     {
-        None => Err(unauthorized(
+        None => Some(unauthorized(
             "Bearer realm=\"holdfast\"",
             &format!(
                 "{path} needs Authorization: Bearer TOKEN, the token of speaker.api_token_file"
             ),
         )),
-        Some(Some(given)) if same_token(given, &token) => Ok(()),
-        Some(_) => Err(unauthorized(
+        Some(Some(given)) if same_token(given, &token) => None,
+        Some(_) => Some(unauthorized(
             "Bearer realm=\"holdfast\", error=\"invalid_token\"",
             "the token is not the one of speaker.api_token_file",
         )),
