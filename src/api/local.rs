@@ -80,8 +80,8 @@ pub fn claim(dir: &Path) -> Result<(std::os::unix::net::UnixListener, Claim), St
             // The lock is ours, so no holdfast of this kind holds the
             // directory; still, a process answering here is not ours to
             // cut off.
-            match std::os::unix::net::UnixStream::connect(&socket) {
-                Ok(_) => {
+            match try_connect(&socket) {
+                Ok(()) => {
                     return Err(format!(
                         "{socket_shown}: another process answers on this socket; stop it, or give this holdfast another --state-dir"
                     ));
@@ -118,6 +118,18 @@ pub fn claim(dir: &Path) -> Result<(std::os::unix::net::UnixListener, Claim), St
             _lock: lock,
         },
     ))
+}
+
+/// Connects to the socket without waiting: `Ok` when a process listens
+/// (a full backlog, `WouldBlock`, counts as one), `ConnectionRefused` when
+/// it is a socket nobody listens on.
+fn try_connect(socket: &Path) -> io::Result<()> {
+    let s = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
+    s.set_nonblocking(true)?;
+    match s.connect(&socket2::SockAddr::unix(socket)?) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+        other => other,
+    }
 }
 
 /// Locks `DIR/lock` (flock, exclusive, not waiting) and writes this
