@@ -439,6 +439,23 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
             state.empty_dir.is_some(),
             "{dir}: the state dir is an emptyDir (survives container restarts)"
         );
+        // `kubectl exec POD -- holdfast drain` looks for the API socket in
+        // the default state directory: the daemon's must be that one, and
+        // writable (the socket is made there).
+        assert_eq!(
+            state_dir,
+            holdfast::api::local::DEFAULT_STATE_DIR,
+            "{dir}: --state-dir is not where holdfast drain looks by default"
+        );
+        let state_mount = mounts
+            .iter()
+            .find(|m| m.mount_path == state_dir)
+            .expect("checked above");
+        assert_ne!(
+            state_mount.read_only,
+            Some(true),
+            "{dir}: the state dir must be writable (the API socket is made there)"
+        );
 
         // Every password_file is a key of the Secret projected at md5/.
         let secret_items: Vec<(String, String, String)> = sources

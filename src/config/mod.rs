@@ -52,7 +52,10 @@ pub use read::{
 };
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorMismatch, SelectorOperator};
 pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source};
-pub use speaker::{DEFAULT_API, RouterId, Speaker};
+pub use speaker::{
+    ApiToken, BearerToken, DEFAULT_API, MAX_API_TOKEN_FILE_LEN, MIN_API_TOKEN_LEN, RouterId,
+    Speaker, read_token_file,
+};
 pub use stability::{Damping, Stability};
 pub use vip::{VipEntry, parse_vip_file, parse_vip_file_into};
 
@@ -199,7 +202,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
 
     let speaker_table = section("speaker", &mut d);
     let speaker = match &speaker_table {
-        Some(table) => speaker::parse_speaker(table, &mut d),
+        Some(table) => speaker::parse_speaker(table, config_dir, read_passwords, &mut d),
         None => {
             if !root.contains("speaker") {
                 d.error(

@@ -54,6 +54,7 @@ fn minimal_config_gets_documented_defaults() {
             asn: 65001,
             router_id: RouterId::Auto,
             api: SocketAddr::from(([127, 0, 0, 1], 9179)),
+            api_token: None,
             metrics: None,
             listen: None,
             hostname: None,
@@ -974,6 +975,81 @@ fn load_reads_password_files() {
     assert_eq!(after.peers[0].md5_key(), Some(&b"n3w"[..]));
     assert_ne!(before.peers[0], after.peers[0]);
     assert_eq!(before.speaker, after.speaker);
+}
+
+/// `speaker.api_token_file`: resolved against the config's directory,
+/// read by `load` (not by `parse`), and its problems are diagnostics at
+/// the value.
+#[test]
+fn load_reads_the_api_token_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_path = dir.path().join("rack.toml");
+    let with_token = |file: &str| {
+        with_peer("").replacen(
+            "asn = 65001\n",
+            &format!("asn = 65001\napi_token_file = \"{file}\"\n"),
+            1,
+        )
+    };
+    let parsed = valid(&with_token("secrets/api"));
+    assert_eq!(
+        parsed.speaker.api_token,
+        Some(ApiToken {
+            file: PathBuf::from("/etc/holdfast/secrets/api"),
+            token: None
+        })
+    );
+    let load_problems = |file: &str| -> Vec<String> {
+        std::fs::write(&config_path, with_token(file)).expect("write config");
+        match load(&config_path) {
+            Ok(_) => panic!("api_token_file {file} accepted"),
+            Err(diags) => diags
+                .iter()
+                .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
+                .collect(),
+        }
+    };
+    std::fs::write(dir.path().join("short"), "abc\n").expect("write token");
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    assert_eq!(
+        load_problems("short"),
+        vec![format!(
+            "3:18: api_token_file {} holds a token of 3 characters; it must be at least 16 (e.g. from `openssl rand -base64 32`)",
+            file("short")
+        )]
+    );
+    assert_eq!(
+        load_problems("missing"),
+        vec![format!(
+            "3:18: api_token_file {} cannot be read: No such file or directory (os error 2)",
+            file("missing")
+        )]
+    );
+    assert_eq!(
+        problems(&with_peer("").replacen(
+            "asn = 65001\n",
+            "asn = 65001\napi_token_file = \"\"\n",
+            1
+        )),
+        vec!["3:18: api_token_file is empty; give the path of the file holding the token"]
+    );
+    // A good one is read; a changed token is a changed config (a reload
+    // applies it).
+    std::fs::write(dir.path().join("good"), "c2VjcmV0LXRva2VuLTE2Yg==\n").expect("write token");
+    std::fs::write(&config_path, with_token("good")).expect("write config");
+    let before = load(&config_path).expect("valid config");
+    let token = |c: &Config| {
+        c.speaker
+            .api_token
+            .as_ref()
+            .and_then(|t| t.token.as_ref())
+            .map(|t| t.as_bytes().to_vec())
+    };
+    assert_eq!(token(&before), Some(b"c2VjcmV0LXRva2VuLTE2Yg==".to_vec()));
+    std::fs::write(dir.path().join("good"), "bmV3LXNlY3JldC10b2tlbi0xNg\n").expect("write token");
+    let after = load(&config_path).expect("valid config");
+    assert_eq!(token(&after), Some(b"bmV3LXNlY3JldC10b2tlbi0xNg".to_vec()));
+    assert_ne!(before.speaker, after.speaker);
 }
 
 #[test]

@@ -99,9 +99,22 @@ impl<'a> Holdfast<'a> {
         h
     }
 
+    /// The daemon's `--state-dir` (its API socket is `api.sock` in it).
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// `holdfast drain` or `undrain` (or any command taking
+    /// `--state-dir`) inside the namespace, on this daemon's socket: its
+    /// output, whatever the exit.
+    pub fn cli(&self, command: &str) -> std::process::Output {
+        let state = self.state_dir().display().to_string();
+        self.ns.exec(&[BIN, command, "--state-dir", &state])
+    }
+
     /// (Re)starts the process with the same files.
     pub fn run(&mut self, extra: &[&str]) {
-        let state = self.dir.join("state");
+        let state = self.state_dir();
         let config = self.config.display().to_string();
         let state = state.display().to_string();
         let mut argv: Vec<&str> = self.wrapper.iter().map(String::as_str).collect();
@@ -238,6 +251,26 @@ impl<'a> Holdfast<'a> {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or_else(|| panic!("GET {path}: no status code in {head:?}"));
+        (code, body.to_owned())
+    }
+
+    /// `POST path` on the API (127.0.0.1:9179 in the namespace), with
+    /// these header lines (each ending in CR LF): the status code and the
+    /// body. Panics if the answer is not HTTP.
+    pub fn http_post(&self, path: &str, headers: &str) -> (u16, String) {
+        let script = format!(
+            "exec 3<>/dev/tcp/127.0.0.1/9179; printf 'POST {path} HTTP/1.0\\r\\n{headers}Content-Length: 0\\r\\n\\r\\n' >&3; cat <&3"
+        );
+        let out = self.ns.exec(&["bash", "-c", &script]);
+        let answer = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (head, body) = answer
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("POST {path}: no HTTP answer: {answer:?}"));
+        let code = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("POST {path}: no status code in {head:?}"));
         (code, body.to_owned())
     }
 
