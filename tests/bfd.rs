@@ -98,6 +98,7 @@ fn bfd_down_takes_bgp_down_fast_and_bgp_waits_for_bfd() {
 
 #[test]
 fn multihop_bfd_two_hops_away() {
+    // FRR's bfdd has no BFD authentication: the config states "none".
     testlab::require_root();
     let lab = Lab::routed_pair();
     let router = lab.router_v4.to_string();
@@ -117,7 +118,7 @@ fn multihop_bfd_two_hops_away() {
     let conf = format!(
         "[speaker]\nasn = 65001\nrouter_id = \"{node_ip}\"\nhostname = \"node-1\"\n\n\
          [[peer]]\nname = \"tor1\"\naddress = \"{router}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\nebgp_multihop = 2\n\
-         bfd = {{ min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3, multihop = true }}\n\n\
+         bfd = {{ min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3, multihop = true, authentication = \"none\" }}\n\n\
          [source]\nkind = \"file\"\npath = \"VIPS\"\n"
     );
     let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));

@@ -26,7 +26,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::packet::{Diag, Packet, State};
+use super::auth::{self, Key, Rejected};
+use super::packet::{Diag, Packet, Received, State};
 
 /// RFC 5880 §6.8.3: "When bfd.SessionState is not Up, the system MUST set
 /// bfd.DesiredMinTxInterval to a value of not less than one second".
@@ -40,13 +41,30 @@ pub struct Config {
     /// bfd.LocalDiscr: unique and non-zero.
     pub local_discriminator: u32,
     pub jitter_seed: u64,
+    /// Authentication (RFC 5880 §6.7); none: bfd.AuthType 0.
+    pub auth: Option<AuthConfig>,
+}
+
+/// bfd.AuthType and its key, and where the sequence numbers start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthConfig {
+    pub key: Key,
+    /// bfd.XmitAuthSeq's first value: §6.8.1 "MUST be initialized to a
+    /// random 32 bit value" (the driver draws it).
+    pub initial_sequence: u32,
 }
 
 /// What the driver must do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     Send(Packet),
-    StateChange { from: State, to: State, diag: Diag },
+    StateChange {
+        from: State,
+        to: State,
+        diag: Diag,
+    },
+    /// A received packet failed authentication and was discarded.
+    Discarded(Rejected),
 }
 
 #[derive(Clone, Debug)]
@@ -65,6 +83,14 @@ pub struct Session {
     polling: bool,
     rng: u64,
     since: Instant,
+    /// bfd.XmitAuthSeq (§6.8.1).
+    xmit_auth_seq: u32,
+    /// bfd.RcvAuthSeq, when bfd.AuthSeqKnown is 1 (§6.8.1).
+    rcv_auth_seq: Option<u32>,
+    /// When bfd.AuthSeqKnown falls back to 0: §6.8.1 "if no packets have
+    /// been received on this session for at least twice the Detection
+    /// Time".
+    auth_seq_known_until: Option<Instant>,
 }
 
 fn micros(d: Duration) -> u32 {
@@ -74,6 +100,7 @@ fn micros(d: Duration) -> u32 {
 impl Session {
     pub fn new(config: Config, now: Instant) -> Self {
         let rng = config.jitter_seed | 1;
+        let xmit_auth_seq = config.auth.as_ref().map_or(0, |a| a.initial_sequence);
         Session {
             config,
             state: State::Down,
@@ -89,6 +116,9 @@ impl Session {
             polling: false,
             rng,
             since: now,
+            xmit_auth_seq,
+            rcv_auth_seq: None,
+            auth_seq_known_until: None,
         }
     }
 
@@ -157,8 +187,9 @@ impl Session {
         Some(base.mul_f64(factor))
     }
 
-    fn packet(&self, final_: bool) -> Packet {
-        Packet {
+    /// The next packet to send, signed when authentication is in use.
+    fn packet(&mut self, final_: bool) -> Packet {
+        let p = Packet {
             diag: self.local_diag,
             state: self.state,
             poll: self.polling && !final_,
@@ -171,7 +202,53 @@ impl Session {
             desired_min_tx: micros(self.desired_min_tx()),
             required_min_rx: micros(self.config.required_min_rx),
             required_min_echo_rx: 0,
+            auth: None,
+        };
+        let Some(a) = &self.config.auth else {
+            return p;
+        };
+        // §6.7.3/§6.7.4: bfd.XmitAuthSeq goes into the packet; the
+        // Meticulous variants MUST increment it for every packet, the
+        // others MAY: it grows by one per packet for all.
+        let seq = self.xmit_auth_seq;
+        self.xmit_auth_seq = seq.wrapping_add(1);
+        auth::sign(p, &a.key, seq)
+    }
+
+    /// The authentication of a received packet (§6.8.6, §6.7), sequence
+    /// numbers included; bfd.RcvAuthSeq follows what it accepts.
+    fn authenticate(&mut self, now: Instant, r: &Received) -> Result<(), Rejected> {
+        let Some(a) = &self.config.auth else {
+            return match r.packet.auth {
+                None => Ok(()),
+                Some(_) => Err(Rejected::UnexpectedAuth),
+            };
+        };
+        auth::verify(r, &a.key)?;
+        let Some(section) = r.packet.auth else {
+            return Err(Rejected::Unauthenticated);
+        };
+        if a.key.auth_type.digest_len().is_none() {
+            // §6.7.2: the Simple Password has no sequence number.
+            return Ok(());
         }
+        if self.auth_seq_known_until.is_some_and(|t| now >= t) {
+            self.rcv_auth_seq = None;
+        }
+        if let Some(last) = self.rcv_auth_seq {
+            // §6.7.3/§6.7.4: in the unsigned 32-bit circular space, from
+            // bfd.RcvAuthSeq (Meticulous: bfd.RcvAuthSeq + 1) to
+            // bfd.RcvAuthSeq + 3 × Detect Mult inclusive.
+            let ahead = section.sequence.wrapping_sub(last);
+            let least = u32::from(a.key.auth_type.meticulous());
+            let most = 3 * u32::from(self.config.detect_mult);
+            if ahead < least || ahead > most {
+                return Err(Rejected::BadSequence);
+            }
+        }
+        // Otherwise bfd.AuthSeqKnown becomes 1 with this sequence number.
+        self.rcv_auth_seq = Some(section.sequence);
+        Ok(())
     }
 
     fn set_state(&mut self, now: Instant, to: State, diag: Diag, out: &mut Vec<Output>) {
@@ -194,7 +271,8 @@ impl Session {
 
     /// A received packet, already through [`Packet::decode`]'s checks and
     /// demultiplexed to this session.
-    pub fn receive(&mut self, now: Instant, p: &Packet) -> Vec<Output> {
+    pub fn receive(&mut self, now: Instant, r: &Received) -> Vec<Output> {
+        let p = &r.packet;
         let mut out = Vec::new();
         if self.state == State::AdminDown {
             return out;
@@ -205,6 +283,11 @@ impl Session {
             return out;
         }
         if p.your_discriminator != 0 && p.your_discriminator != self.config.local_discriminator {
+            return out;
+        }
+        // §6.8.6: the A bit against bfd.AuthType, then §6.7's rules.
+        if let Err(why) = self.authenticate(now, r) {
+            out.push(Output::Discarded(why));
             return out;
         }
         self.remote_discr = p.my_discriminator;
@@ -223,6 +306,9 @@ impl Session {
             self.polling = false;
         }
         self.detect_at = self.detection_time().map(|d| now + d);
+        if self.config.auth.is_some() {
+            self.auth_seq_known_until = self.detection_time().map(|d| now + 2 * d);
+        }
         if p.state == State::AdminDown {
             if self.state != State::Down {
                 self.set_state(
@@ -312,7 +398,13 @@ mod tests {
             detect_mult: 3,
             local_discriminator: discr,
             jitter_seed: u64::from(discr),
+            auth: None,
         }
+    }
+
+    /// A packet as the other side's driver hands it over.
+    fn rx(p: &Packet) -> Received {
+        Received::decode(p.encode().as_bytes()).expect("decodes")
     }
 
     /// Two sessions wired back to back on simulated time.
@@ -322,17 +414,24 @@ mod tests {
         now: Instant,
         link_up: bool,
         changes: Vec<(char, State, State, Diag)>,
+        /// (the session that discarded, why).
+        discarded: Vec<(char, Rejected)>,
     }
 
     impl Pair {
         fn new() -> Pair {
+            Pair::with(cfg(1), cfg(2))
+        }
+
+        fn with(a: Config, b: Config) -> Pair {
             let now = Instant::now();
             Pair {
-                a: Session::new(cfg(1), now),
-                b: Session::new(cfg(2), now),
+                a: Session::new(a, now),
+                b: Session::new(b, now),
                 now,
                 link_up: true,
                 changes: Vec::new(),
+                discarded: Vec::new(),
             }
         }
 
@@ -341,9 +440,9 @@ mod tests {
                 match o {
                     Output::Send(p) if self.link_up => {
                         let reply = if from == 'a' {
-                            self.b.receive(self.now, &p)
+                            self.b.receive(self.now, &rx(&p))
                         } else {
-                            self.a.receive(self.now, &p)
+                            self.a.receive(self.now, &rx(&p))
                         };
                         self.deliver(if from == 'a' { 'b' } else { 'a' }, reply);
                     }
@@ -351,6 +450,7 @@ mod tests {
                     Output::StateChange { from: f, to, diag } => {
                         self.changes.push((from, f, to, diag))
                     }
+                    Output::Discarded(why) => self.discarded.push((from, why)),
                 }
             }
         }
@@ -447,7 +547,7 @@ mod tests {
             state: State::Down,
             ..probe
         };
-        let out = a.receive(now, &probe);
+        let out = a.receive(now, &rx(&probe));
         assert!(
             out.iter()
                 .any(|o| matches!(o, Output::Send(p) if p.final_ && !p.poll)),
@@ -459,7 +559,7 @@ mod tests {
             final_: true,
             ..probe
         };
-        a.receive(now, &fin);
+        a.receive(now, &rx(&fin));
         assert!(!a.polling);
     }
 
@@ -486,7 +586,7 @@ mod tests {
             my_discriminator: 5,
             ..a.packet(false)
         };
-        assert!(a.receive(now, &p).is_empty());
+        assert!(a.receive(now, &rx(&p)).is_empty());
         assert_eq!(a.remote_discriminator(), 0);
     }
 }
