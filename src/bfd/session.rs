@@ -390,6 +390,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bfd::packet::AuthType;
 
     fn cfg(discr: u32) -> Config {
         Config {
@@ -588,5 +589,205 @@ mod tests {
         };
         assert!(a.receive(now, &rx(&p)).is_empty());
         assert_eq!(a.remote_discriminator(), 0);
+    }
+
+    fn keyed(discr: u32, t: AuthType, secret: &[u8], seq: u32) -> Config {
+        Config {
+            auth: Some(AuthConfig {
+                key: Key::new(t, 1, secret).expect("key"),
+                initial_sequence: seq,
+            }),
+            ..cfg(discr)
+        }
+    }
+
+    #[test]
+    fn authenticated_sessions_come_up_and_sign_every_packet() {
+        for t in AuthType::ALL {
+            let mut p = Pair::with(
+                keyed(1, t, b"key-1", u32::MAX - 2),
+                keyed(2, t, b"key-1", 77),
+            );
+            let t0 = p.now;
+            p.run(t0 + Duration::from_secs(3));
+            assert_eq!((p.a.state(), p.b.state()), (State::Up, State::Up), "{t:?}");
+            assert_eq!(p.discarded, vec![], "{t:?}");
+            // §6.7.3/§6.7.4: bfd.XmitAuthSeq grows by one per packet, in
+            // the circular space (a started 3 below the wrap).
+            let sent = |s: &mut Session, now| {
+                s.poll(now + Duration::from_secs(1))
+                    .into_iter()
+                    .find_map(|o| match o {
+                        Output::Send(p) => p.auth,
+                        _ => None,
+                    })
+                    .expect("a signed packet")
+            };
+            let now = p.now;
+            let first = sent(&mut p.a, now);
+            let second = sent(&mut p.a, now + Duration::from_secs(1));
+            assert_eq!(first.auth_type, t);
+            if t != AuthType::SimplePassword {
+                assert_eq!(second.sequence, first.sequence.wrapping_add(1), "{t:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_key_or_none_keeps_the_session_down() {
+        let t = AuthType::MeticulousKeyedSha1;
+        let mut p = Pair::with(keyed(1, t, b"right", 1), keyed(2, t, b"wrong", 1));
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(5));
+        assert_eq!((p.a.state(), p.b.state()), (State::Down, State::Down));
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        assert!(
+            p.discarded.contains(&('a', Rejected::BadDigest)),
+            "{:?}",
+            p.discarded
+        );
+        assert!(
+            p.discarded.contains(&('b', Rejected::BadDigest)),
+            "{:?}",
+            p.discarded
+        );
+
+        // One side unauthenticated: §6.8.6 discards in both directions.
+        let mut p = Pair::with(keyed(1, t, b"right", 1), cfg(2));
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(5));
+        assert_eq!((p.a.state(), p.b.state()), (State::Down, State::Down));
+        assert!(p.discarded.contains(&('a', Rejected::Unauthenticated)));
+        assert!(p.discarded.contains(&('b', Rejected::UnexpectedAuth)));
+
+        // Another Key ID for the same secret: not our key.
+        let other_id = Config {
+            auth: Some(AuthConfig {
+                key: Key::new(t, 2, b"right").unwrap(),
+                initial_sequence: 1,
+            }),
+            ..cfg(2)
+        };
+        let mut p = Pair::with(keyed(1, t, b"right", 1), other_id);
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(5));
+        assert_eq!(p.a.state(), State::Down);
+        assert!(p.discarded.contains(&('a', Rejected::WrongKey)));
+    }
+
+    /// A packet from discriminator 9, signed with sequence `seq`.
+    fn from_peer(t: AuthType, seq: u32) -> Received {
+        let p = Packet {
+            diag: Diag::None,
+            state: State::Down,
+            poll: false,
+            final_: false,
+            control_plane_independent: false,
+            demand: false,
+            detect_mult: 3,
+            my_discriminator: 9,
+            your_discriminator: 0,
+            desired_min_tx: 100_000,
+            required_min_rx: 100_000,
+            required_min_echo_rx: 0,
+            auth: None,
+        };
+        rx(&auth::sign(p, &Key::new(t, 1, b"k").unwrap(), seq))
+    }
+
+    /// Feeds `seqs` in order at `now`; what each came to.
+    fn judge(
+        s: &mut Session,
+        t: AuthType,
+        now: Instant,
+        seqs: &[u32],
+    ) -> Vec<Result<(), Rejected>> {
+        seqs.iter()
+            .map(|&seq| {
+                let out = s.receive(now, &from_peer(t, seq));
+                match out.iter().find_map(|o| match o {
+                    Output::Discarded(why) => Some(*why),
+                    _ => None,
+                }) {
+                    Some(why) => Err(why),
+                    None => Ok(()),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keyed_sequence_window_is_last_to_three_detect_mult_ahead() {
+        let t = AuthType::KeyedSha1;
+        let now = Instant::now();
+        let mut a = Session::new(keyed(1, t, b"k", 0), now);
+        let bad = Err(Rejected::BadSequence);
+        // §6.7.4: unknown at first (any sequence is learned), then from
+        // bfd.RcvAuthSeq to bfd.RcvAuthSeq + 3 × Detect Mult (9) inclusive.
+        assert_eq!(
+            judge(&mut a, t, now, &[1000, 1000, 1009, 1008, 1019, 1018]),
+            vec![Ok(()), Ok(()), Ok(()), bad, bad, Ok(())]
+        );
+        // Circular: across the 32-bit wrap.
+        let mut a = Session::new(keyed(1, t, b"k", 0), now);
+        assert_eq!(
+            judge(&mut a, t, now, &[u32::MAX - 1, 3, u32::MAX]),
+            vec![Ok(()), Ok(()), bad]
+        );
+    }
+
+    #[test]
+    fn meticulous_sequence_numbers_must_grow() {
+        let t = AuthType::MeticulousKeyedMd5;
+        let now = Instant::now();
+        let mut a = Session::new(keyed(1, t, b"k", 0), now);
+        let bad = Err(Rejected::BadSequence);
+        // §6.7.3: from bfd.RcvAuthSeq + 1 to + 3 × Detect Mult inclusive:
+        // a replay (the same number) is refused.
+        assert_eq!(
+            judge(&mut a, t, now, &[50, 50, 51, 60, 70, 69, 61]),
+            vec![Ok(()), bad, Ok(()), Ok(()), bad, Ok(()), bad]
+        );
+    }
+
+    #[test]
+    fn a_forged_packet_does_not_move_the_window() {
+        let t = AuthType::MeticulousKeyedSha1;
+        let now = Instant::now();
+        let mut a = Session::new(keyed(1, t, b"k", 0), now);
+        assert_eq!(judge(&mut a, t, now, &[100]), vec![Ok(())]);
+        // Within the window but signed with another key.
+        let forged = Packet {
+            auth: None,
+            ..from_peer(t, 105).packet
+        };
+        let forged = rx(&auth::sign(forged, &Key::new(t, 1, b"x").unwrap(), 105));
+        assert_eq!(
+            a.receive(now, &forged),
+            vec![Output::Discarded(Rejected::BadDigest)]
+        );
+        // bfd.RcvAuthSeq is still 100: 101 passes.
+        assert_eq!(judge(&mut a, t, now, &[101]), vec![Ok(())]);
+    }
+
+    #[test]
+    fn the_sequence_is_forgotten_after_twice_the_detection_time() {
+        let t = AuthType::MeticulousKeyedSha1;
+        let t0 = Instant::now();
+        let mut a = Session::new(keyed(1, t, b"k", 0), t0);
+        assert_eq!(judge(&mut a, t, t0, &[100]), vec![Ok(())]);
+        // Detection Time: 3 × max(100 ms, 100 ms) = 300 ms.
+        assert_eq!(a.detection_time(), Some(Duration::from_millis(300)));
+        let bad = Err(Rejected::BadSequence);
+        // §6.8.1: bfd.AuthSeqKnown stays 1 until no packet for twice the
+        // Detection Time (a restarted peer's new numbers are learned then).
+        let before = t0 + Duration::from_millis(600) - Duration::from_micros(1);
+        assert_eq!(judge(&mut a, t, before, &[5000]), vec![bad]);
+        // A rejected packet does not count as received.
+        let at = t0 + Duration::from_millis(600);
+        assert_eq!(
+            judge(&mut a, t, at, &[5000, 5000, 5001]),
+            vec![Ok(()), bad, Ok(())]
+        );
     }
 }
