@@ -504,4 +504,192 @@ mod tests {
             "[2001:db8::1]:4784"
         );
     }
+
+    #[test]
+    fn a_full_inbox_drops_the_oldest() {
+        let inbox = Inbox::default();
+        let packet = |n: u32| {
+            let p = crate::bfd::packet::Packet {
+                diag: Diag::None,
+                state: State::Down,
+                poll: false,
+                final_: false,
+                control_plane_independent: false,
+                demand: false,
+                detect_mult: 3,
+                my_discriminator: n,
+                your_discriminator: 0,
+                desired_min_tx: 1_000_000,
+                required_min_rx: 1_000_000,
+                required_min_echo_rx: 0,
+                auth: None,
+            };
+            Received::decode(p.encode().as_bytes()).expect("decodes")
+        };
+        let dropped = (1..=1000).filter(|n| inbox.push(packet(*n))).count();
+        assert_eq!(dropped, 1000 - INBOX_LEN);
+        assert_eq!(inbox.len(), INBOX_LEN);
+        let kept: Vec<u32> = std::iter::from_fn(|| {
+            inbox
+                .queue
+                .lock()
+                .unwrap()
+                .pop_front()
+                .map(|r| r.packet.my_discriminator)
+        })
+        .collect();
+        assert_eq!(kept, (1001 - INBOX_LEN as u32..=1000).collect::<Vec<_>>());
+    }
+
+    /// Polls `f` every 20 ms until it is true; false after `limit`.
+    async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if f() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        f()
+    }
+
+    /// Two BFD services on loopback with one session between them; a third
+    /// address floods the first service with packets for a session whose
+    /// task never reads them. The flood stays within that session's inbox
+    /// (the newest packets kept), and the session between the two stays Up
+    /// throughout. Real sockets: generous bounds, no timing claims.
+    #[tokio::test]
+    async fn a_flood_toward_one_session_is_bounded_and_spares_the_others() {
+        let any = Ports {
+            single_hop: 0,
+            multihop: 0,
+        };
+        let (mut a, a_ports) = Bfd::start_on(any, any).expect("bind on loopback");
+        let (mut b, b_ports) = Bfd::start_on(any, a_ports).expect("bind on loopback");
+        a.peer_ports = b_ports;
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let spec = |peer: &str, local: &str| BfdSpec {
+            local: Some(ip(local)),
+            // Detection Time 3 s: far beyond any scheduling delay.
+            desired_min_tx: Duration::from_millis(300),
+            required_min_rx: Duration::from_millis(300),
+            detect_mult: 10,
+            ..super::tests::spec(peer, None, false)
+        };
+        let a_to_b = a.add("b", spec("127.0.0.2", "127.0.0.1")).expect("session");
+        let _b_to_a = b.add("a", spec("127.0.0.1", "127.0.0.2")).expect("session");
+        let up = |s: &BfdSession| s.status.borrow().state == State::Up;
+        assert!(
+            eventually(Duration::from_secs(30), || up(&a_to_b)).await,
+            "the loopback session came Up: {:?}",
+            *a_to_b.status.borrow()
+        );
+        let up_since = a_to_b.status.borrow().since;
+
+        // A session for 127.0.0.3 whose task never reads its inbox.
+        let flooded = Arc::new(Inbox::default());
+        let counters = Arc::new(BfdCounters::default());
+        a.sessions.lock().unwrap().insert(
+            ip("127.0.0.3"),
+            Entry {
+                inbox: flooded.clone(),
+                counters: counters.clone(),
+                discriminator: 0x5eed,
+                multihop: false,
+            },
+        );
+        let flooder = std::net::UdpSocket::bind("127.0.0.3:0").expect("bind 127.0.0.3");
+        flooder.set_ttl(255).expect("TTL 255 (RFC 5881 §5)");
+        let to = SocketAddr::new(ip("127.0.0.1"), a_ports.single_hop);
+        let packet = |n: u32| {
+            crate::bfd::packet::Packet {
+                diag: Diag::None,
+                state: State::Down,
+                poll: false,
+                final_: false,
+                control_plane_independent: false,
+                demand: false,
+                detect_mult: 3,
+                my_discriminator: n,
+                your_discriminator: 0,
+                desired_min_tx: 1_000_000,
+                required_min_rx: 1_000_000,
+                required_min_echo_rx: 0,
+                auth: None,
+            }
+            .encode()
+        };
+        const FLOOD: u32 = 20_000;
+        let sender = {
+            let flooder = flooder.try_clone().expect("clone");
+            std::thread::spawn(move || {
+                for n in 1..=FLOOD {
+                    // A full socket buffer drops at the kernel: fine.
+                    let _ = flooder.send_to(packet(n).as_bytes(), to);
+                }
+            })
+        };
+        // While the flood runs, the inbox never holds more than its bound.
+        let mut most = 0;
+        while !sender.is_finished() {
+            most = most.max(flooded.len());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        sender.join().expect("flood sent");
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                counters.inbox_full.load(Ordering::Relaxed) > 0
+            })
+            .await,
+            "the flood reached the inbox"
+        );
+        // Then one more packet: the newest is kept, the oldest went.
+        let marker = FLOOD + 1;
+        flooder
+            .send_to(packet(marker).as_bytes(), to)
+            .expect("send marker");
+        let newest = || {
+            flooded
+                .queue
+                .lock()
+                .unwrap()
+                .back()
+                .map(|r| r.packet.my_discriminator)
+        };
+        assert!(
+            eventually(Duration::from_secs(10), || newest() == Some(marker)).await,
+            "the newest packet is in the inbox: {:?}",
+            newest()
+        );
+        most = most.max(flooded.len());
+        assert_eq!(flooded.len(), INBOX_LEN);
+        assert!(most <= INBOX_LEN, "the inbox held {most}");
+        let full = counters.inbox_full.load(Ordering::Relaxed);
+        assert!(
+            full > 0 && full <= u64::from(FLOOD) + 1 - INBOX_LEN as u64,
+            "{full}"
+        );
+        assert_eq!(
+            counters
+                .discarded()
+                .into_iter()
+                .find(|(r, _)| *r == "inbox-full"),
+            Some(("inbox-full", full))
+        );
+        // The other session never left Up.
+        let after = a_to_b.status.borrow().clone();
+        assert_eq!(
+            (after.state, after.since),
+            (State::Up, up_since),
+            "{after:?}"
+        );
+        // And it still hears its peer: Up a while later, same since.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let later = a_to_b.status.borrow().clone();
+        assert_eq!(
+            (later.state, later.since),
+            (State::Up, up_since),
+            "{later:?}"
+        );
+    }
 }
