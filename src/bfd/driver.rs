@@ -636,6 +636,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         sender.join().expect("flood sent");
+        assert!(most <= INBOX_LEN, "the inbox held {most} during the flood");
         assert!(
             eventually(Duration::from_secs(10), || {
                 counters.inbox_full.load(Ordering::Relaxed) > 0
