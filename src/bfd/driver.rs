@@ -644,11 +644,10 @@ mod tests {
             .await,
             "the flood reached the inbox"
         );
-        // Then one more packet: the newest is kept, the oldest went.
+        // Then one more packet: the newest is kept, the oldest went. (Sent
+        // again while unseen: the kernel may drop it while the socket's
+        // buffer is still full of the flood.)
         let marker = FLOOD + 1;
-        flooder
-            .send_to(packet(marker).as_bytes(), to)
-            .expect("send marker");
         let newest = || {
             flooded
                 .queue
@@ -657,11 +656,17 @@ mod tests {
                 .back()
                 .map(|r| r.packet.my_discriminator)
         };
-        assert!(
-            eventually(Duration::from_secs(10), || newest() == Some(marker)).await,
-            "the newest packet is in the inbox: {:?}",
-            newest()
-        );
+        let mut seen = false;
+        for _ in 0..20 {
+            flooder
+                .send_to(packet(marker).as_bytes(), to)
+                .expect("send marker");
+            if eventually(Duration::from_millis(500), || newest() == Some(marker)).await {
+                seen = true;
+                break;
+            }
+        }
+        assert!(seen, "the newest packet is in the inbox: {:?}", newest());
         most = most.max(flooded.len());
         assert_eq!(flooded.len(), INBOX_LEN);
         assert!(most <= INBOX_LEN, "the inbox held {most}");
