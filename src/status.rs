@@ -201,6 +201,10 @@ pub struct BfdStatus {
     pub state_seconds: u64,
     pub detection_time_ms: Option<u64>,
     pub last_diagnostic: Option<String>,
+    /// Received packets discarded since the session started, by reason:
+    /// failed authentication (RFC 5880 §6.7) or a full inbox.
+    #[serde(default)]
+    pub discarded: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

@@ -136,6 +136,7 @@ fixtures! {
     fixture_addresses => "addresses",
     fixture_node_overrides => "node-overrides",
     fixture_unnumbered => "unnumbered",
+    fixture_bfd_auth => "bfd-auth",
 }
 
 #[test]

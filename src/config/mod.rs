@@ -44,8 +44,9 @@ pub use node_override::{
     AppliedOverride, NodeMatch, NodeOverride, PeerOverride, derived_router_id, resolve,
 };
 pub use peer::{
-    AddressFamily, Bfd, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME, DEFAULT_PORT, Family,
-    GracefulRestart, IfName, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerAsn, PeerPassword,
+    AddressFamily, Bfd, BfdAuthentication, BfdKey, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME,
+    DEFAULT_PORT, Family, GracefulRestart, IfName, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress,
+    PeerAsn, PeerPassword,
 };
 pub use read::{
     FileProblem, MAX_CONFIG_LEN, MAX_PASSWORD_FILE_LEN, MAX_VIP_FILE_LEN, read_regular_file,

@@ -147,7 +147,7 @@ families = ["ipv6-unicast"]
 passive = true
 min_route_advertisement_interval = "1s"
 graceful_restart = { enabled = false, restart_time = "4095s", notification = false, forwarding_state = false }
-bfd = { min_rx = "100ms", min_tx = "200ms", multiplier = 5, multihop = true }
+bfd = { min_rx = "100ms", min_tx = "200ms", multiplier = 5, multihop = true, authentication = "meticulous-keyed-sha1", key_id = 7, key_file = "keys/bfd-tor1" }
 
 [[peer]]
 name = "tor2"
@@ -256,6 +256,12 @@ fn full_schema_parses_to_the_values_written() {
             min_tx: Duration::from_millis(200),
             multiplier: 5,
             multihop: true,
+            authentication: BfdAuthentication::Key {
+                auth_type: crate::bfd::packet::AuthType::MeticulousKeyedSha1,
+                key_id: 7,
+                file: PathBuf::from("/etc/holdfast/keys/bfd-tor1"),
+                key: None,
+            },
         })
     );
     let tor2 = config.peer("tor2").expect("tor2");
@@ -903,6 +909,136 @@ fn bfd_parameters() {
             "9:34: min_rx must be more than 0s and at most 4294s (32 bits of microseconds, RFC 5880 §4.1), got 0s",
         ]
     );
+}
+
+#[test]
+fn multihop_bfd_needs_authentication_or_says_none() {
+    // No authentication on a multihop session: refused, at `multihop`.
+    let text = with_peer("bfd = { multihop = true }\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:20: multihop BFD without authentication: multihop BFD (RFC 5883) has no TTL check, so anyone who reaches UDP 4784 can forge its packets and take the BGP session down or hold it up; set authentication = \"meticulous-keyed-sha1\" and key_file (RFC 5880 §6.7), or state authentication = \"none\" to run it unauthenticated"
+        ]
+    );
+    // Stated: accepted, unauthenticated.
+    let config = valid(&with_peer(
+        "bfd = { multihop = true, authentication = \"none\" }\n",
+    ));
+    let bfd = config.peers[0].bfd.clone().expect("bfd");
+    assert!(bfd.multihop);
+    assert_eq!(bfd.authentication, BfdAuthentication::None);
+    // Single-hop needs none (RFC 5881 §5's TTL check), and may have one.
+    let config = valid(&with_peer("bfd = {}\n"));
+    assert_eq!(
+        config.peers[0].bfd.as_ref().map(|b| &b.authentication),
+        Some(&BfdAuthentication::None)
+    );
+    let config = valid(&with_peer(
+        "bfd = { authentication = \"keyed-md5\", key_file = \"/run/k\" }\n",
+    ));
+    assert_eq!(
+        config.peers[0].bfd.as_ref().map(|b| &b.authentication),
+        Some(&BfdAuthentication::Key {
+            auth_type: crate::bfd::packet::AuthType::KeyedMd5,
+            key_id: 1,
+            file: PathBuf::from("/run/k"),
+            key: None,
+        })
+    );
+}
+
+#[test]
+fn bfd_authentication_problems() {
+    let cases = [
+        (
+            "bfd = { authentication = \"keyed-sha\" }\n",
+            "9:26: unknown BFD authentication \"keyed-sha\"; did you mean \"keyed-sha1\"?",
+        ),
+        (
+            "bfd = { authentication = \"keyed-sha1\" }\n",
+            "9:26: authentication = \"keyed-sha1\" needs key_file, the file holding the key (1 to 20 bytes)",
+        ),
+        (
+            "bfd = { key_file = \"k\" }\n",
+            "9:20: key_file needs authentication set to a keyed type (\"simple-password\", \"keyed-md5\", \"meticulous-keyed-md5\", \"keyed-sha1\" or \"meticulous-keyed-sha1\")",
+        ),
+        (
+            "bfd = { authentication = \"none\", key_id = 2 }\n",
+            "9:43: key_id needs authentication set to a keyed type (\"simple-password\", \"keyed-md5\", \"meticulous-keyed-md5\", \"keyed-sha1\" or \"meticulous-keyed-sha1\")",
+        ),
+        (
+            "bfd = { authentication = \"keyed-sha1\", key_file = \"k\", key_id = 256 }\n",
+            "9:65: key_id must be in 0..=255, got 256",
+        ),
+        (
+            "bfd = { authentication = \"keyed-sha1\", key_file = \"\" }\n",
+            "9:51: key_file is empty; give the path of the file holding the key",
+        ),
+    ];
+    for (extra, want) in cases {
+        assert_eq!(problems(&with_peer(extra)), vec![want], "{extra}");
+    }
+}
+
+#[test]
+fn load_reads_bfd_key_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_path = dir.path().join("rack.toml");
+    std::fs::write(dir.path().join("good"), "sha1-key\n").expect("write key");
+    std::fs::write(dir.path().join("long"), "k".repeat(17)).expect("write key");
+    let peer = |name: &str, addr: &str, how: &str, file: &str| {
+        format!(
+            "[[peer]]\nname = \"{name}\"\naddress = \"{addr}\"\nasn = 65000\n\
+             bfd = {{ multihop = true, authentication = \"{how}\", key_file = \"{file}\" }}\n"
+        )
+    };
+    let text = format!(
+        "{HEAD}{}{}{}",
+        peer("a", "192.0.2.1", "keyed-sha1", "good"),
+        peer("b", "192.0.2.2", "keyed-md5", "long"),
+        peer("c", "192.0.2.3", "keyed-sha1", "missing"),
+    );
+    std::fs::write(&config_path, &text).expect("write config");
+    let problems: Vec<String> = match load(&config_path) {
+        Ok(_) => panic!("bad keys accepted"),
+        Err(diags) => diags
+            .iter()
+            .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
+            .collect(),
+    };
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    assert_eq!(
+        problems,
+        vec![
+            format!(
+                "14:67: key_file {} holds a key of 17 bytes; a keyed-md5 key is 1 to 16 bytes (RFC 5880 §6.7.3)",
+                file("long")
+            ),
+            format!(
+                "19:68: key_file {}: cannot read file: No such file or directory (os error 2)",
+                file("missing")
+            ),
+        ]
+    );
+    let text = format!("{HEAD}{}", peer("a", "192.0.2.1", "keyed-sha1", "good"));
+    std::fs::write(&config_path, &text).expect("write config");
+    let before = load(&config_path).expect("valid config");
+    let key = |c: &Config| {
+        c.peers[0]
+            .bfd
+            .as_ref()
+            .and_then(|b| b.authentication.key().cloned())
+    };
+    assert_eq!(
+        key(&before),
+        Some(BfdKey::new(crate::bfd::packet::AuthType::KeyedSha1, 1, b"sha1-key").unwrap())
+    );
+    // A changed key makes the peer compare unequal: reload restarts it.
+    std::fs::write(dir.path().join("good"), "other\n").expect("write key");
+    let after = load(&config_path).expect("valid config");
+    assert_ne!(key(&before), key(&after));
+    assert_ne!(before.peers[0], after.peers[0]);
 }
 
 #[test]

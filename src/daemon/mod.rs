@@ -470,7 +470,7 @@ impl Daemon {
                     configured: cp.address.to_string(),
                     runtime: p.handle.as_ref().map(|h| h.runtime.clone()),
                     waiting: p.waiting.clone(),
-                    bfd: p.bfd.as_ref().map(|b| b.status.clone()),
+                    bfd: p.bfd.as_ref().map(|b| b.view()),
                     carried: p.carried.clone(),
                 })
             })

@@ -123,6 +123,7 @@ impl Daemon {
             desired_min_tx: b.min_tx,
             required_min_rx: b.min_rx,
             detect_mult: b.multiplier,
+            auth: b.authentication.key().cloned(),
         };
         self.bfd.as_mut().expect("started above").add(&p.name, spec)
     }

@@ -31,7 +31,7 @@ pub struct PeerView {
     /// Why there is no session (a default gateway not found).
     pub waiting: Option<String>,
     /// Its BFD session's state, when it has one.
-    pub bfd: Option<tokio::sync::watch::Receiver<crate::bfd::driver::BfdStatus>>,
+    pub bfd: Option<crate::bfd::driver::BfdView>,
     /// The counters of this peer's earlier sessions (reset by a reload or
     /// a default-gateway change): counters belong to the peer's name, not
     /// to one session task.
@@ -175,9 +175,15 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
         s.configured_asn = spec.peer.asn.to_string();
         s.local_asn = spec.peer.local_asn;
     }
-    if let Some(b) = &p.bfd {
-        let b = b.borrow().clone();
+    if let Some(view) = &p.bfd {
+        let b = view.borrow().clone();
         s.bfd = Some(crate::status::BfdStatus {
+            discarded: view
+                .counters()
+                .discarded()
+                .into_iter()
+                .map(|(reason, n)| (reason.to_string(), n))
+                .collect(),
             state: b.state.to_string(),
             state_seconds: now.saturating_duration_since(b.since).as_secs(),
             detection_time_ms: b.detection_time.map(|d| d.as_millis() as u64),
