@@ -24,7 +24,7 @@ ARG RUST_VERSION=1.95
 FROM rust:${RUST_VERSION}-bookworm AS build
 ARG TARGETARCH
 RUN apt-get update \
- && apt-get install -y --no-install-recommends musl-tools \
+ && apt-get install -y --no-install-recommends musl-tools libcap2-bin \
  && rm -rf /var/lib/apt/lists/*
 RUN case "${TARGETARCH}" in \
       amd64) echo x86_64-unknown-linux-musl ;; \
@@ -39,7 +39,14 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target,id=holdfast-target-${TARGETARCH} \
     cargo build --locked --release --target "$(cat /target-triple)" --bin holdfast \
- && install -D -m 0755 "target/$(cat /target-triple)/release/holdfast" /out/holdfast
+ && install -D -m 0755 "target/$(cat /target-triple)/release/holdfast" /out/holdfast \
+ && setcap cap_net_raw+p /out/holdfast
+# NET_RAW as a file capability, permitted only (no effective bit): unused
+# unless a pod keeps NET_RAW in its bounding set and allows privilege
+# escalation (deploy/components/unnumbered), and then raised only by the
+# thread that opens unnumbered peering's ICMPv6 socket (README: Unnumbered
+# peering). Under the base DaemonSet (every capability dropped,
+# no_new_privs) it grants nothing and changes nothing.
 
 FROM scratch
 LABEL org.opencontainers.image.title="holdfast" \

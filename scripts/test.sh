@@ -26,7 +26,7 @@ command -v cargo >/dev/null && command -v rustup >/dev/null || {
 
 step "installing test dependencies (Debian packages, rustup targets)"
 need=()
-for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv prometheus; do
+for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv prometheus libcap2-bin; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

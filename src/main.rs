@@ -30,8 +30,11 @@ enum Command {
         /// Shutdown even when graceful restart is enabled.
         #[arg(long)]
         withdraw_on_exit: bool,
-        /// Where the restart marker is kept (graceful restart's R bit).
-        #[arg(long, value_name = "DIR", default_value = "/run/holdfast")]
+        /// This daemon's state directory: the API's Unix socket (api.sock:
+        /// drain, undrain), the restart marker (graceful restart's R bit)
+        /// and a lock that keeps it to one daemon. Made owner-only if
+        /// missing.
+        #[arg(long, value_name = "DIR", default_value = holdfast::api::local::DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
         /// Log filter (tracing EnvFilter syntax); also $HOLDFAST_LOG.
         #[arg(long, value_name = "FILTER")]
@@ -46,8 +49,9 @@ enum Command {
         /// `-` reads it from standard input (named `<stdin>` in messages).
         #[arg(long, value_name = "PATH")]
         config: PathBuf,
-        /// Do not read the files named by password_file (check them only for
-        /// form): for checking a config where its MD5 keys are not present.
+        /// Do not read the files named by password_file and api_token_file
+        /// (check them only for form): for checking a config where its keys
+        /// are not present.
         #[arg(long)]
         skip_password_files: bool,
         /// Exit 1 when there are warnings, as for errors (for CI).
@@ -71,9 +75,8 @@ enum Command {
     },
     /// Peers and routes of a running daemon, from its HTTP API.
     Status {
-        /// The daemon's API address (`speaker.api`).
-        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
-        api: String,
+        #[command(flatten)]
+        at: ReadAt,
         /// Print the API's JSON as it is.
         #[arg(long)]
         json: bool,
@@ -82,9 +85,8 @@ enum Command {
     Explain {
         /// An IPv4 or IPv6 address (a /32 or /128 prefix is taken too).
         vip: String,
-        /// The daemon's API address (`speaker.api`).
-        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
-        api: String,
+        #[command(flatten)]
+        at: ReadAt,
         /// Print the API's JSON as it is (the exit code is the same).
         #[arg(long)]
         json: bool,
@@ -110,16 +112,78 @@ enum Command {
     },
     /// Planned withdrawal of this node's routes: GRACEFUL_SHUTDOWN (RFC 8326) first, withdrawn after graceful_shutdown_wait.
     Drain {
-        /// The daemon's API address (`speaker.api`).
-        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
-        api: String,
+        #[command(flatten)]
+        at: ChangeAt,
     },
     /// End a drain: this node's routes are advertised normally again.
     Undrain {
-        /// The daemon's API address (`speaker.api`).
-        #[arg(long, value_name = "ADDR", default_value = cli::http::DEFAULT_API)]
-        api: String,
+        #[command(flatten)]
+        at: ChangeAt,
     },
+}
+
+/// Where `status` and `explain` read: `speaker.api` over TCP by default,
+/// or the daemon's Unix socket.
+#[derive(clap::Args)]
+struct ReadAt {
+    /// The daemon's API address (`speaker.api`; default 127.0.0.1:9179).
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["socket", "state_dir"])]
+    api: Option<String>,
+    /// Ask on the daemon's Unix socket at PATH instead of TCP.
+    #[arg(long, value_name = "PATH", conflicts_with = "state_dir")]
+    socket: Option<PathBuf>,
+    /// Ask on the Unix socket of the daemon run with this --state-dir (DIR/api.sock).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+impl ReadAt {
+    fn target(self) -> cli::http::Target {
+        match (self.socket, self.state_dir) {
+            (Some(socket), _) => cli::http::Target::Socket(socket),
+            (None, Some(dir)) => cli::http::Target::Socket(holdfast::api::local::socket_path(&dir)),
+            (None, None) => cli::http::Target::Tcp {
+                api: self.api.unwrap_or_else(|| cli::http::DEFAULT_API.into()),
+                token: None,
+            },
+        }
+    }
+}
+
+/// Where `drain` and `undrain` go: the daemon's Unix socket by default
+/// (/run/holdfast/api.sock), or TCP with the token.
+#[derive(clap::Args)]
+struct ChangeAt {
+    /// The state directory of the daemon (its --state-dir; default /run/holdfast): the call goes to DIR/api.sock.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["socket", "api"])]
+    state_dir: Option<PathBuf>,
+    /// The daemon's Unix socket, when not in a state directory's usual place.
+    #[arg(long, value_name = "PATH", conflicts_with = "api")]
+    socket: Option<PathBuf>,
+    /// Over TCP to the daemon's API address (`speaker.api`) instead of the socket: needs the token of speaker.api_token_file (--token-file, or $HOLDFAST_API_TOKEN).
+    #[arg(long, value_name = "ADDR")]
+    api: Option<String>,
+    /// With --api: the file holding the token (else $HOLDFAST_API_TOKEN).
+    #[arg(long, value_name = "PATH", requires = "api")]
+    token_file: Option<PathBuf>,
+}
+
+impl ChangeAt {
+    fn target(self) -> io::Result<cli::http::Target> {
+        Ok(match (self.api, self.socket, self.state_dir) {
+            (Some(api), _, _) => cli::http::Target::Tcp {
+                api,
+                token: cli::drain::token(
+                    self.token_file.as_deref(),
+                    std::env::var_os(cli::drain::TOKEN_ENV),
+                )?,
+            },
+            (None, Some(socket), _) => cli::http::Target::Socket(socket),
+            (None, None, dir) => cli::http::Target::Socket(holdfast::api::local::socket_path(
+                &dir.unwrap_or_else(|| holdfast::api::local::DEFAULT_STATE_DIR.into()),
+            )),
+        })
+    }
 }
 
 /// `holdfast completions SHELL`.
@@ -256,14 +320,18 @@ fn main() -> ExitCode {
                 opts,
             )
         }
-        Command::Status { api, json } => cli::status::run(&api, json, io::stdout().lock()),
-        Command::Explain { vip, api, json } => {
-            cli::explain::run(&api, &vip, json, io::stdout().lock())
+        Command::Status { at, json } => cli::status::run(&at.target(), json, io::stdout().lock()),
+        Command::Explain { vip, at, json } => {
+            cli::explain::run(&at.target(), &vip, json, io::stdout().lock())
         }
         Command::Completions { shell } => completions(shell, &mut io::stdout().lock()),
         Command::Man { dir } => man(dir, &mut io::stdout().lock()),
-        Command::Drain { api } => cli::drain::run(&api, true, io::stdout().lock()),
-        Command::Undrain { api } => cli::drain::run(&api, false, io::stdout().lock()),
+        Command::Drain { at } => at
+            .target()
+            .and_then(|t| cli::drain::run(&t, true, io::stdout().lock())),
+        Command::Undrain { at } => at
+            .target()
+            .and_then(|t| cli::drain::run(&t, false, io::stdout().lock())),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

@@ -83,6 +83,13 @@ impl RoutePage {
         limit: usize::MAX,
     };
 
+    /// No route: the counts and the peers only (the status of a node
+    /// costs the same with 10 routes or 100,000).
+    pub const NONE: RoutePage = RoutePage {
+        offset: 0,
+        limit: 0,
+    };
+
     /// The range of a list of `total` routes this page covers.
     pub fn range(&self, total: usize) -> std::ops::Range<usize> {
         let start = self.offset.min(total);
@@ -194,6 +201,10 @@ pub struct BfdStatus {
     pub state_seconds: u64,
     pub detection_time_ms: Option<u64>,
     pub last_diagnostic: Option<String>,
+    /// Received packets discarded since the session started, by reason:
+    /// failed authentication (RFC 5880 §6.7) or a full inbox.
+    #[serde(default)]
+    pub discarded: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -228,6 +239,10 @@ pub struct RouteStatus {
 pub struct StabilityCounters {
     pub routes_advertised: u64,
     pub routes_held_down: u64,
+    /// Of `routes_held_down`, the routes damping keeps advertised past
+    /// their own timer now (the routes whose state is `damped`).
+    #[serde(default)]
+    pub routes_damped: u64,
     /// Vanishings that ended in a reappearance inside the hold-down:
     /// withdrawals the routers never saw.
     pub withdrawals_absorbed: u64,

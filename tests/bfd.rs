@@ -1,13 +1,15 @@
 //! BFD with FRR's bfdd: BFD comes up, a black-holed link takes
 //! the BGP session down within Detect Mult × interval rather than the hold
 //! time, FRR withdraws the routes, and all comes back with the link.
+//! Authenticated multihop BFD with BIRD (FRR's bfdd has no authentication):
+//! Up with the right key, Down with a wrong one.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
-use testlab::{Frr, Lab, wait_until};
+use testlab::{Bird, Frr, Lab, wait_until};
 
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
@@ -98,6 +100,7 @@ fn bfd_down_takes_bgp_down_fast_and_bgp_waits_for_bfd() {
 
 #[test]
 fn multihop_bfd_two_hops_away() {
+    // FRR's bfdd has no BFD authentication: the config states "none".
     testlab::require_root();
     let lab = Lab::routed_pair();
     let router = lab.router_v4.to_string();
@@ -117,7 +120,7 @@ fn multihop_bfd_two_hops_away() {
     let conf = format!(
         "[speaker]\nasn = 65001\nrouter_id = \"{node_ip}\"\nhostname = \"node-1\"\n\n\
          [[peer]]\nname = \"tor1\"\naddress = \"{router}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\nebgp_multihop = 2\n\
-         bfd = {{ min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3, multihop = true }}\n\n\
+         bfd = {{ min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3, multihop = true, authentication = \"none\" }}\n\n\
          [source]\nkind = \"file\"\npath = \"VIPS\"\n"
     );
     let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
@@ -135,5 +138,130 @@ fn multihop_bfd_two_hops_away() {
         node.metric("holdfast_peer_bfd_up", &[("peer", "tor1")]),
         1.0,
         "holdfast_peer_bfd_up of the multihop session"
+    );
+}
+
+/// BIRD's `bfd` protocol with one multihop session to the node, signed
+/// with `how` (BIRD's words) and `key` as key ID 1.
+fn bird_bfd_conf(lab: &Lab, how: &str, key: &str) -> String {
+    format!(
+        "router id {router};\nprotocol device {{}}\n\
+         protocol bfd {{\n\
+           debug {{ states, events }};\n\
+           multihop {{ min rx interval 100 ms; min tx interval 100 ms; multiplier 3;\n\
+             authentication {how}; password \"{key}\" {{ id 1; }}; }};\n\
+           neighbor {node} local {router} multihop on;\n\
+         }}\n",
+        router = lab.router_v4,
+        node = lab.node_v4,
+    )
+}
+
+/// The State column of `show bfd sessions` for the node's address.
+fn bird_bfd_state(bird: &Bird, node: &str) -> Option<String> {
+    bird.birdc("show bfd sessions")
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(node))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .map(str::to_owned)
+}
+
+/// holdfast's config: one peer, multihop BFD with `how` and the key in
+/// `key_file`.
+fn auth_conf(lab: &Lab, how: &str, key_file: &std::path::Path) -> String {
+    format!(
+        "[speaker]\nasn = 65001\nrouter_id = \"{node}\"\nhostname = \"node-1\"\n\n\
+         [[peer]]\nname = \"tor1\"\naddress = \"{router}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\nebgp_multihop = 2\n\
+         bfd = {{ min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3, multihop = true, \
+         authentication = \"{how}\", key_id = 1, key_file = \"{key}\" }}\n\n\
+         [source]\nkind = \"file\"\npath = \"VIPS\"\n",
+        node = lab.node_v4,
+        router = lab.router_v4,
+        key = key_file.display(),
+    )
+}
+
+fn bfd_discarded(node: &Holdfast, reason: &str) -> f64 {
+    node.metric(
+        "holdfast_peer_bfd_discarded_total",
+        &[("peer", "tor1"), ("reason", reason)],
+    )
+}
+
+#[test]
+fn authenticated_multihop_bfd_with_bird_up_with_the_right_key_down_with_a_wrong_one() {
+    testlab::require_root();
+    let lab = Lab::routed_pair();
+    let node_ip = lab.node_v4.to_string();
+    let keys = tempfile::tempdir().expect("tempdir");
+    let key_file = keys.path().join("bfd-tor1");
+    let vip = vips(&["198.51.100.10"]);
+
+    // The right key, for each hash: both ends Up, nothing discarded.
+    for (ours, birds) in [
+        ("meticulous-keyed-sha1", "meticulous keyed sha1"),
+        ("keyed-sha1", "keyed sha1"),
+        ("meticulous-keyed-md5", "meticulous keyed md5"),
+    ] {
+        std::fs::write(&key_file, "s3cret-bfd-key\n").expect("write key");
+        let bird = Bird::start(&lab.router, &bird_bfd_conf(&lab, birds, "s3cret-bfd-key"));
+        let node = Holdfast::start(&lab.node, &auth_conf(&lab, ours, &key_file), &vip);
+        wait_until(LONG, &format!("{ours}: BFD Up at holdfast"), || {
+            (node.status()["peers"][0]["bfd"]["state"] == "Up").then_some(())
+        });
+        wait_until(LONG, &format!("{ours}: BFD Up at BIRD"), || {
+            (bird_bfd_state(&bird, &node_ip).as_deref() == Some("Up")).then_some(())
+        });
+        // Up for a while: every packet passes, in both directions.
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(node.status()["peers"][0]["bfd"]["state"], "Up", "{ours}");
+        assert_eq!(bird_bfd_state(&bird, &node_ip).as_deref(), Some("Up"));
+        for reason in ["bad-digest", "bad-sequence", "wrong-key", "unauthenticated"] {
+            assert_eq!(bfd_discarded(&node, reason), 0.0, "{ours}: {reason}");
+        }
+        assert_eq!(
+            node.metric("holdfast_peer_bfd_up", &[("peer", "tor1")]),
+            1.0
+        );
+    }
+
+    // A wrong key: BIRD's packets arrive and are refused as forgeries;
+    // neither end comes Up.
+    std::fs::write(&key_file, "not-the-key\n").expect("write key");
+    let bird = Bird::start(
+        &lab.router,
+        &bird_bfd_conf(&lab, "meticulous keyed sha1", "s3cret-bfd-key"),
+    );
+    let node = Holdfast::start(
+        &lab.node,
+        &auth_conf(&lab, "meticulous-keyed-sha1", &key_file),
+        &vip,
+    );
+    wait_until(LONG, "holdfast to discard BIRD's packets", || {
+        (bfd_discarded(&node, "bad-digest") >= 3.0).then_some(())
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        assert_ne!(
+            node.status()["peers"][0]["bfd"]["state"],
+            "Up",
+            "BFD came Up with a wrong key"
+        );
+        assert_ne!(
+            bird_bfd_state(&bird, &node_ip).as_deref(),
+            Some("Up"),
+            "BIRD came Up with a wrong key"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        node.metric("holdfast_peer_bfd_up", &[("peer", "tor1")]),
+        0.0
+    );
+    assert!(
+        bird.log().contains("wrong authentication code")
+            || bird.log().contains("Authentication failed"),
+        "BIRD refused holdfast's packets too:\n{}",
+        bird.log()
     );
 }

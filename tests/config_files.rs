@@ -144,6 +144,7 @@ fixtures! {
     fixture_addresses => "addresses",
     fixture_node_overrides => "node-overrides",
     fixture_unnumbered => "unnumbered",
+    fixture_bfd_auth => "bfd-auth",
 }
 
 #[test]

@@ -439,6 +439,23 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
             state.empty_dir.is_some(),
             "{dir}: the state dir is an emptyDir (survives container restarts)"
         );
+        // `kubectl exec POD -- holdfast drain` looks for the API socket in
+        // the default state directory: the daemon's must be that one, and
+        // writable (the socket is made there).
+        assert_eq!(
+            state_dir,
+            holdfast::api::local::DEFAULT_STATE_DIR,
+            "{dir}: --state-dir is not where holdfast drain looks by default"
+        );
+        let state_mount = mounts
+            .iter()
+            .find(|m| m.mount_path == state_dir)
+            .expect("checked above");
+        assert_ne!(
+            state_mount.read_only,
+            Some(true),
+            "{dir}: the state dir must be writable (the API socket is made there)"
+        );
 
         // Every password_file is a key of the Secret projected at md5/.
         let secret_items: Vec<(String, String, String)> = sources
@@ -637,6 +654,43 @@ fn net_bind_service_appears_in_the_listen_overlay_only() {
             "deploy/overlays/listen-179".to_string(),
             vec!["NET_BIND_SERVICE".to_string()]
         )]
+    );
+}
+
+/// `deploy/components/unnumbered`, added to a rack: NET_RAW in the
+/// bounding set and privilege escalation allowed (so that the image's
+/// `cap_net_raw+p` file capability takes effect), and nothing else of the
+/// base's lockdown changed: still UID 65532, every other capability
+/// dropped, read-only root, seccomp.
+#[test]
+fn the_unnumbered_component_grants_net_raw_and_nothing_else() {
+    let dir = deploy::with_components(&root(), "overlays/rack-a", &["components/unnumbered"]);
+    let with = deploy::render(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let without = overlay("rack-a");
+    let ds = the(&with.daemon_sets, "DaemonSet", "rack-a + unnumbered");
+    let sc = container(ds)
+        .security_context
+        .clone()
+        .expect("a securityContext");
+    let caps = sc.capabilities.clone().expect("capabilities");
+    assert_eq!(caps.add, Some(vec!["NET_RAW".to_string()]), "{sc:?}");
+    assert_eq!(caps.drop, Some(vec!["ALL".to_string()]), "{sc:?}");
+    assert_eq!(sc.allow_privilege_escalation, Some(true), "{sc:?}");
+    assert_eq!(sc.run_as_user, Some(65532), "{sc:?}");
+    assert_eq!(sc.run_as_non_root, Some(true), "{sc:?}");
+    // Everything else is the rack's DaemonSet as it was.
+    let mut base = the(&without.daemon_sets, "DaemonSet", "rack-a").clone();
+    let mut patched = ds.clone();
+    for d in [&mut base, &mut patched] {
+        let c = &mut d.spec.template.spec.as_mut().unwrap().containers[0];
+        let sc = c.security_context.as_mut().unwrap();
+        sc.allow_privilege_escalation = None;
+        sc.capabilities.as_mut().unwrap().add = None;
+    }
+    assert_eq!(
+        serde_json::to_value(&base).unwrap(),
+        serde_json::to_value(&patched).unwrap(),
+        "the component changes more than NET_RAW and privilege escalation"
     );
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-use testlab::{Frr, Lab, Netns};
+use testlab::{Frr, Lab};
 
 const AD: &str =
     "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nlocal_pref = 200\n";
@@ -34,9 +34,10 @@ fn conf(node_asn: u32, router_asn: u32, wait: &str, peer_extra: &str) -> String 
     )
 }
 
-/// `holdfast drain` or `undrain` inside the node's namespace: its output.
-fn cli(ns: &Netns, command: &str) -> String {
-    let out = ns.exec(&[BIN, command]);
+/// `holdfast drain` or `undrain` inside the node's namespace, on the
+/// daemon's Unix socket: its output.
+fn cli(node: &Holdfast, command: &str) -> String {
+    let out = node.cli(command);
     assert!(
         out.status.success(),
         "holdfast {command}: {}",
@@ -102,7 +103,7 @@ fn undrain_inside_the_wait_restores_the_route_without_a_withdrawal() {
     assert_eq!(communities(&normal), "65001:100", "{normal}");
     assert_eq!(normal["locPrf"], 200, "{normal}");
 
-    let said = cli(&lab.node, "drain");
+    let said = cli(&node, "drain");
     assert!(
         said.starts_with("draining: routes carry GRACEFUL_SHUTDOWN"),
         "{said}"
@@ -130,13 +131,65 @@ fn undrain_inside_the_wait_restores_the_route_without_a_withdrawal() {
     assert_eq!(code, 0, "still advertised while draining: {why}");
     assert!(why.contains("this node is draining"), "{why}");
 
-    let said = cli(&lab.node, "undrain");
+    let said = cli(&node, "undrain");
     assert_eq!(said.trim(), "not draining: routes advertised normally");
     let back = wait_path(&frr, "the VIP without GRACEFUL_SHUTDOWN", |p| !gshut(p));
     assert_eq!(communities(&back), "65001:100", "{back}");
     assert_eq!(back["locPrf"], 200, "{back}");
     assert_eq!(withdrawals(&frr), 0, "never withdrawn:\n{}", frr.log());
     assert!(node.status()["drain"].is_null());
+}
+
+/// Over TCP, without a token configured, `POST /v1/drain` and
+/// `/v1/undrain` are refused and the route stays as it was at the router;
+/// `holdfast drain`, on the daemon's Unix socket, drains.
+#[test]
+fn a_tcp_drain_without_a_token_is_refused_and_the_route_stays() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start_with_zebra(
+        &lab.router,
+        &format!(
+            "debug bgp updates in\n{}",
+            frr_conf(65001, "192.0.2.1", &[("192.0.2.2", 65001)], "")
+        ),
+    );
+    let node = Holdfast::start(&lab.node, &conf(65001, 65001, "10m", ""), &vips(&[VIP]));
+    frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
+    let normal = wait_path(&frr, "the VIP advertised", |p| !p.is_null());
+    assert_eq!(communities(&normal), "65001:100", "{normal}");
+
+    let refused = |path: &str| {
+        for headers in ["", "Authorization: Bearer c2VjcmV0LXRva2VuLTE2Yg==\\r\\n"] {
+            let (code, body) = node.http_post(path, headers);
+            assert_eq!(code, 403, "POST {path} ({headers:?}): {body}");
+            assert!(
+                body.contains("not served over TCP without a token"),
+                "{body}"
+            );
+        }
+    };
+    refused("/v1/drain");
+    // Nothing changed: no drain, the route as it was, never withdrawn.
+    let status = node.status();
+    assert!(status["drain"].is_null(), "{status}");
+    let path = frr.prefix(PREFIX).expect("the VIP at the router")["paths"][0].clone();
+    assert!(!gshut(&path), "{path}");
+    assert_eq!(communities(&path), "65001:100", "{path}");
+    assert_eq!(path["locPrf"], 200, "{path}");
+    assert_eq!(withdrawals(&frr), 0, "{}", frr.log());
+
+    // The socket is the way.
+    let said = cli(&node, "drain");
+    assert!(
+        said.starts_with("draining: routes carry GRACEFUL_SHUTDOWN"),
+        "{said}"
+    );
+    wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
+    // And TCP cannot end it either.
+    refused("/v1/undrain");
+    let status = node.status();
+    assert_eq!(status["drain"]["state"], "draining", "{status}");
 }
 
 /// eBGP: after graceful_shutdown_wait the route is withdrawn; undrain
@@ -158,7 +211,7 @@ fn drain_withdraws_after_the_wait_and_undrain_brings_the_route_back() {
     wait_path(&frr, "the VIP advertised", |p| !p.is_null() && !gshut(p));
 
     let before = Instant::now();
-    cli(&lab.node, "drain");
+    cli(&node, "drain");
     let drained = wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
     // holdfast sends no LOCAL_PREF over eBGP (RFC 4271 §5.1.5)...
     let log = frr.log();
@@ -181,7 +234,7 @@ fn drain_withdraws_after_the_wait_and_undrain_brings_the_route_back() {
     assert_eq!(status["drain"]["state"], "drained", "{status}");
     assert_eq!(frr.state("192.0.2.2".parse().unwrap()), "Established");
 
-    cli(&lab.node, "undrain");
+    cli(&node, "undrain");
     let back = wait_path(&frr, "the VIP advertised again", |p| !p.is_null());
     assert_eq!(communities(&back), "65001:100", "{back}");
 }
@@ -360,7 +413,7 @@ fn a_drain_before_sigterm_withdraws_even_with_graceful_restart() {
     });
 
     // Then the node going away: drain, SIGTERM inside the wait.
-    cli(&lab.node, "drain");
+    cli(&node, "drain");
     wait_path(&frr, "the VIP marked GRACEFUL_SHUTDOWN", gshut);
     node.kill(testlab::Signal::Term);
     frr.wait_no_prefix(PREFIX, LONG);

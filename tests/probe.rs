@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use testlab::{Frr, Lab, NsProcess, Signal};
+use testlab::{Frr, Lab, NsProcess, Signal, wait_until};
 
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
@@ -69,4 +69,61 @@ fn a_vip_is_advertised_only_while_its_tcp_probe_passes() {
     let (code, text) = node.explain("198.51.100.10");
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("probe to port 8080 passes"), "{text}");
+}
+
+/// While the source is unhealthy (the VIP file made invalid) the last known
+/// set stands, but a probe is this node's own look at its datapath: a VIP
+/// whose probe fails goes from the router all the same, and the others
+/// stay.
+#[test]
+fn a_failing_probe_withdraws_its_vip_while_the_vip_file_is_broken() {
+    testlab::require_root();
+    testlab::require_tools(&["python3"]);
+    let lab = Lab::pair();
+    lab.node
+        .ip(&["addr", "add", "198.51.100.10/32", "dev", "lo"]);
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    // `web` is probed; `plain` is not.
+    let ads = format!("{AD}\n[[advertisement]]\nname = \"plain\"\n");
+    let conf = node_conf(
+        65001,
+        NODE,
+        &[("tor1", TOR, 65000)],
+        &ads,
+        "withdraw_hold_down = \"30s\"",
+    );
+    let good = format!(
+        "{}[[vip]]\naddress = \"198.51.100.20\"\nadvertisement = \"plain\"\n",
+        vips(&["198.51.100.10"])
+    );
+    let mut l = listener(&lab.node);
+    let node = Holdfast::start(&lab.node, &conf, &good);
+    frr.wait_established(NODE.parse().unwrap(), LONG);
+    frr.wait_prefix("198.51.100.10/32", Duration::from_secs(10));
+    frr.wait_prefix("198.51.100.20/32", Duration::from_secs(10));
+
+    // The file broken: the source is unhealthy and keeps its last good set.
+    node.write_vips("[[vip]]\naddress = \"not an address\"\n");
+    wait_until(LONG, "the source unhealthy", || {
+        (node.status()["source"]["healthy"] == false).then_some(())
+    });
+    assert!(frr.prefix("198.51.100.10/32").is_some());
+    assert!(frr.prefix("198.51.100.20/32").is_some());
+
+    // The probed port closes: withdrawn after fail_after (3) failures,
+    // however long the file stays broken.
+    l.kill(Signal::Kill);
+    frr.wait_no_prefix("198.51.100.10/32", Duration::from_secs(10));
+    let (code, text) = node.explain("198.51.100.10");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("failed 3 times"), "{text}");
+    // The unprobed VIP stays: the broken file no longer lists it, but the
+    // source keeps its last good set and its word waits for a healthy
+    // source.
+    assert!(
+        frr.prefix("198.51.100.20/32").is_some(),
+        "{}",
+        node.status_text()
+    );
+    assert_eq!(node.status()["source"]["healthy"], false);
 }

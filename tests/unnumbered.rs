@@ -400,3 +400,113 @@ fn bfd_over_the_link_local_addresses() {
     });
     wait_frr_established(&frr);
 }
+
+/// The capability sets of process `pid` (`/proc/PID/status`), as numbers.
+fn capabilities(pid: u32) -> (u64, u64, u64, String) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let set = |name: &str| {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {status}"));
+        u64::from_str_radix(line[name.len()..].trim(), 16).expect("a capability set")
+    };
+    let uid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .expect("Uid")
+        .to_string();
+    (set("CapEff:"), set("CapPrm:"), set("CapBnd:"), uid)
+}
+
+const CAP_NET_RAW: u64 = 1 << 13;
+
+/// As deploy/overlays/unnumbered runs it: UID and GID 65532, no capability
+/// but NET_RAW in the bounding set (`capabilities: {drop: [ALL], add:
+/// [NET_RAW]}`), privilege escalation allowed (no no_new_privs), and the
+/// image's binary carrying `cap_net_raw+p` (permitted, not effective). The
+/// unnumbered peering comes up all the same: only the router-advertisement
+/// thread raises NET_RAW, to open its socket. Then the base DaemonSet's
+/// settings (no_new_privs, every capability dropped): the daemon runs and
+/// says what the unnumbered peer needs.
+#[test]
+fn unprivileged_with_only_the_capability_the_overlay_grants() {
+    testlab::require_root();
+    testlab::require_tools(&[
+        "/usr/lib/frr/bgpd",
+        "/usr/lib/frr/zebra",
+        "setcap",
+        "setpriv",
+    ]);
+    let (router, node, _link) = link();
+    let frr = Frr::start_forwarding(&router, &frr_unnumbered("192.0.2.1"));
+    // The image's binary (Dockerfile): NET_RAW permitted by the file, not
+    // effective.
+    let bin_dir = testlab::LabDir::new("bin");
+    let bin = bin_dir.join("holdfast");
+    std::fs::copy(BIN, &bin).expect("copy holdfast");
+    let bin = bin.display().to_string();
+    let setcap = std::process::Command::new("setcap")
+        .args(["cap_net_raw+p", &bin])
+        .output()
+        .expect("setcap");
+    assert!(setcap.status.success(), "setcap: {setcap:?}");
+    let user = [
+        "setpriv",
+        "--reuid=65532",
+        "--regid=65532",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ];
+    let overlay: Vec<&str> = user
+        .iter()
+        .copied()
+        .chain(["--bounding-set=-all,+net_raw", "--"])
+        .collect();
+    let holdfast = Holdfast::start_wrapped(
+        &node,
+        NODE_CONF,
+        &vips(&["198.51.100.10"]),
+        &overlay,
+        &bin,
+        (65532, 65532),
+    );
+    let pid = holdfast.process.as_ref().expect("running").pid();
+    let (effective, permitted, bounding, uid) = capabilities(pid);
+    assert!(uid.contains("65532"), "not running as 65532: {uid}");
+    assert_eq!(bounding, CAP_NET_RAW, "bounding set {bounding:x}");
+    assert_eq!(permitted, CAP_NET_RAW, "permitted set {permitted:x}");
+    assert_eq!(effective, 0, "the main thread holds {effective:x}");
+    wait_frr_established_or(&frr, || holdfast.log());
+    assert_vip_at_frr(&frr, &holdfast);
+    drop(holdfast);
+
+    // The base DaemonSet: no_new_privs (allowPrivilegeEscalation: false)
+    // and no capability at all. The file capability grants nothing; the
+    // daemon runs, and the peer says what it needs.
+    let base: Vec<&str> = user
+        .iter()
+        .copied()
+        .chain(["--bounding-set=-all", "--no-new-privs", "--"])
+        .collect();
+    let holdfast = Holdfast::start_wrapped(
+        &node,
+        NODE_CONF,
+        &vips(&["198.51.100.10"]),
+        &base,
+        &bin,
+        (65532, 65532),
+    );
+    let pid = holdfast.process.as_ref().expect("running").pid();
+    assert_eq!(capabilities(pid).1, 0, "permitted under no_new_privs");
+    let why = testlab::wait_for(LONG, "the peer to say what it needs", || {
+        let peer = holdfast.status()["peers"][0].clone();
+        let e = peer["last_error"].as_str().unwrap_or_default().to_string();
+        if e.contains("CAP_NET_RAW") {
+            Ok(peer)
+        } else {
+            Err(format!("{peer}"))
+        }
+    });
+    assert_ne!(why["state"], "Established", "{why}");
+}

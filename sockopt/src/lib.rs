@@ -11,7 +11,10 @@
 //! - the hop limit of a received ICMPv6 message (`IPV6_HOPLIMIT`), which
 //!   Neighbor Discovery checks (RFC 4861 §6.1.2): [`recv_with_hop_limit`];
 //! - a one-shot kernel timer ([`TimerFd`], `timerfd_create(2)`), for the
-//!   session timers: woken once at the deadline.
+//!   session timers: woken once at the deadline;
+//! - a capability raised by one thread for one operation ([`caps`],
+//!   `capget(2)`/`capset(2)`): `CAP_NET_RAW` for unnumbered peering's raw
+//!   ICMPv6 socket, from the binary's file capabilities.
 //!
 //! Every function takes anything that lends its file descriptor
 //! ([`AsFd`](std::os::fd::AsFd)): a `socket2::Socket`, a std or tokio
@@ -26,8 +29,10 @@
 //!
 //! This is the only crate of holdfast with unsafe code, and all of it is in
 //! the private module `sys`: the `setsockopt(2)`, `getsockopt(2)` and
-//! `getifaddrs(3)` calls, and glibc's `mallopt(3)` ([`malloc`]).
+//! `getifaddrs(3)` calls, glibc's `mallopt(3)` ([`malloc`]), and
+//! `capget(2)`/`capset(2)` ([`caps`]).
 
+pub mod caps;
 mod error;
 mod family;
 mod gtsm;
@@ -39,7 +44,7 @@ mod syn;
 mod timer;
 
 // The single exception to the workspace's "no unsafe code": the raw
-// setsockopt(2), getsockopt(2), recvmsg(2), getifaddrs(3), mallopt(3) and timerfd calls. Everything else in
+// setsockopt(2), getsockopt(2), recvmsg(2), getifaddrs(3), mallopt(3), timerfd and capget/capset calls. Everything else in
 // this crate is safe.
 #[allow(unsafe_code)]
 mod sys;

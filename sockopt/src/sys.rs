@@ -296,3 +296,68 @@ pub(crate) fn timerfd_read(fd: BorrowedFd<'_>) -> io::Result<u64> {
     }
     Ok(u64::from_ne_bytes(count))
 }
+
+/// `struct __user_cap_header_struct` (linux/capability.h).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`: one 32-bit word of each set.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CapData {
+    pub effective: u32,
+    pub permitted: u32,
+    pub inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets, as two `CapData` words.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// `capget(2)` of the calling thread (pid 0): its three capability sets.
+pub(crate) fn capget() -> io::Result<[CapData; 2]> {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: `header` is a live, initialised __user_cap_header_struct and
+    // `data` two writable __user_cap_data_struct, what version 3 asks for;
+    // the kernel writes within them only, during the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            std::ptr::from_mut(&mut header),
+            data.as_mut_ptr(),
+        )
+    };
+    if rc == 0 {
+        Ok(data)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `capset(2)` of the calling thread: capabilities are per thread, so this
+/// changes no other thread of the process.
+pub(crate) fn capset(data: &[CapData; 2]) -> io::Result<()> {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    // SAFETY: as in `capget`; the kernel only reads `data`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            std::ptr::from_mut(&mut header),
+            data.as_ptr(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

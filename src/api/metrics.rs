@@ -223,6 +223,11 @@ pub fn render_metrics(status: &Status) -> String {
         Gauge,
         "1 if the peer's BFD session is Up (RFC 5880 section 4.1), else 0; only peers with BFD.",
     );
+    let mut bfd_discarded = Family::new(
+        "holdfast_peer_bfd_discarded_total",
+        Counter,
+        "BFD packets for the peer's session discarded, by reason: failed authentication (RFC 5880 section 6.7) or a full inbox.",
+    );
 
     for p in &status.peers {
         let labels = peer_labels(p);
@@ -265,6 +270,9 @@ pub fn render_metrics(status: &Status) -> String {
         transitions.add(labels.clone(), Value::Int(p.established_transitions));
         if let Some(bfd) = &p.bfd {
             bfd_up.add(labels.clone(), flag(bfd.state == "Up"));
+            for (reason, n) in &bfd.discarded {
+                bfd_discarded.add(with("reason", reason), Value::Int(*n));
+            }
         }
     }
 
@@ -319,6 +327,7 @@ pub fn render_metrics(status: &Status) -> String {
         notif_rcvd,
         transitions,
         bfd_up,
+        bfd_discarded,
         single(
             "holdfast_routes_advertised",
             Gauge,

@@ -11,11 +11,28 @@
 //! | `POST /v1/drain` | starts a planned withdrawal (RFC 8326 graceful shutdown, then withdraw); JSON of [`DrainStatus`] |
 //! | `POST /v1/undrain` | ends it: the routes are advertised normally again; JSON of [`DrainStatus`], 409 while shutting down |
 //!
+//! # Who may change state
+//!
+//! The drain endpoints change what this node advertises, so they are not
+//! served to whoever reaches a TCP port:
+//!
+//! - on the Unix socket in the state directory ([`local`],
+//!   [`Surface::Local`]) they are served as they come: the socket's mode
+//!   (owner only) decides who connects;
+//! - on `speaker.api` ([`Surface::Full`]) only with
+//!   `Authorization: Bearer TOKEN` (RFC 6750 §2.1), the token of
+//!   `speaker.api_token_file` ([`StateView::api_token`]), compared in
+//!   constant time; a missing or wrong token is 401 with
+//!   `WWW-Authenticate: Bearer` (RFC 6750 §3), and without a configured
+//!   token every such call is 403, saying to use the socket;
+//! - on `speaker.metrics` they do not exist (404).
+//!
 //! `/metrics` ends with the standard `process_*` families ([`process`]).
 //!
 //! `speaker.metrics`, when set, is a second listener with
 //! [`Surface::MetricsOnly`]: `/metrics`, `/healthz` and `/readyz`, and 404
-//! for status and explain, so a scraper on the network reaches nothing else.
+//! for status, explain and drain, so a scraper on the network reaches
+//! nothing else.
 //!
 //! # Sharing
 //!
@@ -36,30 +53,36 @@
 //! supports HEAD); the drain endpoints take POST only (they change state,
 //! RFC 9110 §9.2.1); any other method on a known path is 405 with `Allow`,
 //! and any other path 404. HTTP/1.1 only, over plain TCP on loopback by
-//! default: the API carries nothing secret, and a node-local scraper or
-//! `holdfast status` needs nothing more.
+//! default (the read-only answers carry nothing secret, and a node-local
+//! scraper or `holdfast status` needs nothing more) and over the Unix
+//! socket.
 
 mod guard;
+pub mod local;
 pub mod metrics;
 pub mod process;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::AsFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use hyper::header::{
+    ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE,
+};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
 
 pub use metrics::render_metrics;
 
@@ -96,6 +119,12 @@ pub trait StateView: Send + Sync + 'static {
     fn drain(&self, on: bool) -> Result<DrainStatus, String> {
         let _ = on;
         Err("this daemon does not drain".into())
+    }
+    /// The token a TCP client must send (`Authorization: Bearer …`) to
+    /// call a state-changing endpoint: `speaker.api_token_file`'s, as the
+    /// running config has it. `None`: those calls are not served over TCP.
+    fn api_token(&self) -> Option<Vec<u8>> {
+        None
     }
 }
 
@@ -136,13 +165,69 @@ const SLOT_POLL: Duration = Duration::from_millis(10);
 /// (the wait must not become a backlog of its own).
 const MAX_WAITING: usize = 64;
 
-/// Which endpoints a listener serves.
+/// Which endpoints a listener serves, and to whom.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Surface {
-    /// Everything (`speaker.api`).
+    /// Everything; the state-changing endpoints only with the token
+    /// (`speaker.api`, TCP).
     Full,
     /// `/metrics`, `/healthz`, `/readyz` (`speaker.metrics`).
     MetricsOnly,
+    /// Everything, the state-changing endpoints without a token: the Unix
+    /// socket in the state directory, whose mode decides who connects.
+    Local,
+}
+
+/// Who is on the other end of a connection, for the per-client slots and
+/// the log.
+#[derive(Clone, Copy, Debug)]
+enum Client {
+    Tcp(SocketAddr),
+    /// The Unix socket: its clients share one set of slots.
+    Unix,
+}
+
+impl Client {
+    /// The key of its per-client slots.
+    fn key(&self) -> IpAddr {
+        match self {
+            Client::Tcp(a) => a.ip(),
+            Client::Unix => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        }
+    }
+}
+
+impl std::fmt::Display for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Client::Tcp(a) => write!(f, "{a}"),
+            Client::Unix => f.write_str("the API socket"),
+        }
+    }
+}
+
+/// A listening socket the API serves.
+trait Listen: Send + 'static {
+    type Stream: AsyncRead + AsyncWrite + AsFd + Unpin + Send + 'static;
+    fn accept(&self) -> impl Future<Output = io::Result<(Self::Stream, Client)>> + Send;
+}
+
+impl Listen for TcpListener {
+    type Stream = tokio::net::TcpStream;
+    async fn accept(&self) -> io::Result<(Self::Stream, Client)> {
+        TcpListener::accept(self)
+            .await
+            .map(|(s, a)| (s, Client::Tcp(a)))
+    }
+}
+
+impl Listen for UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn accept(&self) -> io::Result<(Self::Stream, Client)> {
+        UnixListener::accept(self)
+            .await
+            .map(|(s, _)| (s, Client::Unix))
+    }
 }
 
 /// Binds `addr`, with the address in the error.
@@ -175,12 +260,12 @@ pub async fn serve_listener(
 /// A connection that found every slot taken: it waits up to [`SLOT_WAIT`]
 /// for one (then goes back to the accept loop with it), or is closed.
 /// Bounded by [`MAX_WAITING`]; beyond that it is closed at once.
-fn wait_for_slot(
+fn wait_for_slot<S: Send + 'static>(
     slots: &Arc<guard::Slots>,
     waiting: &Arc<std::sync::atomic::AtomicUsize>,
-    back: &tokio::sync::mpsc::Sender<(tokio::net::TcpStream, SocketAddr, guard::Slot)>,
-    stream: tokio::net::TcpStream,
-    remote: SocketAddr,
+    back: &tokio::sync::mpsc::Sender<(S, Client, guard::Slot)>,
+    stream: S,
+    remote: Client,
 ) {
     use std::sync::atomic::Ordering;
     if waiting.fetch_add(1, Ordering::Relaxed) >= MAX_WAITING {
@@ -191,7 +276,7 @@ fn wait_for_slot(
     tokio::spawn(async move {
         let until = tokio::time::Instant::now() + SLOT_WAIT;
         let slot = loop {
-            if let Some(slot) = slots.take(remote.ip()) {
+            if let Some(slot) = slots.take(remote.key()) {
                 break Some(slot);
             }
             if tokio::time::Instant::now() >= until {
@@ -215,6 +300,32 @@ pub async fn serve_surface(
     shutdown: impl Future<Output = ()>,
     surface: Surface,
 ) -> io::Result<()> {
+    serve_on(listener, view, shutdown, surface).await
+}
+
+/// Serves [`Surface::Local`] on the state directory's Unix socket
+/// ([`local::claim`]) until `shutdown` completes; the same limits as on
+/// TCP, its clients sharing one client's slots.
+pub async fn serve_local(
+    listener: std::os::unix::net::UnixListener,
+    view: Arc<dyn StateView>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    serve_on(
+        UnixListener::from_std(listener)?,
+        view,
+        shutdown,
+        Surface::Local,
+    )
+    .await
+}
+
+async fn serve_on<L: Listen>(
+    listener: L,
+    view: Arc<dyn StateView>,
+    shutdown: impl Future<Output = ()>,
+    surface: Surface,
+) -> io::Result<()> {
     let graceful = GracefulShutdown::new();
     let slots = guard::Slots::new(
         MAX_CONNECTIONS,
@@ -225,7 +336,7 @@ pub async fn serve_surface(
     let mut saturated = false;
     // Connections that found every slot taken and got one within SLOT_WAIT.
     let (waited_tx, mut waited_rx) =
-        tokio::sync::mpsc::channel::<(tokio::net::TcpStream, SocketAddr, guard::Slot)>(MAX_WAITING);
+        tokio::sync::mpsc::channel::<(L::Stream, Client, guard::Slot)>(MAX_WAITING);
     let waiting = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
         let accepted: Result<(_, _, Option<guard::Slot>), io::Error> = tokio::select! {
@@ -243,7 +354,7 @@ pub async fn serve_surface(
                 continue;
             }
         };
-        let Some(slot) = slot.or_else(|| slots.take(remote.ip())) else {
+        let Some(slot) = slot.or_else(|| slots.take(remote.key())) else {
             // Once per episode, not once per connection: a flood must not
             // become a flood of log lines too.
             if !saturated {
@@ -262,7 +373,7 @@ pub async fn serve_surface(
         }
         // What a client that never reads can make the kernel hold for it
         // (autotuning grows a loopback send buffer to megabytes).
-        if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
+        if let Err(e) = socket2::SockRef::from(&stream.as_fd()).set_send_buffer_size(SEND_BUFFER) {
             tracing::debug!("API: connection from {remote}: SO_SNDBUF: {e}");
         }
         let view = view.clone();
@@ -451,9 +562,12 @@ pub fn respond_on<B>(
             Ok(vip) => json(&view.explain(vip)),
             Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
         },
-        Endpoint::Drain(on) => match view.drain(on) {
-            Ok(status) => json(&status),
-            Err(why) => json_error(StatusCode::CONFLICT, &why),
+        Endpoint::Drain(on) => match refusal(surface, view, req) {
+            Some(refused) => refused,
+            None => match view.drain(on) {
+                Ok(status) => json(&status),
+                Err(why) => json_error(StatusCode::CONFLICT, &why),
+            },
         },
     }));
     guarded.unwrap_or_else(|_| {
@@ -462,6 +576,75 @@ pub fn respond_on<B>(
             "internal error: the daemon's state view panicked (see its log)",
         )
     })
+}
+
+/// Whether a state-changing request may be served on `surface`: `None`
+/// always on the Unix socket, over TCP only with the configured token
+/// (RFC 6750 §2.1); else the refusal to send. The metrics listener never
+/// routes one here.
+fn refusal<B>(
+    surface: Surface,
+    view: &dyn StateView,
+    req: &Request<B>,
+) -> Option<Response<Full<Bytes>>> {
+    if surface == Surface::Local {
+        return None;
+    }
+    let path = req.uri().path();
+    let Some(token) = view.api_token() else {
+        return Some(json_error(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "{path} changes this node's routes and is not served over TCP without a token: run holdfast drain or undrain on the node (they use the Unix socket in the daemon's state directory, {}/{} by default), or set speaker.api_token_file and send Authorization: Bearer TOKEN",
+                local::DEFAULT_STATE_DIR,
+                local::SOCKET_NAME
+            ),
+        ));
+    };
+    // RFC 6750 §3: a request without credentials gets the scheme alone; one
+    // with a wrong token, error="invalid_token".
+    let unauthorized = |challenge: &'static str, message: &str| {
+        let mut r = json_error(StatusCode::UNAUTHORIZED, message);
+        r.headers_mut()
+            .insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+        r
+    };
+    match req
+        .headers()
+        .get(AUTHORIZATION)
+        .map(|v| bearer(v.as_bytes()))
+    {
+        None => Some(unauthorized(
+            "Bearer realm=\"holdfast\"",
+            &format!(
+                "{path} needs Authorization: Bearer TOKEN, the token of speaker.api_token_file"
+            ),
+        )),
+        Some(Some(given)) if same_token(given, &token) => None,
+        Some(_) => Some(unauthorized(
+            "Bearer realm=\"holdfast\", error=\"invalid_token\"",
+            "the token is not the one of speaker.api_token_file",
+        )),
+    }
+}
+
+/// The credentials of an `Authorization: Bearer TOKEN` header value; the
+/// scheme's case does not matter (RFC 9110 §11.1). `None` for another
+/// scheme.
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"Bearer") || !rest.starts_with(b" ") {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+/// The token compared in constant time: how long a wrong guess takes says
+/// nothing about how much of it was right.
+fn same_token(given: &[u8], expected: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    given.ct_eq(expected).into()
 }
 
 /// The VIP in an explain request or on the command line: an IPv4 or IPv6

@@ -11,6 +11,8 @@ struct View {
     panics: bool,
     /// Drain calls seen (`true`: drain); an undrain is refused.
     drains: Mutex<Vec<bool>>,
+    /// `speaker.api_token_file`'s token.
+    token: Option<Vec<u8>>,
 }
 
 impl StateView for View {
@@ -45,6 +47,9 @@ impl StateView for View {
             exiting: false,
         })
     }
+    fn api_token(&self) -> Option<Vec<u8>> {
+        self.token.clone()
+    }
 }
 
 fn view() -> View {
@@ -52,12 +57,28 @@ fn view() -> View {
         ready: Mutex::new(Ok(())),
         panics: false,
         drains: Mutex::new(Vec::new()),
+        token: None,
     }
 }
 
 fn call(view: &View, method: &str, uri: &str) -> (StatusCode, String, String) {
-    let req = Request::builder().method(method).uri(uri).body(()).unwrap();
-    let resp = respond(view, &req);
+    call_on(Surface::Full, view, method, uri, None)
+}
+
+/// A request on `surface`, with this `Authorization` header if any.
+fn call_on(
+    surface: Surface,
+    view: &View,
+    method: &str,
+    uri: &str,
+    authorization: Option<&str>,
+) -> (StatusCode, String, String) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(a) = authorization {
+        req = req.header(AUTHORIZATION, a);
+    }
+    let req = req.body(()).unwrap();
+    let resp = respond_on(surface, view, &req);
     let status = resp.status();
     let ctype = resp
         .headers()
@@ -319,12 +340,13 @@ fn the_health_lane_answers_health_checks_only() {
 #[test]
 fn drain_and_undrain_take_post_only() {
     let v = view();
-    let (s, t, b) = call(&v, "POST", "/v1/drain");
+    let local = |method, uri| call_on(Surface::Local, &v, method, uri, None);
+    let (s, t, b) = local("POST", "/v1/drain");
     assert_eq!((s, t.as_str()), (StatusCode::OK, "application/json"));
     let d: crate::status::DrainStatus = serde_json::from_str(&b).unwrap();
     assert_eq!((d.state.as_str(), d.seconds_left), ("draining", Some(15.0)));
     // A refusal is a conflict with the daemon's state, with the reason.
-    let (s, _, b) = call(&v, "POST", "/v1/undrain");
+    let (s, _, b) = local("POST", "/v1/undrain");
     assert_eq!(s, StatusCode::CONFLICT);
     assert!(b.contains("shutting down"), "{b}");
     // Reading must never drain: GET and HEAD are refused, and the view is
@@ -335,7 +357,7 @@ fn drain_and_undrain_take_post_only() {
             .uri("/v1/drain")
             .body(())
             .unwrap();
-        let resp = respond(&v, &req);
+        let resp = respond_on(Surface::Local, &v, &req);
         assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED, "{method}");
         assert_eq!(resp.headers().get(ALLOW).unwrap(), "POST");
     }
@@ -389,4 +411,128 @@ async fn a_connection_that_finds_every_slot_taken_waits_for_one() {
         Ok(a) => assert!(a.starts_with("HTTP/1.1 200"), "{a}"),
         Err(e) => panic!("the health check was closed instead of waiting for a slot: {e}"),
     }
+}
+
+/// Over TCP, without a configured token, the state-changing endpoints are
+/// refused (403, pointing at the socket) and the daemon is never asked;
+/// the read-only ones answer as ever. On the metrics listener they do not
+/// exist.
+#[test]
+fn tcp_without_a_token_refuses_to_drain() {
+    let v = view();
+    for path in ["/v1/drain", "/v1/undrain"] {
+        let (s, t, b) = call(&v, "POST", path);
+        assert_eq!((s, t.as_str()), (StatusCode::FORBIDDEN, "application/json"));
+        assert!(
+            b.contains("not served over TCP without a token")
+                && b.contains("/run/holdfast/api.sock")
+                && b.contains("speaker.api_token_file"),
+            "{b}"
+        );
+        // Whatever is sent: there is no token to match.
+        let (s, _, _) = call_on(
+            Surface::Full,
+            &v,
+            "POST",
+            path,
+            Some("Bearer anything-at-all-16"),
+        );
+        assert_eq!(s, StatusCode::FORBIDDEN);
+        let (s, _, _) = call_on(Surface::MetricsOnly, &v, "POST", path, None);
+        assert_eq!(s, StatusCode::NOT_FOUND);
+    }
+    assert_eq!(call(&v, "GET", "/v1/status").0, StatusCode::OK);
+    assert!(
+        v.drains.lock().unwrap().is_empty(),
+        "the view was asked to drain"
+    );
+}
+
+/// With `speaker.api_token_file`: no token or a wrong one is 401 with the
+/// challenge (RFC 6750 §3) and changes nothing; the right one drains.
+#[test]
+fn tcp_with_a_token_drains_only_with_it() {
+    const TOKEN: &str = "c2VjcmV0LXRva2VuLTE2Yg==";
+    let v = View {
+        token: Some(TOKEN.as_bytes().to_vec()),
+        ..view()
+    };
+    let challenge = |authorization: Option<&str>| {
+        let mut req = Request::builder().method("POST").uri("/v1/drain");
+        if let Some(a) = authorization {
+            req = req.header(AUTHORIZATION, a);
+        }
+        let resp = respond_on(Surface::Full, &v, &req.body(()).unwrap());
+        (
+            resp.status(),
+            resp.headers()
+                .get(WWW_AUTHENTICATE)
+                .map(|h| h.to_str().unwrap().to_string()),
+        )
+    };
+    assert_eq!(
+        challenge(None),
+        (
+            StatusCode::UNAUTHORIZED,
+            Some("Bearer realm=\"holdfast\"".into())
+        )
+    );
+    let invalid = (
+        StatusCode::UNAUTHORIZED,
+        Some("Bearer realm=\"holdfast\", error=\"invalid_token\"".into()),
+    );
+    for wrong in [
+        "Bearer c2VjcmV0LXRva2VuLTE2Yg=",
+        "Bearer c2VjcmV0LXRva2VuLTE2Yg==x",
+        "Bearer C2VjcmV0LXRva2VuLTE2Yg==",
+        "Basic c2VjcmV0LXRva2VuLTE2Yg==",
+        "Bearer",
+        "Bearer ",
+        "c2VjcmV0LXRva2VuLTE2Yg==",
+    ] {
+        assert_eq!(challenge(Some(wrong)), invalid, "{wrong}");
+    }
+    assert!(v.drains.lock().unwrap().is_empty(), "a wrong token drained");
+    for right in [format!("Bearer {TOKEN}"), format!("bearer  {TOKEN} ")] {
+        let (s, _, b) = call_on(Surface::Full, &v, "POST", "/v1/drain", Some(&right));
+        assert_eq!(s, StatusCode::OK, "{right}: {b}");
+    }
+    assert_eq!(*v.drains.lock().unwrap(), vec![true, true]);
+}
+
+#[test]
+fn the_token_comparison_is_exact() {
+    assert!(same_token(b"abcdefghijklmnop", b"abcdefghijklmnop"));
+    assert!(!same_token(b"abcdefghijklmnoq", b"abcdefghijklmnop"));
+    assert!(!same_token(b"abcdefghijklmno", b"abcdefghijklmnop"));
+    assert!(!same_token(b"", b"abcdefghijklmnop"));
+    assert_eq!(bearer(b"Bearer abc"), Some(&b"abc"[..]));
+    assert_eq!(bearer(b"BEARER   abc  "), Some(&b"abc"[..]));
+    assert_eq!(bearer(b"Bearerabc"), None);
+    assert_eq!(bearer(b"Bearer "), None);
+    assert_eq!(bearer(b"Basic abc"), None);
+}
+
+/// The Unix socket serves the same API, the drain endpoints without a
+/// token: a real server on a real socket.
+#[tokio::test]
+async fn the_local_socket_serves_drain_without_a_token() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let (listener, claim) = local::claim(dir.path()).unwrap();
+    let v = Arc::new(view());
+    let view: Arc<dyn StateView> = v.clone();
+    tokio::spawn(serve_local(listener, view, std::future::pending()));
+    let mut s = tokio::net::UnixStream::connect(claim.socket())
+        .await
+        .unwrap();
+    s.write_all(
+        b"POST /v1/drain HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(*v.drains.lock().unwrap(), vec![true]);
 }

@@ -3,6 +3,7 @@
 //! protocol is a pure state machine (`session`); the driver owns sockets
 //! and timers.
 
+pub mod auth;
 pub mod driver;
 pub mod packet;
 pub mod session;

@@ -26,7 +26,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::packet::{Diag, Packet, State};
+use super::auth::{self, Key, Rejected};
+use super::packet::{Diag, Packet, Received, State};
 
 /// RFC 5880 §6.8.3: "When bfd.SessionState is not Up, the system MUST set
 /// bfd.DesiredMinTxInterval to a value of not less than one second".
@@ -40,13 +41,30 @@ pub struct Config {
     /// bfd.LocalDiscr: unique and non-zero.
     pub local_discriminator: u32,
     pub jitter_seed: u64,
+    /// Authentication (RFC 5880 §6.7); none: bfd.AuthType 0.
+    pub auth: Option<AuthConfig>,
+}
+
+/// bfd.AuthType and its key, and where the sequence numbers start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthConfig {
+    pub key: Key,
+    /// bfd.XmitAuthSeq's first value: §6.8.1 "MUST be initialized to a
+    /// random 32 bit value" (the driver draws it).
+    pub initial_sequence: u32,
 }
 
 /// What the driver must do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     Send(Packet),
-    StateChange { from: State, to: State, diag: Diag },
+    StateChange {
+        from: State,
+        to: State,
+        diag: Diag,
+    },
+    /// A received packet failed authentication and was discarded.
+    Discarded(Rejected),
 }
 
 #[derive(Clone, Debug)]
@@ -65,6 +83,14 @@ pub struct Session {
     polling: bool,
     rng: u64,
     since: Instant,
+    /// bfd.XmitAuthSeq (§6.8.1).
+    xmit_auth_seq: u32,
+    /// bfd.RcvAuthSeq, when bfd.AuthSeqKnown is 1 (§6.8.1).
+    rcv_auth_seq: Option<u32>,
+    /// When bfd.AuthSeqKnown falls back to 0: §6.8.1 "if no packets have
+    /// been received on this session for at least twice the Detection
+    /// Time".
+    auth_seq_known_until: Option<Instant>,
 }
 
 fn micros(d: Duration) -> u32 {
@@ -74,6 +100,7 @@ fn micros(d: Duration) -> u32 {
 impl Session {
     pub fn new(config: Config, now: Instant) -> Self {
         let rng = config.jitter_seed | 1;
+        let xmit_auth_seq = config.auth.as_ref().map_or(0, |a| a.initial_sequence);
         Session {
             config,
             state: State::Down,
@@ -89,6 +116,9 @@ impl Session {
             polling: false,
             rng,
             since: now,
+            xmit_auth_seq,
+            rcv_auth_seq: None,
+            auth_seq_known_until: None,
         }
     }
 
@@ -157,8 +187,9 @@ impl Session {
         Some(base.mul_f64(factor))
     }
 
-    fn packet(&self, final_: bool) -> Packet {
-        Packet {
+    /// The next packet to send, signed when authentication is in use.
+    fn packet(&mut self, final_: bool) -> Packet {
+        let p = Packet {
             diag: self.local_diag,
             state: self.state,
             poll: self.polling && !final_,
@@ -171,7 +202,53 @@ impl Session {
             desired_min_tx: micros(self.desired_min_tx()),
             required_min_rx: micros(self.config.required_min_rx),
             required_min_echo_rx: 0,
+            auth: None,
+        };
+        let Some(a) = &self.config.auth else {
+            return p;
+        };
+        // §6.7.3/§6.7.4: bfd.XmitAuthSeq goes into the packet; the
+        // Meticulous variants MUST increment it for every packet, the
+        // others MAY: it grows by one per packet for all.
+        let seq = self.xmit_auth_seq;
+        self.xmit_auth_seq = seq.wrapping_add(1);
+        auth::sign(p, &a.key, seq)
+    }
+
+    /// The authentication of a received packet (§6.8.6, §6.7), sequence
+    /// numbers included; bfd.RcvAuthSeq follows what it accepts.
+    fn authenticate(&mut self, now: Instant, r: &Received) -> Result<(), Rejected> {
+        let Some(a) = &self.config.auth else {
+            return match r.packet.auth {
+                None => Ok(()),
+                Some(_) => Err(Rejected::UnexpectedAuth),
+            };
+        };
+        auth::verify(r, &a.key)?;
+        let Some(section) = r.packet.auth else {
+            return Err(Rejected::Unauthenticated);
+        };
+        if a.key.auth_type.digest_len().is_none() {
+            // §6.7.2: the Simple Password has no sequence number.
+            return Ok(());
         }
+        if self.auth_seq_known_until.is_some_and(|t| now >= t) {
+            self.rcv_auth_seq = None;
+        }
+        if let Some(last) = self.rcv_auth_seq {
+            // §6.7.3/§6.7.4: in the unsigned 32-bit circular space, from
+            // bfd.RcvAuthSeq (Meticulous: bfd.RcvAuthSeq + 1) to
+            // bfd.RcvAuthSeq + 3 × Detect Mult inclusive.
+            let ahead = section.sequence.wrapping_sub(last);
+            let least = u32::from(a.key.auth_type.meticulous());
+            let most = 3 * u32::from(self.config.detect_mult);
+            if ahead < least || ahead > most {
+                return Err(Rejected::BadSequence);
+            }
+        }
+        // Otherwise bfd.AuthSeqKnown becomes 1 with this sequence number.
+        self.rcv_auth_seq = Some(section.sequence);
+        Ok(())
     }
 
     fn set_state(&mut self, now: Instant, to: State, diag: Diag, out: &mut Vec<Output>) {
@@ -194,7 +271,8 @@ impl Session {
 
     /// A received packet, already through [`Packet::decode`]'s checks and
     /// demultiplexed to this session.
-    pub fn receive(&mut self, now: Instant, p: &Packet) -> Vec<Output> {
+    pub fn receive(&mut self, now: Instant, r: &Received) -> Vec<Output> {
+        let p = &r.packet;
         let mut out = Vec::new();
         if self.state == State::AdminDown {
             return out;
@@ -205,6 +283,11 @@ impl Session {
             return out;
         }
         if p.your_discriminator != 0 && p.your_discriminator != self.config.local_discriminator {
+            return out;
+        }
+        // §6.8.6: the A bit against bfd.AuthType, then §6.7's rules.
+        if let Err(why) = self.authenticate(now, r) {
+            out.push(Output::Discarded(why));
             return out;
         }
         self.remote_discr = p.my_discriminator;
@@ -223,6 +306,9 @@ impl Session {
             self.polling = false;
         }
         self.detect_at = self.detection_time().map(|d| now + d);
+        if self.config.auth.is_some() {
+            self.auth_seq_known_until = self.detection_time().map(|d| now + 2 * d);
+        }
         if p.state == State::AdminDown {
             if self.state != State::Down {
                 self.set_state(
@@ -304,6 +390,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bfd::packet::AuthType;
 
     fn cfg(discr: u32) -> Config {
         Config {
@@ -312,7 +399,13 @@ mod tests {
             detect_mult: 3,
             local_discriminator: discr,
             jitter_seed: u64::from(discr),
+            auth: None,
         }
+    }
+
+    /// A packet as the other side's driver hands it over.
+    fn rx(p: &Packet) -> Received {
+        Received::decode(p.encode().as_bytes()).expect("decodes")
     }
 
     /// Two sessions wired back to back on simulated time.
@@ -322,17 +415,24 @@ mod tests {
         now: Instant,
         link_up: bool,
         changes: Vec<(char, State, State, Diag)>,
+        /// (the session that discarded, why).
+        discarded: Vec<(char, Rejected)>,
     }
 
     impl Pair {
         fn new() -> Pair {
+            Pair::with(cfg(1), cfg(2))
+        }
+
+        fn with(a: Config, b: Config) -> Pair {
             let now = Instant::now();
             Pair {
-                a: Session::new(cfg(1), now),
-                b: Session::new(cfg(2), now),
+                a: Session::new(a, now),
+                b: Session::new(b, now),
                 now,
                 link_up: true,
                 changes: Vec::new(),
+                discarded: Vec::new(),
             }
         }
 
@@ -341,9 +441,9 @@ mod tests {
                 match o {
                     Output::Send(p) if self.link_up => {
                         let reply = if from == 'a' {
-                            self.b.receive(self.now, &p)
+                            self.b.receive(self.now, &rx(&p))
                         } else {
-                            self.a.receive(self.now, &p)
+                            self.a.receive(self.now, &rx(&p))
                         };
                         self.deliver(if from == 'a' { 'b' } else { 'a' }, reply);
                     }
@@ -351,6 +451,7 @@ mod tests {
                     Output::StateChange { from: f, to, diag } => {
                         self.changes.push((from, f, to, diag))
                     }
+                    Output::Discarded(why) => self.discarded.push((from, why)),
                 }
             }
         }
@@ -447,7 +548,7 @@ mod tests {
             state: State::Down,
             ..probe
         };
-        let out = a.receive(now, &probe);
+        let out = a.receive(now, &rx(&probe));
         assert!(
             out.iter()
                 .any(|o| matches!(o, Output::Send(p) if p.final_ && !p.poll)),
@@ -459,7 +560,7 @@ mod tests {
             final_: true,
             ..probe
         };
-        a.receive(now, &fin);
+        a.receive(now, &rx(&fin));
         assert!(!a.polling);
     }
 
@@ -486,7 +587,207 @@ mod tests {
             my_discriminator: 5,
             ..a.packet(false)
         };
-        assert!(a.receive(now, &p).is_empty());
+        assert!(a.receive(now, &rx(&p)).is_empty());
         assert_eq!(a.remote_discriminator(), 0);
+    }
+
+    fn keyed(discr: u32, t: AuthType, secret: &[u8], seq: u32) -> Config {
+        Config {
+            auth: Some(AuthConfig {
+                key: Key::new(t, 1, secret).expect("key"),
+                initial_sequence: seq,
+            }),
+            ..cfg(discr)
+        }
+    }
+
+    #[test]
+    fn authenticated_sessions_come_up_and_sign_every_packet() {
+        for t in AuthType::ALL {
+            let mut p = Pair::with(
+                keyed(1, t, b"key-1", u32::MAX - 2),
+                keyed(2, t, b"key-1", 77),
+            );
+            let t0 = p.now;
+            p.run(t0 + Duration::from_secs(3));
+            assert_eq!((p.a.state(), p.b.state()), (State::Up, State::Up), "{t:?}");
+            assert_eq!(p.discarded, vec![], "{t:?}");
+            // §6.7.3/§6.7.4: bfd.XmitAuthSeq grows by one per packet, in
+            // the circular space (a started 3 below the wrap).
+            let sent = |s: &mut Session, now| {
+                s.poll(now + Duration::from_secs(1))
+                    .into_iter()
+                    .find_map(|o| match o {
+                        Output::Send(p) => p.auth,
+                        _ => None,
+                    })
+                    .expect("a signed packet")
+            };
+            let now = p.now;
+            let first = sent(&mut p.a, now);
+            let second = sent(&mut p.a, now + Duration::from_secs(1));
+            assert_eq!(first.auth_type, t);
+            if t != AuthType::SimplePassword {
+                assert_eq!(second.sequence, first.sequence.wrapping_add(1), "{t:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_key_or_none_keeps_the_session_down() {
+        let t = AuthType::MeticulousKeyedSha1;
+        let mut p = Pair::with(keyed(1, t, b"right", 1), keyed(2, t, b"wrong", 1));
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(5));
+        assert_eq!((p.a.state(), p.b.state()), (State::Down, State::Down));
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        assert!(
+            p.discarded.contains(&('a', Rejected::BadDigest)),
+            "{:?}",
+            p.discarded
+        );
+        assert!(
+            p.discarded.contains(&('b', Rejected::BadDigest)),
+            "{:?}",
+            p.discarded
+        );
+
+        // One side unauthenticated: §6.8.6 discards in both directions.
+        let mut p = Pair::with(keyed(1, t, b"right", 1), cfg(2));
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(5));
+        assert_eq!((p.a.state(), p.b.state()), (State::Down, State::Down));
+        assert!(p.discarded.contains(&('a', Rejected::Unauthenticated)));
+        assert!(p.discarded.contains(&('b', Rejected::UnexpectedAuth)));
+
+        // Another Key ID for the same secret: not our key.
+        let other_id = Config {
+            auth: Some(AuthConfig {
+                key: Key::new(t, 2, b"right").unwrap(),
+                initial_sequence: 1,
+            }),
+            ..cfg(2)
+        };
+        let mut p = Pair::with(keyed(1, t, b"right", 1), other_id);
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(5));
+        assert_eq!(p.a.state(), State::Down);
+        assert!(p.discarded.contains(&('a', Rejected::WrongKey)));
+    }
+
+    /// A packet from discriminator 9, signed with sequence `seq`.
+    fn from_peer(t: AuthType, seq: u32) -> Received {
+        let p = Packet {
+            diag: Diag::None,
+            state: State::Down,
+            poll: false,
+            final_: false,
+            control_plane_independent: false,
+            demand: false,
+            detect_mult: 3,
+            my_discriminator: 9,
+            your_discriminator: 0,
+            desired_min_tx: 100_000,
+            required_min_rx: 100_000,
+            required_min_echo_rx: 0,
+            auth: None,
+        };
+        rx(&auth::sign(p, &Key::new(t, 1, b"k").unwrap(), seq))
+    }
+
+    /// Feeds `seqs` in order at `now`; what each came to.
+    fn judge(
+        s: &mut Session,
+        t: AuthType,
+        now: Instant,
+        seqs: &[u32],
+    ) -> Vec<Result<(), Rejected>> {
+        seqs.iter()
+            .map(|&seq| {
+                let out = s.receive(now, &from_peer(t, seq));
+                match out.iter().find_map(|o| match o {
+                    Output::Discarded(why) => Some(*why),
+                    _ => None,
+                }) {
+                    Some(why) => Err(why),
+                    None => Ok(()),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keyed_sequence_window_is_last_to_three_detect_mult_ahead() {
+        let t = AuthType::KeyedSha1;
+        let now = Instant::now();
+        let mut a = Session::new(keyed(1, t, b"k", 0), now);
+        let bad = Err(Rejected::BadSequence);
+        // §6.7.4: unknown at first (any sequence is learned), then from
+        // bfd.RcvAuthSeq to bfd.RcvAuthSeq + 3 × Detect Mult (9) inclusive.
+        assert_eq!(
+            judge(&mut a, t, now, &[1000, 1000, 1009, 1008, 1019, 1018]),
+            vec![Ok(()), Ok(()), Ok(()), bad, bad, Ok(())]
+        );
+        // Circular: across the 32-bit wrap.
+        let mut a = Session::new(keyed(1, t, b"k", 0), now);
+        assert_eq!(
+            judge(&mut a, t, now, &[u32::MAX - 1, 3, u32::MAX]),
+            vec![Ok(()), Ok(()), bad]
+        );
+    }
+
+    #[test]
+    fn meticulous_sequence_numbers_must_grow() {
+        let t = AuthType::MeticulousKeyedMd5;
+        let now = Instant::now();
+        let mut a = Session::new(keyed(1, t, b"k", 0), now);
+        let bad = Err(Rejected::BadSequence);
+        // §6.7.3: from bfd.RcvAuthSeq + 1 to + 3 × Detect Mult inclusive:
+        // a replay (the same number) is refused.
+        assert_eq!(
+            judge(&mut a, t, now, &[50, 50, 51, 60, 70, 69, 61]),
+            vec![Ok(()), bad, Ok(()), Ok(()), bad, Ok(()), bad]
+        );
+    }
+
+    #[test]
+    fn a_forged_packet_does_not_move_the_window() {
+        let t = AuthType::MeticulousKeyedSha1;
+        let now = Instant::now();
+        let mut a = Session::new(keyed(1, t, b"k", 0), now);
+        assert_eq!(judge(&mut a, t, now, &[100]), vec![Ok(())]);
+        // Within the window but signed with another key.
+        let forged = Packet {
+            auth: None,
+            ..from_peer(t, 105).packet
+        };
+        let forged = rx(&auth::sign(forged, &Key::new(t, 1, b"x").unwrap(), 105));
+        assert_eq!(
+            a.receive(now, &forged),
+            vec![Output::Discarded(Rejected::BadDigest)]
+        );
+        // bfd.RcvAuthSeq is still 100: 101 passes.
+        assert_eq!(judge(&mut a, t, now, &[101]), vec![Ok(())]);
+    }
+
+    #[test]
+    fn the_sequence_is_forgotten_after_twice_the_detection_time() {
+        let t = AuthType::MeticulousKeyedSha1;
+        let t0 = Instant::now();
+        let mut a = Session::new(keyed(1, t, b"k", 0), t0);
+        assert_eq!(judge(&mut a, t, t0, &[100]), vec![Ok(())]);
+        // Detection Time: 3 × max(100 ms, 100 ms) = 300 ms.
+        assert_eq!(a.detection_time(), Some(Duration::from_millis(300)));
+        let bad = Err(Rejected::BadSequence);
+        // §6.8.1: bfd.AuthSeqKnown stays 1 until no packet for twice the
+        // Detection Time (a restarted peer's new numbers are learned then).
+        let before = t0 + Duration::from_millis(600) - Duration::from_micros(1);
+        assert_eq!(judge(&mut a, t, before, &[5000]), vec![bad]);
+        // A rejected packet does not count as received.
+        let at = t0 + Duration::from_millis(600);
+        assert_eq!(
+            judge(&mut a, t, at, &[5000, 5000, 5001]),
+            vec![Ok(()), bad, Ok(())]
+        );
     }
 }

@@ -11,8 +11,8 @@
 //!
 //! `--skip-password-files` checks a config away from the node it is meant
 //! for (a laptop, CI, a GitOps repository) where the keys its
-//! `password_file`s name are not present: each path is still checked for
-//! form, the file is not read.
+//! `password_file`s and `bfd.key_file`s name are not present: each path is
+//! still checked for form, the file is not read.
 
 use std::io::{Read, Write};
 use std::path::Path;

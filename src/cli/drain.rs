@@ -1,7 +1,9 @@
-//! `holdfast drain [--api ADDR]` and `holdfast undrain [--api ADDR]`: a
-//! planned withdrawal of this node's routes through the daemon's API
-//! (`POST /v1/drain`, `POST /v1/undrain`). Exit 0 when the daemon took it;
-//! a refusal or an unreachable daemon is an `Err` (exit 2).
+//! `holdfast drain` and `holdfast undrain`: a planned withdrawal of this
+//! node's routes through the daemon's API (`POST /v1/drain`,
+//! `POST /v1/undrain`), on its Unix socket (`--state-dir DIR`, `--socket
+//! PATH`) or over TCP with the token (`--api ADDR`, `--token-file PATH` or
+//! `$HOLDFAST_API_TOKEN`). Exit 0 when the daemon took it; a refusal or an
+//! unreachable daemon is an `Err` (exit 2).
 
 use std::io::{self, Write};
 
@@ -9,9 +11,30 @@ use super::http;
 use super::table::time_left;
 use crate::status::DrainStatus;
 
-pub fn run(api: &str, on: bool, mut out: impl Write) -> io::Result<i32> {
+/// The environment variable `holdfast drain --api` takes the token from
+/// when `--token-file` is not given.
+pub const TOKEN_ENV: &str = "HOLDFAST_API_TOKEN";
+
+/// The token for `--api`: from `file` if given, else from `$HOLDFAST_API_TOKEN`
+/// (`env`), else none; checked as the daemon checks `api_token_file`.
+pub fn token(
+    file: Option<&std::path::Path>,
+    env: Option<std::ffi::OsString>,
+) -> io::Result<Option<String>> {
+    let token = match (file, env) {
+        (Some(f), _) => crate::config::read_token_file(f)
+            .map_err(|why| io::Error::other(format!("--token-file {} {why}", f.display())))?,
+        (None, Some(v)) => crate::config::BearerToken::from_file_contents(v.as_encoded_bytes())
+            .map_err(|why| io::Error::other(format!("${TOKEN_ENV} {why}")))?,
+        (None, None) => return Ok(None),
+    };
+    // b64token characters only (RFC 6750 §2.1): ASCII.
+    Ok(Some(String::from_utf8_lossy(token.as_bytes()).into_owned()))
+}
+
+pub fn run(api: &http::Target, on: bool, mut out: impl Write) -> io::Result<i32> {
     let path = if on { "/v1/drain" } else { "/v1/undrain" };
-    let resp = http::post(api, path)?;
+    let resp = http::call(api, "POST", path)?;
     if resp.status != 200 {
         return Err(io::Error::other(format!(
             "holdfast at {api} answered {}: {}",

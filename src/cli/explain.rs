@@ -11,10 +11,10 @@ use crate::status::Explanation;
 
 /// `json`: the API's JSON as it came (the exit code still says whether the
 /// VIP is advertised).
-pub fn run(api: &str, vip: &str, json: bool, mut out: impl Write) -> io::Result<i32> {
+pub fn run(api: &http::Target, vip: &str, json: bool, mut out: impl Write) -> io::Result<i32> {
     // Checked here too, so a typo is reported without a daemon.
     let ip = parse_vip(vip).map_err(io::Error::other)?;
-    let resp = http::get(api, &format!("/v1/explain/{ip}"))?;
+    let resp = http::call(api, "GET", &format!("/v1/explain/{ip}"))?;
     if resp.status != 200 {
         return Err(io::Error::other(format!(
             "holdfast at {api} answered {}: {}",

@@ -1,14 +1,35 @@
-//! A minimal HTTP/1.1 GET (and bodiless POST) over a blocking TCP stream, for `holdfast status`
-//! and `holdfast explain`: one request, `Connection: close`, the answer read
-//! to the end. No runtime, no pool; bounded in time and size.
+//! A minimal HTTP/1.1 GET (and bodiless POST) over a blocking TCP stream
+//! or the daemon's Unix socket, for `holdfast status`, `explain`, `drain`
+//! and `undrain`: one request, `Connection: close`, the answer read to the
+//! end. No runtime, no pool; bounded in time and size.
 
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The daemon's API address when `--api` is not given.
 pub const DEFAULT_API: &str = "127.0.0.1:9179";
+
+/// Where a command finds the daemon's API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `speaker.api` (`HOST:PORT`), and the token to send
+    /// (`Authorization: Bearer`) for a state-changing call.
+    Tcp { api: String, token: Option<String> },
+    /// The Unix socket in the daemon's state directory.
+    Socket(PathBuf),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Tcp { api, .. } => f.write_str(api),
+            Target::Socket(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
 /// Connecting, sending and each read get this long.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// A status of a thousand peers and routes is well under this.
@@ -38,6 +59,9 @@ pub enum Error {
     BadAddress { api: String, reason: String },
     /// No connection: the daemon is not there.
     Unreachable { api: String, reason: String },
+    /// No connection to the socket: no daemon, another state directory, or
+    /// not allowed.
+    SocketUnreachable { path: String, reason: String },
     /// Connected, but no sensible answer.
     BadAnswer { api: String, reason: String },
 }
@@ -54,6 +78,10 @@ impl fmt::Display for Error {
             Error::Unreachable { api, reason } => write!(
                 f,
                 "cannot reach holdfast at {api}: {reason} — is the daemon running? (--api ADDR)"
+            ),
+            Error::SocketUnreachable { path, reason } => write!(
+                f,
+                "cannot reach holdfast at {path}: {reason} — is the daemon running with this state directory? (--state-dir DIR or --socket PATH; or --api ADDR)"
             ),
             Error::BadAnswer { api, reason } => {
                 write!(f, "holdfast at {api} gave no usable answer: {reason}")
@@ -86,22 +114,56 @@ fn reason(e: &io::Error) -> String {
     }
 }
 
+/// The reason a socket could not be reached, in an operator's words.
+fn socket_reason(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => "no such socket".into(),
+        io::ErrorKind::PermissionDenied => {
+            "permission denied: the socket is its owner's only (mode 0600); run as the daemon's user, or root".into()
+        }
+        io::ErrorKind::ConnectionRefused => {
+            "connection refused: the socket of a daemon that stopped".into()
+        }
+        _ => reason(e),
+    }
+}
+
 /// `GET path` from the API at `api` (`host:port`).
 pub fn get(api: &str, path: &str) -> Result<Response, Error> {
-    request(api, "GET", path)
+    request(api, "GET", path, None)
 }
 
 /// `POST path` (no body) to the API at `api`.
 pub fn post(api: &str, path: &str) -> Result<Response, Error> {
-    request(api, "POST", path)
+    request(api, "POST", path, None)
 }
 
-fn request(api: &str, method: &str, path: &str) -> Result<Response, Error> {
+/// `method path` (no body) to the API at `target`.
+pub fn call(target: &Target, method: &str, path: &str) -> Result<Response, Error> {
+    match target {
+        Target::Tcp { api, token } => request(api, method, path, token.as_deref()),
+        Target::Socket(socket) => {
+            let shown = socket.display().to_string();
+            let addr = socket2::SockAddr::unix(socket).map_err(|e| Error::SocketUnreachable {
+                path: shown.clone(),
+                reason: e.to_string(),
+            })?;
+            let connected =
+                socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)
+                    .and_then(|s| s.connect_timeout(&addr, TIMEOUT).map(|()| s));
+            let stream: std::os::unix::net::UnixStream = connected
+                .map_err(|e| Error::SocketUnreachable {
+                    path: shown.clone(),
+                    reason: socket_reason(&e),
+                })?
+                .into();
+            exchange(stream, &shown, "localhost", method, path, None)
+        }
+    }
+}
+
+fn request(api: &str, method: &str, path: &str, token: Option<&str>) -> Result<Response, Error> {
     let unreachable = |reason: String| Error::Unreachable {
-        api: api.to_string(),
-        reason,
-    };
-    let bad = |reason: String| Error::BadAnswer {
         api: api.to_string(),
         reason,
     };
@@ -124,16 +186,55 @@ fn request(api: &str, method: &str, path: &str) -> Result<Response, Error> {
             Err(e) => last = Some(e),
         }
     }
-    let mut stream = match (stream, last) {
+    let stream = match (stream, last) {
         (Some(s), _) => s,
         (None, Some(e)) => return Err(unreachable(reason(&e))),
         (None, None) => return Err(bad_address("the name has no address".into())),
     };
+    exchange(stream, api, api, method, path, token)
+}
+
+/// A connected stream the request can be sent on.
+trait Stream: Read + Write {
+    fn set_timeouts(&self, t: Duration) -> io::Result<()>;
+}
+
+impl Stream for TcpStream {
+    fn set_timeouts(&self, t: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(t))?;
+        self.set_write_timeout(Some(t))
+    }
+}
+
+impl Stream for std::os::unix::net::UnixStream {
+    fn set_timeouts(&self, t: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(t))?;
+        self.set_write_timeout(Some(t))
+    }
+}
+
+/// Sends the request on `stream` and reads the answer; `shown` names the
+/// daemon in errors. A `token` (checked as a bearer token by whoever took
+/// it: no line breaks) goes in `Authorization`.
+fn exchange(
+    mut stream: impl Stream,
+    shown: &str,
+    host: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Result<Response, Error> {
+    let bad = |reason: String| Error::BadAnswer {
+        api: shown.to_string(),
+        reason,
+    };
     let io_err = |e: io::Error| bad(reason(&e));
-    stream.set_read_timeout(Some(TIMEOUT)).map_err(io_err)?;
-    stream.set_write_timeout(Some(TIMEOUT)).map_err(io_err)?;
+    stream.set_timeouts(TIMEOUT).map_err(io_err)?;
+    let authorization = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {api}\r\nUser-Agent: holdfast/{}\r\nAccept: */*\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: holdfast/{}\r\nAccept: */*\r\n{authorization}Content-Length: 0\r\nConnection: close\r\n\r\n",
         env!("CARGO_PKG_VERSION")
     );
     stream.write_all(request.as_bytes()).map_err(io_err)?;

@@ -12,8 +12,8 @@ use crate::status::{PeerStatus, RouteStatus, Status};
 
 /// Fetches and prints; `json`: the API's JSON as it came. Exit code 0; a
 /// daemon that cannot be reached or answers nonsense is an `Err` (exit 2).
-pub fn run(api: &str, json: bool, mut out: impl Write) -> io::Result<i32> {
-    let resp = http::get(api, "/v1/status")?;
+pub fn run(api: &http::Target, json: bool, mut out: impl Write) -> io::Result<i32> {
+    let resp = http::call(api, "GET", "/v1/status")?;
     if resp.status != 200 {
         return Err(io::Error::other(format!(
             "holdfast at {api} answered {}: {}",

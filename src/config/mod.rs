@@ -45,15 +45,19 @@ pub use node_override::{
     AppliedOverride, NodeMatch, NodeOverride, PeerOverride, derived_router_id, resolve,
 };
 pub use peer::{
-    AddressFamily, Bfd, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME, DEFAULT_PORT, Family,
-    GracefulRestart, IfName, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress, PeerAsn, PeerPassword,
+    AddressFamily, Bfd, BfdAuthentication, BfdKey, DEFAULT_CONNECT_RETRY, DEFAULT_HOLD_TIME,
+    DEFAULT_PORT, Family, GracefulRestart, IfName, MD5_KEY_MAX_LEN, Md5Key, Peer, PeerAddress,
+    PeerAsn, PeerPassword,
 };
 pub use read::{
     FileProblem, MAX_CONFIG_LEN, MAX_PASSWORD_FILE_LEN, MAX_VIP_FILE_LEN, read_regular_file,
 };
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorMismatch, SelectorOperator};
 pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source};
-pub use speaker::{DEFAULT_API, NodeName, NodeNameFrom, RouterId, Speaker, node_name};
+pub use speaker::{
+    ApiToken, BearerToken, DEFAULT_API, MAX_API_TOKEN_FILE_LEN, MIN_API_TOKEN_LEN, NodeName,
+    NodeNameFrom, RouterId, Speaker, node_name, read_token_file,
+};
 pub use stability::{Damping, Stability};
 pub use vip::{VipEntry, parse_vip_file, parse_vip_file_into};
 
@@ -247,7 +251,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
 
     let speaker_table = section("speaker", &mut d);
     let speaker = match &speaker_table {
-        Some(table) => speaker::parse_speaker(table, &mut d),
+        Some(table) => speaker::parse_speaker(table, config_dir, read_passwords, &mut d),
         None => {
             if !root.contains("speaker") {
                 d.error(

@@ -10,6 +10,8 @@ use super::duration::format_duration;
 use super::read::{FileProblem, MAX_PASSWORD_FILE_LEN};
 use super::speaker::asn;
 use super::tree::{self, Table, Value};
+pub use crate::bfd::auth::Key as BfdKey;
+use crate::bfd::packet::AuthType;
 
 /// Default BGP port (RFC 4271 §8.2.1).
 pub const DEFAULT_PORT: u16 = 179;
@@ -338,7 +340,7 @@ impl Default for GracefulRestart {
 }
 
 /// BFD session parameters (RFC 5880 §6.8.1 variables).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bfd {
     /// Required Min RX Interval: fastest rate we accept packets at.
     pub min_rx: Duration,
@@ -348,6 +350,8 @@ pub struct Bfd {
     pub multiplier: u8,
     /// Multihop BFD (RFC 5883) instead of single-hop (RFC 5881).
     pub multihop: bool,
+    /// Authentication (RFC 5880 §6.7).
+    pub authentication: BfdAuthentication,
 }
 
 impl Default for Bfd {
@@ -357,9 +361,44 @@ impl Default for Bfd {
             min_tx: Duration::from_millis(300),
             multiplier: 3,
             multihop: false,
+            authentication: BfdAuthentication::None,
         }
     }
 }
+
+/// `bfd.authentication` (RFC 5880 §6.7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BfdAuthentication {
+    /// None: the default for single-hop, whose TTL 255 check (RFC 5881 §5)
+    /// keeps off-link senders out; multihop only when stated.
+    None,
+    /// An Auth Type with the key in `key_file`.
+    Key {
+        /// Keyed MD5 or SHA1, meticulous or not, or the Simple Password.
+        auth_type: AuthType,
+        /// Auth Key ID (RFC 5880 §4.1): the router's ID for the same key.
+        key_id: u8,
+        /// Relative paths resolved against the config file's directory.
+        file: PathBuf,
+        /// Read by `load`; `None` after `parse`. Comparing peers compares
+        /// keys, so a changed key restarts the session on reload.
+        key: Option<BfdKey>,
+    },
+}
+
+impl BfdAuthentication {
+    /// The key, once read by `load`.
+    pub fn key(&self) -> Option<&BfdKey> {
+        match self {
+            BfdAuthentication::None => None,
+            BfdAuthentication::Key { key, .. } => key.as_ref(),
+        }
+    }
+}
+
+/// The longest `bfd.key_file` read: a Keyed SHA1 key (20 bytes, RFC 5880
+/// §6.7.4) and its line break (CR LF at most).
+pub const MAX_BFD_KEY_FILE_LEN: u64 = 22;
 
 pub(crate) const KEYS: &[&str] = &[
     "name",
@@ -585,7 +624,7 @@ pub(crate) fn parse_peer(
 
     let bfd = match table.get("bfd") {
         None => Some(None),
-        Some(v) => bfd(v, d),
+        Some(v) => bfd(v, cx, d),
     };
 
     Some(Peer {
@@ -887,7 +926,16 @@ pub(crate) const GRACEFUL_RESTART_KEYS: &[&str] = &[
 ];
 
 /// Keys of `bfd`.
-pub(crate) const BFD_KEYS: &[&str] = &["enabled", "min_rx", "min_tx", "multiplier", "multihop"];
+pub(crate) const BFD_KEYS: &[&str] = &[
+    "enabled",
+    "min_rx",
+    "min_tx",
+    "multiplier",
+    "multihop",
+    "authentication",
+    "key_id",
+    "key_file",
+];
 
 fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestart> {
     let table = Table::from_value(
@@ -954,7 +1002,7 @@ fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestar
     })
 }
 
-fn bfd(v: &Value<'_>, d: &mut Diagnostics) -> Option<Option<Bfd>> {
+fn bfd(v: &Value<'_>, cx: &PeerContext<'_>, d: &mut Diagnostics) -> Option<Option<Bfd>> {
     let table = Table::from_value(v, "bfd", "[[peer]] bfd".to_string(), d)?;
     table.reject_unknown_keys(BFD_KEYS, d);
     let defaults = Bfd::default();
@@ -988,13 +1036,139 @@ fn bfd(v: &Value<'_>, d: &mut Diagnostics) -> Option<Option<Bfd>> {
         None => Some(defaults.multihop),
         Some(v) => tree::boolean(v, "multihop", d),
     };
+    let authentication = bfd_authentication(&table, cx, d);
+    // RFC 5883 has no TTL check (RFC 5881 §5's GTSM is single-hop's): any
+    // host that reaches UDP 4784 could forge this session's packets, and
+    // so take the BGP session down or hold it up. Unauthenticated only
+    // when the operator says so.
+    if let (Some(true), Some(None), Some(m)) = (multihop, &authentication, table.get("multihop")) {
+        d.error(
+            &m.span(),
+            "multihop BFD without authentication: multihop BFD (RFC 5883) has no TTL check, so anyone who reaches UDP 4784 can forge its packets and take the BGP session down or hold it up; set authentication = \"meticulous-keyed-sha1\" and key_file (RFC 5880 §6.7), or state authentication = \"none\" to run it unauthenticated",
+        );
+        return None;
+    }
     let bfd = Bfd {
         min_rx: min_rx?,
         min_tx: min_tx?,
         multiplier: multiplier?,
         multihop: multihop?,
+        authentication: authentication?.unwrap_or(BfdAuthentication::None),
     };
     Some(enabled?.then_some(bfd))
+}
+
+/// `authentication`, `key_id` and `key_file` of `bfd`: `Some(None)` when
+/// `authentication` is absent.
+fn bfd_authentication(
+    table: &Table<'_, '_>,
+    cx: &PeerContext<'_>,
+    d: &mut Diagnostics,
+) -> Option<Option<BfdAuthentication>> {
+    let known: Vec<&str> = std::iter::once("none")
+        .chain(AuthType::ALL.iter().map(|t| t.as_str()))
+        .collect();
+    let auth_type = match table.get("authentication") {
+        None => None,
+        Some(v) => {
+            let text = tree::string(v, "authentication", d)?;
+            match AuthType::ALL.into_iter().find(|t| t.as_str() == text) {
+                Some(t) => Some(Some(t)),
+                None if text == "none" => Some(None),
+                None => {
+                    let hint = match tree::did_you_mean(text, &known) {
+                        Some(s) => format!("; did you mean \"{s}\"?"),
+                        None => format!("; one of {}", tree::quoted_list(&known)),
+                    };
+                    d.error(
+                        &v.span(),
+                        format!("unknown BFD authentication \"{text}\"{hint}"),
+                    );
+                    return None;
+                }
+            }
+        }
+    };
+    let Some(Some(auth_type)) = auth_type else {
+        // No key: key_id and key_file have nothing to do.
+        for key in ["key_id", "key_file"] {
+            if let Some(v) = table.get(key) {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "{key} needs authentication set to a keyed type ({})",
+                        tree::quoted_list(&known[1..])
+                    ),
+                );
+                return None;
+            }
+        }
+        return Some(auth_type.map(|_| BfdAuthentication::None));
+    };
+    // RFC 5880 §4.1: the Auth Key ID is one octet. 1 is BIRD's first key.
+    let key_id = match table.get("key_id") {
+        None => Some(1),
+        Some(v) => tree::integer_in(v, "key_id", 0, 255, d),
+    };
+    let Some(v) = table.get("key_file") else {
+        let at = table
+            .get("authentication")
+            .map_or(table.span(), |v| v.span());
+        d.error(
+            &at,
+            format!(
+                "authentication = \"{}\" needs key_file, the file holding the key (1 to {} bytes)",
+                auth_type.as_str(),
+                auth_type.max_key_len()
+            ),
+        );
+        return None;
+    };
+    let text = tree::string(v, "key_file", d)?;
+    if text.is_empty() {
+        d.error(
+            &v.span(),
+            "key_file is empty; give the path of the file holding the key",
+        );
+        return None;
+    }
+    let file = cx.config_dir.join(text);
+    let key = if cx.read_passwords {
+        let limit = MAX_BFD_KEY_FILE_LEN;
+        let contents = match super::read::read_regular_file(&file, limit) {
+            Ok(c) => c,
+            Err(problem) => {
+                d.error(
+                    &v.span(),
+                    format!(
+                        "key_file {}: {}",
+                        file.display(),
+                        problem.describe("BFD key file", limit)
+                    ),
+                );
+                return None;
+            }
+        };
+        let mut end = contents.len();
+        while end > 0 && matches!(contents[end - 1], b'\n' | b'\r') {
+            end -= 1;
+        }
+        match BfdKey::new(auth_type, key_id?, &contents[..end]) {
+            Ok(k) => Some(k),
+            Err(why) => {
+                d.error(&v.span(), format!("key_file {} {why}", file.display()));
+                return None;
+            }
+        }
+    } else {
+        None
+    };
+    Some(Some(BfdAuthentication::Key {
+        auth_type,
+        key_id: key_id?,
+        file,
+        key,
+    }))
 }
 
 #[cfg(test)]

@@ -1,9 +1,12 @@
 //! `[speaker]`: this node's BGP identity and local endpoints.
 
+use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
+use super::read::FileProblem;
 use super::selector::{LabelSelector, dns_subdomain_problem, label_key_problem, parse_selector};
 use super::tree::{self, Table, Value};
 
@@ -21,6 +24,10 @@ pub struct Speaker {
     pub router_id: RouterId,
     /// Address of the HTTP API (metrics, health, status).
     pub api: SocketAddr,
+    /// The token that lets a TCP client of `api` make state-changing calls
+    /// (drain, undrain); without one they are served only on the Unix
+    /// socket in the state directory.
+    pub api_token: Option<ApiToken>,
     /// A second listener with `/metrics` and health only, so a scraper on
     /// the network needs no access to status and explain.
     pub metrics: Option<SocketAddr>,
@@ -63,6 +70,99 @@ pub const DEFAULT_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
 /// DaemonSet's terminationGracePeriodSeconds has to cover it.
 pub const MAX_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(3600);
 
+/// `api_token_file`: the file, and the token it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiToken {
+    /// The file, relative paths resolved against the config file's
+    /// directory.
+    pub file: PathBuf,
+    /// The token: read by `load`; `None` after `parse`, which never
+    /// touches the file system. A changed token is a changed config, so a
+    /// reload (SIGHUP) applies it.
+    pub token: Option<BearerToken>,
+}
+
+/// The largest `api_token_file` read: a token and its line break.
+pub const MAX_API_TOKEN_FILE_LEN: u64 = 4096;
+/// The shortest token taken: a guessable token is no lock.
+pub const MIN_API_TOKEN_LEN: usize = 16;
+
+/// A bearer token (RFC 6750 §2.1, `b64token`): letters, digits and
+/// `-._~+/`, then optional `=` padding. Its Debug output hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerToken(Vec<u8>);
+
+impl BearerToken {
+    /// A token from a token file's contents: one line, its line break
+    /// (LF or CR LF) removed. The rules are those of the
+    /// `Authorization: Bearer` header (RFC 6750 §2.1), so whatever the file
+    /// holds can be sent as it is.
+    pub fn from_file_contents(contents: &[u8]) -> Result<Self, String> {
+        let token = contents
+            .strip_suffix(b"\r\n")
+            .or_else(|| contents.strip_suffix(b"\n"))
+            .unwrap_or(contents);
+        if token.is_empty() {
+            return Err(
+                "is empty; it must hold one token (e.g. from `openssl rand -base64 32`)".into(),
+            );
+        }
+        let body_end = token.len() - token.iter().rev().take_while(|&&b| b == b'=').count();
+        let bad = token.iter().enumerate().find(|&(i, &b)| {
+            let b64 =
+                b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/');
+            !(b64 && i < body_end || b == b'=' && i >= body_end)
+        });
+        if let Some((i, &b)) = bad {
+            let shown = if b.is_ascii_graphic() {
+                format!("'{}'", b as char)
+            } else {
+                format!("byte 0x{b:02x}")
+            };
+            return Err(format!(
+                "holds {shown} at offset {i}; a token is one line of letters, digits and -._~+/ with optional = padding at the end (RFC 6750 §2.1), as `openssl rand -base64 32` writes"
+            ));
+        }
+        if body_end == 0 {
+            return Err("holds only '=' padding; it must hold a token".into());
+        }
+        if token.len() < MIN_API_TOKEN_LEN {
+            return Err(format!(
+                "holds a token of {} characters; it must be at least {MIN_API_TOKEN_LEN} (e.g. from `openssl rand -base64 32`)",
+                token.len()
+            ));
+        }
+        Ok(BearerToken(token.to_vec()))
+    }
+
+    /// The token, as sent after `Bearer `.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BearerToken(<{} bytes>)", self.0.len())
+    }
+}
+
+/// Reads a token file with the operator-file rules (`read_regular_file`:
+/// a regular file, bounded, never a blocking read); the error says what is
+/// wrong in words that follow the file's name.
+pub fn read_token_file(file: &Path) -> Result<BearerToken, String> {
+    match super::read::read_regular_file(file, MAX_API_TOKEN_FILE_LEN) {
+        Err(FileProblem::Io(e)) => Err(format!("cannot be read: {e}")),
+        Err(FileProblem::NotRegular(kind)) => Err(format!(
+            "is {kind}, not a regular file; it must be a regular file of at most {MAX_API_TOKEN_FILE_LEN} bytes"
+        )),
+        Err(FileProblem::TooLarge(_)) => Err(format!(
+            "is larger than {MAX_API_TOKEN_FILE_LEN} bytes; it holds one token and a line break"
+        )),
+        Ok(contents) => BearerToken::from_file_contents(&contents),
+    }
+}
+
 /// How the BGP Identifier is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouterId {
@@ -77,6 +177,7 @@ pub(crate) const KEYS: &[&str] = &[
     "asn",
     "router_id",
     "api",
+    "api_token_file",
     "metrics",
     "listen",
     "hostname",
@@ -138,7 +239,14 @@ pub(crate) fn router_id(v: &Value<'_>, d: &mut Diagnostics) -> Option<RouterId> 
     }
 }
 
-pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Option<Speaker> {
+/// `[speaker]`; `config_dir` is the base of relative paths, and the token
+/// file is read only with `read_files`.
+pub(crate) fn parse_speaker(
+    table: &Table<'_, '_>,
+    config_dir: &Path,
+    read_files: bool,
+    d: &mut Diagnostics,
+) -> Option<Speaker> {
     table.reject_unknown_keys(KEYS, d);
     let context = table.context.clone();
 
@@ -152,6 +260,11 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
     let api = match table.get("api") {
         None => DEFAULT_API.parse().ok(),
         Some(v) => tree::socket_address(v, "api", d),
+    };
+
+    let api_token = match table.get("api_token_file") {
+        None => Some(None),
+        Some(v) => api_token(v, config_dir, read_files, d).map(Some),
     };
 
     let metrics = match table.get("metrics") {
@@ -271,6 +384,7 @@ pub(crate) fn parse_speaker(table: &Table<'_, '_>, d: &mut Diagnostics) -> Optio
         asn: asn?,
         router_id: router_id?,
         api: api?,
+        api_token: api_token?,
         metrics: metrics?,
         listen: listen?,
         hostname: hostname?,
@@ -345,5 +459,72 @@ pub fn node_name(
         name: name.to_string(),
         from,
         ignored_hostname: None,
+    }
+}
+
+/// `api_token_file`: the path, and (with `read_files`) the token in it.
+fn api_token(
+    v: &Value<'_>,
+    config_dir: &Path,
+    read_files: bool,
+    d: &mut Diagnostics,
+) -> Option<ApiToken> {
+    let text = tree::string(v, "api_token_file", d)?;
+    if text.is_empty() {
+        d.error(
+            &v.span(),
+            "api_token_file is empty; give the path of the file holding the token",
+        );
+        return None;
+    }
+    let file = config_dir.join(text);
+    if !read_files {
+        return Some(ApiToken { file, token: None });
+    }
+    match read_token_file(&file) {
+        Ok(token) => Some(ApiToken {
+            file,
+            token: Some(token),
+        }),
+        Err(why) => {
+            d.error(
+                &v.span(),
+                format!("api_token_file {} {why}", file.display()),
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_one_b64token_line() {
+        let ok = |c: &[u8]| BearerToken::from_file_contents(c).map(|t| t.as_bytes().to_vec());
+        let t = b"AbCdEfGhIjKlMnOp0123456789-._~+/==";
+        assert_eq!(ok(t), Ok(t.to_vec()));
+        assert_eq!(ok(b"0123456789abcdef\n"), Ok(b"0123456789abcdef".to_vec()));
+        assert_eq!(
+            ok(b"0123456789abcdef\r\n"),
+            Ok(b"0123456789abcdef".to_vec())
+        );
+        for (bad, why) in [
+            (&b""[..], "is empty"),
+            (b"\n", "is empty"),
+            (b"0123456789abcde", "at least 16"),
+            (b"0123456789abcdef\n\n", "byte 0x0a at offset 16"),
+            (b"0123456789 abcdef", "byte 0x20 at offset 10"),
+            (b"0123456789abcdef\r\nX", "byte 0x0d"),
+            (b"0123456789=abcdef", "'=' at offset 10"),
+            (b"0123456789abcdef:", "':' at offset 16"),
+            (b"================", "only '=' padding"),
+        ] {
+            let e = ok(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        let key = BearerToken::from_file_contents(b"0123456789abcdefSECRET").unwrap();
+        assert_eq!(format!("{key:?}"), "BearerToken(<22 bytes>)");
     }
 }

@@ -54,6 +54,7 @@ fn minimal_config_gets_documented_defaults() {
             asn: 65001,
             router_id: RouterId::Auto,
             api: SocketAddr::from(([127, 0, 0, 1], 9179)),
+            api_token: None,
             metrics: None,
             listen: None,
             hostname: None,
@@ -146,7 +147,7 @@ families = ["ipv6-unicast"]
 passive = true
 min_route_advertisement_interval = "1s"
 graceful_restart = { enabled = false, restart_time = "4095s", notification = false, forwarding_state = false }
-bfd = { min_rx = "100ms", min_tx = "200ms", multiplier = 5, multihop = true }
+bfd = { min_rx = "100ms", min_tx = "200ms", multiplier = 5, multihop = true, authentication = "meticulous-keyed-sha1", key_id = 7, key_file = "keys/bfd-tor1" }
 
 [[peer]]
 name = "tor2"
@@ -255,6 +256,12 @@ fn full_schema_parses_to_the_values_written() {
             min_tx: Duration::from_millis(200),
             multiplier: 5,
             multihop: true,
+            authentication: BfdAuthentication::Key {
+                auth_type: crate::bfd::packet::AuthType::MeticulousKeyedSha1,
+                key_id: 7,
+                file: PathBuf::from("/etc/holdfast/keys/bfd-tor1"),
+                key: None,
+            },
         })
     );
     let tor2 = config.peer("tor2").expect("tor2");
@@ -905,6 +912,136 @@ fn bfd_parameters() {
 }
 
 #[test]
+fn multihop_bfd_needs_authentication_or_says_none() {
+    // No authentication on a multihop session: refused, at `multihop`.
+    let text = with_peer("bfd = { multihop = true }\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "9:20: multihop BFD without authentication: multihop BFD (RFC 5883) has no TTL check, so anyone who reaches UDP 4784 can forge its packets and take the BGP session down or hold it up; set authentication = \"meticulous-keyed-sha1\" and key_file (RFC 5880 §6.7), or state authentication = \"none\" to run it unauthenticated"
+        ]
+    );
+    // Stated: accepted, unauthenticated.
+    let config = valid(&with_peer(
+        "bfd = { multihop = true, authentication = \"none\" }\n",
+    ));
+    let bfd = config.peers[0].bfd.clone().expect("bfd");
+    assert!(bfd.multihop);
+    assert_eq!(bfd.authentication, BfdAuthentication::None);
+    // Single-hop needs none (RFC 5881 §5's TTL check), and may have one.
+    let config = valid(&with_peer("bfd = {}\n"));
+    assert_eq!(
+        config.peers[0].bfd.as_ref().map(|b| &b.authentication),
+        Some(&BfdAuthentication::None)
+    );
+    let config = valid(&with_peer(
+        "bfd = { authentication = \"keyed-md5\", key_file = \"/run/k\" }\n",
+    ));
+    assert_eq!(
+        config.peers[0].bfd.as_ref().map(|b| &b.authentication),
+        Some(&BfdAuthentication::Key {
+            auth_type: crate::bfd::packet::AuthType::KeyedMd5,
+            key_id: 1,
+            file: PathBuf::from("/run/k"),
+            key: None,
+        })
+    );
+}
+
+#[test]
+fn bfd_authentication_problems() {
+    let cases = [
+        (
+            "bfd = { authentication = \"keyed-sha\" }\n",
+            "9:26: unknown BFD authentication \"keyed-sha\"; did you mean \"keyed-sha1\"?",
+        ),
+        (
+            "bfd = { authentication = \"keyed-sha1\" }\n",
+            "9:26: authentication = \"keyed-sha1\" needs key_file, the file holding the key (1 to 20 bytes)",
+        ),
+        (
+            "bfd = { key_file = \"k\" }\n",
+            "9:20: key_file needs authentication set to a keyed type (\"simple-password\", \"keyed-md5\", \"meticulous-keyed-md5\", \"keyed-sha1\" or \"meticulous-keyed-sha1\")",
+        ),
+        (
+            "bfd = { authentication = \"none\", key_id = 2 }\n",
+            "9:43: key_id needs authentication set to a keyed type (\"simple-password\", \"keyed-md5\", \"meticulous-keyed-md5\", \"keyed-sha1\" or \"meticulous-keyed-sha1\")",
+        ),
+        (
+            "bfd = { authentication = \"keyed-sha1\", key_file = \"k\", key_id = 256 }\n",
+            "9:65: key_id must be in 0..=255, got 256",
+        ),
+        (
+            "bfd = { authentication = \"keyed-sha1\", key_file = \"\" }\n",
+            "9:51: key_file is empty; give the path of the file holding the key",
+        ),
+    ];
+    for (extra, want) in cases {
+        assert_eq!(problems(&with_peer(extra)), vec![want], "{extra}");
+    }
+}
+
+#[test]
+fn load_reads_bfd_key_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_path = dir.path().join("rack.toml");
+    std::fs::write(dir.path().join("good"), "sha1-key\n").expect("write key");
+    std::fs::write(dir.path().join("long"), "k".repeat(17)).expect("write key");
+    let peer = |name: &str, addr: &str, how: &str, file: &str| {
+        format!(
+            "[[peer]]\nname = \"{name}\"\naddress = \"{addr}\"\nasn = 65000\n\
+             bfd = {{ multihop = true, authentication = \"{how}\", key_file = \"{file}\" }}\n"
+        )
+    };
+    let text = format!(
+        "{HEAD}{}{}{}",
+        peer("a", "192.0.2.1", "keyed-sha1", "good"),
+        peer("b", "192.0.2.2", "keyed-md5", "long"),
+        peer("c", "192.0.2.3", "keyed-sha1", "missing"),
+    );
+    std::fs::write(&config_path, &text).expect("write config");
+    let problems: Vec<String> = match load(&config_path) {
+        Ok(_) => panic!("bad keys accepted"),
+        Err(diags) => diags
+            .iter()
+            .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
+            .collect(),
+    };
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    assert_eq!(
+        problems,
+        vec![
+            format!(
+                "14:67: key_file {} holds a key of 17 bytes; a keyed-md5 key is 1 to 16 bytes (RFC 5880 §6.7.3)",
+                file("long")
+            ),
+            format!(
+                "19:68: key_file {}: cannot read file: No such file or directory (os error 2)",
+                file("missing")
+            ),
+        ]
+    );
+    let text = format!("{HEAD}{}", peer("a", "192.0.2.1", "keyed-sha1", "good"));
+    std::fs::write(&config_path, &text).expect("write config");
+    let before = load(&config_path).expect("valid config");
+    let key = |c: &Config| {
+        c.peers[0]
+            .bfd
+            .as_ref()
+            .and_then(|b| b.authentication.key().cloned())
+    };
+    assert_eq!(
+        key(&before),
+        Some(BfdKey::new(crate::bfd::packet::AuthType::KeyedSha1, 1, b"sha1-key").unwrap())
+    );
+    // A changed key makes the peer compare unequal: reload restarts it.
+    std::fs::write(dir.path().join("good"), "other\n").expect("write key");
+    let after = load(&config_path).expect("valid config");
+    assert_ne!(key(&before), key(&after));
+    assert_ne!(before.peers[0], after.peers[0]);
+}
+
+#[test]
 fn password_files_resolve_relative_to_the_config() {
     let text = with_peer("password_file = \"secrets/tor1\"\n");
     let config = valid(&text);
@@ -974,6 +1111,81 @@ fn load_reads_password_files() {
     assert_eq!(after.peers[0].md5_key(), Some(&b"n3w"[..]));
     assert_ne!(before.peers[0], after.peers[0]);
     assert_eq!(before.speaker, after.speaker);
+}
+
+/// `speaker.api_token_file`: resolved against the config's directory,
+/// read by `load` (not by `parse`), and its problems are diagnostics at
+/// the value.
+#[test]
+fn load_reads_the_api_token_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_path = dir.path().join("rack.toml");
+    let with_token = |file: &str| {
+        with_peer("").replacen(
+            "asn = 65001\n",
+            &format!("asn = 65001\napi_token_file = \"{file}\"\n"),
+            1,
+        )
+    };
+    let parsed = valid(&with_token("secrets/api"));
+    assert_eq!(
+        parsed.speaker.api_token,
+        Some(ApiToken {
+            file: PathBuf::from("/etc/holdfast/secrets/api"),
+            token: None
+        })
+    );
+    let load_problems = |file: &str| -> Vec<String> {
+        std::fs::write(&config_path, with_token(file)).expect("write config");
+        match load(&config_path) {
+            Ok(_) => panic!("api_token_file {file} accepted"),
+            Err(diags) => diags
+                .iter()
+                .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
+                .collect(),
+        }
+    };
+    std::fs::write(dir.path().join("short"), "abc\n").expect("write token");
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    assert_eq!(
+        load_problems("short"),
+        vec![format!(
+            "3:18: api_token_file {} holds a token of 3 characters; it must be at least 16 (e.g. from `openssl rand -base64 32`)",
+            file("short")
+        )]
+    );
+    assert_eq!(
+        load_problems("missing"),
+        vec![format!(
+            "3:18: api_token_file {} cannot be read: No such file or directory (os error 2)",
+            file("missing")
+        )]
+    );
+    assert_eq!(
+        problems(&with_peer("").replacen(
+            "asn = 65001\n",
+            "asn = 65001\napi_token_file = \"\"\n",
+            1
+        )),
+        vec!["3:18: api_token_file is empty; give the path of the file holding the token"]
+    );
+    // A good one is read; a changed token is a changed config (a reload
+    // applies it).
+    std::fs::write(dir.path().join("good"), "c2VjcmV0LXRva2VuLTE2Yg==\n").expect("write token");
+    std::fs::write(&config_path, with_token("good")).expect("write config");
+    let before = load(&config_path).expect("valid config");
+    let token = |c: &Config| {
+        c.speaker
+            .api_token
+            .as_ref()
+            .and_then(|t| t.token.as_ref())
+            .map(|t| t.as_bytes().to_vec())
+    };
+    assert_eq!(token(&before), Some(b"c2VjcmV0LXRva2VuLTE2Yg==".to_vec()));
+    std::fs::write(dir.path().join("good"), "bmV3LXNlY3JldC10b2tlbi0xNg\n").expect("write token");
+    let after = load(&config_path).expect("valid config");
+    assert_eq!(token(&after), Some(b"bmV3LXNlY3JldC10b2tlbi0xNg".to_vec()));
+    assert_ne!(before.speaker, after.speaker);
 }
 
 #[test]

@@ -336,14 +336,33 @@ fn listen(name: IfName, link: Arc<Mutex<Link>>) {
 }
 
 fn listen_once(name: IfName, link: &Arc<Mutex<Link>>) -> Result<(), String> {
+    use holdfast_sockopt::caps::Capability;
     use socket2::{Domain, Protocol, Socket, Type};
     let if_inet6 = std::fs::read_to_string("/proc/net/if_inet6")
         .map_err(|e| format!("cannot read /proc/net/if_inet6: {e}"))?;
     let index = parse_if_index(&if_inet6, name.as_str()).ok_or_else(|| {
         format!("interface {name} does not exist or has no IPv6 link-local address: waiting")
     })?;
-    let socket = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::ICMPV6))
-        .map_err(|e| format!("cannot open an ICMPv6 socket: {e}"))?;
+    // A raw socket needs CAP_NET_RAW when it is opened, and only then: this
+    // thread raises it from the permitted set (the binary's file
+    // capability) for the opening and the set-up, and lowers it again.
+    let raised = holdfast_sockopt::caps::raise(Capability::NetRaw);
+    let socket = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::ICMPV6)).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            let why = raised
+                .as_ref()
+                .err()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            format!(
+                "cannot open an ICMPv6 socket: {e}: unnumbered peering needs {}{why} \
+                 (README: Unnumbered peering; deploy/components/unnumbered grants it)",
+                Capability::NetRaw.name()
+            )
+        } else {
+            format!("cannot open an ICMPv6 socket: {e}")
+        }
+    })?;
     let setup = || -> std::io::Result<()> {
         socket.bind_device(Some(name.as_str().as_bytes()))?;
         socket.set_recv_hoplimit_v6(true)?;
@@ -354,6 +373,7 @@ fn listen_once(name: IfName, link: &Arc<Mutex<Link>>) -> Result<(), String> {
         socket.set_read_timeout(Some(Duration::from_secs(1)))
     };
     setup().map_err(|e| format!("ICMPv6 socket on {name}: {e}"))?;
+    drop(raised);
     link.lock().expect("link lock").index = Some(index);
     let all_routers = SocketAddrV6::new("ff02::2".parse().expect("ff02::2"), 0, 0, index);
     let all_nodes = SocketAddrV6::new("ff02::1".parse().expect("ff02::1"), 0, 0, index);

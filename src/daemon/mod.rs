@@ -457,29 +457,7 @@ impl Daemon {
         s.snapshot = self.routes.snapshot().clone();
         s.reconcile_repairs =
             self.reconcile_repairs + self.kube.as_ref().map_or(0, |k| k.resync_repairs());
-        s.probes = self
-            .routes
-            .probes()
-            .iter()
-            .map(|(ip, p)| {
-                (
-                    *ip,
-                    state::ProbeView {
-                        port: p.config.port,
-                        verdict: p.tracker.verdict,
-                        failures: p.tracker.consecutive_failures(),
-                        fail_after: p.config.fail_after,
-                        error: p.tracker.last_error.clone(),
-                        on_failure: p.config.on_failure,
-                        disabled: p
-                            .tracker
-                            .disabled
-                            .then(|| p.config.disable_file.clone())
-                            .flatten(),
-                    },
-                )
-            })
-            .collect();
+        // The probes' views are the routes core's to keep (Shared::probes).
         s.peers = self
             .config
             .peers
@@ -492,7 +470,7 @@ impl Daemon {
                     configured: cp.address.to_string(),
                     runtime: p.handle.as_ref().map(|h| h.runtime.clone()),
                     waiting: p.waiting.clone(),
-                    bfd: p.bfd.as_ref().map(|b| b.status.clone()),
+                    bfd: p.bfd.as_ref().map(|b| b.view()),
                     carried: p.carried.clone(),
                 })
             })

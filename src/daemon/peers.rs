@@ -123,6 +123,7 @@ impl Daemon {
             desired_min_tx: b.min_tx,
             required_min_rx: b.min_rx,
             detect_mult: b.multiplier,
+            auth: b.authentication.key().cloned(),
         };
         self.bfd.as_mut().expect("started above").add(&p.name, spec)
     }
@@ -196,28 +197,32 @@ impl Daemon {
 
     /// `default-gateway` peers follow the gateway.
     pub(super) async fn check_gateways(&mut self) {
-        let moved: Vec<(config::Peer, Result<gateway::Gateway, String>)> = self
-            .peers
-            .values()
-            .filter(|p| {
-                matches!(
-                    p.config.address,
-                    PeerAddress::DefaultGateway(_) | PeerAddress::Interface(_)
-                )
-            })
-            .filter_map(|p| {
-                let now = Self::resolve(&p.config);
-                let cur = p
-                    .handle
-                    .as_ref()
-                    .map(|h| (h.spec.address, h.spec.interface.clone()));
-                match (&now, cur) {
-                    (Ok(g), Some((a, i))) if g.address == a && g.interface == i => None,
-                    (Err(_), None) => None,
-                    _ => Some((p.config.clone(), now)),
+        let mut moved: Vec<(config::Peer, Result<gateway::Gateway, String>)> = Vec::new();
+        let followed = self.peers.values_mut().filter(|p| {
+            matches!(
+                p.config.address,
+                PeerAddress::DefaultGateway(_) | PeerAddress::Interface(_)
+            )
+        });
+        for p in followed {
+            let now = Self::resolve(&p.config);
+            let cur = p
+                .handle
+                .as_ref()
+                .map(|h| (h.spec.address, h.spec.interface.clone()));
+            match (&now, cur) {
+                (Ok(g), Some((a, i))) if g.address == a && g.interface == i => {}
+                // Still nowhere to connect to, but the reason may have
+                // changed (the listener failed since, and says why): the
+                // status shows the current one.
+                (Err(why), None) => {
+                    if p.waiting.as_ref() != Some(why) {
+                        p.waiting = Some(why.clone());
+                    }
                 }
-            })
-            .collect();
+                _ => moved.push((p.config.clone(), now)),
+            }
+        }
         for (p, now) in moved {
             match &now {
                 Ok(gateway) => info!(peer = %p.name, %gateway, "default gateway changed"),

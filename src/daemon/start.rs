@@ -13,7 +13,9 @@ pub struct Options {
     /// Withdraw every route and send Cease/Administrative Shutdown on exit,
     /// even with graceful restart enabled.
     pub withdraw_on_exit: bool,
-    /// Where the restart marker lives (graceful restart's R bit).
+    /// This daemon's state directory: the restart marker (graceful
+    /// restart's R bit), the lock that keeps it to one daemon, and the API's
+    /// Unix socket (the state-changing calls).
     pub state_dir: PathBuf,
 }
 
@@ -299,7 +301,11 @@ async fn start_source(
                 client.clone(),
                 options.node_name.clone(),
                 kubernetes::node_status::DEFAULT_INTERVAL,
-                Arc::new(move || crate::api::StateView::status(&view)),
+                // The counts, not the route list: built every few seconds
+                // on the runtime's thread, it must not walk every route.
+                Arc::new(move || {
+                    crate::api::StateView::status_page(&view, crate::status::RoutePage::NONE)
+                }),
             ));
             let (tx, rx) = watch::channel(config.clone());
             kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
@@ -336,6 +342,9 @@ pub async fn run(opts: Options) -> Result<(), String> {
     }
     let node = named.name;
     let router_id = router_id(&config)?;
+    // The state directory is this daemon's before anything in it is
+    // touched: a second holdfast with the same --state-dir stops here.
+    let (local_listener, state_claim) = crate::api::local::claim(&opts.state_dir)?;
     let restarting = restart_marker(&opts.state_dir);
     let restart = restart::Restart::new(restarting, Instant::now(), &config.peers);
     info!(
@@ -361,7 +370,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         snapshot: Arc::new(SourceSnapshot::default()),
         stability: stability.clone(),
         peers: Vec::new(),
-        probes: BTreeMap::new(),
+        // The routes core's, set below once it exists.
+        probes: Default::default(),
         source_explain: None,
         reconcile_repairs: 0,
     }));
@@ -383,6 +393,12 @@ pub async fn run(opts: Options) -> Result<(), String> {
         view.clone(),
         stops.clone(),
     );
+    info!(socket = %state_claim.socket().display(), "HTTP API on the Unix socket (drain and undrain, and everything read-only)");
+    let local_api = tokio::spawn(crate::api::serve_local(
+        local_listener,
+        view.clone(),
+        until(&stops),
+    ));
     // The metrics-only listener: what a scraper on the network may reach.
     let metrics_api = match config.speaker.metrics {
         Some(addr) => {
@@ -417,6 +433,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube.is_some(),
         file_settings.is_some(),
     );
+    shared.lock().expect("shared state lock").probes = routes.probe_views();
     let mut d = Daemon {
         opts: opts.clone(),
         config: config.clone(),
@@ -502,6 +519,9 @@ pub async fn run(opts: Options) -> Result<(), String> {
     if let Some(m) = metrics_api {
         let _ = tokio::time::timeout(Duration::from_secs(2), m).await;
     }
+    let _ = tokio::time::timeout(Duration::from_secs(2), local_api).await;
+    // The socket removed, the lock released.
+    drop(state_claim);
     // A planned stop: one line, whatever the number of peers.
     info!(
         signal = signal.map(tracing::field::display),
@@ -570,6 +590,11 @@ impl crate::api::StateView for View {
     }
     fn ready(&self) -> Result<(), String> {
         self.readiness().map(|_| ())
+    }
+    fn api_token(&self) -> Option<Vec<u8>> {
+        let shared = self.0.lock().expect("shared state lock");
+        let token = shared.config.speaker.api_token.as_ref()?.token.as_ref()?;
+        Some(token.as_bytes().to_vec())
     }
     fn readiness(&self) -> Result<Option<String>, String> {
         match self.0.lock().expect("shared state lock").readiness() {

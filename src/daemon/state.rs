@@ -31,7 +31,7 @@ pub struct PeerView {
     /// Why there is no session (a default gateway not found).
     pub waiting: Option<String>,
     /// Its BFD session's state, when it has one.
-    pub bfd: Option<tokio::sync::watch::Receiver<crate::bfd::driver::BfdStatus>>,
+    pub bfd: Option<crate::bfd::driver::BfdView>,
     /// The counters of this peer's earlier sessions (reset by a reload or
     /// a default-gateway change): counters belong to the peer's name, not
     /// to one session task.
@@ -74,7 +74,7 @@ pub struct RouteView {
 }
 
 /// A probed VIP (TCP-probe gating).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeView {
     pub port: u16,
     pub verdict: crate::probe::Verdict,
@@ -111,7 +111,11 @@ pub struct Shared {
     /// routes kept up to date for them was 10 MB with 100k VIPs.
     pub stability: SharedStability,
     pub peers: Vec<PeerView>,
-    pub probes: BTreeMap<IpAddr, ProbeView>,
+    /// The probed VIPs, kept by the routes core: it writes the entry of a
+    /// VIP whose probe's view changed, and adds or removes entries as the
+    /// probed set changes. Copied whole per main-loop event, it was
+    /// O(probed VIPs) per probe result.
+    pub probes: SharedProbes,
     /// The source's own account of a VIP (the Kubernetes source's rules).
     pub source_explain: Option<Arc<dyn Fn(IpAddr) -> Vec<String> + Send + Sync>>,
     /// Routes and VIPs the periodic reconciles repaired.
@@ -123,6 +127,10 @@ pub type SharedState = Arc<Mutex<Shared>>;
 /// The daemon's stability layer. Lock order: [`SharedState`] first, then
 /// this.
 pub type SharedStability = Arc<Mutex<crate::stability::Stability<IpNet, Route>>>;
+
+/// The probed VIPs' views ([`Shared::probes`]). Lock order: after
+/// [`SharedState`] and [`SharedStability`].
+pub type SharedProbes = Arc<Mutex<BTreeMap<IpAddr, ProbeView>>>;
 
 fn absence_word(a: Absence) -> &'static str {
     match a {
@@ -167,9 +175,15 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
         s.configured_asn = spec.peer.asn.to_string();
         s.local_asn = spec.peer.local_asn;
     }
-    if let Some(b) = &p.bfd {
-        let b = b.borrow().clone();
+    if let Some(view) = &p.bfd {
+        let b = view.borrow().clone();
         s.bfd = Some(crate::status::BfdStatus {
+            discarded: view
+                .counters()
+                .discarded()
+                .into_iter()
+                .map(|(reason, n)| (reason.to_string(), n))
+                .collect(),
             state: b.state.to_string(),
             state_seconds: now.saturating_duration_since(b.since).as_secs(),
             detection_time_ms: b.detection_time.map(|d| d.as_millis() as u64),
@@ -400,6 +414,7 @@ impl Shared {
             };
             (views, st.counters(), total, st.on_wire())
         };
+        let probes = self.probes.lock().expect("probes lock");
         let routes = views
             .iter()
             .map(|r| {
@@ -431,7 +446,7 @@ impl Shared {
                         .unwrap_or_default(),
                     peers: self.advertised_to(&r.prefix),
                     figure_of_merit: r.figure_of_merit.filter(|f| *f > 0.0),
-                    steering: self.probes.get(&ip).and_then(steering_word),
+                    steering: probes.get(&ip).and_then(steering_word),
                     link_bandwidth: r
                         .route
                         .as_ref()
@@ -439,6 +454,7 @@ impl Shared {
                 }
             })
             .collect();
+        drop(probes);
         let mut status = Status {
             node: self.node.clone(),
             asn: self.config.speaker.asn,
@@ -470,6 +486,7 @@ impl Shared {
             counters: StabilityCounters {
                 routes_advertised: on_wire as u64,
                 routes_held_down: c.held_down,
+                routes_damped: c.damped,
                 withdrawals_absorbed: c.absorbed_by_hold_down,
                 absences_absorbed_by_damping: c.absorbed_by_damping,
                 damping_suppressions: c.suppressions,
@@ -534,7 +551,7 @@ impl Shared {
                 reasons.push(why.clone());
             }
         }
-        if let Some(p) = self.probes.get(&ip) {
+        if let Some(p) = self.probes.lock().expect("probes lock").get(&ip) {
             reasons.push(match p.verdict {
                 crate::probe::Verdict::Passing => format!("its TCP probe to port {} passes", p.port),
                 crate::probe::Verdict::Unknown => format!(
@@ -880,7 +897,7 @@ mod scrape_tests {
             snapshot: Arc::new(crate::model::SourceSnapshot::default()),
             stability: Arc::new(Mutex::new(st)),
             peers,
-            probes: BTreeMap::new(),
+            probes: SharedProbes::default(),
             source_explain: None,
             reconcile_repairs: 0,
         }
@@ -911,6 +928,68 @@ mod scrape_tests {
                 "no line {line:?} in\n{text}"
             );
         }
+    }
+
+    /// The node's `BGPNodeStatus` reads its counts from the counters the
+    /// stability layer and its guard keep: a status without a route list
+    /// (what the writer asks for) says how many routes are damped and how
+    /// many withdrawals deferred, and walks no route.
+    #[test]
+    fn the_node_status_counts_damped_and_deferred_without_a_route_list() {
+        use crate::source::kubernetes::node_status;
+        use crate::stability::{DampingParams, GuardParams};
+        let mut shared = shared();
+        let secs = Duration::from_secs;
+        let params = crate::stability::Params {
+            withdraw_hold_down: secs(2),
+            damping: Some(DampingParams {
+                half_life: secs(10),
+                penalty: 1000,
+                suppress_threshold: 2000,
+                reuse_threshold: 750,
+                max_suppress: secs(60),
+            }),
+            guard: GuardParams {
+                max_withdraw_fraction: 0.5,
+                withdraw_interval: secs(1),
+            },
+            ..crate::stability::Params::default()
+        };
+        let t0 = Instant::now();
+        let mut st = crate::stability::Stability::new(params).unwrap();
+        let none = BTreeMap::new();
+        st.update(t0, present(0..10), &none, true);
+        // Route 0 flaps three times in 3 s: damped from the third absence.
+        for i in 1..=2u64 {
+            st.update(t0 + secs(i), present(1..10), &none, true);
+            let back = t0 + secs(i) + Duration::from_millis(500);
+            st.update(back, present(0..10), &none, true);
+        }
+        // Routes 1 to 8 go with it: at the hold-down's end, 8 of the 10
+        // routes on the wire are due; the guard lets 5 go and defers 3.
+        st.update(t0 + secs(3), present(9..10), &none, true);
+        st.poll(t0 + secs(5));
+        assert_eq!(st.on_wire(), 5);
+        shared.stability = Arc::new(Mutex::new(st));
+
+        let before = crate::stability::walks();
+        let status = shared.status_page(RoutePage::NONE);
+        assert_eq!(crate::stability::walks(), before, "a route walked");
+        assert!(status.routes.is_empty());
+        let body = node_status::build(&status, k8s_openapi::jiff::Timestamp::UNIX_EPOCH, None);
+        assert_eq!(
+            body.routes,
+            node_status::RouteCounts {
+                advertised: 5,
+                held_down: 4,
+                damped: 1,
+                deferred: 3,
+            }
+        );
+        // The same counts as the route list shows.
+        let all = shared.status();
+        let count = |state: &str| all.routes.iter().filter(|r| r.state == state).count();
+        assert_eq!((count("damped"), count("deferred")), (1, 3));
     }
 
     #[test]

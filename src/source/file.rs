@@ -78,9 +78,10 @@
 //! | broken or missing since start | empty | false | false | `path:line:col: message` lines |
 //!
 //! A broken file never empties the set: the stability layer keeps every
-//! route of an unhealthy source, so while the file is broken nothing is
-//! withdrawn, and what the broken file would have dropped is not even
-//! counted as absent. A VIP removed from a *valid* file is simply left out
+//! route of an unhealthy source, so while the file is broken nothing it
+//! dropped is withdrawn (a VIP whose TCP probe fails still is: the probe is
+//! no word of the file's), and what the broken file would have dropped is
+//! not even counted as absent. A VIP removed from a *valid* file is simply left out
 //! of the snapshot, and the stability layer holds it down like any
 //! vanished VIP.
 

@@ -49,8 +49,14 @@
 //! - **Unhealthy source**: the last known set stands. While the source is
 //!   unhealthy, a prefix missing from its snapshot is not taken as absent
 //!   (nothing new starts to be held down), no absence timer runs and nothing
-//!   is withdrawn, whatever reason was reported. New prefixes and attribute
-//!   changes in the snapshot are still applied, since they only add. When
+//!   is withdrawn for any reason the source gives (Vanished,
+//!   NoLocalEndpoint, Deleted, Drained): a source that cannot see its input
+//!   has no word on what went. New prefixes and attribute changes in the
+//!   snapshot are still applied, since they only add (so a probe's
+//!   `on_failure = "degrade"` re-announces its VIP degraded either way).
+//!   **ProbeFailed** is not the source's word but this node's own connect
+//!   to the VIP: it withdraws at once whatever the source's health (see
+//!   [`Absence::waits_for_healthy_source`]). When
 //!   the source is healthy again, every absence is measured afresh from that
 //!   moment: an absence that had run 25 s of a 30 s hold-down before the
 //!   outage gets a full 30 s after it. (Restarting rather than resuming errs
@@ -167,6 +173,9 @@ struct Tally {
     pending: usize,
     advertised: usize,
     absent: usize,
+    /// Of `absent`, those damping keeps past their own timer
+    /// ([`KeyState::Damped`]).
+    damped: usize,
 }
 
 #[cfg(test)]
@@ -233,9 +242,42 @@ impl Absence {
     fn damped(self) -> bool {
         matches!(self, Absence::Vanished | Absence::NoLocalEndpoint)
     }
+
+    /// Whether an absence of this kind is the source's word, which stands
+    /// only while the source is healthy: while it is not, such an absence
+    /// is not taken and its timer does not run (the last known set
+    /// stands). A failed probe is not the source's word: it is this node's
+    /// own connect to the VIP, as true during an API outage or with a
+    /// broken VIP file as at any other time, so it withdraws regardless.
+    pub(crate) fn waits_for_healthy_source(self) -> bool {
+        match self {
+            Absence::Vanished | Absence::NoLocalEndpoint | Absence::Deleted | Absence::Drained => {
+                true
+            }
+            Absence::ProbeFailed => false,
+        }
+    }
 }
 
 impl AbsenceRecord {
+    /// The end of the damping episode that keeps this absence's prefix
+    /// advertised past its own timer at `now`, if one does (then the
+    /// prefix shows as [`KeyState::Damped`]).
+    fn damped_past_own_timer(
+        &self,
+        history: Option<&FlapHistory>,
+        params: &Params,
+        now: Instant,
+    ) -> Option<Instant> {
+        if !self.reason.damped() || params.damping.is_none() {
+            return None;
+        }
+        let own_end = self.own_end(params);
+        history?
+            .damped_until(now)
+            .filter(|end| own_end.is_some_and(|own_end| *end > own_end))
+    }
+
     /// When the absence's own timer ends, damping aside; `None` beyond what
     /// `Instant` can represent.
     fn own_end(&self, params: &Params) -> Option<Instant> {
@@ -280,8 +322,13 @@ impl<V> Entry<V> {
         match &self.phase {
             Phase::Pending { since, .. } => since.checked_add(params.advertise_delay),
             Phase::Advertised { .. } | Phase::Withdrawn => None,
-            // The last known set stands while the source is unhealthy.
-            Phase::Absent { .. } if !source_healthy => None,
+            // The last known set stands while the source is unhealthy
+            // (a failed probe's absence excepted).
+            Phase::Absent { absence, .. }
+                if !source_healthy && absence.reason.waits_for_healthy_source() =>
+            {
+                None
+            }
             Phase::Absent { absence, .. } => {
                 let own_end = absence.own_end(params)?;
                 if !absence.reason.damped() {
@@ -629,10 +676,13 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                 );
                 continue;
             }
-            if !source_healthy {
+            let reported = absences.get(key).copied();
+            // An unhealthy source's set is not taken as its word on what
+            // went: only an absence that does not wait for it (a failed
+            // probe) is.
+            if !source_healthy && reported.is_none_or(Absence::waits_for_healthy_source) {
                 continue;
             }
-            let reported = absences.get(key).copied();
             match &mut entry.phase {
                 // Never sent, so nothing to hold: coalesced away.
                 Phase::Pending { .. } => entry.phase = Phase::Withdrawn,
@@ -817,6 +867,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
     pub fn counters(&self) -> Counters {
         Counters {
             held_down: u64::try_from(self.tally.absent).unwrap_or(u64::MAX),
+            damped: u64::try_from(self.tally.damped).unwrap_or(u64::MAX),
             withdrawals_deferred: self
                 .guard
                 .view(&self.params.guard)
@@ -910,6 +961,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         let mut held = held.into_iter().peekable();
         let mut next = 0;
         let histories = &self.histories;
+        let params = &self.params;
         let mut gone = 0usize;
         self.entries.retain(|key, e| {
             // (A noted prefix without an entry has nothing on the wire.)
@@ -945,8 +997,14 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                     tally.advertised += 1;
                     true
                 }
-                Phase::Absent { .. } => {
+                Phase::Absent { ref absence, .. } => {
                     tally.absent += 1;
+                    if absence
+                        .damped_past_own_timer(histories.get(key), params, now)
+                        .is_some()
+                    {
+                        tally.damped += 1;
+                    }
                     true
                 }
             }
@@ -974,12 +1032,13 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             Phase::Advertised { .. } => Some(KeyState::Advertised),
             Phase::Withdrawn => None,
             Phase::Absent { absence, .. } => {
-                let scheduled = |t: Option<Instant>| if healthy { t } else { None };
+                let runs = healthy || !absence.reason.waits_for_healthy_source();
+                let scheduled = |t: Option<Instant>| if runs { t } else { None };
                 let own_end = absence.own_end(&self.params);
-                let damped = match (self.histories.get(key), &self.params.damping) {
-                    (Some(history), Some(damping)) if absence.reason.damped() => history
-                        .damped_until(now)
-                        .filter(|end| own_end.is_some_and(|own_end| *end > own_end))
+                let history = self.histories.get(key);
+                let damped = match (history, &self.params.damping) {
+                    (Some(history), Some(damping)) => absence
+                        .damped_past_own_timer(Some(history), &self.params, now)
                         .map(|end| (end, history.figure_at(now, damping))),
                     _ => None,
                 };

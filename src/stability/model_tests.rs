@@ -137,12 +137,13 @@ impl Model {
         let p = &self.params;
         let healthy = self.healthy;
         self.keys.retain(|_, held| match held {
+            // An unhealthy source stops every timer but a failed probe's.
             Held::Gone {
                 reason,
                 clock,
                 reason_since,
                 ..
-            } if healthy => {
+            } if healthy || *reason == Absence::ProbeFailed => {
                 let withdraw_at = match reason {
                     Absence::Vanished => *clock + p.withdraw_hold_down,
                     Absence::NoLocalEndpoint => *reason_since + p.local_endpoint_delay,
@@ -195,38 +196,41 @@ impl Model {
             };
             self.keys.insert(key, next);
         }
-        if healthy {
-            self.keys.retain(|key, held| {
-                if present.contains_key(key) {
-                    return true;
+        self.keys.retain(|key, held| {
+            if present.contains_key(key) {
+                return true;
+            }
+            let reported = absences.get(key).copied();
+            // While the source is unhealthy only a failed probe counts
+            // as an absence.
+            if !healthy && reported != Some(Absence::ProbeFailed) {
+                return true;
+            }
+            match held {
+                Held::Pending { .. } => return false,
+                Held::Up { attrs } => {
+                    *held = Held::Gone {
+                        attrs: *attrs,
+                        reason: reported.unwrap_or(Absence::Vanished),
+                        clock: t,
+                        reason_since: t,
+                    };
                 }
-                let reported = absences.get(key).copied();
-                match held {
-                    Held::Pending { .. } => return false,
-                    Held::Up { attrs } => {
-                        *held = Held::Gone {
-                            attrs: *attrs,
-                            reason: reported.unwrap_or(Absence::Vanished),
-                            clock: t,
-                            reason_since: t,
-                        };
-                    }
-                    Held::Gone {
-                        reason,
-                        reason_since,
-                        ..
-                    } => {
-                        if let Some(new) = reported
-                            && new != *reason
-                        {
-                            *reason = new;
-                            *reason_since = t;
-                        }
+                Held::Gone {
+                    reason,
+                    reason_since,
+                    ..
+                } => {
+                    if let Some(new) = reported
+                        && new != *reason
+                    {
+                        *reason = new;
+                        *reason_since = t;
                     }
                 }
-                true
-            });
-        }
+            }
+            true
+        });
         self.advance(t);
     }
 
@@ -371,6 +375,12 @@ impl Run {
             .filter(|(_, st)| st.absence().is_some())
             .count();
         prop_assert_eq!(self.s.counters().held_down, absent as u64, "held_down");
+        let damped = self
+            .s
+            .states()
+            .filter(|(_, st)| matches!(st, KeyState::Damped { .. }))
+            .count();
+        prop_assert_eq!(self.s.counters().damped, damped as u64, "damped");
 
         // next_deadline is exactly the next instant with something to do.
         match self.s.next_deadline() {

@@ -690,6 +690,36 @@ fn a_withdrawal_due_before_the_source_failed_still_happens() {
     assert_eq!(lab.push(secs(41), &BTreeMap::new(), false), vec![wd(VIP)]);
 }
 
+#[test]
+fn a_failed_probe_withdraws_while_the_source_is_unhealthy() {
+    let mut lab = Lab::new(hold(secs(30)));
+    lab.show(ms(0), VIP, "public");
+    lab.show(ms(0), VIP2, "public");
+    lab.show(ms(0), VIP6, "public");
+    // VIP2 vanished while the source was healthy: held down.
+    lab.lose(secs(5), VIP2, None);
+    // The source breaks (the last known set stands) and, in the same
+    // snapshot, VIP's probe fails: a fact about this node's datapath,
+    // not the source's word, so it goes at once.
+    lab.present.remove(&vip(VIP));
+    lab.present.remove(&vip(VIP6));
+    let probe_failed = BTreeMap::from([(vip(VIP), Absence::ProbeFailed)]);
+    assert_eq!(lab.push(secs(10), &probe_failed, false), vec![wd(VIP)]);
+    assert_eq!(lab.state(VIP), None);
+    // VIP6, missing from the unhealthy snapshot without a failed probe,
+    // stands; VIP2's hold-down stays frozen.
+    assert_eq!(lab.state(VIP6), Some(KeyState::Advertised));
+    assert_eq!(lab.deadline(), None);
+    // A held-down VIP whose probe then fails goes at once too.
+    let probe_failed = BTreeMap::from([(vip(VIP2), Absence::ProbeFailed)]);
+    assert_eq!(lab.push(secs(11), &probe_failed, false), vec![wd(VIP2)]);
+    // Any other reason still waits for a healthy source.
+    let deleted = BTreeMap::from([(vip(VIP6), Absence::Deleted)]);
+    assert_eq!(lab.push(secs(12), &deleted, false), vec![]);
+    assert_eq!(lab.state(VIP6), Some(KeyState::Advertised));
+    assert_eq!(lab.poll(secs(600)), vec![]);
+}
+
 // ---- damping ----
 
 #[test]
@@ -753,12 +783,17 @@ fn crossing_the_suppress_threshold_damps_until_reuse() {
     assert_close(figure_of_merit, 2803.5835548329314);
     assert_instant_close(until, reuse_at);
     assert_eq!(lab.s.next_deadline(), Some(until));
-    // The hold-down (2 s) passes: still advertised.
+    // Inside its own hold-down (2 s, from 3 s) the prefix shows as damped
+    // already: the episode ends later. The gauge counts it without a walk.
+    assert_eq!(lab.s.counters().damped, 1);
+    // The hold-down passes: still advertised.
     assert_eq!(lab.poll(secs(5)), vec![]);
     assert_eq!(lab.poll(secs(20)), vec![]);
+    assert_eq!(lab.s.counters().damped, 1);
     assert_eq!(lab.s.poll(until - ms(1)), vec![]);
     assert_eq!(lab.s.poll(until), vec![wd(VIP)]);
     assert_eq!(lab.s.counters().withdrawals, 1);
+    assert_eq!(lab.s.counters().damped, 0);
 }
 
 #[test]

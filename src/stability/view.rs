@@ -73,6 +73,9 @@ pub struct Counters {
     /// Prefixes advertised right now although the source does not have
     /// them (held down, damped or draining).
     pub held_down: u64,
+    /// Of those, the prefixes damping keeps advertised past their own
+    /// timer right now ([`KeyState::Damped`]; a gauge).
+    pub damped: u64,
     /// Withdrawals the mass-withdrawal guard holds back right now (a gauge;
     /// also counted in `held_down`).
     pub withdrawals_deferred: u64,

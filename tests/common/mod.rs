@@ -22,6 +22,11 @@ pub struct Holdfast<'a> {
     pub vips: PathBuf,
     pub process: Option<NsProcess>,
     pub env: Vec<(String, String)>,
+    /// The command line before holdfast's own (e.g. `setpriv …` to run it
+    /// as another user), and the binary: [`BIN`] unless a test gives
+    /// another (a copy with file capabilities).
+    pub wrapper: Vec<String>,
+    pub bin: String,
 }
 
 impl<'a> Holdfast<'a> {
@@ -43,32 +48,78 @@ impl<'a> Holdfast<'a> {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Holdfast<'a> {
+        let mut h = Self::unstarted(ns, config, vips);
+        h.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        h.run(args);
+        h
+    }
+
+    /// Its directory with `config` (`VIPS` replaced) and `vips` written,
+    /// not started yet.
+    fn unstarted(ns: &'a Netns, config: &str, vips: &str) -> Holdfast<'a> {
         let dir = LabDir::new("holdfast");
         let vips_path = dir.write("vips.toml", vips);
         let config = config.replace("VIPS", &vips_path.display().to_string());
         let config_path = dir.write("holdfast.toml", &config);
-        let mut h = Holdfast {
+        Holdfast {
             ns,
             dir,
             config: config_path,
             vips: vips_path,
             process: None,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        };
-        h.run(args);
+            env: Vec::new(),
+            wrapper: Vec::new(),
+            bin: BIN.to_string(),
+        }
+    }
+
+    /// Started as `wrapper… bin run …`: `bin` instead of [`BIN`], under a
+    /// command that sets up its process (user, capabilities) and execs it.
+    /// The state directory is made first and handed to `owner` (uid:gid),
+    /// the user the wrapper runs holdfast as.
+    pub fn start_wrapped(
+        ns: &'a Netns,
+        config: &str,
+        vips: &str,
+        wrapper: &[&str],
+        bin: &str,
+        owner: (u32, u32),
+    ) -> Holdfast<'a> {
+        let mut h = Self::unstarted(ns, config, vips);
+        let state = h.dir.join("state");
+        std::fs::create_dir(&state).expect("the state directory");
+        std::os::unix::fs::chown(&state, Some(owner.0), Some(owner.1))
+            .expect("chown the state directory");
+        h.wrapper = wrapper.iter().map(|w| w.to_string()).collect();
+        h.bin = bin.to_string();
+        h.run(&[]);
         h
+    }
+
+    /// The daemon's `--state-dir` (its API socket is `api.sock` in it).
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// `holdfast drain` or `undrain` (or any command taking
+    /// `--state-dir`) inside the namespace, on this daemon's socket: its
+    /// output, whatever the exit.
+    pub fn cli(&self, command: &str) -> std::process::Output {
+        let state = self.state_dir().display().to_string();
+        self.ns.exec(&[BIN, command, "--state-dir", &state])
     }
 
     /// (Re)starts the process with the same files.
     pub fn run(&mut self, extra: &[&str]) {
-        let state = self.dir.join("state");
+        let state = self.state_dir();
         let config = self.config.display().to_string();
         let state = state.display().to_string();
-        let mut argv = vec![
-            BIN,
+        let mut argv: Vec<&str> = self.wrapper.iter().map(String::as_str).collect();
+        argv.extend([
+            self.bin.as_str(),
             "run",
             "--config",
             &config,
@@ -76,7 +127,7 @@ impl<'a> Holdfast<'a> {
             &state,
             "--log",
             "info,holdfast=debug",
-        ];
+        ]);
         argv.extend_from_slice(extra);
         let log = self.dir.join(&format!("holdfast-{}.log", self.next_log()));
         let env: Vec<(&str, &str)> = self
@@ -200,6 +251,26 @@ impl<'a> Holdfast<'a> {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or_else(|| panic!("GET {path}: no status code in {head:?}"));
+        (code, body.to_owned())
+    }
+
+    /// `POST path` on the API (127.0.0.1:9179 in the namespace), with
+    /// these header lines (each ending in CR LF): the status code and the
+    /// body. Panics if the answer is not HTTP.
+    pub fn http_post(&self, path: &str, headers: &str) -> (u16, String) {
+        let script = format!(
+            "exec 3<>/dev/tcp/127.0.0.1/9179; printf 'POST {path} HTTP/1.0\\r\\n{headers}Content-Length: 0\\r\\n\\r\\n' >&3; cat <&3"
+        );
+        let out = self.ns.exec(&["bash", "-c", &script]);
+        let answer = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (head, body) = answer
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("POST {path}: no HTTP answer: {answer:?}"));
+        let code = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("POST {path}: no status code in {head:?}"));
         (code, body.to_owned())
     }
 

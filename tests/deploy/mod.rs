@@ -143,3 +143,32 @@ pub fn secret_file(path: &Path) -> Result<Secret, String> {
     };
     typed(doc, &origin)
 }
+
+/// A kustomization under the repository's target directory (kustomize
+/// takes relative paths only) that adds `components` (paths under
+/// `deploy/`) to the overlay `resource` (also under `deploy/`): what an
+/// operator writes to add an optional component to a rack. Removed when
+/// the returned directory is dropped.
+pub fn with_components(repo: &Path, resource: &str, components: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary directory");
+    let up = dir
+        .path()
+        .strip_prefix(repo)
+        .expect("CARGO_TARGET_TMPDIR is inside the repository")
+        .components()
+        .map(|_| "..")
+        .collect::<Vec<_>>()
+        .join("/");
+    let list = components
+        .iter()
+        .map(|c| format!("  - {up}/deploy/{c}\n"))
+        .collect::<String>();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {up}/deploy/{resource}\ncomponents:\n{list}"
+        ),
+    )
+    .expect("write the kustomization");
+    dir
+}

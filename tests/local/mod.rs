@@ -92,9 +92,24 @@ impl Daemon {
     /// As [`Daemon::start`], with the VIP file already at `vips` (which
     /// need not be in `dir`).
     pub fn start_in(dir: tempfile::TempDir, vips: PathBuf, peer: &str) -> Daemon {
+        Self::start_with_speaker(dir, vips, peer, "")
+    }
+
+    /// As [`Daemon::start_in`], with `speaker` lines added to `[speaker]`.
+    pub fn start_with_speaker(
+        dir: tempfile::TempDir,
+        vips: PathBuf,
+        peer: &str,
+        speaker: &str,
+    ) -> Daemon {
         let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let config = dir.path().join("holdfast.toml");
-        std::fs::write(&config, self::config(api, &vips, peer)).expect("write config");
+        let text = self::config(api, &vips, peer).replacen(
+            "\n\n[[peer]]",
+            &format!("\n{speaker}\n[[peer]]"),
+            1,
+        );
+        std::fs::write(&config, text).expect("write config");
         let log = dir.path().join("holdfast.log");
         let state = dir.path().join("state");
         let child = Command::new(BIN)
@@ -176,6 +191,16 @@ impl Daemon {
             .find_map(|l| l.strip_prefix("VmRSS:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .expect("VmRSS in /proc/PID/status")
+    }
+
+    /// The daemon's `--state-dir`.
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Still running?

@@ -209,9 +209,11 @@ impl<'a> HoldfastOps<'a> {
         );
     }
 
+    /// `holdfast drain` or `undrain` on node `i`, on its daemon's socket.
     fn cli(&self, i: usize, command: &str) {
         let bin = self.bin.display().to_string();
-        let out = self.ns(i).exec(&[&bin, command]);
+        let state = self.daemons[i].dir.join("state").display().to_string();
+        let out = self.ns(i).exec(&[&bin, command, "--state-dir", &state]);
         assert!(
             out.status.success(),
             "holdfast {command}: {}",

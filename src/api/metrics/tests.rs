@@ -117,6 +117,13 @@ fn values_follow_the_status() {
     assert_eq!(v("holdfast_peer_bfd_up", &tor1), 1.0);
     assert_eq!(v("holdfast_peer_bfd_up", &tor2), 0.0);
     assert_eq!(
+        v(
+            "holdfast_peer_bfd_discarded_total",
+            &with(&tor1, &[("reason", "bad-digest")])
+        ),
+        4.0
+    );
+    assert_eq!(
         e.value("holdfast_peer_bfd_up", &tor3),
         None,
         "tor3 has no BFD"

@@ -26,7 +26,7 @@ use ipnet::IpNet;
 use tracing::{debug, info, warn};
 
 use super::drain::{Scope, SharedControl};
-use super::state::SharedStability;
+use super::state::{ProbeView, SharedProbes, SharedStability};
 use crate::config::{self, Config};
 use crate::logging::WithdrawCause;
 use crate::model::{Absence, Route, SourceSnapshot};
@@ -103,6 +103,25 @@ pub struct Probing {
     pub tracker: probe::Tracker,
 }
 
+impl Probing {
+    /// What the status and explain views show of it.
+    fn view(&self) -> ProbeView {
+        ProbeView {
+            port: self.config.port,
+            verdict: self.tracker.verdict,
+            failures: self.tracker.consecutive_failures(),
+            fail_after: self.config.fail_after,
+            error: self.tracker.last_error.clone(),
+            on_failure: self.config.on_failure,
+            disabled: self
+                .tracker
+                .disabled
+                .then(|| self.config.disable_file.clone())
+                .flatten(),
+        }
+    }
+}
+
 /// A Kubernetes Event the driver is to record (the Kubernetes source only).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -128,6 +147,14 @@ pub struct Routes {
     probes: BTreeMap<IpAddr, Probing>,
     /// The probed set changed since [`Self::take_probes_changed`].
     probes_changed: bool,
+    /// What the status views show of `probes`, shared with them: kept in
+    /// step one VIP at a time, where a probe's view or the probed set
+    /// changes, never rebuilt whole.
+    probe_views: SharedProbes,
+    /// Entries of `probe_views` written so far (tests check that an
+    /// unrelated event writes none).
+    #[cfg(test)]
+    probe_view_writes: usize,
     /// The desired table of each peer that has a session (attached).
     tables: BTreeMap<String, Arc<PeerTable>>,
     /// Tables changed since [`Self::take_changed_tables`].
@@ -171,6 +198,9 @@ impl Routes {
             snapshot: Arc::new(SourceSnapshot::default()),
             probes: BTreeMap::new(),
             probes_changed: false,
+            probe_views: SharedProbes::default(),
+            #[cfg(test)]
+            probe_view_writes: 0,
             tables: BTreeMap::new(),
             changed: BTreeSet::new(),
             events: Vec::new(),
@@ -347,6 +377,12 @@ impl Routes {
         &self.probes
     }
 
+    /// The probed VIPs' views, for the status and explain views: the
+    /// core keeps them current.
+    pub fn probe_views(&self) -> SharedProbes {
+        self.probe_views.clone()
+    }
+
     /// The snapshot in force.
     pub fn snapshot(&self) -> &Arc<SourceSnapshot> {
         &self.snapshot
@@ -375,7 +411,24 @@ impl Routes {
         let Some(p) = self.probes.get_mut(&r.vip) else {
             return;
         };
-        if let Some(verdict) = p.tracker.observe(&p.config, r.result) {
+        let changed = p.tracker.observe(&p.config, r.result);
+        // This VIP's view only (its count of failures, its error, its
+        // verdict), when it changed: a passing probe's success changes
+        // nothing.
+        let view = p.view();
+        let written = {
+            let mut views = self.probe_views.lock().expect("probes lock");
+            let differs = views.get(&r.vip) != Some(&view);
+            if differs {
+                views.insert(r.vip, view);
+            }
+            usize::from(differs)
+        };
+        self.wrote_probe_views(written);
+        let Some(p) = self.probes.get(&r.vip) else {
+            return;
+        };
+        if let Some(verdict) = changed {
             match verdict {
                 probe::Verdict::Failing if p.tracker.disabled => warn!(
                     vip = %r.vip,
@@ -654,19 +707,47 @@ impl Routes {
             } else {
                 BTreeMap::new()
             };
+        let mut views = self.probe_views.lock().expect("probes lock");
+        let mut written = 0usize;
         let count = self.probes.len();
-        self.probes
-            .retain(|ip, p| wanted.get(ip) == Some(&p.config));
+        self.probes.retain(|ip, p| {
+            let keep = wanted.get(ip) == Some(&p.config);
+            if !keep {
+                views.remove(ip);
+                written += 1;
+            }
+            keep
+        });
         let removed = self.probes.len() != count;
         let before = self.probes.len();
         for (ip, cfg) in wanted {
-            self.probes.entry(ip).or_insert_with(|| Probing {
-                config: cfg,
-                tracker: probe::Tracker::default(),
-            });
+            if let std::collections::btree_map::Entry::Vacant(slot) = self.probes.entry(ip) {
+                let p = slot.insert(Probing {
+                    config: cfg,
+                    tracker: probe::Tracker::default(),
+                });
+                views.insert(ip, p.view());
+                written += 1;
+            }
         }
+        drop(views);
+        self.wrote_probe_views(written);
         // Any removal or addition changes what the driver must run.
         self.probes_changed |= self.probes.len() != before || removed;
+    }
+
+    /// Counts the entries of the probes' views written (tests only).
+    fn wrote_probe_views(&mut self, _written: usize) {
+        #[cfg(test)]
+        {
+            self.probe_view_writes += _written;
+        }
+    }
+
+    /// Entries of the probes' views written so far.
+    #[cfg(test)]
+    pub fn probe_view_writes(&self) -> usize {
+        self.probe_view_writes
     }
 
     /// The source's set, gated by the probes, into the stability layer.

@@ -21,7 +21,8 @@ fn secs(s: u64) -> Duration {
 }
 
 /// Peers `tor1` and `rr`; the advertisement `public` goes to both, `tor1`
-/// only to tor1, `probed` to both and only while its TCP probe passes.
+/// only to tor1, `probed` to both and only while its TCP probe passes,
+/// `degrading` to both, with MED 1000 while its probe fails.
 /// `extra` is added to the `[stability]` section.
 fn config(speaker_extra: &str, stability_extra: &str) -> Arc<Config> {
     let text = format!(
@@ -51,6 +52,10 @@ peers = ["tor1"]
 [[advertisement]]
 name = "probed"
 probe = {{ port = 443, fail_after = 2 }}
+[[advertisement]]
+name = "degrading"
+probe = {{ port = 443, fail_after = 2, on_failure = "degrade" }}
+degraded = {{ med = 1000 }}
 "#
     );
     Arc::new(crate::config::parse(Path::new("t.toml"), &text).expect("a valid config"))
@@ -231,6 +236,155 @@ fn a_probed_vip_is_advertised_once_its_probe_passes_and_withdrawn_at_once_when_i
     r.on_snapshot(t0 + secs(6), snapshot(&[]));
     assert!(r.take_probes_changed());
     assert!(r.probes().is_empty());
+}
+
+/// One probe round's result.
+fn probed(vip: IpAddr, ok: bool) -> probe::ProbeResult {
+    let result = if ok {
+        Ok(())
+    } else {
+        Err("connection refused".to_string())
+    };
+    probe::ProbeResult {
+        vip,
+        result: probe::Observation::Probed(result),
+    }
+}
+
+#[test]
+fn a_failing_probe_withdraws_or_degrades_while_the_source_is_unhealthy() {
+    let mut r = core(config("", "withdraw_hold_down = \"30s\""));
+    let (plain, withdrawing, degrading) = (ip("192.0.2.10"), ip("192.0.2.20"), ip("192.0.2.21"));
+    let t0 = Instant::now();
+    r.on_snapshot(
+        t0,
+        snapshot(&[
+            ("192.0.2.10", "public"),
+            ("192.0.2.20", "probed"),
+            ("192.0.2.21", "degrading"),
+        ]),
+    );
+    for vip in [withdrawing, degrading] {
+        r.on_probe(t0 + secs(1), probed(vip, true));
+    }
+    assert_eq!(routes_of(&r, "tor1"), [plain, withdrawing, degrading]);
+
+    // The source breaks (a VIP file made invalid, the API server gone) and
+    // its snapshot lacks `plain`: the last known set stands.
+    let mut broken = snapshot(&[("192.0.2.20", "probed"), ("192.0.2.21", "degrading")]);
+    broken.healthy = false;
+    r.on_snapshot(t0 + secs(2), broken);
+    assert_eq!(routes_of(&r, "tor1"), [plain, withdrawing, degrading]);
+
+    // Both probes fail fail_after (2) times: the datapath does not serve
+    // them, whatever the source says.
+    for vip in [withdrawing, degrading] {
+        r.on_probe(t0 + secs(3), probed(vip, false));
+    }
+    assert_eq!(routes_of(&r, "tor1"), [plain, withdrawing, degrading]);
+    for vip in [withdrawing, degrading] {
+        r.on_probe(t0 + secs(4), probed(vip, false));
+    }
+    assert_eq!(
+        routes_of(&r, "tor1"),
+        [plain, degrading],
+        "the failed probe withdraws at once; the source's absence waits"
+    );
+    assert_eq!(routes_of(&r, "rr"), [plain, degrading]);
+    let med = |peer: &str, vip: IpAddr| {
+        r.table(peer)
+            .expect("attached")
+            .get(&IpNet::from(vip))
+            .expect("advertised")
+            .med
+    };
+    assert_eq!(
+        med("tor1", degrading),
+        Some(1000),
+        "degraded, not withdrawn"
+    );
+    assert_eq!(
+        r.take_events().last(),
+        Some(&Event::Withdrawn {
+            vip: withdrawing,
+            peers: vec!["rr".into(), "tor1".into()]
+        })
+    );
+    // `plain`'s absence has no timer while the source is unhealthy.
+    assert_eq!(r.next_deadline(), None);
+    assert!(!r.poll(t0 + secs(600)));
+    assert_eq!(routes_of(&r, "tor1"), [plain, degrading]);
+
+    // The probe passes again (recover_after, 2): back, still unhealthy.
+    for at in [secs(601), secs(602)] {
+        r.on_probe(t0 + at, probed(withdrawing, true));
+    }
+    assert_eq!(routes_of(&r, "tor1"), [plain, withdrawing, degrading]);
+}
+
+#[test]
+fn the_probes_views_are_written_only_where_a_probe_or_the_probed_set_changed() {
+    let mut r = core(config("", ""));
+    let views = r.probe_views();
+    let (a, b) = (ip("192.0.2.20"), ip("192.0.2.21"));
+    let t0 = Instant::now();
+    let base = [
+        ("192.0.2.10", "public"),
+        ("192.0.2.20", "probed"),
+        ("192.0.2.21", "probed"),
+    ];
+    r.on_snapshot(t0, snapshot(&base));
+    assert_eq!(r.probe_view_writes(), 2, "one per probed VIP");
+    assert_eq!(
+        views.lock().unwrap().keys().copied().collect::<Vec<_>>(),
+        [a, b]
+    );
+
+    // A probe's first success changes its view: that entry only.
+    r.on_probe(t0 + secs(1), probed(a, true));
+    assert_eq!(r.probe_view_writes(), 3);
+    assert_eq!(views.lock().unwrap()[&a].verdict, probe::Verdict::Passing);
+    assert_eq!(views.lock().unwrap()[&b].verdict, probe::Verdict::Unknown);
+    // Another success of a passing probe changes nothing: no write.
+    r.on_probe(t0 + secs(2), probed(a, true));
+    assert_eq!(r.probe_view_writes(), 3);
+    // A failure: its count and error, that entry only.
+    r.on_probe(t0 + secs(3), probed(a, false));
+    assert_eq!(r.probe_view_writes(), 4);
+    let view = views.lock().unwrap()[&a].clone();
+    assert_eq!(
+        (view.failures, view.error.as_deref()),
+        (1, Some("connection refused"))
+    );
+
+    // Events that leave the probed set as it is write nothing: a snapshot
+    // that adds an unprobed VIP, the same snapshot again, a timer, a
+    // drain, the tables published again.
+    let mut more = base.to_vec();
+    more.push(("192.0.2.11", "public"));
+    r.on_snapshot(t0 + secs(4), snapshot(&more));
+    r.on_snapshot(t0 + secs(5), snapshot(&more));
+    r.poll(t0 + secs(6));
+    r.request_drain(t0 + secs(7), true).expect("a drain");
+    r.publish_tables();
+    r.refresh(t0 + secs(8));
+    assert_eq!(
+        r.probe_view_writes(),
+        4,
+        "an unrelated event rewrote the views"
+    );
+
+    // One probed VIP gone: its entry only.
+    r.on_snapshot(
+        t0 + secs(9),
+        snapshot(&[("192.0.2.10", "public"), ("192.0.2.20", "probed")]),
+    );
+    assert_eq!(r.probe_view_writes(), 5);
+    assert_eq!(
+        views.lock().unwrap().keys().copied().collect::<Vec<_>>(),
+        [a]
+    );
+    assert_eq!(views.lock().unwrap()[&a].failures, 1, "its state kept");
 }
 
 #[test]

@@ -96,8 +96,8 @@ pub struct RouteCounts {
     pub held_down: u64,
     /// Of those, kept by damping.
     pub damped: u64,
-    /// Withdrawals held back by a mass-withdrawal guard; holdfast has no
-    /// such guard yet, so always 0 (the field is part of the schema).
+    /// Withdrawals the mass-withdrawal guard holds back now (as
+    /// `holdfast_withdrawals_deferred`).
     pub deferred: u64,
 }
 
@@ -111,7 +111,8 @@ fn seconds_before(now: Timestamp, seconds: u64) -> String {
         .to_string()
 }
 
-/// The status of this node at `now`. A peer whose state (and count of
+/// The status of this node at `now`, from `status`'s peers and counters
+/// (its route list, if any, is not read: the writer asks for none). A peer whose state (and count of
 /// Established transitions) is what `previous` had keeps `previous`'s
 /// `since`: recomputed from "seconds in state" it would wobble by a second
 /// between builds and turn every build into a write.
@@ -162,8 +163,8 @@ pub fn build(status: &Status, now: Timestamp, previous: Option<&NodeStatusBody>)
         routes: RouteCounts {
             advertised: status.counters.routes_advertised,
             held_down: status.counters.routes_held_down,
-            damped: status.routes.iter().filter(|r| r.state == "damped").count() as u64,
-            deferred: 0,
+            damped: status.counters.routes_damped,
+            deferred: status.counters.withdrawals_deferred,
         },
         peers,
     }
@@ -198,7 +199,8 @@ pub fn status_patch(node: &str, body: &NodeStatusBody) -> serde_json::Value {
     })
 }
 
-/// What the writer reads: the daemon's status, as `/v1/status` has it.
+/// What the writer reads: the daemon's status, as `/v1/status` has it;
+/// its counts and peers are enough (the daemon gives no route list).
 pub type StatusSource = dyn Fn() -> Status + Send + Sync;
 
 /// Writes this node's `BGPNodeStatus`. The task stops when this is dropped.
@@ -351,7 +353,7 @@ mod tests {
                 advertised: 6,
                 held_down: 4,
                 damped: 1,
-                deferred: 0
+                deferred: 3
             }
         );
         let tor1 = &b.peers[0];
@@ -377,6 +379,20 @@ mod tests {
         assert!(v["peers"][2].get("lastError").is_none(), "{v}");
         assert!(v["peers"][2].get("bfd").is_none(), "{v}");
         assert!(v["peers"][0].get("transitions").is_none(), "{v}");
+    }
+
+    #[test]
+    fn damped_and_deferred_are_the_counters_not_a_count_of_the_route_list() {
+        // What the writer reads: the counts without the route list.
+        let mut s = fixture();
+        s.routes.clear();
+        s.counters.routes_damped = 2;
+        s.counters.withdrawals_deferred = 5;
+        let b = build(&s, at("2026-12-01T10:00:00Z"), None);
+        assert_eq!((b.routes.damped, b.routes.deferred), (2, 5));
+        assert_eq!(b.routes.held_down, s.counters.routes_held_down);
+        let v = serde_json::to_value(&b).expect("JSON");
+        assert_eq!(v["routes"]["deferred"], 5);
     }
 
     #[test]
