@@ -495,6 +495,14 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
                 .unwrap_or_else(|| panic!("{dir}: no httpGet probe on {path}"));
             assert_eq!(get.path.as_deref(), Some(path), "{dir}");
             assert_eq!(get.host.as_deref(), Some("127.0.0.1"), "{dir}: {path}");
+            // Where `holdfast check` expects the probes (its api warning).
+            let probed = holdfast::config::PROBED_API;
+            assert_eq!(get.host.as_deref(), Some(probed.ip().to_string().as_str()));
+            assert_eq!(
+                get.port,
+                IntOrString::Int(i32::from(probed.port())),
+                "{dir}"
+            );
             assert_eq!(
                 get.port,
                 IntOrString::Int(i32::from(api.port())),
@@ -612,6 +620,12 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
         let needed = wait + 3 * config.peers.len() as i64 + 2;
         let grace = p.termination_grace_period_seconds.unwrap_or(30);
         assert!(grace >= needed, "{dir}: {grace} s < {needed} s");
+        // The grace period `holdfast check` warns against.
+        assert_eq!(
+            grace,
+            holdfast::config::SHIPPED_GRACE_PERIOD.as_secs() as i64,
+            "{dir}: change SHIPPED_GRACE_PERIOD (src/config/warnings.rs) with it"
+        );
 
         // The image is this version, from the overlay's registry.
         assert_eq!(

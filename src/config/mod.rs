@@ -60,6 +60,7 @@ pub use speaker::{
 };
 pub use stability::{Damping, Stability};
 pub use vip::{VipEntry, parse_vip_file, parse_vip_file_into};
+pub use warnings::{PROBED_API, SHIPPED_GRACE_PERIOD};
 
 use advertisement::{AdvertisementRegistry, parse_advertisement};
 use diagnostic::Diagnostics;
