@@ -1154,6 +1154,28 @@ fn services_deselected_at_once_are_deletions_whatever_their_number() {
 }
 
 #[test]
+fn services_of_a_namespace_no_longer_watched_are_deletions_whatever_their_number() {
+    let t = Instant::now();
+    let mut services = four();
+    let other = fixtures::load_balancer_service("other", "e", &["198.51.100.5"]);
+    services.push(other.clone());
+    let all = cfg("", "namespaces = [\"default\", \"other\"]", "");
+    let e0 = World::new(services).eval(&Evaluation::default(), &all, t);
+    assert_eq!(vips(&e0).len(), 5);
+    // A reload watches only "other": the four of "default" are no longer
+    // listed, on purpose.
+    let only_other = cfg("", "namespaces = [\"other\"]", "");
+    let e1 = World::new(vec![other]).eval(&e0, &only_other, t);
+    assert_eq!(vips(&e1), [ip("198.51.100.5")]);
+    let deleted: Vec<(IpAddr, Absence)> = all_four()
+        .into_iter()
+        .map(|ip| (ip, Absence::Deleted))
+        .collect();
+    assert_eq!(absences(&e1), deleted);
+    assert_eq!(e1.mass_absence, None);
+}
+
+#[test]
 fn with_the_guard_off_only_an_empty_list_is_a_mass_disappearance() {
     let config = cfg("", "", "[stability]\nmax_withdraw_fraction = 1.0\n");
     let t = Instant::now();
