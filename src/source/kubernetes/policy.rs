@@ -866,7 +866,13 @@ impl<'a> Judge<'a> {
         if self.node_problem.is_some() {
             return Absence::Drained;
         }
+        let unwatched = |namespace: &str| {
+            !self.source.namespaces.is_empty()
+                && !self.source.namespaces.iter().any(|n| n == namespace)
+        };
         let mut verdict = |g: &Giver| match lookup(&g.service) {
+            // No longer watched (`source.namespaces` changed): deliberate.
+            None if unwatched(&g.service.namespace) => Absence::Deleted,
             None => missing,
             Some(service) => {
                 let labels = namespaces.labels(&g.service.namespace);
