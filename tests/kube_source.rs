@@ -822,6 +822,35 @@ async fn a_resync_during_an_outage_counts_no_change_the_re_list_brings_as_a_repa
 }
 
 #[tokio::test]
+async fn a_change_evaluated_together_with_a_resync_is_not_a_repair() {
+    // A long debounce window: a change and a resync asked for within it
+    // are one evaluation.
+    let opts = Options {
+        debounce: Duration::from_secs(3),
+        ..options()
+    };
+    let mut h = start(cfg("", "", ""), opts, |s| {
+        s.create(&lb("web", &["198.51.100.7"])).expect("web");
+    })
+    .await;
+    h.vips(&["198.51.100.7"]).await;
+    // The first change after a quiet spell is evaluated at once and opens
+    // the window...
+    h.standin.create(&lb("a", &["198.51.100.8"])).expect("a");
+    h.vips(&["198.51.100.7", "198.51.100.8"]).await;
+    // ...in which another change and a resync arrive.
+    h.standin.create(&lb("b", &["198.51.100.9"])).expect("b");
+    h.source.resync();
+    h.vips(&["198.51.100.7", "198.51.100.8", "198.51.100.9"])
+        .await;
+    assert_eq!(
+        h.source.resync_repairs(),
+        0,
+        "a change the watch delivered is not a repair"
+    );
+}
+
+#[tokio::test]
 async fn a_refusing_api_server_is_noticed_at_once_and_forgiven_after_a_quiet_period() {
     let opts = options();
     let quiet = opts.quiet_period();
