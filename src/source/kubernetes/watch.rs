@@ -712,7 +712,8 @@ struct Runner {
     last_evaluation: Option<tokio::time::Instant>,
     /// Resync requests from the daemon.
     resync_rx: Option<mpsc::UnboundedReceiver<()>>,
-    /// The next evaluation answers a resync: count what it corrects.
+    /// The next evaluation answers a resync: it judges every Service, and
+    /// counts what it corrects beyond what the watch events give.
     resync_pending: bool,
     /// The next evaluation judges every Service: the Node, a Namespace or
     /// the config changed, or a list replaced the records.
@@ -801,9 +802,10 @@ impl Runner {
                 Some(()) = recv_resync(&mut self.resync_rx) => {
                     // The stores are evaluated afresh, whatever the watch
                     // events said (a lost event left the last evaluation
-                    // behind).
+                    // behind). Not `full_pending`: the evaluation tells
+                    // what the watch events alone give from what only the
+                    // fresh one finds.
                     self.resync_pending = true;
-                    self.full_pending = true;
                     self.schedule();
                 }
             }
