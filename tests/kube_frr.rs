@@ -868,3 +868,45 @@ fn an_empty_service_list_is_withdrawn_after_the_hold_down_through_the_guard() {
         2.0
     );
 }
+
+#[test]
+fn a_node_shutting_down_then_deleted_stays_withdrawn() {
+    let lab = Lab::pair();
+    let c = start(&lab, "30s", "", &[]);
+    four_services(&c);
+    // kubelet's graceful node shutdown marks the Node: the daemon drains
+    // (GRACEFUL_SHUTDOWN for graceful_shutdown_wait, 2 s, then withdrawn).
+    c.kube
+        .api
+        .patch_status::<Node>(
+            None,
+            "node-1",
+            &json!({ "conditions": [{
+                "type": "Ready",
+                "status": "False",
+                "reason": "KubeletNotReady",
+                "message": "node is shutting down",
+            }] }),
+        )
+        .unwrap();
+    for vip in FOUR {
+        c.time_until_withdrawn(&format!("{vip}/32"), Instant::now(), LONG);
+    }
+    // The Node object is then deleted: its VIPs are held down at the
+    // source, but the drain the node started stays, so nothing comes back.
+    c.kube.api.delete::<Node>(None, "node-1").unwrap();
+    wait_four_in_state(&c, "held-down");
+    // Several of the main loop's one-second ticks, which follow the Node.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        c.node.status()["drain"]["state"],
+        "drained",
+        "the drain the node started ended"
+    );
+    for vip in FOUR {
+        assert!(
+            c.frr.prefix(&format!("{vip}/32")).is_none(),
+            "{vip} came back at FRR"
+        );
+    }
+}
