@@ -60,7 +60,7 @@
 //! Service missing from its list looks deleted. So one evaluation in which
 //! more VIPs would go `Deleted` *because a Service is missing* than the
 //! mass-withdrawal guard lets go in one step (`floor(max_withdraw_fraction
-//! × the VIPs advertised before)`, at least one), or in which no Service at
+//! × the VIPs advertised or held down before)`, at least one), or in which no Service at
 //! all is listed any more and more than one VIP would go so, is a mass
 //! disappearance: those VIPs go `Vanished` instead (the hold-down, then the
 //! guard), and stay so while their Services stay missing. A Service deleted
@@ -230,6 +230,18 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// The VIPs whose routes may be on the wire: those advertised, and
+    /// those gone for a reason the stability layer holds them through (the
+    /// base a mass disappearance is measured against).
+    fn on_wire(&self) -> usize {
+        let held = self
+            .gone
+            .values()
+            .filter(|g| g.reason < Absence::Deleted)
+            .count();
+        self.vips.len() + held
+    }
+
     /// When a waiting endpoint count is due: the watcher layer evaluates
     /// again then, though nothing else changed.
     pub fn bandwidth_due(&self) -> Option<Instant> {
@@ -1043,7 +1055,7 @@ pub fn evaluate(
         ));
     }
     (next.gone, next.mass_absence) =
-        settle(config, judged, prev.vips.len(), services.is_empty(), now);
+        settle(config, judged, prev.on_wire(), services.is_empty(), now);
     for giver in next.gone.values().flat_map(|g| &g.givers) {
         if !next.uids.contains_key(&giver.service)
             && let Some(uid) = prev.uid_of(&giver.service)
@@ -1100,7 +1112,8 @@ impl Judge<'_> {
 }
 
 /// The gone VIPs with their reasons, the mass rule applied (module doc):
-/// `advertised` is how many VIPs were advertised before this evaluation,
+/// `advertised` is how many VIPs may have been on the wire before this
+/// evaluation ([`Evaluation::on_wire`]),
 /// `none_listed` whether the list has no Service left. Also answers the
 /// mass disappearance found, if one was.
 fn settle(
@@ -1193,7 +1206,7 @@ pub fn update(
         eval.node_problem.clone(),
         eval.node_missing,
     );
-    let advertised = eval.vips.len();
+    let advertised = eval.on_wire();
     let mut namespaces = NamespaceLabels::new(changes.namespaces);
     // The endpoints of the Services re-judged here and of the givers the
     // gone VIPs are judged by.

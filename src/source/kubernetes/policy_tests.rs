@@ -1138,6 +1138,31 @@ fn deletions_within_the_guards_allowance_are_deletions_and_more_at_once_are_an_a
 }
 
 #[test]
+fn vips_held_down_count_in_the_base_a_mass_disappearance_is_measured_against() {
+    let config = default_cfg();
+    let t = Instant::now();
+    let e0 = World::new(four()).eval(&Evaluation::default(), &config, t);
+    // Two address lists empty (held down by the stability layer)...
+    let mut flapped = four();
+    flapped[2] = lb("c", &[]);
+    flapped[3] = lb("d", &[]);
+    let e1 = World::new(flapped).eval(&e0, &config, t);
+    assert_eq!(vips(&e1), all_four()[..2]);
+    assert_eq!(absences(&e1), []);
+    // ...then those two Services are deleted: 2 of the 4 routes that may
+    // be on the wire, within the guard's share: deletions.
+    let e2 = World::new(four()[..2].to_vec()).eval(&e1, &config, t);
+    assert_eq!(
+        absences(&e2),
+        [
+            (ip("198.51.100.3"), Absence::Deleted),
+            (ip("198.51.100.4"), Absence::Deleted)
+        ]
+    );
+    assert_eq!(e2.mass_absence, None);
+}
+
+#[test]
 fn services_deselected_at_once_are_deletions_whatever_their_number() {
     // A deliberate change (here the config's): not a disappearance.
     let t = Instant::now();
