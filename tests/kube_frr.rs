@@ -750,3 +750,163 @@ fn a_dual_stack_service_gives_both_routes() {
     c.frr.wait_prefix("198.51.100.80/32", LONG);
     c.frr.wait_prefix("2001:db8:100::80/128", LONG);
 }
+
+/// Makes the daemon's watchers re-list: the versions they hold become too
+/// old (410 Gone).
+fn force_relist(c: &Cluster<'_>) {
+    c.kube.api.pause();
+    c.kube.api.compact();
+    c.kube.api.drop_watches();
+    c.kube.api.resume();
+}
+
+const FOUR: [&str; 4] = [
+    "198.51.100.101",
+    "198.51.100.102",
+    "198.51.100.103",
+    "198.51.100.104",
+];
+
+/// Four Services, one VIP each, at FRR.
+fn four_services(c: &Cluster<'_>) {
+    for (i, vip) in FOUR.iter().enumerate() {
+        c.kube
+            .api
+            .create(&service(&format!("s{i}"), &[vip]))
+            .unwrap();
+    }
+    for vip in FOUR {
+        c.frr.wait_prefix(&format!("{vip}/32"), LONG);
+    }
+}
+
+/// Waits until `holdfast status` lists each of the four VIPs in `state`;
+/// returns their routes.
+fn wait_four_in_state(c: &Cluster<'_>, state: &str) -> Vec<serde_json::Value> {
+    wait_until(LONG, &format!("the four routes {state}"), || {
+        let status = c.node.status();
+        let routes: Vec<serde_json::Value> = status["routes"]
+            .as_array()?
+            .iter()
+            .filter(|r| {
+                FOUR.iter()
+                    .any(|v| r["prefix"] == format!("{v}/32").as_str())
+            })
+            .cloned()
+            .collect();
+        (routes.len() == 4 && routes.iter().all(|r| r["state"] == state)).then_some(routes)
+    })
+}
+
+fn frr_has_all_four(c: &Cluster<'_>) -> bool {
+    FOUR.iter()
+        .all(|v| c.frr.prefix(&format!("{v}/32")).is_some())
+}
+
+#[test]
+fn an_empty_service_list_or_a_missing_node_holds_every_route_down_instead_of_withdrawing() {
+    let lab = Lab::pair();
+    // A long hold-down: what the test sees is the hold-down, not a race.
+    let c = start(&lab, "20m", "", &[]);
+    four_services(&c);
+    let before = c.settled_updates();
+
+    // An etcd restore, the wrong cluster: the API server lists no Service
+    // and says it is healthy. Every VIP is held down, not deleted.
+    c.kube.api.serve_empty::<Service>();
+    force_relist(&c);
+    let routes = wait_four_in_state(&c, "held-down");
+    for r in &routes {
+        assert_eq!(r["absence"], "vanished", "{r}");
+    }
+    assert!(
+        c.node
+            .log()
+            .contains("went missing from the API server at once"),
+        "{}",
+        c.node.log()
+    );
+    assert!(frr_has_all_four(&c), "a route left FRR");
+    // The Services are listed again: nothing was ever sent.
+    c.kube.api.serve_stored::<Service>();
+    force_relist(&c);
+    wait_four_in_state(&c, "advertised");
+    assert!(frr_has_all_four(&c));
+    assert_eq!(c.settled_updates(), before, "FRR received an UPDATE");
+
+    // This node's Node object deleted: an absence too, not a drain (no
+    // GRACEFUL_SHUTDOWN, no withdrawal).
+    c.kube.api.delete::<Node>(None, "node-1").unwrap();
+    let routes = wait_four_in_state(&c, "held-down");
+    for r in &routes {
+        assert_eq!(r["absence"], "vanished", "{r}");
+    }
+    assert!(frr_has_all_four(&c), "a route left FRR");
+    c.kube
+        .api
+        .create(&kube_standin::fixtures::node("node-1", NODE, &[]))
+        .unwrap();
+    wait_four_in_state(&c, "advertised");
+    assert!(frr_has_all_four(&c));
+    assert_eq!(c.settled_updates(), before, "FRR received an UPDATE");
+}
+
+#[test]
+fn an_empty_service_list_is_withdrawn_after_the_hold_down_through_the_guard() {
+    let lab = Lab::pair();
+    let c = start_with(&lab, "2s", "", "withdraw_rate = \"2/s\"", "", &[]);
+    four_services(&c);
+    c.kube.api.serve_empty::<Service>();
+    force_relist(&c);
+    for vip in FOUR {
+        c.time_until_withdrawn(&format!("{vip}/32"), Instant::now(), LONG);
+    }
+    // The hold-down ran out for all four at once: the guard let two go
+    // (max_withdraw_fraction 0.5) and held two back.
+    assert_eq!(
+        c.node.metric("holdfast_withdrawals_deferred_total", &[]),
+        2.0
+    );
+}
+
+#[test]
+fn a_node_shutting_down_then_deleted_stays_withdrawn() {
+    let lab = Lab::pair();
+    let c = start(&lab, "30s", "", &[]);
+    four_services(&c);
+    // kubelet's graceful node shutdown marks the Node: the daemon drains
+    // (GRACEFUL_SHUTDOWN for graceful_shutdown_wait, 2 s, then withdrawn).
+    c.kube
+        .api
+        .patch_status::<Node>(
+            None,
+            "node-1",
+            &json!({ "conditions": [{
+                "type": "Ready",
+                "status": "False",
+                "reason": "KubeletNotReady",
+                "message": "node is shutting down",
+            }] }),
+        )
+        .unwrap();
+    for vip in FOUR {
+        c.time_until_withdrawn(&format!("{vip}/32"), Instant::now(), LONG);
+    }
+    // The Node object is then deleted: its VIPs are held down at the
+    // source, but the drain the node started stays, so nothing comes back.
+    c.kube.api.delete::<Node>(None, "node-1").unwrap();
+    wait_four_in_state(&c, "held-down");
+    // Several of the main loop's one-second ticks, which follow the Node.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        c.node.status()["drain"]["state"],
+        "drained",
+        "the drain the node started ended"
+    );
+    for vip in FOUR {
+        assert!(
+            c.frr.prefix(&format!("{vip}/32")).is_none(),
+            "{vip} came back at FRR"
+        );
+    }
+}

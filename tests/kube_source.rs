@@ -493,26 +493,31 @@ async fn a_cordon_or_a_configured_taint_drains_every_vip_and_undoing_it_restores
 }
 
 #[tokio::test]
-async fn a_deleted_node_drains_and_a_missing_one_is_explained() {
+async fn a_deleted_node_is_an_absence_not_a_drain_and_is_explained() {
     let mut h = start(cfg("", "", ""), options(), |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
+        s.create(&lb("api", &["198.51.100.8"])).expect("api");
     })
     .await;
-    h.vips(&["198.51.100.7"]).await;
+    h.vips(&["198.51.100.7", "198.51.100.8"]).await;
     h.standin.delete::<Node>(None, NODE).expect("delete node");
     let s = h.vips(&[]).await;
-    assert_eq!(absences(&s), [(ip("198.51.100.7"), Absence::Drained)]);
+    // No reason: the stability layer holds them down, then paces them
+    // through the mass-withdrawal guard; a drain would withdraw at once.
+    assert_eq!(absences(&s), []);
     assert_eq!(
         h.source.explain(ip("198.51.100.7")),
         [
-            "gone from default/web: this node stopped advertising: withdrawn at once",
+            "gone from default/web: node \"n1\" is missing from the API server, which is taken as an absence, not a drain: the hold-down applies (stability.withdraw_hold_down 30s), then the mass-withdrawal guard",
             "not advertised: node \"n1\" does not exist in the API server (is NODE_NAME right?)"
         ]
     );
+    // The labels last seen stay (a missing Node is no relabelling).
+    assert!(h.source.node_labels().borrow().is_some());
     h.standin
         .create(&fixtures::node(NODE, "192.0.2.11", &[]))
         .expect("node back");
-    h.vips(&["198.51.100.7"]).await;
+    h.vips(&["198.51.100.7", "198.51.100.8"]).await;
 }
 
 #[tokio::test]
@@ -735,6 +740,114 @@ async fn changes_made_during_an_outage_are_picked_up_by_the_re_list() {
         [ip("198.51.100.7"), ip("198.51.100.9")]
     );
     assert_eq!(absences(&after), [(ip("198.51.100.8"), Absence::Deleted)]);
+}
+
+/// Makes every watcher re-list: the versions they hold become too old.
+fn force_relist(standin: &StandIn) {
+    standin.pause();
+    standin.compact();
+    standin.drop_watches();
+    standin.resume();
+}
+
+#[tokio::test]
+async fn an_empty_service_list_from_a_healthy_api_server_is_an_absence_not_deletions() {
+    let four = [
+        "198.51.100.1",
+        "198.51.100.2",
+        "198.51.100.3",
+        "198.51.100.4",
+    ];
+    let mut h = start(cfg("", "", ""), options(), |s| {
+        for (i, vip) in four.iter().enumerate() {
+            s.create(&lb(&format!("s{i}"), &[vip])).expect("service");
+        }
+    })
+    .await;
+    h.vips(&four).await;
+    // An etcd restore, the wrong cluster: the API server lists no Service
+    // and says nothing is wrong.
+    h.standin.serve_empty::<Service>();
+    force_relist(&h.standin);
+    let s = h.vips(&[]).await;
+    assert_eq!(
+        absences(&s),
+        [],
+        "no VIP goes as deleted: the hold-down, then the guard, apply"
+    );
+    assert!(
+        h.source.explain(ip("198.51.100.1"))[0].contains("a mass disappearance"),
+        "{:?}",
+        h.source.explain(ip("198.51.100.1"))
+    );
+    // The Services are listed again: every VIP is back.
+    h.standin.serve_stored::<Service>();
+    force_relist(&h.standin);
+    h.vips(&four).await;
+    // One Service deleted alone is a deletion, as before.
+    h.standin
+        .delete::<Service>(Some("default"), "s0")
+        .expect("delete");
+    let s = h.vips(&four[1..]).await;
+    assert_eq!(absences(&s), [(ip("198.51.100.1"), Absence::Deleted)]);
+}
+
+#[tokio::test]
+async fn a_resync_during_an_outage_counts_no_change_the_re_list_brings_as_a_repair() {
+    let mut h = start(cfg("", "", ""), options(), |s| {
+        s.create(&lb("web", &["198.51.100.7"])).expect("web");
+        s.create(&lb("api", &["198.51.100.8"])).expect("api");
+    })
+    .await;
+    h.vips(&["198.51.100.7", "198.51.100.8"]).await;
+    h.standin.pause();
+    h.until("an unhealthy snapshot", |s| !s.healthy).await;
+    // The daemon's periodic reconcile asks while the API is away; the
+    // cluster changes meanwhile; the re-list brings the changes.
+    h.source.resync();
+    h.standin
+        .delete::<Service>(Some("default"), "api")
+        .expect("delete");
+    h.standin
+        .create(&lb("new", &["198.51.100.9"]))
+        .expect("create");
+    h.standin.compact();
+    h.standin.resume();
+    h.vips(&["198.51.100.7", "198.51.100.9"]).await;
+    assert_eq!(
+        h.source.resync_repairs(),
+        0,
+        "changes the watchers delivered are not repairs"
+    );
+}
+
+#[tokio::test]
+async fn a_change_evaluated_together_with_a_resync_is_not_a_repair() {
+    // A long debounce window: a change and a resync asked for within it
+    // are one evaluation.
+    let opts = Options {
+        debounce: Duration::from_secs(3),
+        ..options()
+    };
+    let mut h = start(cfg("", "", ""), opts, |s| {
+        s.create(&lb("web", &["198.51.100.7"])).expect("web");
+    })
+    .await;
+    h.vips(&["198.51.100.7"]).await;
+    // The first change after a quiet spell is evaluated at once and opens
+    // the window...
+    h.standin.create(&lb("a", &["198.51.100.8"])).expect("a");
+    h.vips(&["198.51.100.7", "198.51.100.8"]).await;
+    // ...in which another change and a resync arrive.
+    h.standin.create(&lb("b", &["198.51.100.9"])).expect("b");
+    h.source.resync();
+    h.vips(&["198.51.100.7", "198.51.100.8", "198.51.100.9"])
+        .await;
+    assert_eq!(
+        h.source.resync_repairs(),
+        0,
+        "a change the watch delivered is not a repair"
+    );
 }
 
 #[tokio::test]

@@ -354,6 +354,28 @@ impl StandIn {
         self.shared.update(|st| st.store.compact())
     }
 
+    /// Serves kind `K` as if it had no object, as an API server restored
+    /// from an old etcd backup, or one of the wrong cluster, looks to a
+    /// client that says nothing is wrong: every list of it answers no
+    /// items (at the current resourceVersion), a watch's initial state has
+    /// none, and watch streams send no event of it (bookmarks still go).
+    /// The store keeps its objects; [`StandIn::serve_stored`] shows them
+    /// again. A client learns of either only when it lists again: follow
+    /// with [`StandIn::compact`] to make its watchers re-list.
+    pub fn serve_empty<K: k8s_openapi::Resource>(&self) {
+        if let Some(id) = resources::by_kind(K::API_VERSION, K::KIND) {
+            self.shared.update(|st| st.emptied.insert(id));
+        }
+    }
+
+    /// Serves kind `K` from the store again after
+    /// [`StandIn::serve_empty`].
+    pub fn serve_stored<K: k8s_openapi::Resource>(&self) {
+        if let Some(id) = resources::by_kind(K::API_VERSION, K::KIND) {
+            self.shared.update(|st| st.emptied.remove(&id));
+        }
+    }
+
     /// Sets how often open watch streams that asked for bookmarks
     /// (`allowWatchBookmarks=true`) get a BOOKMARK event. Default 1 s (the
     /// real API server: about a minute).

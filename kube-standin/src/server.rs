@@ -696,9 +696,11 @@ fn list(
     };
     let (at, after) = list_revision(st, params, limit.is_some(), resource)?;
 
+    let emptied = st.emptied.contains(&resource);
     let matching = st
         .store
         .snapshot(resource, namespace, at, after.as_ref())
+        .filter(|_| !emptied)
         .filter(|(_, obj)| labels.matches(obj) && fields.matches(obj));
     let mut items = Vec::new();
     let mut last_key = None;

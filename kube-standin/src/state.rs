@@ -56,6 +56,9 @@ pub(crate) struct State {
     pub bookmark_interval: Duration,
     pub requests: Vec<RequestRecord>,
     pub open_watches: usize,
+    /// Resources served as if they had no object (`serve_empty`): lists
+    /// answer no items, watches send no event of them.
+    pub emptied: std::collections::BTreeSet<crate::resources::ResourceId>,
 }
 
 pub(crate) struct Shared {
@@ -81,6 +84,7 @@ impl Shared {
                 bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
                 requests: Vec::new(),
                 open_watches: 0,
+                emptied: std::collections::BTreeSet::new(),
             }),
             signal: watch::Sender::new(0),
         })

@@ -230,8 +230,9 @@ async fn run(shared: &Shared, spec: &WatchSpec, (drop_epoch, close_epoch): (u64,
             Start::CurrentState => {
                 let now = st.store.rv();
                 let ns = spec.namespace.as_deref();
+                let emptied = st.emptied.contains(&spec.resource);
                 for (_, obj) in st.store.snapshot(spec.resource, ns, now, None) {
-                    if spec.matches(obj) {
+                    if spec.matches(obj) && !emptied {
                         frames.push(frame("ADDED", obj));
                     }
                 }
@@ -339,6 +340,7 @@ fn next_step(
         .store
         .changes_after(*cursor)
         .iter()
+        .filter(|_| !st.emptied.contains(&spec.resource))
         .filter_map(|c| spec.event_for(c))
         .map(|(kind, obj)| frame(kind, obj))
         .collect();

@@ -394,3 +394,48 @@ async fn closed_watches_resume_cleanly() {
     let seen = events.collect_for(Duration::from_millis(200)).await;
     assert!(seen.iter().all(Result::is_ok), "{seen:#?}");
 }
+
+/// Makes the watcher re-list: every version it holds becomes too old.
+fn force_relist(c: &Cluster) {
+    c.standin.pause();
+    c.standin.compact();
+    c.standin.drop_watches();
+    c.standin.resume();
+}
+
+#[tokio::test]
+async fn an_emptied_kind_lists_no_items_and_sends_no_events_until_served_again() {
+    let c = cluster().await;
+    add(&c, "a", &["198.51.100.1"]);
+    add(&c, "b", &["198.51.100.2"]);
+    let (store, mut events) = reflect(&c, watcher::Config::default());
+    let _init = events
+        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
+        .await;
+    in_sync(&c, &store, "initial sync").await;
+    watching(&c).await;
+
+    // The API server now says there is no Service; the watcher re-lists
+    // and believes it.
+    c.standin.serve_empty::<Service>();
+    let api: Api<Service> = Api::all(c.client.clone());
+    let listed = api.list(&ListParams::default()).await.expect("list");
+    assert!(listed.items.is_empty(), "{:?}", listed.items);
+    force_relist(&c);
+    let _relist = events
+        .until("InitDone after the re-list", |e| {
+            matches!(e, Ok(Event::InitDone))
+        })
+        .await;
+    wait_for("an empty store", || store.state().is_empty()).await;
+    // Changes meanwhile reach no watcher.
+    add(&c, "c", &["198.51.100.3"]);
+    watching(&c).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(store.state().is_empty(), "{:?}", reflected(&store));
+    // The store kept everything: served again, the next re-list shows it.
+    c.standin.serve_stored::<Service>();
+    force_relist(&c);
+    in_sync(&c, &store, "sync after serving again").await;
+    assert_eq!(reflected(&store).len(), 3);
+}

@@ -265,12 +265,19 @@ impl super::Daemon {
     }
 
     /// Starts the drain when the Kubernetes API shows this node going
-    /// away, and ends the drain it started if that stops being so.
+    /// away, and ends the drain it started if that stops being so. A Node
+    /// missing from the API server changes nothing here: a drain it started
+    /// stays (a Node deleted after its deletionTimestamp is gone for good),
+    /// and its VIPs go as an absence (the policy: hold-down, then the
+    /// mass-withdrawal guard), not through a drain.
     pub(super) fn follow_node(&mut self) {
         let Some(kube) = &self.kube else {
             return;
         };
-        let why = kube.node_facts().and_then(|f| f.going_away());
+        let Some(facts) = kube.node_facts() else {
+            return;
+        };
+        let why = facts.going_away();
         let changed = self
             .drain
             .0

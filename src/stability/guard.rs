@@ -60,8 +60,9 @@ impl GuardParams {
         self.max_withdraw_fraction < 1.0
     }
 
-    /// How many of `routes` may go in one step.
-    fn allowance(&self, routes: usize) -> usize {
+    /// How many of `routes` may go in one step. The Kubernetes source
+    /// measures a mass disappearance by the same share.
+    pub fn allowance(&self, routes: usize) -> usize {
         // Routes fit f64 exactly far beyond any table; floor keeps the
         // step at or below the fraction. At least one: a node losing its
         // only route is not a mass withdrawal.

@@ -11,8 +11,11 @@ use crate::config::Speaker;
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
 /// Why this node advertises nothing, or `None` when it may advertise.
-/// Every reason is deliberate (an operator cordoned, tainted, excluded or
-/// deselected the node), so routes go at once: `Absence::Drained`.
+/// Every reason but the first is deliberate (an operator cordoned,
+/// tainted, excluded or deselected the node), so routes go at once:
+/// `Absence::Drained`. The Node missing from the API server is not (it
+/// was deleted, or this is the wrong cluster): the policy takes its VIPs
+/// as absent (`Absence::Vanished`), held down and then paced by the guard.
 pub(crate) fn node_problem(
     speaker: &Speaker,
     node_name: &str,

@@ -53,6 +53,25 @@
 //! - otherwise `Vanished`, reported as no reason at all: the address list
 //!   emptied (the LB-IPAM flap) and the hold-down applies.
 //!
+//! # What a mass disappearance is
+//!
+//! An API server that answers with too few Services (an etcd restore, a
+//! kubeconfig pointing at the wrong cluster) says it is healthy, and every
+//! Service missing from its list looks deleted. So one evaluation in which
+//! more VIPs would go `Deleted` *because a Service is missing* than the
+//! mass-withdrawal guard lets go in one step (`floor(max_withdraw_fraction
+//! × the VIPs advertised or held down before)`, at least one), or in which no Service at
+//! all is listed any more and more than one VIP would go so, is a mass
+//! disappearance: those VIPs go `Vanished` instead (the hold-down, then the
+//! guard), and stay so while their Services stay missing. A Service deleted
+//! on its own (or a few, within the allowance) is still `Deleted`. Services
+//! deselected or opted out are deliberate and always `Deleted`.
+//!
+//! This node's Node object missing from the API server (deleted, or the
+//! wrong cluster) is an absence too: its VIPs go `Vanished`, not `Drained`.
+//! Only what the Node says (cordoned, tainted, excluded, deselected) is a
+//! deliberate drain.
+//!
 //! Reasons are remembered while the stability layer may still hold the
 //! route (hold-down + damping ceiling + the longer of `delete_delay` and
 //! `local_endpoint_delay`, plus a minute), so a snapshot the daemon skips
@@ -126,6 +145,10 @@ struct Gone {
     /// When the current reason was first given (for forgetting it).
     since: Instant,
     givers: Givers,
+    /// It went in a mass disappearance: a Service of it missing from the
+    /// API server's list counts as `Vanished`, not `Deleted`, for as long
+    /// as it is remembered.
+    mass: bool,
 }
 
 /// The Givers of one VIP: a set, kept as a sorted Vec without duplicates.
@@ -159,6 +182,13 @@ pub struct Evaluation {
     pub excluded: Arc<BTreeMap<IpAddr, Vec<String>>>,
     /// Why this node advertises nothing, when it does not.
     pub node_problem: Option<String>,
+    /// This node's Node object is missing from the API server: its VIPs
+    /// went as an absence (`Vanished`), not drained.
+    pub node_missing: bool,
+    /// This evaluation found a mass disappearance (module doc): how many
+    /// VIPs it took as an absence instead of as deleted, and how many were
+    /// advertised before it.
+    pub mass_absence: Option<(usize, usize)>,
     /// Things in the Services that could not be used (hostname-only
     /// ingress entries, malformed addresses), one line each.
     pub warnings: BTreeSet<String>,
@@ -198,6 +228,18 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// The VIPs whose routes may be on the wire: those advertised, and
+    /// those gone for a reason the stability layer holds them through (the
+    /// base a mass disappearance is measured against).
+    fn on_wire(&self) -> usize {
+        let held = self
+            .gone
+            .values()
+            .filter(|g| g.reason < Absence::Deleted)
+            .count();
+        self.vips.len() + held
+    }
+
     /// When a waiting endpoint count is due: the watcher layer evaluates
     /// again then, though nothing else changed.
     pub fn bandwidth_due(&self) -> Option<Instant> {
@@ -268,6 +310,15 @@ impl Evaluation {
             let services: Vec<String> = gone.givers.iter().map(|g| g.service.to_string()).collect();
             let w = &self.words;
             let why = match gone.reason {
+                Absence::Vanished if self.node_missing => format!(
+                    "node \"{}\" is missing from the API server, which is taken as an absence, not a drain: the hold-down applies (stability.withdraw_hold_down {}), then the mass-withdrawal guard",
+                    w.node_name,
+                    format_duration(w.withdraw_hold_down)
+                ),
+                Absence::Vanished if gone.mass => format!(
+                    "its Service went missing from the API server together with too many others (a mass disappearance), which is taken as an absence, not a deletion: the hold-down applies (stability.withdraw_hold_down {}), then the mass-withdrawal guard",
+                    format_duration(w.withdraw_hold_down)
+                ),
                 Absence::Vanished => format!(
                     "address list emptied: the hold-down applies (stability.withdraw_hold_down {})",
                     format_duration(w.withdraw_hold_down)
@@ -703,6 +754,8 @@ struct Judge<'a> {
     seen_kinds: Vec<AddressKind>,
     node_name: &'a str,
     node_problem: Option<String>,
+    /// The Node object is missing: what went goes as an absence.
+    node_missing: bool,
 }
 
 /// One Service judged alone.
@@ -713,7 +766,12 @@ struct Judged {
 }
 
 impl<'a> Judge<'a> {
-    fn new(config: &'a Config, node_name: &'a str, node_problem: Option<String>) -> Judge<'a> {
+    fn new(
+        config: &'a Config,
+        node_name: &'a str,
+        node_problem: Option<String>,
+        node_missing: bool,
+    ) -> Judge<'a> {
         let kinds: BTreeSet<AddressKind> = config
             .advertisements
             .iter()
@@ -738,6 +796,7 @@ impl<'a> Judge<'a> {
             seen_kinds,
             node_name,
             node_problem,
+            node_missing,
         }
     }
 
@@ -794,19 +853,31 @@ impl<'a> Judge<'a> {
     }
 
     /// Why a VIP whose givers no longer give it went: the weakest verdict
-    /// of its givers (`lookup` finds a Service now).
+    /// of its givers (`lookup` finds a Service now). `missing`: what a
+    /// Service missing from the list counts as (`Deleted`, or `Vanished`
+    /// in a mass disappearance).
     fn fate<'r>(
         &self,
         givers: &Givers,
         lookup: impl Fn(&ServiceKey) -> Option<&'r ServiceRecord>,
         namespaces: &mut NamespaceLabels<'_>,
         local: &LocalEndpoints,
+        missing: Absence,
     ) -> Absence {
+        if self.node_missing {
+            return Absence::Vanished;
+        }
         if self.node_problem.is_some() {
             return Absence::Drained;
         }
+        let unwatched = |namespace: &str| {
+            !self.source.namespaces.is_empty()
+                && !self.source.namespaces.iter().any(|n| n == namespace)
+        };
         let mut verdict = |g: &Giver| match lookup(&g.service) {
-            None => Absence::Deleted,
+            // No longer watched (`source.namespaces` changed): deliberate.
+            None if unwatched(&g.service.namespace) => Absence::Deleted,
+            None => missing,
             Some(service) => {
                 let labels = namespaces.labels(&g.service.namespace);
                 if selected_by(
@@ -847,7 +918,13 @@ pub fn evaluate(
     now: Instant,
 ) -> Evaluation {
     let node_problem = node_problem(&config.speaker, cluster.node_name, cluster.node);
-    let judge = Judge::new(config, cluster.node_name, node_problem.clone());
+    let node_missing = cluster.node.is_none();
+    let judge = Judge::new(
+        config,
+        cluster.node_name,
+        node_problem.clone(),
+        node_missing,
+    );
     let local = LocalEndpoints::index(cluster.endpoint_slices);
     let mut namespaces = NamespaceLabels::new(cluster.namespaces);
 
@@ -856,6 +933,7 @@ pub fn evaluate(
 
     let mut next = Evaluation {
         node_problem: node_problem.clone(),
+        node_missing,
         words: Words {
             node_name: cluster.node_name.to_string(),
             withdraw_hold_down: config.stability.withdraw_hold_down,
@@ -943,44 +1021,33 @@ pub fn evaluate(
     // Why what went away went.
     let by_key: HashMap<&ServiceKey, &ServiceRecord> =
         services.iter().map(|s| (&s.key, &***s)).collect();
-    let mut fate = |givers: &Givers| -> Absence {
-        judge.fate(givers, |k| by_key.get(k).copied(), &mut namespaces, &local)
-    };
+    let lookup = |k: &ServiceKey| by_key.get(k).copied();
     let retention = reason_retention(config);
+    let mut judged = Vec::new();
     for (ip, givers) in &prev.givers {
         if next.vips.contains_key(ip) {
             continue;
         }
-        next.gone.insert(
-            *ip,
-            Gone {
-                reason: fate(givers),
-                since: now,
-                givers: givers.clone(),
-            },
-        );
+        judged.push(judge.gone(*ip, givers, None, &lookup, &mut namespaces, &local));
     }
     for (ip, gone) in &prev.gone {
-        if next.vips.contains_key(ip) || next.gone.contains_key(ip) {
+        if next.vips.contains_key(ip) || prev.givers.contains_key(ip) {
             continue;
         }
         if now.saturating_duration_since(gone.since) > retention {
             continue;
         }
-        let reason = gone.reason.max(fate(&gone.givers));
-        next.gone.insert(
+        judged.push(judge.gone(
             *ip,
-            Gone {
-                reason,
-                since: if reason == gone.reason {
-                    gone.since
-                } else {
-                    now
-                },
-                givers: gone.givers.clone(),
-            },
-        );
+            &gone.givers,
+            Some(gone),
+            &lookup,
+            &mut namespaces,
+            &local,
+        ));
     }
+    (next.gone, next.mass_absence) =
+        settle(config, judged, prev.on_wire(), services.is_empty(), now);
     for giver in next.gone.values().flat_map(|g| &g.givers) {
         if !next.uids.contains_key(&giver.service)
             && let Some(uid) = prev.uid_of(&giver.service)
@@ -991,6 +1058,89 @@ pub fn evaluate(
     }
     next.absences = definitive_absences(&next.gone);
     next
+}
+
+/// One VIP that went (or had gone), as one evaluation judges it: its reason
+/// if a Service missing from the list is a deletion (`strict`), and if it is
+/// an absence (`lenient`). They differ only where a missing Service makes
+/// the deletion.
+struct JudgedGone {
+    ip: IpAddr,
+    givers: Givers,
+    /// Its reason, since when, and its mass flag, when it had gone already.
+    before: Option<(Absence, Instant, bool)>,
+    strict: Absence,
+    lenient: Absence,
+}
+
+impl Judge<'_> {
+    /// Judges a VIP that went (`before`: how it had gone, if it had).
+    /// Reasons only escalate.
+    fn gone<'r>(
+        &self,
+        ip: IpAddr,
+        givers: &Givers,
+        before: Option<&Gone>,
+        lookup: &impl Fn(&ServiceKey) -> Option<&'r ServiceRecord>,
+        namespaces: &mut NamespaceLabels<'_>,
+        local: &LocalEndpoints,
+    ) -> JudgedGone {
+        // The weakest reason: `max` with it changes nothing.
+        let prior = before.map_or(Absence::Vanished, |g| g.reason);
+        let lenient = prior.max(self.fate(givers, lookup, namespaces, local, Absence::Vanished));
+        let strict = if before.is_some_and(|g| g.mass) {
+            lenient
+        } else {
+            prior.max(self.fate(givers, lookup, namespaces, local, Absence::Deleted))
+        };
+        JudgedGone {
+            ip,
+            givers: givers.clone(),
+            before: before.map(|g| (g.reason, g.since, g.mass)),
+            strict,
+            lenient,
+        }
+    }
+}
+
+/// The gone VIPs with their reasons, the mass rule applied (module doc):
+/// `advertised` is how many VIPs may have been on the wire before this
+/// evaluation ([`Evaluation::on_wire`]),
+/// `none_listed` whether the list has no Service left. Also answers the
+/// mass disappearance found, if one was.
+fn settle(
+    config: &Config,
+    judged: Vec<JudgedGone>,
+    advertised: usize,
+    none_listed: bool,
+    now: Instant,
+) -> (BTreeMap<IpAddr, Gone>, Option<(usize, usize)>) {
+    let by_deletion = judged.iter().filter(|j| j.strict != j.lenient).count();
+    let mass = by_deletion > config.stability.guard.allowance(advertised)
+        || (none_listed && by_deletion > 1);
+    let mut gone = BTreeMap::new();
+    for j in judged {
+        let was_mass = j.before.is_some_and(|(_, _, m)| m);
+        let (reason, mass_flag) = if mass && j.strict != j.lenient {
+            (j.lenient, true)
+        } else {
+            (j.strict, was_mass)
+        };
+        let since = match j.before {
+            Some((r, since, _)) if r == reason => since,
+            _ => now,
+        };
+        gone.insert(
+            j.ip,
+            Gone {
+                reason,
+                since,
+                givers: j.givers,
+                mass: mass_flag,
+            },
+        );
+    }
+    (gone, mass.then_some((by_deletion, advertised)))
 }
 
 /// The gone VIPs that go for a definitive reason (a VIP that merely
@@ -1042,7 +1192,13 @@ pub fn update(
     now: Instant,
 ) -> Vec<String> {
     let node_name = eval.words.node_name.clone();
-    let judge = Judge::new(config, &node_name, eval.node_problem.clone());
+    let judge = Judge::new(
+        config,
+        &node_name,
+        eval.node_problem.clone(),
+        eval.node_missing,
+    );
+    let advertised = eval.on_wire();
     let mut namespaces = NamespaceLabels::new(changes.namespaces);
     // The endpoints of the Services re-judged here and of the givers the
     // gone VIPs are judged by.
@@ -1229,35 +1385,21 @@ pub fn update(
     let records = &eval.records;
     let lookup = |k: &ServiceKey| records.get(k).map(|r| &*r.0);
     let retention = reason_retention(config);
-    let mut gone = std::mem::take(&mut eval.gone);
-    gone.retain(|ip, g| {
+    let mut judged = Vec::new();
+    for (ip, g) in &eval.gone {
         if eval.vips.contains_key(ip) || now.saturating_duration_since(g.since) > retention {
-            return false;
-        }
-        let reason = g
-            .reason
-            .max(judge.fate(&g.givers, lookup, &mut namespaces, &local));
-        if reason != g.reason {
-            g.reason = reason;
-            g.since = now;
-        }
-        true
-    });
-    for (ip, givers) in was_given {
-        if eval.vips.contains_key(&ip) {
             continue;
         }
-        let reason = judge.fate(&givers, lookup, &mut namespaces, &local);
-        gone.insert(
-            ip,
-            Gone {
-                reason,
-                since: now,
-                givers,
-            },
-        );
+        judged.push(judge.gone(*ip, &g.givers, Some(g), &lookup, &mut namespaces, &local));
     }
-    eval.gone = gone;
+    for (ip, givers) in &was_given {
+        if eval.vips.contains_key(ip) {
+            continue;
+        }
+        judged.push(judge.gone(*ip, givers, None, &lookup, &mut namespaces, &local));
+    }
+    (eval.gone, eval.mass_absence) =
+        settle(config, judged, advertised, eval.records.is_empty(), now);
     let mut gone_uids = BTreeMap::new();
     for giver in eval.gone.values().flat_map(|g| &g.givers) {
         if eval.uids.contains_key(&giver.service) {

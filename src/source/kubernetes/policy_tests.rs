@@ -1063,6 +1063,219 @@ fn a_vanished_vip_whose_service_is_then_deleted_escalates_to_deleted() {
     assert_eq!(absences(&es[2]), [(ip("198.51.100.7"), Absence::Deleted)]);
 }
 
+// ----- mass disappearances -----
+
+fn four() -> Vec<Service> {
+    ["a", "b", "c", "d"]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| lb(name, &[&format!("198.51.100.{}", i + 1)]))
+        .collect()
+}
+
+fn all_four() -> Vec<IpAddr> {
+    (1..=4).map(|i| ip(&format!("198.51.100.{i}"))).collect()
+}
+
+#[test]
+fn an_empty_service_list_is_an_absence_not_a_deletion_of_every_service() {
+    let config = default_cfg();
+    let t = Instant::now();
+    let listed = World::new(four());
+    let empty = World::new(vec![]);
+    let e0 = listed.eval(&Evaluation::default(), &config, t);
+    assert_eq!(vips(&e0), all_four());
+    assert_eq!(e0.mass_absence, None);
+    // The API server answers with no Service at all: every VIP goes, as
+    // an absence (no reason: the hold-down, then the guard).
+    let e1 = empty.eval(&e0, &config, t + Duration::from_secs(1));
+    assert!(e1.vips.is_empty());
+    assert_eq!(absences(&e1), [], "no VIP goes as deleted");
+    assert_eq!(e1.mass_absence, Some((4, 4)));
+    assert_eq!(
+        e1.explain(ip("198.51.100.1")),
+        [
+            "gone from default/a: its Service went missing from the API server together with too many others (a mass disappearance), which is taken as an absence, not a deletion: the hold-down applies (stability.withdraw_hold_down 30s), then the mass-withdrawal guard"
+        ]
+    );
+    // Still missing later: still an absence, never escalated to deleted,
+    // and no new mass disappearance is reported.
+    let e2 = empty.eval(&e1, &config, t + Duration::from_secs(20));
+    assert_eq!(absences(&e2), []);
+    assert_eq!(e2.mass_absence, None);
+    // The list comes back: every VIP with it.
+    let e3 = listed.eval(&e2, &config, t + Duration::from_secs(25));
+    assert_eq!(vips(&e3), all_four());
+    assert_eq!(absences(&e3), []);
+}
+
+#[test]
+fn deletions_within_the_guards_allowance_are_deletions_and_more_at_once_are_an_absence() {
+    let config = default_cfg();
+    let t = Instant::now();
+    let e0 = World::new(four()).eval(&Evaluation::default(), &config, t);
+    // Of 4 VIPs the guard lets 2 go in one step (max_withdraw_fraction
+    // 0.5): one or two Services deleted at once are deletions.
+    for kept in [3, 2] {
+        let world = World::new(four()[..kept].to_vec());
+        let e = world.eval(&e0, &config, t);
+        let deleted: Vec<(IpAddr, Absence)> = all_four()[kept..]
+            .iter()
+            .map(|ip| (*ip, Absence::Deleted))
+            .collect();
+        assert_eq!(absences(&e), deleted, "{kept} kept");
+        assert_eq!(e.mass_absence, None);
+    }
+    // Three at once: a mass disappearance.
+    let e = World::new(four()[..1].to_vec()).eval(&e0, &config, t);
+    assert_eq!(vips(&e), [ip("198.51.100.1")]);
+    assert_eq!(absences(&e), []);
+    assert_eq!(e.mass_absence, Some((3, 4)));
+    // A Service deleted alone afterwards is a deletion again.
+    let later = World::new(vec![]).eval(&e, &config, t + Duration::from_secs(1));
+    assert_eq!(absences(&later), [(ip("198.51.100.1"), Absence::Deleted)]);
+    assert_eq!(later.mass_absence, None);
+}
+
+#[test]
+fn vips_held_down_count_in_the_base_a_mass_disappearance_is_measured_against() {
+    let config = default_cfg();
+    let t = Instant::now();
+    let e0 = World::new(four()).eval(&Evaluation::default(), &config, t);
+    // Two address lists empty (held down by the stability layer)...
+    let mut flapped = four();
+    flapped[2] = lb("c", &[]);
+    flapped[3] = lb("d", &[]);
+    let e1 = World::new(flapped).eval(&e0, &config, t);
+    assert_eq!(vips(&e1), all_four()[..2]);
+    assert_eq!(absences(&e1), []);
+    // ...then those two Services are deleted: 2 of the 4 routes that may
+    // be on the wire, within the guard's share: deletions.
+    let e2 = World::new(four()[..2].to_vec()).eval(&e1, &config, t);
+    assert_eq!(
+        absences(&e2),
+        [
+            (ip("198.51.100.3"), Absence::Deleted),
+            (ip("198.51.100.4"), Absence::Deleted)
+        ]
+    );
+    assert_eq!(e2.mass_absence, None);
+}
+
+#[test]
+fn services_deselected_at_once_are_deletions_whatever_their_number() {
+    // A deliberate change (here the config's): not a disappearance.
+    let t = Instant::now();
+    let world = World::new(four());
+    let e0 = world.eval(&Evaluation::default(), &default_cfg(), t);
+    let e1 = world.eval(&e0, &cfg("", "require_class = true", ""), t);
+    assert!(e1.vips.is_empty());
+    let deleted: Vec<(IpAddr, Absence)> = all_four()
+        .into_iter()
+        .map(|ip| (ip, Absence::Deleted))
+        .collect();
+    assert_eq!(absences(&e1), deleted);
+    assert_eq!(e1.mass_absence, None);
+}
+
+#[test]
+fn services_of_a_namespace_no_longer_watched_are_deletions_whatever_their_number() {
+    let t = Instant::now();
+    let mut services = four();
+    let other = fixtures::load_balancer_service("other", "e", &["198.51.100.5"]);
+    services.push(other.clone());
+    let all = cfg("", "namespaces = [\"default\", \"other\"]", "");
+    let e0 = World::new(services).eval(&Evaluation::default(), &all, t);
+    assert_eq!(vips(&e0).len(), 5);
+    // A reload watches only "other": the four of "default" are no longer
+    // listed, on purpose.
+    let only_other = cfg("", "namespaces = [\"other\"]", "");
+    let e1 = World::new(vec![other]).eval(&e0, &only_other, t);
+    assert_eq!(vips(&e1), [ip("198.51.100.5")]);
+    let deleted: Vec<(IpAddr, Absence)> = all_four()
+        .into_iter()
+        .map(|ip| (ip, Absence::Deleted))
+        .collect();
+    assert_eq!(absences(&e1), deleted);
+    assert_eq!(e1.mass_absence, None);
+}
+
+#[test]
+fn with_the_guard_off_only_an_empty_list_is_a_mass_disappearance() {
+    let config = cfg("", "", "[stability]\nmax_withdraw_fraction = 1.0\n");
+    let t = Instant::now();
+    let e0 = World::new(four()).eval(&Evaluation::default(), &config, t);
+    let e = World::new(four()[..1].to_vec()).eval(&e0, &config, t);
+    assert_eq!(absences(&e).len(), 3, "three deletions");
+    assert_eq!(e.mass_absence, None);
+    let e = World::new(vec![]).eval(&e0, &config, t);
+    assert_eq!(absences(&e), []);
+    assert_eq!(e.mass_absence, Some((4, 4)));
+    // One VIP whose only Service is deleted: a deletion, list empty or not.
+    let one = World::new(four()[..1].to_vec()).eval(&Evaluation::default(), &config, t);
+    let e = World::new(vec![]).eval(&one, &config, t);
+    assert_eq!(absences(&e), [(ip("198.51.100.1"), Absence::Deleted)]);
+}
+
+#[test]
+fn the_incremental_update_finds_the_same_mass_disappearance() {
+    let config = default_cfg();
+    let t = Instant::now();
+    let world = World::new(four());
+    let mut eval = world.eval(&Evaluation::default(), &config, t);
+    let gone: Vec<(ServiceKey, Option<Arc<ServiceRecord>>)> = world.services[1..]
+        .iter()
+        .map(|s| (s.key.clone(), None))
+        .collect();
+    let changes = Changes {
+        services: &gone,
+        endpoint_slices: &[],
+        namespaces: None,
+    };
+    update(&mut eval, &config, &changes, t);
+    let full = World::new(four()[..1].to_vec()).eval(
+        &world.eval(&Evaluation::default(), &config, t),
+        &config,
+        t,
+    );
+    assert_eq!(eval.mass_absence, Some((3, 4)));
+    assert_eq!(absences(&eval), []);
+    assert_eq!(eval, full);
+}
+
+#[test]
+fn a_missing_node_is_an_absence_not_a_drain() {
+    let config = default_cfg();
+    let t = Instant::now();
+    let world = World::new(four());
+    let e0 = world.eval(&Evaluation::default(), &config, t);
+    let missing = world.clone().node(None);
+    let e1 = missing.eval(&e0, &config, t + Duration::from_secs(1));
+    assert!(e1.vips.is_empty());
+    assert!(e1.node_missing);
+    assert_eq!(absences(&e1), [], "held down, not drained");
+    assert_eq!(
+        e1.explain(ip("198.51.100.1")),
+        [
+            "gone from default/a: node \"n1\" is missing from the API server, which is taken as an absence, not a drain: the hold-down applies (stability.withdraw_hold_down 30s), then the mass-withdrawal guard",
+            "not advertised: node \"n1\" does not exist in the API server (is NODE_NAME right?)"
+        ]
+    );
+    // A Service deleted while the Node is missing: still an absence.
+    let e2 =
+        World::new(four()[1..].to_vec())
+            .node(None)
+            .eval(&e1, &config, t + Duration::from_secs(2));
+    assert_eq!(absences(&e2), []);
+    // Back: everything back. A cordon, by contrast, drains.
+    let e3 = world.eval(&e2, &config, t + Duration::from_secs(3));
+    assert_eq!(vips(&e3), all_four());
+    let cordon = world.clone().node(Some(cordoned(node(&[]))));
+    let e4 = cordon.eval(&e3, &config, t + Duration::from_secs(4));
+    assert_eq!(absences(&e4).len(), 4);
+    assert!(absences(&e4).iter().all(|(_, a)| *a == Absence::Drained));
+}
+
 #[test]
 fn reasons_are_repeated_until_the_vip_returns_and_forgotten_once_no_timer_can_need_them() {
     let config = default_cfg();
@@ -1624,8 +1837,8 @@ mod incremental {
         /// This node's endpoint of Service `i`'s slice: (ready, terminating),
         /// or none here.
         Slice(usize, Option<(bool, bool)>),
-        /// The Node excluded from load balancers, or not.
-        Node(bool),
+        /// The Node excluded from load balancers, or not; `None`: missing.
+        Node(Option<bool>),
     }
 
     fn shape() -> impl Strategy<Value = Shape> {
@@ -1657,7 +1870,7 @@ mod incremental {
                 .prop_map(|(i, s)| Step::Service(i, s)),
             4 => (0..5usize, proptest::option::weighted(0.7, (any::<bool>(), prop::bool::weighted(0.2))))
                 .prop_map(|(i, e)| Step::Slice(i, e)),
-            1 => any::<bool>().prop_map(Step::Node),
+            1 => proptest::option::weighted(0.8, any::<bool>()).prop_map(Step::Node),
         ];
         // Seconds before the step: past the reasons' retention (75 s) now
         // and then.
@@ -1733,7 +1946,11 @@ mod incremental {
                 }
                 Some(key(*i))
             }
-            Step::Node(excluded) => {
+            Step::Node(None) => {
+                world.node = None;
+                None
+            }
+            Step::Node(Some(excluded)) => {
                 let labels: &[(&str, &str)] = if *excluded {
                     &[(
                         "node.kubernetes.io/exclude-from-external-load-balancers",

@@ -669,6 +669,17 @@ fn strip_namespace(namespace: &mut Namespace) {
     namespace.status = None;
 }
 
+/// Says so when an evaluation took a mass disappearance as an absence.
+fn warn_mass(evaluation: &Evaluation) {
+    if let Some((vips, advertised)) = evaluation.mass_absence {
+        tracing::warn!(
+            vips,
+            advertised,
+            "the Services of {vips} of {advertised} VIPs went missing from the API server at once: taken as an absence (withdraw_hold_down, then the mass-withdrawal guard), not as deletions"
+        );
+    }
+}
+
 /// The next resync request; never without a channel.
 async fn recv_resync(rx: &mut Option<mpsc::UnboundedReceiver<()>>) -> Option<()> {
     match rx {
@@ -701,7 +712,8 @@ struct Runner {
     last_evaluation: Option<tokio::time::Instant>,
     /// Resync requests from the daemon.
     resync_rx: Option<mpsc::UnboundedReceiver<()>>,
-    /// The next evaluation answers a resync: count what it corrects.
+    /// The next evaluation answers a resync: it judges every Service, and
+    /// counts what it corrects beyond what the watch events give.
     resync_pending: bool,
     /// The next evaluation judges every Service: the Node, a Namespace or
     /// the config changed, or a list replaced the records.
@@ -790,9 +802,10 @@ impl Runner {
                 Some(()) = recv_resync(&mut self.resync_rx) => {
                     // The stores are evaluated afresh, whatever the watch
                     // events said (a lost event left the last evaluation
-                    // behind).
+                    // behind). Not `full_pending`: the evaluation tells
+                    // what the watch events alone give from what only the
+                    // fresh one finds.
                     self.resync_pending = true;
-                    self.full_pending = true;
                     self.schedule();
                 }
             }
@@ -907,27 +920,34 @@ impl Runner {
             touched.extend(t);
             relisted |= r;
         }
-        let full = std::mem::take(&mut self.full_pending)
-            || relisted
-            || self.resync_pending
-            || !self.evaluated
-            || !self.fresh;
+        // A resync evaluates every Service afresh; what it corrects is what
+        // the watch events alone would have left wrong. When they call for
+        // a full evaluation anyway, a resync corrects nothing: every change
+        // then is an ordinary one.
+        let resync = std::mem::take(&mut self.resync_pending);
+        let full =
+            std::mem::take(&mut self.full_pending) || relisted || !self.evaluated || !self.fresh;
+        // With a resync: the VIPs the watch events alone give.
+        let mut watched: Option<Arc<crate::model::VipMap>> = None;
         let w = &self.watchers;
         let nodes = w.node.state();
         let node = nodes
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(self.options.node_name.as_str()))
             .map(|n| &**n);
-        let labels = node
-            .and_then(|n| n.metadata.labels.clone())
-            .unwrap_or_default();
-        self.node_labels.send_if_modified(|cur| {
-            let changed = cur.as_ref() != Some(&labels);
-            if changed {
-                *cur = Some(labels);
-            }
-            changed
-        });
+        // A Node missing from the API server keeps the labels last seen:
+        // its absence is not a relabelling (the [[node_override]]s chosen
+        // by label stay as they are).
+        if let Some(node) = node {
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            self.node_labels.send_if_modified(|cur| {
+                let changed = cur.as_ref() != Some(&labels);
+                if changed {
+                    *cur = Some(labels);
+                }
+                changed
+            });
+        }
         let namespaces = w.namespaces.as_ref().map(Store::state);
         let slices: Vec<Arc<SliceRecord>> = w.slices.iter().flat_map(Records::state).collect();
         if !full {
@@ -943,7 +963,15 @@ impl Runner {
                 endpoint_slices: &slices,
                 namespaces: namespaces.as_deref(),
             };
-            if !needs_full_evaluation(&self.last, &self.config, &changes) {
+            if resync && !needs_full_evaluation(&self.last, &self.config, &changes) {
+                watched = Some(if services.is_empty() {
+                    Arc::clone(&self.last.vips)
+                } else {
+                    let mut alone = (*self.last).clone();
+                    update(&mut alone, &self.config, &changes, now);
+                    alone.vips
+                });
+            } else if !needs_full_evaluation(&self.last, &self.config, &changes) {
                 // In place: the copy `latest` holds is let go first, so the
                 // tables are copied only while a snapshot still shares them.
                 let mut latest = self.latest.lock().ok();
@@ -958,6 +986,7 @@ impl Runner {
                     **latest = Arc::clone(&self.last);
                 }
                 drop(latest);
+                warn_mass(&self.last);
                 self.after_evaluation();
                 return;
             }
@@ -986,8 +1015,8 @@ impl Runner {
                 ..super::node_facts(n)
             });
         }
-        if std::mem::take(&mut self.resync_pending) {
-            let n = crate::source::resync::set_differences(&self.last.vips, &next.vips);
+        if let Some(watched) = watched {
+            let n = crate::source::resync::set_differences(&watched, &next.vips);
             if n > 0 {
                 tracing::warn!(
                     differences = n,
@@ -1001,6 +1030,12 @@ impl Runner {
             tracing::warn!("{warning}");
         }
         self.warn_refused(&next);
+        warn_mass(&next);
+        if next.node_missing && !self.last.node_missing && !self.last.vips.is_empty() {
+            tracing::warn!(
+                "this node's Node object is missing from the API server: its VIPs are taken as absent (withdraw_hold_down, then the mass-withdrawal guard), not drained"
+            );
+        }
         if next.node_problem != self.last.node_problem {
             match &next.node_problem {
                 Some(problem) => tracing::warn!("this node advertises nothing: {problem}"),
