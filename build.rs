@@ -19,12 +19,4 @@ fn main() {
         "cargo:rustc-link-arg-bin=holdfast=-Wl,-T,{}",
         script.display()
     );
-    // Against glibc, an executable at a fixed address, as the static musl
-    // build is (.cargo/config.toml): a position-independent one is
-    // relocated at every start, which reads its 370 kB relocation table and
-    // dirties the 280 kB of pointer tables it patches (in every process).
-    // The code itself stays position-independent; the linker resolves it.
-    if env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "gnu") {
-        println!("cargo:rustc-link-arg-bin=holdfast=-no-pie");
-    }
 }

@@ -77,7 +77,31 @@ step "the benchmark harness (bench/, its own workspace): clippy -D warnings and 
 step "static build (what the Dockerfile runs)"
 cargo build --release --target x86_64-unknown-linux-musl --bin holdfast
 bin=target/x86_64-unknown-linux-musl/release/holdfast
-file "$bin" | grep -Eq 'static(-pie)? linked|statically linked' || { file "$bin"; echo "holdfast is not statically linked" >&2; exit 1; }
+file "$bin" | grep -Eq 'static-pie linked' || { file "$bin"; echo "holdfast is not a static PIE (no ASLR, or not static)" >&2; exit 1; }
+# Position-independent: the kernel loads the image at a random address
+# (ASLR) on every start. Two starts must see it mapped at different ones.
+readelf -hW "$bin" | grep -q 'Type: *DYN' || { echo "holdfast is not position-independent (ELF type is not DYN)" >&2; exit 1; }
+image_base() { # where the kernel mapped binary $1 in one run of `decode` (waiting on stdin)
+  local exe pid b=""
+  exe=$(readlink -f "$1")
+  sleep 30 | "$1" decode >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    b=$(awk -v p="$exe" '$6 == p { print $1; exit }' "/proc/$pid/maps" 2>/dev/null) && [ -n "$b" ] && break
+    sleep 0.05
+  done
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  echo "${b%%-*}"
+}
+aslr() {
+  [ "$(cat /proc/sys/kernel/randomize_va_space)" != 0 ] || { echo "kernel.randomize_va_space is 0: ASLR cannot be checked" >&2; exit 1; }
+  local one two
+  one=$(image_base "$1"); two=$(image_base "$1")
+  [ -n "$one" ] && [ -n "$two" ] || { echo "could not read where $1 is mapped" >&2; exit 1; }
+  [ "$one" != "$two" ] || { echo "$1 was mapped at $one twice: no address randomisation" >&2; exit 1; }
+  echo "$1: image at $one, then $two (ASLR)"
+}
+aslr "$bin"
 "$bin" --version
 size=$(stat -c %s "$bin")
 echo "static binary: $size bytes (the whole image: FROM scratch)"
@@ -96,6 +120,8 @@ gbin=target/x86_64-unknown-linux-gnu/release/holdfast
 # one keeps 1.6 MiB more resident, README: Install).
 links=$(readelf -lW "$gbin" | grep INTERP; readelf -dW "$gbin" | grep NEEDED) || true
 [ -z "$links" ] || { echo "$links"; echo "$gbin is not linked statically" >&2; exit 1; }
+readelf -hW "$gbin" | grep -q 'Type: *DYN' || { echo "$gbin is not position-independent (ELF type is not DYN)" >&2; exit 1; }
+aslr "$gbin"
 "$gbin" --version
 "$gbin" check --config config/rack-a.toml --skip-password-files >/dev/null
 
