@@ -62,6 +62,35 @@ impl<'a> Holdfast<'a> {
         h
     }
 
+    /// Like [`Holdfast::start`], with the config (`VIPS` replaced) written
+    /// to `write_to` and read by the daemon at `read_from`: the same file
+    /// seen through another file system (a FUSE mount of `write_to`'s
+    /// directory). [`Holdfast::write_config`] does not reach it; the caller
+    /// edits `write_to`.
+    pub fn start_config_at(
+        ns: &'a Netns,
+        config: &str,
+        vips: &str,
+        write_to: &std::path::Path,
+        read_from: &std::path::Path,
+    ) -> Holdfast<'a> {
+        let dir = LabDir::new("holdfast");
+        let vips_path = dir.write("vips.toml", vips);
+        let config = config.replace("VIPS", &vips_path.display().to_string());
+        std::fs::write(write_to, config)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", write_to.display()));
+        let mut h = Holdfast {
+            ns,
+            dir,
+            config: read_from.to_path_buf(),
+            vips: vips_path,
+            process: None,
+            env: Vec::new(),
+        };
+        h.run(&[]);
+        h
+    }
+
     /// (Re)starts the process with the same files.
     pub fn run(&mut self, extra: &[&str]) {
         let state = self.dir.join("state");
