@@ -493,10 +493,7 @@ fn api_answer(node: &Holdfast) -> Result<String, String> {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     match text.lines().next() {
         Some(line) if out.status.success() && line.starts_with("HTTP/1.") => Ok(line.to_owned()),
-        _ => Err(format!(
-            "no answer within 5 s ({}): {text:?}",
-            out.status
-        )),
+        _ => Err(format!("no answer within 5 s ({}): {text:?}", out.status)),
     }
 }
 
@@ -598,7 +595,10 @@ fn a_reload_reading_a_hanging_file(what: OnTheHangingMount) {
         refused.contains("were not read within 10s; is the file system hanging?"),
         "{refused}"
     );
-    assert!(fs.held() > 0, "the read returned: the file system did not hang");
+    assert!(
+        fs.held() > 0,
+        "the read returned: the file system did not hang"
+    );
     // Keepalives flowed all along (3 s apart; the refusal came after 10 s),
     // on the same connection.
     let sent = frr.message_stat(node_ip(), "keepalivesRecv") - keepalives;
@@ -656,7 +656,10 @@ fn a_reload_reading_a_hanging_file(what: OnTheHangingMount) {
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/stat"))
                     .unwrap_or_default();
                 // The state follows the command's closing parenthesis.
-                match stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()) {
+                match stat
+                    .rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.chars().next())
+                {
                     Some('Z') | None => Ok(()),
                     state => Err(format!("main thread in state {state:?}")),
                 }
@@ -676,4 +679,113 @@ fn a_reload_whose_password_file_hangs_is_refused_and_the_daemon_runs_on() {
 #[test]
 fn a_reload_whose_config_file_hangs_is_refused_and_the_daemon_runs_on() {
     a_reload_reading_a_hanging_file(OnTheHangingMount::Config);
+}
+
+/// `speaker.metrics` follows a reload: the new address is bound before
+/// the old one closes; one that cannot be bound refuses the reload whole
+/// (the other changes of the same edit are not applied either). A
+/// `source.kind` change is refused whole too: switching the source is a
+/// restart's job.
+#[test]
+fn a_reload_moves_the_metrics_listener_and_refuses_what_it_cannot_apply() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let conf = |speaker: &str, extra_peer: &str, source: &str| {
+        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "")
+            .replace(
+                "hostname = \"node-1\"\n",
+                &format!("hostname = \"node-1\"\n{speaker}"),
+            )
+            .replace("[source]\n", &format!("{extra_peer}[source]\n"))
+            .replace("kind = \"file\"\npath = \"VIPS\"\n", source)
+    };
+    let file = "kind = \"file\"\npath = \"VIPS\"\n";
+    let late = "[[peer]]\nname = \"late\"\naddress = \"192.0.2.54\"\nasn = 65054\n\n";
+    let mut node = Holdfast::start(
+        &lab.node,
+        &conf("metrics = \"127.0.0.1:9190\"\n", "", file),
+        &vips(&["198.51.100.10"]),
+    );
+    frr.wait_established(node_ip(), LONG);
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    let localhost: IpAddr = "127.0.0.1".parse().unwrap();
+    let open = |port: u16| {
+        lab.node.tcp_probe(localhost, port, Duration::from_secs(1)) == testlab::TcpProbe::Connected
+    };
+    let has_peer = |node: &Holdfast, name: &str| {
+        node.status()["peers"]
+            .as_array()
+            .expect("peers")
+            .iter()
+            .any(|p| p["name"] == name)
+    };
+    assert!(open(9190));
+
+    // Moved.
+    node.write_config(&conf("metrics = \"127.0.0.1:9191\"\n", "", file));
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "metrics on 127.0.0.1:9191", || {
+        open(9191).then_some(())
+    });
+    testlab::wait_until(LONG, "metrics gone from 127.0.0.1:9190", || {
+        (!open(9190)).then_some(())
+    });
+    let scrape = lab.node.exec(&[
+        "bash",
+        "-c",
+        "exec 3<>/dev/tcp/127.0.0.1/9191; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&scrape.stdout).contains("holdfast_config_reload_error 0"),
+        "the new listener serves the metrics"
+    );
+
+    // An address this node does not have: nothing of the edit applies.
+    let from = node.log().len();
+    node.write_config(&conf("metrics = \"192.0.2.99:9192\"\n", late, file));
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "the reload-error metric at 1", || {
+        (metric(&node.metrics(), "holdfast_config_reload_error") == 1.0).then_some(())
+    });
+    let refused = node.log()[from..]
+        .lines()
+        .find(|l| l.contains("config reload refused"))
+        .map(str::to_owned)
+        .expect("a refusal logged");
+    assert!(refused.contains("speaker.metrics"), "{refused}");
+    assert!(open(9191), "the old metrics listener stays");
+    assert!(!has_peer(&node, "late"), "a refused reload added a peer");
+
+    // source.kind: refused whole, whatever else the edit holds.
+    let from = node.log().len();
+    node.write_config(&conf(
+        "metrics = \"127.0.0.1:9191\"\n",
+        late,
+        "kind = \"kubernetes\"\n",
+    ));
+    node.kill(Signal::Hup);
+    let refused = testlab::wait_until(LONG, "the source.kind change refused", || {
+        node.log()[from..]
+            .lines()
+            .find(|l| l.contains("config reload refused"))
+            .map(str::to_owned)
+    });
+    assert!(
+        refused.contains(
+            "source.kind changed from \"file\" to \"kubernetes\": a reload cannot switch sources"
+        ),
+        "{refused}"
+    );
+    assert_eq!(metric(&node.metrics(), "holdfast_config_reload_error"), 1.0);
+    assert!(!has_peer(&node, "late"), "a refused reload added a peer");
+    assert!(frr.prefix("198.51.100.10/32").is_some());
+
+    // Removed.
+    node.write_config(&conf("", "", file));
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "metrics gone from 127.0.0.1:9191", || {
+        (!open(9191)).then_some(())
+    });
+    assert_eq!(metric(&node.metrics(), "holdfast_config_reload_error"), 0.0);
 }
