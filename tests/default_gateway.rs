@@ -165,7 +165,6 @@ fn a_passive_default_gateway_peer_with_a_password_file_is_keyed_on_the_listener(
                 password_file = \"tor.key\"\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
                 [source]\nkind = \"file\"\npath = \"VIPS\"\n";
     let dir = testlab::LabDir::new("key");
-    // Relative to the config's directory.
     let conf = conf.replace(
         "\"tor.key\"",
         &format!("\"{}\"", dir.write("tor.key", "s3cret-key\n").display()),
