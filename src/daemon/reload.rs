@@ -40,8 +40,24 @@ pub(super) struct FileReader {
     busy: Arc<AtomicBool>,
 }
 
-/// Clears the reader's flag when its job ends, however it ends.
+/// Clears the reader's flag when its job has its value (or ends
+/// without one, however it ends).
 struct Busy(Arc<AtomicBool>);
+
+/// Where a [`FileReader`] job sends its value.
+pub(super) struct Reply<T> {
+    tx: tokio::sync::oneshot::Sender<T>,
+    busy: Busy,
+}
+
+impl<T> Reply<T> {
+    /// Sends the value; the reader is free again before the waiting side
+    /// has it, so the next read never finds this one still busy.
+    pub(super) fn send(self, value: T) -> bool {
+        drop(self.busy);
+        self.tx.send(value).is_ok()
+    }
+}
 
 impl Drop for Busy {
     fn drop(&mut self) {
@@ -69,12 +85,13 @@ impl ReadFailed {
 impl FileReader {
     /// Runs `job` on the blocking pool and waits for the value it sends,
     /// at most [`CONFIG_READ_TIMEOUT`]; `path` is the config, for the
-    /// message. The job may go on after it has sent (the start reads the
-    /// VIP file then); the reader counts as busy until it returns.
+    /// message. The reader is busy until the job sends (or returns
+    /// without sending); the job may go on after it has sent (the start
+    /// reads the VIP file then).
     pub(super) async fn read<T: Send + 'static>(
         &self,
         path: &Path,
-        job: impl FnOnce(tokio::sync::oneshot::Sender<T>) + Send + 'static,
+        job: impl FnOnce(Reply<T>) + Send + 'static,
     ) -> Result<T, ReadFailed> {
         if self.busy.swap(true, Ordering::AcqRel) {
             return Err(ReadFailed::Busy(format!(
@@ -84,10 +101,7 @@ impl FileReader {
         }
         let busy = Busy(self.busy.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
-        tokio::task::spawn_blocking(move || {
-            let _busy = busy;
-            job(tx);
-        });
+        tokio::task::spawn_blocking(move || job(Reply { tx, busy }));
         match tokio::time::timeout(CONFIG_READ_TIMEOUT, rx).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(_)) => Err(ReadFailed::Failed(format!(
@@ -563,5 +577,71 @@ impl Daemon {
             }
         }
         l.keys = want;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each read, once it has its value, leaves the reader free for the
+    /// next one at once: a reload right after a check of the file is
+    /// never refused as "an earlier read has not returned yet".
+    #[tokio::test]
+    async fn a_read_that_answered_never_holds_up_the_next() {
+        let reader = FileReader::default();
+        let path = Path::new("holdfast.toml");
+        for n in 0..200u32 {
+            let got = reader
+                .read(path, move |reply| {
+                    reply.send(n);
+                    // The job goes on after it has sent.
+                    std::thread::sleep(Duration::from_millis(1));
+                })
+                .await;
+            assert_eq!(got, Ok(n));
+        }
+    }
+
+    /// While a read hangs, the next is refused at once rather than
+    /// starting another thread; once it returns, reads go on.
+    #[tokio::test]
+    async fn a_read_that_hangs_refuses_the_next_until_it_returns() {
+        let reader = FileReader::default();
+        let path = Path::new("holdfast.toml");
+        let (release, hanging) = std::sync::mpsc::channel::<()>();
+        let first = reader.clone();
+        let first = tokio::spawn(async move {
+            first
+                .read(Path::new("holdfast.toml"), move |reply| {
+                    let _ = hanging.recv();
+                    reply.send(1);
+                })
+                .await
+        });
+        // The first read has begun (its job runs) before the second.
+        while !reader.busy.load(Ordering::Acquire) {
+            tokio::task::yield_now().await;
+        }
+        let second = reader.read(path, |reply| {
+            reply.send(2);
+        });
+        match second.await {
+            Err(ReadFailed::Busy(why)) => assert_eq!(
+                why,
+                "holdfast.toml: an earlier read of the config or its password files has not returned yet; is the file system hanging?"
+            ),
+            other => panic!("the second read was not refused: {other:?}"),
+        }
+        release.send(()).expect("the first read waits");
+        assert_eq!(first.await.expect("joined"), Ok(1));
+        assert_eq!(
+            reader
+                .read(path, |reply| {
+                    reply.send(3);
+                })
+                .await,
+            Ok(3)
+        );
     }
 }

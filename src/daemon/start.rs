@@ -245,7 +245,7 @@ pub(super) async fn load_config(
                 .ok()
                 .and_then(crate::source::file::FileSettings::from_config);
             // Sent first: the daemon goes on while the VIP file is read.
-            if config_tx.send((before, loaded)).is_ok()
+            if config_tx.send((before, loaded))
                 && let Some(settings) = settings
             {
                 let _ = first_tx.send(crate::source::file::FirstRead::of(&settings));
