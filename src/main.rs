@@ -245,7 +245,12 @@ fn run_daemon(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    match rt.block_on(holdfast::daemon::run(opts)) {
+    let result = rt.block_on(holdfast::daemon::run(opts));
+    // A read of a file system that hangs keeps its blocking thread for as
+    // long as it hangs (the daemon gave up waiting for it): the exit does
+    // not wait for it either.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
         Ok(()) => Ok(0),
         Err(e) => {
             // Config problems are `PATH:LINE:COL: message` lines already,

@@ -118,3 +118,86 @@ fn peers_with_a_link_local_ipv6_default_gateway() {
     assert_eq!(hop("link-local"), "fe80::2", "{route}");
     assert_eq!(hops.len(), 2, "{route}");
 }
+
+/// A `TcpExt:` counter of the node's namespace (`/proc/net/netstat`); a
+/// missing counter fails.
+fn tcp_ext(ns: &Netns, name: &str) -> u64 {
+    let text = ns.run(&["cat", "/proc/net/netstat"]);
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (
+        lines.next().expect("a TcpExt header"),
+        lines.next().expect("TcpExt values"),
+    );
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no {name} in /proc/net/netstat:\n{text}"))
+        .1
+        .parse()
+        .expect("a number")
+}
+
+/// A passive peer addressed by `default-gateway`, with a `password_file`:
+/// the router connects, signing its segments with the key (RFC 2385), so
+/// the kernel drops its SYNs unless the listening socket holds the key for
+/// the address the gateway resolves to. When the gateway moves, the key
+/// moves with it: the old router's signed SYNs are dropped by the kernel
+/// (`TCPMD5Unexpected`), never accepted; when it comes back, so does the
+/// key, and the session.
+#[test]
+fn a_passive_default_gateway_peer_with_a_password_file_is_keyed_on_the_listener() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    lab.node
+        .ip(&["route", "add", "default", "via", "192.0.2.1"]);
+    let frr = Frr::start(
+        &lab.router,
+        &frr_conf(
+            65000,
+            "192.0.2.1",
+            &[("192.0.2.2", 65001)],
+            " neighbor 192.0.2.2 password s3cret-key\n",
+        ),
+    );
+    let conf = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
+                [[peer]]\nname = \"gw\"\naddress = \"default-gateway\"\nfamily = \"ipv4\"\nasn = 65000\npassive = true\n\
+                password_file = \"tor.key\"\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
+                [source]\nkind = \"file\"\npath = \"VIPS\"\n";
+    let dir = testlab::LabDir::new("key");
+    let conf = conf.replace(
+        "\"tor.key\"",
+        &format!("\"{}\"", dir.write("tor.key", "s3cret-key\n").display()),
+    );
+    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
+    let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
+    frr.wait_established(neighbor, LONG);
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    // FRR connected to our listener, signed.
+    assert_eq!(frr.neighbor(neighbor)["portForeign"], 179);
+    let peer = |node: &Holdfast| node.status()["peers"][0].clone();
+    assert_eq!(peer(&node)["address"], "192.0.2.1");
+
+    // The gateway moves: the key for 192.0.2.1 goes.
+    lab.node
+        .ip(&["route", "replace", "default", "via", "192.0.2.3"]);
+    wait_until(LONG, "the peer to follow the gateway", || {
+        (peer(&node)["address"] == "192.0.2.3").then_some(())
+    });
+    frr.wait_no_prefix("198.51.100.10/32", LONG);
+    let unexpected = tcp_ext(&lab.node, "TCPMD5Unexpected");
+    wait_until(LONG, "FRR's signed SYNs dropped for want of a key", || {
+        (tcp_ext(&lab.node, "TCPMD5Unexpected") > unexpected).then_some(())
+    });
+    assert!(
+        !node.log().contains("not a configured peer"),
+        "a signed connection from the old gateway was accepted:\n{}",
+        node.log()
+    );
+    // And back: keyed again, FRR connects again.
+    lab.node
+        .ip(&["route", "replace", "default", "via", "192.0.2.1"]);
+    frr.wait_established(neighbor, LONG);
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    assert_eq!(peer(&node)["state"], "Established");
+}

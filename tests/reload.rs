@@ -478,3 +478,314 @@ fn an_edit_adding_an_interface_advertisement_is_followed_without_a_signal() {
         node.log()
     );
 }
+
+/// `GET /healthz` on the API, given 5 s to answer: the HTTP status line,
+/// or why there is none. (A daemon whose one thread is stuck still
+/// completes the TCP handshake, in the kernel; only the answer needs it.)
+fn api_answer(node: &Holdfast) -> Result<String, String> {
+    let out = node.ns.exec(&[
+        "timeout",
+        "5",
+        "bash",
+        "-c",
+        "exec 3<>/dev/tcp/127.0.0.1/9179; printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    match text.lines().next() {
+        Some(line) if out.status.success() && line.starts_with("HTTP/1.") => Ok(line.to_owned()),
+        _ => Err(format!("no answer within 5 s ({}): {text:?}", out.status)),
+    }
+}
+
+/// Where the operator's file lies on the file system that hangs.
+#[derive(Clone, Copy, Debug)]
+enum OnTheHangingMount {
+    PasswordFile,
+    Config,
+}
+
+/// A reload whose files lie on a file system that stops answering (a
+/// FUSE mount here; a dead NFS server or a stuck Secret volume in
+/// life): the daemon reads them off its thread, gives up after 10 s and
+/// refuses the reload whole, while its sessions (keepalives) and API go
+/// on. The daemon peers with FRR with a TCP MD5 key (RFC 2385) read from
+/// `password_file`.
+fn a_reload_reading_a_hanging_file(what: OnTheHangingMount) {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let backing = testlab::LabDir::new("backing");
+    let key = "s3cret-key";
+    std::fs::write(backing.join("tor1.key"), format!("{key}\n")).unwrap();
+    // Declared before the file system, so dropped after it: a process
+    // with a read in flight on a FUSE mount is not reaped until the read
+    // is answered, which the file system's drop does.
+    let mut node;
+    let mut fs = testlab::HangingFs::mount(backing.path());
+    let frr = Frr::start(
+        &lab.router,
+        &frr_conf(
+            65000,
+            TOR,
+            &[(NODE, 65001)],
+            &format!(" neighbor {NODE} password {key}\n"),
+        ),
+    );
+    let conf = |key_path: &std::path::Path| {
+        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "").replace(
+            "asn = 65000\n",
+            &format!("asn = 65000\npassword_file = \"{}\"\n", key_path.display()),
+        )
+    };
+    let vip_file = vips(&["198.51.100.10"]);
+    node = match what {
+        OnTheHangingMount::PasswordFile => {
+            Holdfast::start(&lab.node, &conf(&fs.path().join("tor1.key")), &vip_file)
+        }
+        OnTheHangingMount::Config => {
+            // The key read directly, not through the mount.
+            let local_key = backing.write("local.key", &format!("{key}\n"));
+            Holdfast::start_config_at(
+                &lab.node,
+                &conf(&local_key),
+                &vip_file,
+                &backing.join("holdfast.toml"),
+                &fs.path().join("holdfast.toml"),
+            )
+        }
+    };
+    frr.wait_established(node_ip(), LONG);
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    let connections = || {
+        frr.neighbor(node_ip())["connectionsEstablished"]
+            .as_u64()
+            .expect("FRR's connectionsEstablished")
+    };
+    assert_eq!(connections(), 1);
+    assert_eq!(metric(&node.metrics(), "holdfast_config_reload_error"), 0.0);
+
+    // The file system stops answering; the operator asks for a reload.
+    fs.hang();
+    let keepalives = frr.message_stat(node_ip(), "keepalivesRecv");
+    let from = node.log().len();
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "the daemon's read held by the file system", || {
+        (fs.held() > 0).then_some(())
+    });
+    // While the read hangs: the API answers, the session stays up.
+    let refused = testlab::wait_for(LONG, "the reload refused for its time limit", || {
+        if let Err(e) = api_answer(&node) {
+            panic!(
+                "the API stopped answering while the reload's read hangs: {e}\n{}",
+                node.log()
+            );
+        }
+        assert_eq!(
+            frr.state(node_ip()),
+            "Established",
+            "the session went down while the reload's read hangs:\n{}",
+            node.log()
+        );
+        node.log()[from..]
+            .lines()
+            .find(|l| l.contains("config reload refused"))
+            .map(str::to_owned)
+            .ok_or_else(|| "not refused yet".to_owned())
+    });
+    assert!(
+        refused.contains("were not read within 10s; is the file system hanging?"),
+        "{refused}"
+    );
+    assert!(
+        fs.held() > 0,
+        "the read returned: the file system did not hang"
+    );
+    // Keepalives flowed all along (3 s apart; the refusal came after 10 s),
+    // on the same connection.
+    let sent = frr.message_stat(node_ip(), "keepalivesRecv") - keepalives;
+    assert!(sent >= 2, "FRR got {sent} keepalives while the read hung");
+    assert_eq!(connections(), 1, "the session was reset");
+    // What the operator sees: the metric and the status.
+    assert_eq!(metric(&node.metrics(), "holdfast_config_reload_error"), 1.0);
+    let status = node.status();
+    assert!(
+        status["config_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not read within 10s")),
+        "{status}"
+    );
+    // Another reload while the first read still hangs is refused at once:
+    // one stuck thread at most.
+    let from = node.log().len();
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "the second reload refused", || {
+        node.log()[from..]
+            .lines()
+            .find(|l| l.contains("config reload refused"))
+            .map(str::to_owned)
+    });
+    assert!(
+        node.log()[from..].contains("has not returned yet"),
+        "{}",
+        &node.log()[from..]
+    );
+    assert!(api_answer(&node).is_ok());
+
+    match what {
+        OnTheHangingMount::PasswordFile => {
+            // The file system answers again: the next reload goes through.
+            fs.serve();
+            node.kill(Signal::Hup);
+            testlab::wait_until(LONG, "the reload-error metric back at 0", || {
+                (metric(&node.metrics(), "holdfast_config_reload_error") == 0.0).then_some(())
+            });
+            assert_eq!(frr.state(node_ip()), "Established");
+            assert_eq!(connections(), 1, "the session was reset");
+        }
+        OnTheHangingMount::Config => {
+            // SIGTERM while the read still hangs: the daemon stops as
+            // usual and its main thread exits; its hanging thread does not
+            // hold the exit. (The kernel reaps the process once the read
+            // is answered: a read FUSE has handed to its server cannot be
+            // killed.)
+            let pid = node.process.as_ref().expect("running").pid();
+            node.kill(Signal::Term);
+            testlab::wait_until(LONG, "holdfast stopped", || {
+                node.log().contains("holdfast stopped").then_some(())
+            });
+            testlab::wait_for(LONG, "the daemon's main thread to exit", || {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/stat"))
+                    .unwrap_or_default();
+                // The state follows the command's closing parenthesis.
+                match stat
+                    .rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.chars().next())
+                {
+                    Some('Z') | None => Ok(()),
+                    state => Err(format!("main thread in state {state:?}")),
+                }
+            });
+            fs.serve();
+            let status = node.wait_exit();
+            assert!(status.success(), "{status}: {}", node.log());
+        }
+    }
+}
+
+#[test]
+fn a_reload_whose_password_file_hangs_is_refused_and_the_daemon_runs_on() {
+    a_reload_reading_a_hanging_file(OnTheHangingMount::PasswordFile);
+}
+
+#[test]
+fn a_reload_whose_config_file_hangs_is_refused_and_the_daemon_runs_on() {
+    a_reload_reading_a_hanging_file(OnTheHangingMount::Config);
+}
+
+/// `speaker.metrics` follows a reload: the new address is bound before
+/// the old one closes; one that cannot be bound refuses the reload whole
+/// (the other changes of the same edit are not applied either). A
+/// `source.kind` change is refused whole too: switching the source is a
+/// restart's job.
+#[test]
+fn a_reload_moves_the_metrics_listener_and_refuses_what_it_cannot_apply() {
+    testlab::require_root();
+    let lab = Lab::pair();
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let conf = |speaker: &str, extra_peer: &str, source: &str| {
+        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "")
+            .replace(
+                "hostname = \"node-1\"\n",
+                &format!("hostname = \"node-1\"\n{speaker}"),
+            )
+            .replace("[source]\n", &format!("{extra_peer}[source]\n"))
+            .replace("kind = \"file\"\npath = \"VIPS\"\n", source)
+    };
+    let file = "kind = \"file\"\npath = \"VIPS\"\n";
+    let late = "[[peer]]\nname = \"late\"\naddress = \"192.0.2.54\"\nasn = 65054\n\n";
+    let mut node = Holdfast::start(
+        &lab.node,
+        &conf("metrics = \"127.0.0.1:9190\"\n", "", file),
+        &vips(&["198.51.100.10"]),
+    );
+    frr.wait_established(node_ip(), LONG);
+    frr.wait_prefix("198.51.100.10/32", LONG);
+    let localhost: IpAddr = "127.0.0.1".parse().unwrap();
+    let open = |port: u16| {
+        lab.node.tcp_probe(localhost, port, Duration::from_secs(1)) == testlab::TcpProbe::Connected
+    };
+    let has_peer = |node: &Holdfast, name: &str| {
+        node.status()["peers"]
+            .as_array()
+            .expect("peers")
+            .iter()
+            .any(|p| p["name"] == name)
+    };
+    assert!(open(9190));
+
+    // Moved.
+    node.write_config(&conf("metrics = \"127.0.0.1:9191\"\n", "", file));
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "metrics on 127.0.0.1:9191", || {
+        open(9191).then_some(())
+    });
+    testlab::wait_until(LONG, "metrics gone from 127.0.0.1:9190", || {
+        (!open(9190)).then_some(())
+    });
+    let scrape = lab.node.exec(&[
+        "bash",
+        "-c",
+        "exec 3<>/dev/tcp/127.0.0.1/9191; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&scrape.stdout).contains("holdfast_config_reload_error 0"),
+        "the new listener serves the metrics"
+    );
+
+    // An address this node does not have: nothing of the edit applies.
+    let from = node.log().len();
+    node.write_config(&conf("metrics = \"192.0.2.99:9192\"\n", late, file));
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "the reload-error metric at 1", || {
+        (metric(&node.metrics(), "holdfast_config_reload_error") == 1.0).then_some(())
+    });
+    let refused = node.log()[from..]
+        .lines()
+        .find(|l| l.contains("config reload refused"))
+        .map(str::to_owned)
+        .expect("a refusal logged");
+    assert!(refused.contains("speaker.metrics"), "{refused}");
+    assert!(open(9191), "the old metrics listener stays");
+    assert!(!has_peer(&node, "late"), "a refused reload added a peer");
+
+    // source.kind: refused whole, whatever else the edit holds.
+    let from = node.log().len();
+    node.write_config(&conf(
+        "metrics = \"127.0.0.1:9191\"\n",
+        late,
+        "kind = \"kubernetes\"\n",
+    ));
+    node.kill(Signal::Hup);
+    let refused = testlab::wait_until(LONG, "the source.kind change refused", || {
+        node.log()[from..]
+            .lines()
+            .find(|l| l.contains("config reload refused"))
+            .map(str::to_owned)
+    });
+    assert!(
+        refused.contains(
+            "source.kind changed from \"file\" to \"kubernetes\": a reload cannot switch sources"
+        ),
+        "{refused}"
+    );
+    assert_eq!(metric(&node.metrics(), "holdfast_config_reload_error"), 1.0);
+    assert!(!has_peer(&node, "late"), "a refused reload added a peer");
+    assert!(frr.prefix("198.51.100.10/32").is_some());
+
+    // Removed.
+    node.write_config(&conf("", "", file));
+    node.kill(Signal::Hup);
+    testlab::wait_until(LONG, "metrics gone from 127.0.0.1:9191", || {
+        (!open(9191)).then_some(())
+    });
+    assert_eq!(metric(&node.metrics(), "holdfast_config_reload_error"), 0.0);
+}

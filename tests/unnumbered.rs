@@ -510,3 +510,52 @@ fn unprivileged_with_only_the_capability_the_overlay_grants() {
     });
     assert_ne!(why["state"], "Established", "{why}");
 }
+
+/// A passive unnumbered peer with a `password_file`: the router connects
+/// from its link-local address, signing with the key (RFC 2385); the
+/// listening socket holds the key for the address holdfast learnt from the
+/// router's advertisements, or the kernel would drop every SYN.
+#[test]
+fn a_passive_unnumbered_peer_with_a_password_file_accepts_the_signed_connection() {
+    testlab::require_root();
+    testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
+    let (router, node, _link) = link();
+    let conf = frr_unnumbered("192.0.2.1").replace(
+        "neighbor to-node timers connect 1\n",
+        "neighbor to-node timers connect 1\n neighbor to-node password s3cret-key\n",
+    );
+    assert!(conf.contains("password"), "{conf}");
+    let frr = Frr::start_forwarding(&router, &conf);
+    let key = testlab::LabDir::new("key");
+    let key_file = key.write("tor.key", "s3cret-key\n");
+    let node_conf = NODE_CONF
+        .replace(
+            "asn = 65000\n",
+            &format!(
+                "asn = 65000\npassive = true\npassword_file = \"{}\"\n",
+                key_file.display()
+            ),
+        )
+        .replace(
+            "hostname = \"node-1\"\n",
+            "hostname = \"node-1\"\nlisten = \"[::]:179\"\n",
+        );
+    assert!(node_conf.contains("password_file"), "{node_conf}");
+    let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
+    let n = wait_frr_established_or(&frr, || {
+        format!(
+            "node: {}\nrouter: {}\nholdfast: {}",
+            node.run(&["ss", "-tnoia"]),
+            router.run(&["ss", "-tnoia"]),
+            holdfast.log()
+        )
+    });
+    // The router connected: its side of the session is not port 179.
+    assert_ne!(n["portLocal"], 179, "{n}");
+    assert_vip_at_frr(&frr, &holdfast);
+    assert!(
+        holdfast.log().contains("listening socket: MD5 key set"),
+        "{}",
+        holdfast.log()
+    );
+}

@@ -95,12 +95,18 @@ struct Daemon {
     accept_tx: tokio::sync::mpsc::UnboundedSender<Accepted>,
     /// The HTTP API; rebound when `speaker.api` changes.
     api: Api,
+    /// The metrics-only listener (`speaker.metrics`); rebound when it
+    /// changes.
+    metrics: Option<Api>,
     /// What the API serves.
     view: Arc<View>,
     /// Turns true when the daemon stops.
     shutdown: watch::Receiver<bool>,
     /// The config file's identity as of the last (re)load.
     config_stamp: Option<Stamp>,
+    /// Reads the config and its password files off the runtime thread,
+    /// bounded in time (reloads and the config file's checks).
+    config_reader: reload::FileReader,
 }
 
 /// What the main loop waits on, besides the daemon's own state.

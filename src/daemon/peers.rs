@@ -73,6 +73,7 @@ impl Daemon {
                             error!(peer = %p.name, "BFD: {e}");
                             peer.waiting = Some(format!("BFD unavailable: {e}"));
                             self.peers.insert(p.name.clone(), peer);
+                            self.follow_listener_keys();
                             return;
                         }
                     }
@@ -90,6 +91,8 @@ impl Daemon {
             }
         }
         self.peers.insert(p.name.clone(), peer);
+        // The listener's key for the address it resolved to.
+        self.follow_listener_keys();
         // A new session starts from the current routes.
         self.routes.publish_tables();
         self.carry();
@@ -140,6 +143,9 @@ impl Daemon {
             }
             h.stop(how, Duration::from_secs(3)).await;
         }
+        // A `default-gateway` or `interface` peer's key leaves with the
+        // address it resolved to.
+        self.follow_listener_keys();
     }
 
     /// Stops a peer's session and starts a new one from `p`; its counters

@@ -2,7 +2,9 @@
 //! can fail — then committed, everything or nothing.
 
 use super::*;
-use start::{bind_listener, listener_ttl, spawn_api};
+use start::{CONFIG_READ_TIMEOUT, bind_listener, listener_ttl, spawn_api, spawn_metrics};
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(super) fn config_identity(c: &Config) -> impl PartialEq + use<> {
     (
@@ -22,12 +24,126 @@ pub(super) fn stamp(path: &Path) -> Option<Stamp> {
 /// A file's identity for change detection: (length, mtime, inode).
 pub(super) type Stamp = (u64, std::time::SystemTime, u64);
 
+/// Reads the operator's files — the config and the `password_file`s it
+/// names, or just the config's identity ([`stamp`]) — on tokio's blocking
+/// pool, never on the runtime's one thread, and waits at most
+/// [`CONFIG_READ_TIMEOUT`] for them: the start and every reload go
+/// through it. `config::read_regular_file` refuses FIFOs and devices at
+/// once; what is left is a file system whose reads hang (a dead NFS
+/// server, a stuck FUSE daemon or Secret volume), and against that the
+/// sessions' keepalives, BFD and the API must keep running. A read that
+/// hangs keeps its thread until the file system answers; while it does,
+/// the next read is refused at once rather than stacking up threads.
+#[derive(Clone, Debug, Default)]
+pub(super) struct FileReader {
+    /// A read is under way (or hanging).
+    busy: Arc<AtomicBool>,
+}
+
+/// Clears the reader's flag when its job has its value (or ends
+/// without one, however it ends).
+struct Busy(Arc<AtomicBool>);
+
+/// Where a [`FileReader`] job sends its value.
+pub(super) struct Reply<T> {
+    tx: tokio::sync::oneshot::Sender<T>,
+    busy: Busy,
+}
+
+impl<T> Reply<T> {
+    /// Sends the value; the reader is free again before the waiting side
+    /// has it, so the next read never finds this one still busy.
+    pub(super) fn send(self, value: T) -> bool {
+        drop(self.busy);
+        self.tx.send(value).is_ok()
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Why [`FileReader::read`] has no value.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum ReadFailed {
+    /// An earlier read has not returned yet: nothing was started.
+    Busy(String),
+    /// Not read within the time limit, or the reader stopped.
+    Failed(String),
+}
+
+impl ReadFailed {
+    pub(super) fn text(self) -> String {
+        match self {
+            ReadFailed::Busy(t) | ReadFailed::Failed(t) => t,
+        }
+    }
+}
+
+impl FileReader {
+    /// Runs `job` on the blocking pool and waits for the value it sends,
+    /// at most [`CONFIG_READ_TIMEOUT`]; `path` is the config, for the
+    /// message. The reader is busy until the job sends (or returns
+    /// without sending); the job may go on after it has sent (the start
+    /// reads the VIP file then).
+    pub(super) async fn read<T: Send + 'static>(
+        &self,
+        path: &Path,
+        job: impl FnOnce(Reply<T>) + Send + 'static,
+    ) -> Result<T, ReadFailed> {
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return Err(ReadFailed::Busy(format!(
+                "{}: an earlier read of the config or its password files has not returned yet; is the file system hanging?",
+                path.display()
+            )));
+        }
+        let busy = Busy(self.busy.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_blocking(move || job(Reply { tx, busy }));
+        match tokio::time::timeout(CONFIG_READ_TIMEOUT, rx).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(_)) => Err(ReadFailed::Failed(format!(
+                "{}: reading the config failed: its reader stopped",
+                path.display()
+            ))),
+            Err(_) => Err(ReadFailed::Failed(format!(
+                "{}: the config and its password files were not read within {}s; is the file system hanging?",
+                path.display(),
+                CONFIG_READ_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+}
+
+/// The config at `path` as this node runs it: read and checked (its
+/// password files too), with this node's overrides applied (by name, and
+/// by `labels` when known). Blocking: only for [`FileReader::read`].
+pub(super) fn load_resolved(
+    path: &Path,
+    labels: Option<&crate::source::kubernetes::NodeLabels>,
+) -> Result<Config, Vec<config::Diagnostic>> {
+    config::load(path).map(|c| config::resolve(&c, &super::start::node_name(&c), labels))
+}
+
 /// A reload that passed every check, ready to apply.
 pub(super) struct Prepared {
     pub(super) config: Config,
     pub(super) router_id: Ipv4Addr,
     pub(super) identity_changed: bool,
     pub(super) api: Option<tokio::net::TcpListener>,
+    /// `speaker.metrics` moved (`Some(Some(_))`, bound already) or was
+    /// removed (`Some(None)`).
+    pub(super) metrics: Option<Option<(std::net::SocketAddr, tokio::net::TcpListener)>>,
+}
+
+/// `source.kind` as the config file writes it.
+fn source_kind(s: &config::Source) -> &'static str {
+    match s {
+        config::Source::File { .. } => "file",
+        config::Source::Kubernetes(_) => "kubernetes",
+    }
 }
 
 /// Whether a peer's session must be reset for `new` to apply. Only
@@ -40,14 +156,24 @@ pub(super) fn needs_reset(old: &config::Peer, new: &config::Peer) -> bool {
     same_timers != *old
 }
 
-/// The MD5 keys the listening socket needs: one per peer with a fixed
-/// address and a key.
-pub(super) fn listener_keys(c: &Config) -> BTreeMap<IpAddr, Vec<u8>> {
+/// The MD5 keys the listening socket needs (RFC 2385 §2: the key is per
+/// connection, so the listener needs one for every peer that may
+/// connect): one per peer with a key, at the address it has now — its
+/// literal `address`, or the one its `default-gateway` or `interface`
+/// resolved to (`resolved`, by peer name; none while it is unresolved).
+pub(super) fn listener_keys(
+    c: &Config,
+    resolved: impl Fn(&str) -> Option<IpAddr>,
+) -> BTreeMap<IpAddr, Vec<u8>> {
     c.peers
         .iter()
-        .filter_map(|p| match (&p.address, p.md5_key()) {
-            (PeerAddress::Ip(ip), Some(k)) => Some((*ip, k.to_vec())),
-            _ => None,
+        .filter_map(|p| {
+            let key = p.md5_key()?;
+            let ip = match p.address {
+                PeerAddress::Ip(ip) => ip,
+                PeerAddress::DefaultGateway(_) | PeerAddress::Interface(_) => resolved(&p.name)?,
+            };
+            Some((ip, key.to_vec()))
         })
         .collect()
 }
@@ -57,17 +183,37 @@ impl Daemon {
     /// while they are not all watched): the file changed since the last
     /// reload — or during it — reloads it.
     pub(super) async fn poll_config_file(&mut self) {
-        // The identity is taken before the file is read: an edit
-        // during the reload differs from it and triggers another.
-        if stamp(&self.opts.config) != self.config_stamp {
-            info!("config file changed: reloading");
-            self.config_stamp = self.reload().await;
+        let path = self.opts.config.clone();
+        let now = self
+            .config_reader
+            .read(&self.opts.config, move |tx| {
+                let _ = tx.send(stamp(&path));
+            })
+            .await;
+        match now {
+            // The identity is taken before the file is read: an edit
+            // during the reload differs from it and triggers another.
+            Ok(now) if now != self.config_stamp => {
+                info!("config file changed: reloading");
+                self.config_stamp = self.reload().await;
+            }
+            Ok(_) => {}
+            // The hanging read was reported when it began.
+            Err(ReadFailed::Busy(why)) => debug!("config file not checked: {why}"),
+            Err(ReadFailed::Failed(why)) => {
+                error!("config file not checked, the running config stays: {why}");
+                self.config_error = Some(why);
+                // Checked again, and reloaded, once the file system answers.
+                self.config_stamp = None;
+            }
         }
     }
 
     /// Config reload (SIGHUP or the file changed), everything or nothing:
-    /// whatever can fail (reading and checking the file, resolving the
-    /// router ID, binding a new API or BGP listening address) is done
+    /// whatever can fail (reading and checking the file and its password
+    /// files off the runtime thread within [`CONFIG_READ_TIMEOUT`],
+    /// resolving the router ID, binding a new API, metrics or BGP
+    /// listening address; a changed `source.kind` is refused) is done
     /// before anything changes, and a failure leaves the running config in
     /// force, logged in one line and shown by `holdfast_config_reload_error`.
     /// Then peers added, removed or changed are started, stopped or reset
@@ -78,8 +224,27 @@ impl Daemon {
     /// made while the reload ran then differs from it, and the poller
     /// reloads again.
     pub(super) async fn reload(&mut self) -> Option<Stamp> {
-        let before = stamp(&self.opts.config);
-        match self.prepare(&self.opts.config.clone()).await {
+        let path = self.opts.config.clone();
+        let labels = self.node_labels.clone();
+        let read = self
+            .config_reader
+            .read(&self.opts.config, move |tx| {
+                let before = stamp(&path);
+                let _ = tx.send((before, load_resolved(&path, labels.as_ref())));
+            })
+            .await;
+        let (before, loaded) = match read {
+            Ok(read) => read,
+            Err(why) => {
+                let why = why.text();
+                error!("config reload refused, the running config stays: {why}");
+                self.config_error = Some(why);
+                // No identity: the file is checked again, and reloaded, once
+                // the file system answers.
+                return None;
+            }
+        };
+        match self.prepare(&self.opts.config.clone(), loaded).await {
             Ok(None) => self.config_error = None,
             Ok(Some(prepared)) => {
                 self.config_error = None;
@@ -97,18 +262,33 @@ impl Daemon {
     }
 
     /// Everything of a reload that can fail. `Ok(None)`: nothing changed.
-    pub(super) async fn prepare(&self, path: &Path) -> Result<Option<Prepared>, String> {
-        let new = config::load(path).map_err(|diags| {
+    /// `loaded` is the file as [`load_resolved`] read it (off the runtime
+    /// thread): the config this node runs, the file's with its overrides.
+    pub(super) async fn prepare(
+        &self,
+        path: &Path,
+        loaded: Result<Config, Vec<config::Diagnostic>>,
+    ) -> Result<Option<Prepared>, String> {
+        let new = loaded.map_err(|diags| {
             diags
                 .iter()
                 .map(|d| d.to_string())
                 .collect::<Vec<_>>()
                 .join("\n")
         })?;
-        // The config this node runs: the file's, with its overrides.
-        let new = config::resolve(&new, &node_name(&new), self.node_labels.as_ref());
         if new == *self.config {
             return Ok(None);
+        }
+        // The source is the start of the flow (its task, its watchers,
+        // the stability layer's view of it); switching it in a running
+        // daemon is a restart's job.
+        if std::mem::discriminant(&new.source) != std::mem::discriminant(&self.config.source) {
+            return Err(format!(
+                "{}: source.kind changed from \"{}\" to \"{}\": a reload cannot switch sources; restart holdfast to run with the new one",
+                path.display(),
+                source_kind(&self.config.source),
+                source_kind(&new.source),
+            ));
         }
         let identity_changed = config_identity(&new) != config_identity(&self.config);
         let router_id = if identity_changed {
@@ -130,11 +310,27 @@ impl Daemon {
         } else {
             None
         };
+        // The new metrics listener is bound before anything changes: if
+        // it cannot be, the old one keeps serving and nothing applies.
+        let metrics = if new.speaker.metrics != self.metrics.as_ref().map(|m| m.addr) {
+            match new.speaker.metrics {
+                Some(addr) => Some(Some((
+                    addr,
+                    crate::api::bind(addr)
+                        .await
+                        .map_err(|e| format!("speaker.metrics: {e}"))?,
+                ))),
+                None => Some(None),
+            }
+        } else {
+            None
+        };
         Ok(Some(Prepared {
             config: new,
             router_id,
             identity_changed,
             api,
+            metrics,
         }))
     }
 
@@ -160,6 +356,7 @@ impl Daemon {
             router_id,
             identity_changed,
             api,
+            metrics,
         } = prepared;
         // The listening socket is rebound before anything else changes:
         // it is the last thing that can fail.
@@ -192,6 +389,18 @@ impl Daemon {
             let new_api = spawn_api(l, addr, self.view.clone(), self.shutdown.clone());
             let old_api = std::mem::replace(&mut self.api, new_api);
             let _ = old_api.stop.send(true);
+        }
+        if let Some(listener) = metrics {
+            let new_metrics = listener.map(|(addr, l)| {
+                info!(metrics = %addr, "metrics listening (/metrics, /healthz, /readyz)");
+                spawn_metrics(l, addr, self.view.clone(), self.shutdown.clone())
+            });
+            if new_metrics.is_none() {
+                info!("metrics listener closed (speaker.metrics removed)");
+            }
+            if let Some(old) = std::mem::replace(&mut self.metrics, new_metrics) {
+                let _ = old.stop.send(true);
+            }
         }
         self.drain.0.lock().expect("drain lock").wait = self.config.speaker.graceful_shutdown_wait;
         // Stability parameters (validated in `prepare`).
@@ -232,11 +441,6 @@ impl Daemon {
             });
         }
         self.routes.refresh(Instant::now());
-        if old.source != self.config.source
-            && std::mem::discriminant(&old.source) != std::mem::discriminant(&self.config.source)
-        {
-            warn!("source.kind changed: restart holdfast for it to take effect");
-        }
         self.carry();
     }
 
@@ -301,7 +505,7 @@ impl Daemon {
             info!("no longer accepting BGP connections (speaker.listen removed)");
             return Ok(None);
         };
-        let keys = listener_keys(new);
+        let keys = listener_keys(new, |name| self.resolved_address(name));
         let ttl = listener_ttl(new);
         match bind_listener(addr, &keys, ttl, self.accept_tx.clone()) {
             Ok(l) => Ok(Some(l)),
@@ -331,17 +535,38 @@ impl Daemon {
         }
     }
 
-    /// The listener's MD5 keys (RFC 2385 §2: the key is per connection, so
-    /// the listening socket needs one for every peer that may connect)
-    /// follow the peers: added, changed and removed ones.
+    /// The address a peer's session has now (a `default-gateway` or
+    /// `interface` peer's as resolved); none without a session.
+    pub(super) fn resolved_address(&self, name: &str) -> Option<IpAddr> {
+        let p = self.peers.get(name)?;
+        p.handle.as_ref().map(|h| h.spec.address)
+    }
+
+    /// The MD5 keys the listening socket needs now ([`listener_keys`]).
+    pub(super) fn listener_keys(&self) -> BTreeMap<IpAddr, Vec<u8>> {
+        listener_keys(&self.config, |name| self.resolved_address(name))
+    }
+
+    /// The listener's MD5 keys (RFC 2385 §2) follow the peers: added,
+    /// changed and removed ones, and the addresses `default-gateway` and
+    /// `interface` peers resolve to (a new gateway, a router learnt on the
+    /// link: its key moves with it). Called whenever a session starts or
+    /// stops.
     pub(super) fn follow_listener_keys(&mut self) {
+        if self.listener.is_none() {
+            return;
+        }
+        let want = self.listener_keys();
         let Some(l) = self.listener.as_mut() else {
             return;
         };
-        let want = listener_keys(&self.config);
+        if l.keys == want {
+            return;
+        }
         for ip in l.keys.keys().filter(|ip| !want.contains_key(ip)) {
-            if let Err(e) = holdfast_sockopt::clear_md5_key(l.socket.as_ref(), *ip) {
-                error!(peer = %ip, "listening socket: cannot remove the MD5 key: {e}");
+            match holdfast_sockopt::clear_md5_key(l.socket.as_ref(), *ip) {
+                Ok(()) => info!(peer = %ip, "listening socket: MD5 key removed"),
+                Err(e) => error!(peer = %ip, "listening socket: cannot remove the MD5 key: {e}"),
             }
         }
         for (ip, key) in &want {
@@ -353,5 +578,71 @@ impl Daemon {
             }
         }
         l.keys = want;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each read, once it has its value, leaves the reader free for the
+    /// next one at once: a reload right after a check of the file is
+    /// never refused as "an earlier read has not returned yet".
+    #[tokio::test]
+    async fn a_read_that_answered_never_holds_up_the_next() {
+        let reader = FileReader::default();
+        let path = Path::new("holdfast.toml");
+        for n in 0..200u32 {
+            let got = reader
+                .read(path, move |reply| {
+                    reply.send(n);
+                    // The job goes on after it has sent.
+                    std::thread::sleep(Duration::from_millis(1));
+                })
+                .await;
+            assert_eq!(got, Ok(n));
+        }
+    }
+
+    /// While a read hangs, the next is refused at once rather than
+    /// starting another thread; once it returns, reads go on.
+    #[tokio::test]
+    async fn a_read_that_hangs_refuses_the_next_until_it_returns() {
+        let reader = FileReader::default();
+        let path = Path::new("holdfast.toml");
+        let (release, hanging) = std::sync::mpsc::channel::<()>();
+        let first = reader.clone();
+        let first = tokio::spawn(async move {
+            first
+                .read(Path::new("holdfast.toml"), move |reply| {
+                    let _ = hanging.recv();
+                    reply.send(1);
+                })
+                .await
+        });
+        // The first read has begun (its job runs) before the second.
+        while !reader.busy.load(Ordering::Acquire) {
+            tokio::task::yield_now().await;
+        }
+        let second = reader.read(path, |reply| {
+            reply.send(2);
+        });
+        match second.await {
+            Err(ReadFailed::Busy(why)) => assert_eq!(
+                why,
+                "holdfast.toml: an earlier read of the config or its password files has not returned yet; is the file system hanging?"
+            ),
+            other => panic!("the second read was not refused: {other:?}"),
+        }
+        release.send(()).expect("the first read waits");
+        assert_eq!(first.await.expect("joined"), Ok(1));
+        assert_eq!(
+            reader
+                .read(path, |reply| {
+                    reply.send(3);
+                })
+                .await,
+            Ok(3)
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! hands over to the main loop ([`Daemon::drive`]).
 
 use super::*;
-use reload::{listener_keys, stamp};
+use reload::stamp;
 use routes::stability_params;
 
 /// Options of `holdfast run`.
@@ -189,6 +189,30 @@ pub(super) fn spawn_api(
     Api { addr, stop, task }
 }
 
+/// Serves `/metrics` and health only on `listener` (`speaker.metrics`)
+/// until the daemon stops or this server is replaced (a reload moved or
+/// removed it).
+pub(super) fn spawn_metrics(
+    listener: tokio::net::TcpListener,
+    addr: std::net::SocketAddr,
+    view: Arc<View>,
+    mut daemon_stops: watch::Receiver<bool>,
+) -> Api {
+    let (stop, mut replaced) = watch::channel(false);
+    let task = tokio::spawn(crate::api::serve_surface(
+        listener,
+        view,
+        async move {
+            tokio::select! {
+                _ = daemon_stops.wait_for(|stop| *stop) => {}
+                _ = replaced.wait_for(|stop| *stop) => {}
+            }
+        },
+        crate::api::Surface::MetricsOnly,
+    ));
+    Api { addr, stop, task }
+}
+
 /// Longest wait for the config and its password files to be read. The
 /// reader refuses FIFOs and devices at once; this bounds what is left, a
 /// file system that hangs (a dead NFS server).
@@ -199,43 +223,43 @@ pub(super) const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) type FirstRead = tokio::sync::oneshot::Receiver<crate::source::file::FirstRead>;
 
 /// Reads and checks the config on the blocking pool, never on the
-/// runtime's thread: sessions (their keepalives), the API and the sources
-/// keep running while it is read, however the read goes. The config comes
+/// runtime's thread, through the reader a reload uses
+/// ([`reload::FileReader`], at most [`CONFIG_READ_TIMEOUT`]): sessions
+/// (their keepalives), the API and the sources keep running while it is
+/// read, however the read goes. The config comes
 /// back with this node's overrides by name applied (`config::resolve`).
 /// When its source is a file, the same thread then reads the VIP file
 /// (`file::FirstRead`) and hands it over as the second value: the parse
 /// of a large file runs while the daemon binds its API and the sessions
 /// connect, not after. The error is the diagnostics as `holdfast check`
-/// lists them (the first few, and a count).
-pub(super) async fn load_config(path: &Path) -> Result<(config::Config, FirstRead), String> {
+/// lists them (the first few, and a count). The third value is the
+/// file's identity taken before it was read.
+pub(super) async fn load_config(
+    path: &Path,
+) -> Result<(config::Config, FirstRead, Option<reload::Stamp>), String> {
     let owned = path.to_path_buf();
-    let (config_tx, config_rx) = tokio::sync::oneshot::channel();
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
-    tokio::task::spawn_blocking(move || {
-        let loaded = config::load(&owned).map(|c| config::resolve(&c, &node_name(&c), None));
-        let settings = loaded
-            .as_ref()
-            .ok()
-            .and_then(crate::source::file::FileSettings::from_config);
-        // Sent first: the daemon goes on while the VIP file is read.
-        if config_tx.send(loaded).is_ok()
-            && let Some(settings) = settings
-        {
-            let _ = first_tx.send(crate::source::file::FirstRead::of(&settings));
-        }
-    });
-    match tokio::time::timeout(CONFIG_READ_TIMEOUT, config_rx).await {
-        Ok(Ok(Ok(config))) => Ok((config, first_rx)),
-        Ok(Ok(Err(diagnostics))) => Err(config::list_diagnostics(&diagnostics)),
-        Ok(Err(_)) => Err(format!(
-            "{}: reading the config failed: its reader stopped",
-            path.display()
-        )),
-        Err(_) => Err(format!(
-            "{}: the config and its password files were not read within {}s; is the file system hanging?",
-            path.display(),
-            CONFIG_READ_TIMEOUT.as_secs()
-        )),
+    let read = reload::FileReader::default()
+        .read(path, move |config_tx| {
+            // The identity before the read: an edit during it is seen.
+            let before = stamp(&owned);
+            let loaded = reload::load_resolved(&owned, None);
+            let settings = loaded
+                .as_ref()
+                .ok()
+                .and_then(crate::source::file::FileSettings::from_config);
+            // Sent first: the daemon goes on while the VIP file is read.
+            if config_tx.send((before, loaded))
+                && let Some(settings) = settings
+            {
+                let _ = first_tx.send(crate::source::file::FirstRead::of(&settings));
+            }
+        })
+        .await;
+    match read {
+        Ok((before, Ok(config))) => Ok((config, first_rx, before)),
+        Ok((_, Err(diagnostics))) => Err(config::list_diagnostics(&diagnostics)),
+        Err(why) => Err(why.text()),
     }
 }
 
@@ -334,7 +358,7 @@ const NODE_LABELS_WAIT: Duration = Duration::from_secs(30);
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> Result<(), String> {
     // Overrides by name apply at once; by label once the Node is seen.
-    let (config, first_read) = load_config(&opts.config).await?;
+    let (config, first_read, config_stamp) = load_config(&opts.config).await?;
     log_warnings(&config);
     let named = resolve_node_name(&config);
     if let Some(ignored) = &named.ignored_hostname {
@@ -404,12 +428,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         Some(addr) => {
             let listener = crate::api::bind(addr).await.map_err(|e| e.to_string())?;
             info!(metrics = %addr, "metrics listening (/metrics, /healthz, /readyz)");
-            Some(tokio::spawn(crate::api::serve_surface(
-                listener,
-                view.clone(),
-                until(&stops),
-                crate::api::Surface::MetricsOnly,
-            )))
+            Some(spawn_metrics(listener, addr, view.clone(), stops.clone()))
         }
         None => None,
     };
@@ -459,9 +478,11 @@ pub async fn run(opts: Options) -> Result<(), String> {
         drain: drain_control.clone(),
         accept_tx,
         api,
+        metrics: metrics_api,
         view,
         shutdown: stops,
         config_stamp: None,
+        config_reader: reload::FileReader::default(),
     };
     // Overrides by label: the sessions start with them, not with the
     // file's values and a reset a moment later.
@@ -487,11 +508,12 @@ pub async fn run(opts: Options) -> Result<(), String> {
     }
 
     // The passive side.
-    if let Some(listen) = config.speaker.listen {
+    // Keyed for the addresses the peers have now, resolved ones included.
+    if let Some(listen) = d.config.speaker.listen {
         let listener = bind_listener(
             listen,
-            &listener_keys(&config),
-            listener_ttl(&config),
+            &d.listener_keys(),
+            listener_ttl(&d.config),
             d.accept_tx.clone(),
         )
         .map_err(|e| format!("speaker.listen {listen}: {e}"))?;
@@ -509,15 +531,15 @@ pub async fn run(opts: Options) -> Result<(), String> {
         sighup: signal(SignalKind::hangup())?,
         labels: labels_rx,
     };
-    d.config_stamp = stamp(&opts.config);
+    d.config_stamp = config_stamp;
     d.refresh_shared();
     let signal = d.drive(inputs).await;
     let (graceful, withdrawn) = d.shutdown().await;
     let _ = shutdown_tx.send(true);
     drop(node_status);
     let _ = tokio::time::timeout(Duration::from_secs(2), d.api.task).await;
-    if let Some(m) = metrics_api {
-        let _ = tokio::time::timeout(Duration::from_secs(2), m).await;
+    if let Some(m) = d.metrics {
+        let _ = tokio::time::timeout(Duration::from_secs(2), m.task).await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), local_api).await;
     // The socket removed, the lock released.

@@ -68,6 +68,7 @@ fn package_of(tool: &str) -> &'static str {
         "python3" => "python3",
         "bash" => "bash",
         "timeout" => "coreutils",
+        "mount" | "umount" => "mount",
         "jq" => "jq",
         _ => "(the package that provides it)",
     }

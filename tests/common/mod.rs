@@ -112,6 +112,27 @@ impl<'a> Holdfast<'a> {
         self.ns.exec(&[BIN, command, "--state-dir", &state])
     }
 
+    /// Like [`Holdfast::start`], with the config (`VIPS` replaced) written
+    /// to `write_to` and read by the daemon at `read_from`: the same file
+    /// seen through another file system (a FUSE mount of `write_to`'s
+    /// directory). [`Holdfast::write_config`] does not reach it; the caller
+    /// edits `write_to`.
+    pub fn start_config_at(
+        ns: &'a Netns,
+        config: &str,
+        vips: &str,
+        write_to: &std::path::Path,
+        read_from: &std::path::Path,
+    ) -> Holdfast<'a> {
+        let mut h = Self::unstarted(ns, config, vips);
+        let config = std::fs::read_to_string(&h.config).expect("the config just written");
+        std::fs::write(write_to, config)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", write_to.display()));
+        h.config = read_from.to_path_buf();
+        h.run(&[]);
+        h
+    }
+
     /// (Re)starts the process with the same files.
     pub fn run(&mut self, extra: &[&str]) {
         let state = self.state_dir();
