@@ -34,6 +34,18 @@ fn problems(text: &str) -> Vec<String> {
     }
 }
 
+/// The diagnostics `load` gives for the file at `path`, as
+/// "LINE:COL: message"; panics if the file loads.
+fn load_problems(path: &Path) -> Vec<String> {
+    match load(path) {
+        Ok(_) => panic!("expected problems loading {}", path.display()),
+        Err(diags) => diags
+            .iter()
+            .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
+            .collect(),
+    }
+}
+
 fn valid(text: &str) -> Config {
     match parse(Path::new("/etc/holdfast/t.toml"), text) {
         Ok(config) => config,
@@ -1000,13 +1012,7 @@ fn load_reads_bfd_key_files() {
         peer("c", "192.0.2.3", "keyed-sha1", "missing"),
     );
     std::fs::write(&config_path, &text).expect("write config");
-    let problems: Vec<String> = match load(&config_path) {
-        Ok(_) => panic!("bad keys accepted"),
-        Err(diags) => diags
-            .iter()
-            .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
-            .collect(),
-    };
+    let problems = load_problems(&config_path);
     let file = |name: &str| dir.path().join(name).display().to_string();
     assert_eq!(
         problems,
@@ -1074,13 +1080,7 @@ fn load_reads_password_files() {
         with_peer("")
     );
     std::fs::write(&config_path, &text).expect("write config");
-    let problems: Vec<String> = match load(&config_path) {
-        Ok(_) => panic!("bad keys accepted"),
-        Err(diags) => diags
-            .iter()
-            .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
-            .collect(),
-    };
+    let problems = load_problems(&config_path);
     let file = |name: &str| dir.path().join(name).display().to_string();
     assert_eq!(
         problems,
@@ -1135,27 +1135,21 @@ fn load_reads_the_api_token_file() {
             token: None
         })
     );
-    let load_problems = |file: &str| -> Vec<String> {
+    let token_problems = |file: &str| -> Vec<String> {
         std::fs::write(&config_path, with_token(file)).expect("write config");
-        match load(&config_path) {
-            Ok(_) => panic!("api_token_file {file} accepted"),
-            Err(diags) => diags
-                .iter()
-                .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
-                .collect(),
-        }
+        load_problems(&config_path)
     };
     std::fs::write(dir.path().join("short"), "abc\n").expect("write token");
     let file = |name: &str| dir.path().join(name).display().to_string();
     assert_eq!(
-        load_problems("short"),
+        token_problems("short"),
         vec![format!(
             "3:18: api_token_file {} holds a token of 3 characters; it must be at least 16 (e.g. from `openssl rand -base64 32`)",
             file("short")
         )]
     );
     assert_eq!(
-        load_problems("missing"),
+        token_problems("missing"),
         vec![format!(
             "3:18: api_token_file {} cannot be read: No such file or directory (os error 2)",
             file("missing")
