@@ -509,21 +509,7 @@ mod tests {
     fn a_full_inbox_drops_the_oldest() {
         let inbox = Inbox::default();
         let packet = |n: u32| {
-            let p = crate::bfd::packet::Packet {
-                diag: Diag::None,
-                state: State::Down,
-                poll: false,
-                final_: false,
-                control_plane_independent: false,
-                demand: false,
-                detect_mult: 3,
-                my_discriminator: n,
-                your_discriminator: 0,
-                desired_min_tx: 1_000_000,
-                required_min_rx: 1_000_000,
-                required_min_echo_rx: 0,
-                auth: None,
-            };
+            let p = crate::bfd::packet::Packet::first_from(n, 1_000_000);
             Received::decode(p.encode().as_bytes()).expect("decodes")
         };
         let dropped = (1..=1000).filter(|n| inbox.push(packet(*n))).count();
@@ -601,24 +587,7 @@ mod tests {
         let flooder = std::net::UdpSocket::bind("127.0.0.3:0").expect("bind 127.0.0.3");
         flooder.set_ttl(255).expect("TTL 255 (RFC 5881 §5)");
         let to = SocketAddr::new(ip("127.0.0.1"), a_ports.single_hop);
-        let packet = |n: u32| {
-            crate::bfd::packet::Packet {
-                diag: Diag::None,
-                state: State::Down,
-                poll: false,
-                final_: false,
-                control_plane_independent: false,
-                demand: false,
-                detect_mult: 3,
-                my_discriminator: n,
-                your_discriminator: 0,
-                desired_min_tx: 1_000_000,
-                required_min_rx: 1_000_000,
-                required_min_echo_rx: 0,
-                auth: None,
-            }
-            .encode()
-        };
+        let packet = |n: u32| crate::bfd::packet::Packet::first_from(n, 1_000_000).encode();
         const FLOOD: u32 = 20_000;
         let sender = {
             let flooder = flooder.try_clone().expect("clone");

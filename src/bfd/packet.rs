@@ -307,6 +307,30 @@ pub struct Packet {
     pub auth: Option<Auth>,
 }
 
+#[cfg(test)]
+impl Packet {
+    /// The first packet of a peer with no session yet (tests): Down, Your
+    /// Discriminator 0 (RFC 5880 §6.8.6), `interval_us` for both rates,
+    /// Detect Mult 3, no authentication.
+    pub(crate) fn first_from(my_discriminator: u32, interval_us: u32) -> Packet {
+        Packet {
+            diag: Diag::None,
+            state: State::Down,
+            poll: false,
+            final_: false,
+            control_plane_independent: false,
+            demand: false,
+            detect_mult: 3,
+            my_discriminator,
+            your_discriminator: 0,
+            desired_min_tx: interval_us,
+            required_min_rx: interval_us,
+            required_min_echo_rx: 0,
+            auth: None,
+        }
+    }
+}
+
 /// Why a received packet is discarded (RFC 5880 §6.8.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Discard {

@@ -677,21 +677,7 @@ mod tests {
 
     /// A packet from discriminator 9, signed with sequence `seq`.
     fn from_peer(t: AuthType, seq: u32) -> Received {
-        let p = Packet {
-            diag: Diag::None,
-            state: State::Down,
-            poll: false,
-            final_: false,
-            control_plane_independent: false,
-            demand: false,
-            detect_mult: 3,
-            my_discriminator: 9,
-            your_discriminator: 0,
-            desired_min_tx: 100_000,
-            required_min_rx: 100_000,
-            required_min_echo_rx: 0,
-            auth: None,
-        };
+        let p = Packet::first_from(9, 100_000);
         rx(&auth::sign(p, &Key::new(t, 1, b"k").unwrap(), seq))
     }
 
