@@ -1077,6 +1077,11 @@ fn all_four() -> Vec<IpAddr> {
     (1..=4).map(|i| ip(&format!("198.51.100.{i}"))).collect()
 }
 
+/// Each of `ips` absent as deleted, as [`absences`] lists them.
+fn deleted(ips: &[IpAddr]) -> Vec<(IpAddr, Absence)> {
+    ips.iter().map(|ip| (*ip, Absence::Deleted)).collect()
+}
+
 #[test]
 fn an_empty_service_list_is_an_absence_not_a_deletion_of_every_service() {
     let config = default_cfg();
@@ -1119,11 +1124,7 @@ fn deletions_within_the_guards_allowance_are_deletions_and_more_at_once_are_an_a
     for kept in [3, 2] {
         let world = World::new(four()[..kept].to_vec());
         let e = world.eval(&e0, &config, t);
-        let deleted: Vec<(IpAddr, Absence)> = all_four()[kept..]
-            .iter()
-            .map(|ip| (*ip, Absence::Deleted))
-            .collect();
-        assert_eq!(absences(&e), deleted, "{kept} kept");
+        assert_eq!(absences(&e), deleted(&all_four()[kept..]), "{kept} kept");
         assert_eq!(e.mass_absence, None);
     }
     // Three at once: a mass disappearance.
@@ -1170,11 +1171,7 @@ fn services_deselected_at_once_are_deletions_whatever_their_number() {
     let e0 = world.eval(&Evaluation::default(), &default_cfg(), t);
     let e1 = world.eval(&e0, &cfg("", "require_class = true", ""), t);
     assert!(e1.vips.is_empty());
-    let deleted: Vec<(IpAddr, Absence)> = all_four()
-        .into_iter()
-        .map(|ip| (ip, Absence::Deleted))
-        .collect();
-    assert_eq!(absences(&e1), deleted);
+    assert_eq!(absences(&e1), deleted(&all_four()));
     assert_eq!(e1.mass_absence, None);
 }
 
@@ -1192,11 +1189,7 @@ fn services_of_a_namespace_no_longer_watched_are_deletions_whatever_their_number
     let only_other = cfg("", "namespaces = [\"other\"]", "");
     let e1 = World::new(vec![other]).eval(&e0, &only_other, t);
     assert_eq!(vips(&e1), [ip("198.51.100.5")]);
-    let deleted: Vec<(IpAddr, Absence)> = all_four()
-        .into_iter()
-        .map(|ip| (ip, Absence::Deleted))
-        .collect();
-    assert_eq!(absences(&e1), deleted);
+    assert_eq!(absences(&e1), deleted(&all_four()));
     assert_eq!(e1.mass_absence, None);
 }
 
