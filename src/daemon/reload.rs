@@ -2,7 +2,7 @@
 //! can fail — then committed, everything or nothing.
 
 use super::*;
-use start::{CONFIG_READ_TIMEOUT, bind_listener, listener_ttl, spawn_api, spawn_metrics};
+use start::{CONFIG_READ_TIMEOUT, bind_listener, listener_ttl, spawn_server};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -386,14 +386,26 @@ impl Daemon {
         if let Some(l) = api {
             let addr = self.config.speaker.api;
             info!(api = %addr, "HTTP API listening");
-            let new_api = spawn_api(l, addr, self.view.clone(), self.shutdown.clone());
+            let new_api = spawn_server(
+                l,
+                addr,
+                self.view.clone(),
+                self.shutdown.clone(),
+                crate::api::Surface::Full,
+            );
             let old_api = std::mem::replace(&mut self.api, new_api);
             let _ = old_api.stop.send(true);
         }
         if let Some(listener) = metrics {
             let new_metrics = listener.map(|(addr, l)| {
                 info!(metrics = %addr, "metrics listening (/metrics, /healthz, /readyz)");
-                spawn_metrics(l, addr, self.view.clone(), self.shutdown.clone())
+                spawn_server(
+                    l,
+                    addr,
+                    self.view.clone(),
+                    self.shutdown.clone(),
+                    crate::api::Surface::MetricsOnly,
+                )
             });
             if new_metrics.is_none() {
                 info!("metrics listener closed (speaker.metrics removed)");

@@ -171,32 +171,15 @@ pub(super) fn bind_listener(
     })
 }
 
-/// Serves the API on `listener` until the daemon stops or this server is
-/// replaced (a reload moved `speaker.api`).
-pub(super) fn spawn_api(
+/// Serves `surface` on `listener` (the whole API on `speaker.api`,
+/// `/metrics` and health only on `speaker.metrics`) until the daemon stops
+/// or this server is replaced (a reload moved or removed its address).
+pub(super) fn spawn_server(
     listener: tokio::net::TcpListener,
     addr: std::net::SocketAddr,
     view: Arc<View>,
     mut daemon_stops: watch::Receiver<bool>,
-) -> Api {
-    let (stop, mut replaced) = watch::channel(false);
-    let task = tokio::spawn(crate::api::serve_listener(listener, view, async move {
-        tokio::select! {
-            _ = daemon_stops.wait_for(|stop| *stop) => {}
-            _ = replaced.wait_for(|stop| *stop) => {}
-        }
-    }));
-    Api { addr, stop, task }
-}
-
-/// Serves `/metrics` and health only on `listener` (`speaker.metrics`)
-/// until the daemon stops or this server is replaced (a reload moved or
-/// removed it).
-pub(super) fn spawn_metrics(
-    listener: tokio::net::TcpListener,
-    addr: std::net::SocketAddr,
-    view: Arc<View>,
-    mut daemon_stops: watch::Receiver<bool>,
+    surface: crate::api::Surface,
 ) -> Api {
     let (stop, mut replaced) = watch::channel(false);
     let task = tokio::spawn(crate::api::serve_surface(
@@ -208,7 +191,7 @@ pub(super) fn spawn_metrics(
                 _ = replaced.wait_for(|stop| *stop) => {}
             }
         },
-        crate::api::Surface::MetricsOnly,
+        surface,
     ));
     Api { addr, stop, task }
 }
@@ -411,11 +394,12 @@ pub async fn run(opts: Options) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     info!(api = %config.speaker.api, "HTTP API listening");
     let view = Arc::new(View(shared.clone(), drain_control.clone()));
-    let api = spawn_api(
+    let api = spawn_server(
         api_listener,
         config.speaker.api,
         view.clone(),
         stops.clone(),
+        crate::api::Surface::Full,
     );
     info!(socket = %state_claim.socket().display(), "HTTP API on the Unix socket (drain and undrain, and everything read-only)");
     let local_api = tokio::spawn(crate::api::serve_local(
@@ -428,7 +412,13 @@ pub async fn run(opts: Options) -> Result<(), String> {
         Some(addr) => {
             let listener = crate::api::bind(addr).await.map_err(|e| e.to_string())?;
             info!(metrics = %addr, "metrics listening (/metrics, /healthz, /readyz)");
-            Some(spawn_metrics(listener, addr, view.clone(), stops.clone()))
+            Some(spawn_server(
+                listener,
+                addr,
+                view.clone(),
+                stops.clone(),
+                crate::api::Surface::MetricsOnly,
+            ))
         }
         None => None,
     };
