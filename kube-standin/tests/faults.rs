@@ -60,8 +60,9 @@ fn add(c: &Cluster, name: &str, ips: &[&str]) {
 }
 
 /// A reflector over all Services with kube-rs's default backoff, and the
-/// watcher's events (errors included) as they pass.
-fn reflect(
+/// watcher's events (errors included) as they pass; returned once the
+/// watcher's first list is in (its InitDone).
+async fn reflect(
     c: &Cluster,
     config: watcher::Config,
 ) -> (
@@ -70,7 +71,10 @@ fn reflect(
 ) {
     let api: Api<Service> = Api::all(c.client.clone());
     let (reader, writer) = reflector::store();
-    let events = drain(watcher(api, config).default_backoff().reflect(writer));
+    let mut events = drain(watcher(api, config).default_backoff().reflect(writer));
+    let _init = events
+        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
+        .await;
     (reader, events)
 }
 
@@ -89,10 +93,7 @@ async fn dropped_watch_reconnects_without_losing_events() {
     let c = cluster().await;
     add(&c, "a", &["198.51.100.1"]);
     add(&c, "b", &["198.51.100.2"]);
-    let (store, mut events) = reflect(&c, watcher::Config::default());
-    let _init = events
-        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
-        .await;
+    let (store, _events) = reflect(&c, watcher::Config::default()).await;
     in_sync(&c, &store, "initial sync").await;
 
     for round in 0..3 {
@@ -126,10 +127,7 @@ async fn compaction_gives_410_and_the_watcher_relists() {
     let c = cluster().await;
     add(&c, "a", &["198.51.100.1"]);
     add(&c, "b", &["198.51.100.2"]);
-    let (store, mut events) = reflect(&c, watcher::Config::default());
-    let _init = events
-        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
-        .await;
+    let (store, mut events) = reflect(&c, watcher::Config::default()).await;
     in_sync(&c, &store, "initial sync").await;
     watching(&c).await;
 
@@ -257,10 +255,7 @@ async fn stale_exact_list_and_continue_get_410() {
 async fn paused_server_stalls_the_client_and_resume_recovers() {
     let c = cluster().await;
     add(&c, "a", &["198.51.100.1"]);
-    let (store, mut events) = reflect(&c, watcher::Config::default());
-    let _init = events
-        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
-        .await;
+    let (store, mut events) = reflect(&c, watcher::Config::default()).await;
     in_sync(&c, &store, "initial sync").await;
     watching(&c).await;
 
@@ -293,10 +288,7 @@ async fn paused_watch_times_out_on_the_client_side() {
     // kube-rs gives up on a silent watch after timeoutSeconds + 5 s; with
     // timeoutSeconds=1 the stalled stream is abandoned and a new watch sent.
     let c = cluster().await;
-    let (store, mut events) = reflect(&c, watcher::Config::default().timeout(1));
-    let _init = events
-        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
-        .await;
+    let (store, _events) = reflect(&c, watcher::Config::default().timeout(1)).await;
     // Stall an open stream (a request held before its answer is not covered
     // by kube-rs's idle timeout: it would wait for ever).
     watching(&c).await;
@@ -316,10 +308,7 @@ async fn paused_watch_times_out_on_the_client_side() {
 async fn refusing_server_gives_errors_and_resume_recovers() {
     let c = cluster().await;
     add(&c, "a", &["198.51.100.1"]);
-    let (store, mut events) = reflect(&c, watcher::Config::default());
-    let _init = events
-        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
-        .await;
+    let (store, mut events) = reflect(&c, watcher::Config::default()).await;
     in_sync(&c, &store, "initial sync").await;
     watching(&c).await;
 
@@ -346,10 +335,7 @@ async fn refusing_server_gives_errors_and_resume_recovers() {
 #[tokio::test]
 async fn timeout_seconds_ends_the_stream_and_the_watcher_resumes() {
     let c = cluster().await;
-    let (store, mut events) = reflect(&c, watcher::Config::default().timeout(1));
-    let _init = events
-        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
-        .await;
+    let (store, mut events) = reflect(&c, watcher::Config::default().timeout(1)).await;
     wait_for("three watches of 1 s", || {
         watches(&c.standin.requests()).len() >= 3
     })
@@ -379,10 +365,7 @@ async fn timeout_seconds_ends_the_stream_and_the_watcher_resumes() {
 #[tokio::test]
 async fn closed_watches_resume_cleanly() {
     let c = cluster().await;
-    let (store, mut events) = reflect(&c, watcher::Config::default());
-    let _init = events
-        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
-        .await;
+    let (store, mut events) = reflect(&c, watcher::Config::default()).await;
     watching(&c).await;
     c.standin.close_watches();
     add(&c, "y", &[]);
@@ -408,10 +391,7 @@ async fn an_emptied_kind_lists_no_items_and_sends_no_events_until_served_again()
     let c = cluster().await;
     add(&c, "a", &["198.51.100.1"]);
     add(&c, "b", &["198.51.100.2"]);
-    let (store, mut events) = reflect(&c, watcher::Config::default());
-    let _init = events
-        .until("InitDone", |e| matches!(e, Ok(Event::InitDone)))
-        .await;
+    let (store, mut events) = reflect(&c, watcher::Config::default()).await;
     in_sync(&c, &store, "initial sync").await;
     watching(&c).await;
 
