@@ -179,6 +179,37 @@ fn lb(name: &str, ips: &[&str]) -> Service {
     fixtures::load_balancer_service("default", name, ips)
 }
 
+/// Services web (198.51.100.7) and api (198.51.100.8), both advertised:
+/// the harness and its snapshot with the two VIPs.
+async fn start_with_web_and_api() -> (Harness, SourceSnapshot) {
+    let mut h = start(cfg("", "", ""), options(), |s| {
+        s.create(&lb("web", &["198.51.100.7"])).expect("web");
+        s.create(&lb("api", &["198.51.100.8"])).expect("api");
+    })
+    .await;
+    let both = h.vips(&["198.51.100.7", "198.51.100.8"]).await;
+    (h, both)
+}
+
+/// The API server stops answering; returns once the source says it is
+/// unhealthy.
+async fn api_server_away(h: &mut Harness) {
+    h.standin.pause();
+    h.until("an unhealthy snapshot", |s| !s.healthy).await;
+}
+
+/// While the API server is away: api deleted, new (198.51.100.9) created,
+/// and the history compacted, so the watchers must re-list.
+fn api_replaced_by_new(standin: &StandIn) {
+    standin
+        .delete::<Service>(Some("default"), "api")
+        .expect("delete");
+    standin
+        .create(&lb("new", &["198.51.100.9"]))
+        .expect("create");
+    standin.compact();
+}
+
 // ----- listing -----
 
 #[tokio::test]
@@ -494,12 +525,7 @@ async fn a_cordon_or_a_configured_taint_drains_every_vip_and_undoing_it_restores
 
 #[tokio::test]
 async fn a_deleted_node_is_an_absence_not_a_drain_and_is_explained() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
-        s.create(&lb("web", &["198.51.100.7"])).expect("web");
-        s.create(&lb("api", &["198.51.100.8"])).expect("api");
-    })
-    .await;
-    h.vips(&["198.51.100.7", "198.51.100.8"]).await;
+    let (mut h, _) = start_with_web_and_api().await;
     h.standin.delete::<Node>(None, NODE).expect("delete node");
     let s = h.vips(&[]).await;
     // No reason: the stability layer holds them down, then paces them
@@ -715,21 +741,9 @@ async fn a_stalled_api_server_then_410_gone_keeps_every_vip_and_ends_with_the_sa
 
 #[tokio::test]
 async fn changes_made_during_an_outage_are_picked_up_by_the_re_list() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
-        s.create(&lb("web", &["198.51.100.7"])).expect("web");
-        s.create(&lb("api", &["198.51.100.8"])).expect("api");
-    })
-    .await;
-    let before = h.vips(&["198.51.100.7", "198.51.100.8"]).await;
-    h.standin.pause();
-    h.until("an unhealthy snapshot", |s| !s.healthy).await;
-    h.standin
-        .delete::<Service>(Some("default"), "api")
-        .expect("delete");
-    h.standin
-        .create(&lb("new", &["198.51.100.9"]))
-        .expect("create");
-    h.standin.compact();
+    let (mut h, before) = start_with_web_and_api().await;
+    api_server_away(&mut h).await;
+    api_replaced_by_new(&h.standin);
     h.standin.resume();
     let (after, between) = h.until("a healthy snapshot", |s| s.healthy).await;
     for s in &between {
@@ -794,24 +808,12 @@ async fn an_empty_service_list_from_a_healthy_api_server_is_an_absence_not_delet
 
 #[tokio::test]
 async fn a_resync_during_an_outage_counts_no_change_the_re_list_brings_as_a_repair() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
-        s.create(&lb("web", &["198.51.100.7"])).expect("web");
-        s.create(&lb("api", &["198.51.100.8"])).expect("api");
-    })
-    .await;
-    h.vips(&["198.51.100.7", "198.51.100.8"]).await;
-    h.standin.pause();
-    h.until("an unhealthy snapshot", |s| !s.healthy).await;
+    let (mut h, _) = start_with_web_and_api().await;
+    api_server_away(&mut h).await;
     // The daemon's periodic reconcile asks while the API is away; the
     // cluster changes meanwhile; the re-list brings the changes.
     h.source.resync();
-    h.standin
-        .delete::<Service>(Some("default"), "api")
-        .expect("delete");
-    h.standin
-        .create(&lb("new", &["198.51.100.9"]))
-        .expect("create");
-    h.standin.compact();
+    api_replaced_by_new(&h.standin);
     h.standin.resume();
     h.vips(&["198.51.100.7", "198.51.100.9"]).await;
     assert_eq!(
