@@ -27,6 +27,32 @@ fn frr_unnumbered(router_id: &str) -> String {
     )
 }
 
+/// `frr_unnumbered("192.0.2.1")` with `more` (" neighbor to-node …"
+/// lines) after the neighbour's connect timer.
+fn frr_unnumbered_with(more: &str) -> String {
+    let timers = "neighbor to-node timers connect 1\n";
+    let conf = frr_unnumbered("192.0.2.1").replace(timers, &format!("{timers}{more}"));
+    assert!(conf.contains(more), "{conf}");
+    conf
+}
+
+/// NODE_CONF with `keys` added to the peer.
+fn node_conf_with(keys: &str) -> String {
+    let conf = NODE_CONF.replace("asn = 65000\n", &format!("asn = 65000\n{keys}"));
+    assert!(conf.contains(keys), "{conf}");
+    conf
+}
+
+/// `conf` with a listener on every IPv6 address, for a passive peer.
+fn listening(conf: &str) -> String {
+    let conf = conf.replace(
+        "hostname = \"node-1\"\n",
+        "hostname = \"node-1\"\nlisten = \"[::]:179\"\n",
+    );
+    assert!(conf.contains("listen = "), "{conf}");
+    conf
+}
+
 /// Router and node joined by a veth with link-local addresses only.
 fn link() -> (Netns, Netns, testlab::Link) {
     let router = Netns::new("router");
@@ -68,6 +94,16 @@ fn wait_frr_established_or(frr: &Frr, more: impl Fn() -> String) -> serde_json::
             Err(format!("{n}\n{}", more()))
         }
     })
+}
+
+/// Both ends' TCP sockets and holdfast's log, for a failure's message.
+fn sockets_and_log(node: &Netns, router: &Netns, holdfast: &Holdfast<'_>) -> String {
+    format!(
+        "node: {}\nrouter: {}\nholdfast: {}",
+        node.run(&["ss", "-tnoia"]),
+        router.run(&["ss", "-tnoia"]),
+        holdfast.log()
+    )
 }
 
 /// The VIP valid at FRR and the peer Established at holdfast.
@@ -241,14 +277,9 @@ fn gtsm_on_both_sides_of_an_unnumbered_link() {
     testlab::require_root();
     testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
     let (router, node, _link) = link();
-    let conf = frr_unnumbered("192.0.2.1").replace(
-        "neighbor to-node timers connect 1\n",
-        "neighbor to-node timers connect 1\n neighbor to-node ttl-security hops 1\n",
-    );
-    assert!(conf.contains("ttl-security"), "{conf}");
+    let conf = frr_unnumbered_with(" neighbor to-node ttl-security hops 1\n");
     let frr = Frr::start_forwarding(&router, &conf);
-    let node_conf = NODE_CONF.replace("asn = 65000\n", "asn = 65000\nttl_security = true\n");
-    assert!(node_conf.contains("ttl_security = true"), "{node_conf}");
+    let node_conf = node_conf_with("ttl_security = true\n");
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
     let n = wait_frr_established_or(&frr, || {
         format!(
@@ -270,32 +301,11 @@ fn gtsm_on_an_unnumbered_link_with_the_router_connecting() {
     testlab::require_root();
     testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
     let (router, node, _link) = link();
-    let conf = frr_unnumbered("192.0.2.1").replace(
-        "neighbor to-node timers connect 1\n",
-        "neighbor to-node timers connect 1\n neighbor to-node ttl-security hops 1\n",
-    );
-    assert!(conf.contains("ttl-security"), "{conf}");
+    let conf = frr_unnumbered_with(" neighbor to-node ttl-security hops 1\n");
     let frr = Frr::start_forwarding(&router, &conf);
-    let node_conf = NODE_CONF
-        .replace(
-            "asn = 65000\n",
-            "asn = 65000\nttl_security = true\npassive = true\n",
-        )
-        .replace(
-            "hostname = \"node-1\"\n",
-            "hostname = \"node-1\"\nlisten = \"[::]:179\"\n",
-        );
-    assert!(node_conf.contains("passive = true"), "{node_conf}");
-    assert!(node_conf.contains("listen = "), "{node_conf}");
+    let node_conf = listening(&node_conf_with("ttl_security = true\npassive = true\n"));
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
-    let n = wait_frr_established_or(&frr, || {
-        format!(
-            "node: {}\nrouter: {}\nholdfast: {}",
-            node.run(&["ss", "-tnoia"]),
-            router.run(&["ss", "-tnoia"]),
-            holdfast.log()
-        )
-    });
+    let n = wait_frr_established_or(&frr, || sockets_and_log(&node, &router, &holdfast));
     assert_eq!(n["externalBgpNbrMaxHopsAway"], 1, "{n}");
     // The router connected: its side of the session is not port 179.
     assert_ne!(n["portLocal"], 179, "{n}");
@@ -330,17 +340,10 @@ fn bfd_over_the_link_local_addresses() {
         "metric",
         "1",
     ]);
-    let conf = frr_unnumbered("192.0.2.1").replace(
-        "neighbor to-node timers connect 1\n",
-        "neighbor to-node timers connect 1\n neighbor to-node bfd\n neighbor to-node bfd profile fast\n",
-    );
-    assert!(conf.contains("to-node bfd\n"), "{conf}");
+    let conf = frr_unnumbered_with(" neighbor to-node bfd\n neighbor to-node bfd profile fast\n");
     let frr = Frr::start_with_bfd(&router, &conf, testlab::frr::BFD_FAST_PROFILE);
-    let node_conf = NODE_CONF.replace(
-        "asn = 65000\n",
-        "asn = 65000\nbfd = { min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3 }\n",
-    );
-    assert!(node_conf.contains("bfd = "), "{node_conf}");
+    let node_conf =
+        node_conf_with("bfd = { min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3 }\n");
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
     let ours = link_local(&node, "to-router");
     wait_frr_established(&frr);
@@ -520,36 +523,16 @@ fn a_passive_unnumbered_peer_with_a_password_file_accepts_the_signed_connection(
     testlab::require_root();
     testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
     let (router, node, _link) = link();
-    let conf = frr_unnumbered("192.0.2.1").replace(
-        "neighbor to-node timers connect 1\n",
-        "neighbor to-node timers connect 1\n neighbor to-node password s3cret-key\n",
-    );
-    assert!(conf.contains("password"), "{conf}");
+    let conf = frr_unnumbered_with(" neighbor to-node password s3cret-key\n");
     let frr = Frr::start_forwarding(&router, &conf);
     let key = testlab::LabDir::new("key");
     let key_file = key.write("tor.key", "s3cret-key\n");
-    let node_conf = NODE_CONF
-        .replace(
-            "asn = 65000\n",
-            &format!(
-                "asn = 65000\npassive = true\npassword_file = \"{}\"\n",
-                key_file.display()
-            ),
-        )
-        .replace(
-            "hostname = \"node-1\"\n",
-            "hostname = \"node-1\"\nlisten = \"[::]:179\"\n",
-        );
-    assert!(node_conf.contains("password_file"), "{node_conf}");
+    let node_conf = listening(&node_conf_with(&format!(
+        "passive = true\npassword_file = \"{}\"\n",
+        key_file.display()
+    )));
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
-    let n = wait_frr_established_or(&frr, || {
-        format!(
-            "node: {}\nrouter: {}\nholdfast: {}",
-            node.run(&["ss", "-tnoia"]),
-            router.run(&["ss", "-tnoia"]),
-            holdfast.log()
-        )
-    });
+    let n = wait_frr_established_or(&frr, || sockets_and_log(&node, &router, &holdfast));
     // The router connected: its side of the session is not port 179.
     assert_ne!(n["portLocal"], 179, "{n}");
     assert_vip_at_frr(&frr, &holdfast);
