@@ -34,6 +34,30 @@ fn conf(node_asn: u32, router_asn: u32, wait: &str, peer_extra: &str) -> String 
     )
 }
 
+/// FRR at 192.0.2.1 in AS `router_asn`, peering with the node at
+/// 192.0.2.2 (AS 65001) and logging the UPDATEs it receives.
+fn frr_logging_updates(lab: &Lab, router_asn: u32) -> Frr {
+    Frr::start_with_zebra(
+        &lab.router,
+        &format!(
+            "debug bgp updates in\n{}",
+            frr_conf(router_asn, "192.0.2.1", &[("192.0.2.2", 65001)], "")
+        ),
+    )
+}
+
+/// iBGP between FRR and the node, with a `graceful_shutdown_wait` of 10
+/// min: FRR, the node, and FRR's path for the VIP once it arrived with its
+/// community.
+fn ibgp_advertised(lab: &Lab) -> (Frr, Holdfast<'_>, Value) {
+    let frr = frr_logging_updates(lab, 65001);
+    let node = Holdfast::start(&lab.node, &conf(65001, 65001, "10m", ""), &vips(&[VIP]));
+    frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
+    let normal = wait_path(&frr, "the VIP advertised", |p| !p.is_null());
+    assert_eq!(communities(&normal), "65001:100", "{normal}");
+    (frr, node, normal)
+}
+
 /// `holdfast drain` or `undrain` inside the node's namespace, on the
 /// daemon's Unix socket: its output.
 fn cli(node: &Holdfast, command: &str) -> String {
@@ -90,17 +114,7 @@ fn withdrawals(frr: &Frr) -> usize {
 fn undrain_inside_the_wait_restores_the_route_without_a_withdrawal() {
     testlab::require_root();
     let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &format!(
-            "debug bgp updates in\n{}",
-            frr_conf(65001, "192.0.2.1", &[("192.0.2.2", 65001)], "")
-        ),
-    );
-    let node = Holdfast::start(&lab.node, &conf(65001, 65001, "10m", ""), &vips(&[VIP]));
-    frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
-    let normal = wait_path(&frr, "the VIP advertised", |p| !p.is_null());
-    assert_eq!(communities(&normal), "65001:100", "{normal}");
+    let (frr, node, normal) = ibgp_advertised(&lab);
     assert_eq!(normal["locPrf"], 200, "{normal}");
 
     let said = cli(&node, "drain");
@@ -147,17 +161,7 @@ fn undrain_inside_the_wait_restores_the_route_without_a_withdrawal() {
 fn a_tcp_drain_without_a_token_is_refused_and_the_route_stays() {
     testlab::require_root();
     let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &format!(
-            "debug bgp updates in\n{}",
-            frr_conf(65001, "192.0.2.1", &[("192.0.2.2", 65001)], "")
-        ),
-    );
-    let node = Holdfast::start(&lab.node, &conf(65001, 65001, "10m", ""), &vips(&[VIP]));
-    frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
-    let normal = wait_path(&frr, "the VIP advertised", |p| !p.is_null());
-    assert_eq!(communities(&normal), "65001:100", "{normal}");
+    let (frr, node, _) = ibgp_advertised(&lab);
 
     let refused = |path: &str| {
         for headers in ["", "Authorization: Bearer c2VjcmV0LXRva2VuLTE2Yg==\\r\\n"] {
@@ -199,13 +203,7 @@ fn drain_withdraws_after_the_wait_and_undrain_brings_the_route_back() {
     testlab::require_root();
     const WAIT: Duration = Duration::from_secs(3);
     let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &format!(
-            "debug bgp updates in\n{}",
-            frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], "")
-        ),
-    );
+    let frr = frr_logging_updates(&lab, 65000);
     let node = Holdfast::start(&lab.node, &conf(65001, 65000, "3s", ""), &vips(&[VIP]));
     frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
     wait_path(&frr, "the VIP advertised", |p| !p.is_null() && !gshut(p));
@@ -247,13 +245,7 @@ fn sigterm_without_graceful_restart_shuts_down_gracefully() {
     testlab::require_root();
     const WAIT: Duration = Duration::from_secs(3);
     let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &format!(
-            "debug bgp updates in\n{}",
-            frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], "")
-        ),
-    );
+    let frr = frr_logging_updates(&lab, 65000);
     let mut node = Holdfast::start(
         &lab.node,
         &conf(
