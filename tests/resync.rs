@@ -36,6 +36,12 @@ fn metric(text: &str, name: &str) -> u64 {
         .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
+/// Resyncs that found nothing to repair, as logged so far.
+fn clean_runs(log: &str) -> usize {
+    log.matches("resync: every peer's routes match the source")
+        .count()
+}
+
 #[test]
 fn resync_runs_every_period_and_repairs_nothing_when_nothing_was_missed() {
     testlab::require_root();
@@ -59,15 +65,11 @@ fn resync_runs_every_period_and_repairs_nothing_when_nothing_was_missed() {
         frr.prefix("198.51.100.61/32").is_none().then_some(())
     });
     // Several resyncs with nothing to repair.
-    let runs = |log: &str| {
-        log.matches("resync: every peer's routes match the source")
-            .count()
-    };
-    let before = runs(&node.log());
+    let before = clean_runs(&node.log());
     wait_until(LONG, "three more resyncs", || {
         let log = node.log();
         assert!(!log.contains("resync: the"), "a repair was logged:\n{log}");
-        (runs(&log) >= before + 3).then_some(())
+        (clean_runs(&log) >= before + 3).then_some(())
     });
     assert!(
         !node.log().contains("resync: the"),
@@ -79,12 +81,6 @@ fn resync_runs_every_period_and_repairs_nothing_when_nothing_was_missed() {
         0
     );
     assert!(frr.prefix("198.51.100.60/32").is_some());
-}
-
-/// Resyncs that found nothing to repair, as logged so far.
-fn clean_runs(log: &str) -> usize {
-    log.matches("resync: every peer's routes match the source")
-        .count()
 }
 
 #[test]
