@@ -17,15 +17,21 @@ fn listener(ns: &testlab::Netns) -> NsProcess {
     NsProcess::start(ns, "listener", &["python3", "-c", LISTENER])
 }
 
+/// The node with 198.51.100.10 local to it (as kube-proxy or Cilium make
+/// it), and FRR on the router peering with it.
+fn lab_with_a_local_vip() -> (Lab, Frr) {
+    let lab = Lab::pair();
+    lab.node
+        .ip(&["addr", "add", "198.51.100.10/32", "dev", "lo"]);
+    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    (lab, frr)
+}
+
 #[test]
 fn a_vip_is_advertised_only_while_its_tcp_probe_passes() {
     testlab::require_root();
     testlab::require_tools(&["python3"]);
-    let lab = Lab::pair();
-    // The VIP is local to the node, as kube-proxy or Cilium make it.
-    lab.node
-        .ip(&["addr", "add", "198.51.100.10/32", "dev", "lo"]);
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let (lab, frr) = lab_with_a_local_vip();
     let conf = node_conf(
         65001,
         NODE,
@@ -79,10 +85,7 @@ fn a_vip_is_advertised_only_while_its_tcp_probe_passes() {
 fn a_failing_probe_withdraws_its_vip_while_the_vip_file_is_broken() {
     testlab::require_root();
     testlab::require_tools(&["python3"]);
-    let lab = Lab::pair();
-    lab.node
-        .ip(&["addr", "add", "198.51.100.10/32", "dev", "lo"]);
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let (lab, frr) = lab_with_a_local_vip();
     // `web` is probed; `plain` is not.
     let ads = format!("{AD}\n[[advertisement]]\nname = \"plain\"\n");
     let conf = node_conf(
