@@ -102,6 +102,19 @@ fn metric(scrape: &str, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name} in:\n{scrape}"))
 }
 
+/// FRR on the router peering with the node, signing with `key` (RFC 2385).
+fn frr_signing(lab: &Lab, key: &str) -> Frr {
+    Frr::start(
+        &lab.router,
+        &frr_conf(
+            65000,
+            TOR,
+            &[(NODE, 65001)],
+            &format!(" neighbor {NODE} password {key}\n"),
+        ),
+    )
+}
+
 fn log_lines(node: &Holdfast, needle: &str) -> usize {
     node.log().lines().filter(|l| l.contains(needle)).count()
 }
@@ -204,15 +217,7 @@ fn a_passive_peer_with_md5_added_by_a_reload_connects_without_a_restart() {
     let lab = Lab::pair();
     // FRR connects to us, signed (RFC 2385): the kernel drops its SYNs
     // unless the listening socket has the key for 192.0.2.1.
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(
-            65000,
-            TOR,
-            &[(NODE, 65001)],
-            &format!(" neighbor {NODE} password s3cret-key\n"),
-        ),
-    );
+    let frr = frr_signing(&lab, "s3cret-key");
     let head = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
                 [[peer]]\nname = \"elsewhere\"\naddress = \"192.0.2.99\"\nasn = 65099\nconnect_retry = \"1s\"\n\n";
     let tail = "[source]\nkind = \"file\"\npath = \"VIPS\"\n";
@@ -521,15 +526,7 @@ fn a_reload_reading_a_hanging_file(what: OnTheHangingMount) {
     // is answered, which the file system's drop does.
     let mut node;
     let mut fs = testlab::HangingFs::mount(backing.path());
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(
-            65000,
-            TOR,
-            &[(NODE, 65001)],
-            &format!(" neighbor {NODE} password {key}\n"),
-        ),
-    );
+    let frr = frr_signing(&lab, key);
     let conf = |key_path: &std::path::Path| {
         node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "").replace(
             "asn = 65000\n",
