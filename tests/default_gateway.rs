@@ -9,16 +9,28 @@ use std::time::Duration;
 use common::*;
 use testlab::{Frr, Lab, Netns, veth, wait_until};
 
-#[test]
-fn peers_with_the_default_gateway_and_follows_it() {
-    testlab::require_root();
+/// A node whose default route goes via the router (192.0.2.1), and FRR
+/// there peering with the node, with `extra` neighbour lines.
+fn lab_with_gateway(extra: &str) -> (Lab, Frr) {
     let lab = Lab::pair();
     lab.node
         .ip(&["route", "add", "default", "via", "192.0.2.1"]);
     let frr = Frr::start(
         &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
+        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], extra),
     );
+    (lab, frr)
+}
+
+/// Points the node's default route at `via`.
+fn move_gateway(lab: &Lab, via: &str) {
+    lab.node.ip(&["route", "replace", "default", "via", via]);
+}
+
+#[test]
+fn peers_with_the_default_gateway_and_follows_it() {
+    testlab::require_root();
+    let (lab, frr) = lab_with_gateway("");
     let conf = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
                 [[peer]]\nname = \"gw\"\naddress = \"default-gateway\"\nfamily = \"ipv4\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
                 [source]\nkind = \"file\"\npath = \"VIPS\"\n";
@@ -30,8 +42,7 @@ fn peers_with_the_default_gateway_and_follows_it() {
     assert_eq!(peer(&node)["configured_address"], "default-gateway (IPv4)");
     // The gateway moves: the session follows it (to an address nobody
     // answers on), and FRR loses the session.
-    lab.node
-        .ip(&["route", "replace", "default", "via", "192.0.2.3"]);
+    move_gateway(&lab, "192.0.2.3");
     wait_until(
         Duration::from_secs(15),
         "the peer to follow the gateway",
@@ -39,8 +50,7 @@ fn peers_with_the_default_gateway_and_follows_it() {
     );
     frr.wait_no_prefix("198.51.100.10/32", Duration::from_secs(15));
     // And back.
-    lab.node
-        .ip(&["route", "replace", "default", "via", "192.0.2.1"]);
+    move_gateway(&lab, "192.0.2.1");
     frr.wait_prefix("198.51.100.10/32", LONG);
     assert_eq!(peer(&node)["state"], "Established");
 }
@@ -119,25 +129,6 @@ fn peers_with_a_link_local_ipv6_default_gateway() {
     assert_eq!(hops.len(), 2, "{route}");
 }
 
-/// A `TcpExt:` counter of the node's namespace (`/proc/net/netstat`); a
-/// missing counter fails.
-fn tcp_ext(ns: &Netns, name: &str) -> u64 {
-    let text = ns.run(&["cat", "/proc/net/netstat"]);
-    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
-    let (names, values) = (
-        lines.next().expect("a TcpExt header"),
-        lines.next().expect("TcpExt values"),
-    );
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .find(|(n, _)| *n == name)
-        .unwrap_or_else(|| panic!("no {name} in /proc/net/netstat:\n{text}"))
-        .1
-        .parse()
-        .expect("a number")
-}
-
 /// A passive peer addressed by `default-gateway`, with a `password_file`:
 /// the router connects, signing its segments with the key (RFC 2385), so
 /// the kernel drops its SYNs unless the listening socket holds the key for
@@ -148,18 +139,7 @@ fn tcp_ext(ns: &Netns, name: &str) -> u64 {
 #[test]
 fn a_passive_default_gateway_peer_with_a_password_file_is_keyed_on_the_listener() {
     testlab::require_root();
-    let lab = Lab::pair();
-    lab.node
-        .ip(&["route", "add", "default", "via", "192.0.2.1"]);
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(
-            65000,
-            "192.0.2.1",
-            &[("192.0.2.2", 65001)],
-            " neighbor 192.0.2.2 password s3cret-key\n",
-        ),
-    );
+    let (lab, frr) = lab_with_gateway(" neighbor 192.0.2.2 password s3cret-key\n");
     let conf = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
                 [[peer]]\nname = \"gw\"\naddress = \"default-gateway\"\nfamily = \"ipv4\"\nasn = 65000\npassive = true\n\
                 password_file = \"tor.key\"\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
@@ -179,8 +159,7 @@ fn a_passive_default_gateway_peer_with_a_password_file_is_keyed_on_the_listener(
     assert_eq!(peer(&node)["address"], "192.0.2.1");
 
     // The gateway moves: the key for 192.0.2.1 goes.
-    lab.node
-        .ip(&["route", "replace", "default", "via", "192.0.2.3"]);
+    move_gateway(&lab, "192.0.2.3");
     wait_until(LONG, "the peer to follow the gateway", || {
         (peer(&node)["address"] == "192.0.2.3").then_some(())
     });
@@ -195,8 +174,7 @@ fn a_passive_default_gateway_peer_with_a_password_file_is_keyed_on_the_listener(
         node.log()
     );
     // And back: keyed again, FRR connects again.
-    lab.node
-        .ip(&["route", "replace", "default", "via", "192.0.2.1"]);
+    move_gateway(&lab, "192.0.2.1");
     frr.wait_established(neighbor, LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
     assert_eq!(peer(&node)["state"], "Established");

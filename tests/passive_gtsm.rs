@@ -22,20 +22,7 @@ const NEVER: Duration = Duration::from_secs(12);
 /// The node's `TcpExt: TCPMinTTLDrop` counter: segments the kernel dropped
 /// for arriving below a socket's minimum TTL. A missing counter fails.
 fn min_ttl_drops(ns: &Netns) -> u64 {
-    let text = ns.run(&["cat", "/proc/net/netstat"]);
-    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
-    let (names, values) = (
-        lines.next().expect("a TcpExt header"),
-        lines.next().expect("TcpExt values"),
-    );
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .find(|(n, _)| *n == "TCPMinTTLDrop")
-        .unwrap_or_else(|| panic!("no TCPMinTTLDrop in /proc/net/netstat:\n{text}"))
-        .1
-        .parse()
-        .expect("a number")
+    tcp_ext(ns, "TCPMinTTLDrop")
 }
 
 struct Outcome {

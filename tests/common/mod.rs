@@ -418,3 +418,22 @@ pub fn node_conf(
     c.push_str(advertisement);
     c
 }
+
+/// A `TcpExt:` counter of namespace `ns` (`/proc/net/netstat`); a
+/// missing counter fails.
+pub fn tcp_ext(ns: &Netns, name: &str) -> u64 {
+    let text = ns.run(&["cat", "/proc/net/netstat"]);
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (
+        lines.next().expect("a TcpExt header"),
+        lines.next().expect("TcpExt values"),
+    );
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no {name} in /proc/net/netstat:\n{text}"))
+        .1
+        .parse()
+        .expect("a number")
+}
