@@ -379,6 +379,7 @@ fn an_emptied_vip_file_is_withdrawn_progressively() {
 /// the drain the same SIGTERM keeps them (the pod-restart path).
 #[test]
 fn a_drain_before_sigterm_withdraws_even_with_graceful_restart() {
+    testlab::require_root();
     let lab = Lab::pair();
     let frr = Frr::start_with_zebra(
         &lab.router,
