@@ -278,11 +278,7 @@ pub struct Md5Key(Vec<u8>);
 impl Md5Key {
     /// A key from a password file's contents, trailing newlines removed.
     pub fn from_file_contents(contents: &[u8]) -> Result<Self, String> {
-        let mut end = contents.len();
-        while end > 0 && matches!(contents[end - 1], b'\n' | b'\r') {
-            end -= 1;
-        }
-        let key = &contents[..end];
+        let key = super::read::without_line_breaks(contents);
         if key.is_empty() {
             return Err(format!(
                 "is empty; a TCP MD5 key needs 1 to {MD5_KEY_MAX_LEN} bytes"
@@ -782,15 +778,7 @@ pub(crate) fn peer_address(
 }
 
 fn password(v: &Value<'_>, cx: &PeerContext<'_>, d: &mut Diagnostics) -> Option<PeerPassword> {
-    let text = tree::string(v, "password_file", d)?;
-    if text.is_empty() {
-        d.error(
-            &v.span(),
-            "password_file is empty; give the path of the file holding the key",
-        );
-        return None;
-    }
-    let file = cx.config_dir.join(text);
+    let file = tree::secret_file_path(v, "password_file", "key", cx.config_dir, d)?;
     if !cx.read_passwords {
         return Some(PeerPassword { file, key: None });
     }
@@ -1124,15 +1112,7 @@ fn bfd_authentication(
         );
         return None;
     };
-    let text = tree::string(v, "key_file", d)?;
-    if text.is_empty() {
-        d.error(
-            &v.span(),
-            "key_file is empty; give the path of the file holding the key",
-        );
-        return None;
-    }
-    let file = cx.config_dir.join(text);
+    let file = tree::secret_file_path(v, "key_file", "key", cx.config_dir, d)?;
     let key = if cx.read_passwords {
         let limit = MAX_BFD_KEY_FILE_LEN;
         let contents = match super::read::read_regular_file(&file, limit) {
@@ -1149,11 +1129,11 @@ fn bfd_authentication(
                 return None;
             }
         };
-        let mut end = contents.len();
-        while end > 0 && matches!(contents[end - 1], b'\n' | b'\r') {
-            end -= 1;
-        }
-        match BfdKey::new(auth_type, key_id?, &contents[..end]) {
+        match BfdKey::new(
+            auth_type,
+            key_id?,
+            super::read::without_line_breaks(&contents),
+        ) {
             Ok(k) => Some(k),
             Err(why) => {
                 d.error(&v.span(), format!("key_file {} {why}", file.display()));

@@ -65,6 +65,16 @@ fn size(len: Option<u64>) -> String {
     len.map_or_else(|| "larger than that".to_string(), |n| format!("{n} bytes"))
 }
 
+/// A key file's contents without the line breaks that end it (`\n`, `\r`,
+/// any number of them): what an editor or `echo` leaves after the key.
+pub fn without_line_breaks(contents: &[u8]) -> &[u8] {
+    let mut end = contents.len();
+    while end > 0 && matches!(contents[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    &contents[..end]
+}
+
 /// Reads `path` if it is a regular file of at most `limit` bytes; else
 /// says what it is instead. Never blocks on a FIFO or device, never reads
 /// more than `limit` + 1 bytes.

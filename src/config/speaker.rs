@@ -469,15 +469,7 @@ fn api_token(
     read_files: bool,
     d: &mut Diagnostics,
 ) -> Option<ApiToken> {
-    let text = tree::string(v, "api_token_file", d)?;
-    if text.is_empty() {
-        d.error(
-            &v.span(),
-            "api_token_file is empty; give the path of the file holding the token",
-        );
-        return None;
-    }
-    let file = config_dir.join(text);
+    let file = tree::secret_file_path(v, "api_token_file", "token", config_dir, d)?;
     if !read_files {
         return Some(ApiToken { file, token: None });
     }

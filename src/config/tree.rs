@@ -149,6 +149,27 @@ pub(crate) fn string<'t>(value: &'t Value<'_>, key: &str, d: &mut Diagnostics) -
     }
 }
 
+/// The path of a file holding a secret (`password_file`, a BFD
+/// `key_file`, `api_token_file`): a non-empty string, relative to the
+/// config file's directory. `holds` names the secret in the message.
+pub(crate) fn secret_file_path(
+    value: &Value<'_>,
+    key: &str,
+    holds: &str,
+    config_dir: &std::path::Path,
+    d: &mut Diagnostics,
+) -> Option<std::path::PathBuf> {
+    let text = string(value, key, d)?;
+    if text.is_empty() {
+        d.error(
+            &value.span(),
+            format!("{key} is empty; give the path of the file holding the {holds}"),
+        );
+        return None;
+    }
+    Some(config_dir.join(text))
+}
+
 pub(crate) fn boolean(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<bool> {
     match value.get_ref() {
         DeValue::Boolean(b) => Some(*b),
