@@ -1,5 +1,5 @@
 //! holdfast: a BGP speaker for Kubernetes nodes that keeps Service VIP routes
-//! steady. See DESIGN.md for the flow: source → policy → stability → speaker
+//! steady. See ARCHITECTURE.md for the flow: source → policy → stability → speaker
 //! → sessions.
 
 pub mod api;

@@ -1,4 +1,4 @@
-//! What flows between the layers (DESIGN.md: source → policy → stability →
+//! What flows between the layers (ARCHITECTURE.md: source → policy → stability →
 //! speaker → sessions): the shared vocabulary every layer imports from
 //! here, downward; this module imports no layer.
 
@@ -185,7 +185,7 @@ pub struct SourceSnapshot {
     /// Shared: the source, the channel to the daemon and the daemon each
     /// hold the snapshot; with 100k VIPs each copy of the map was 10 MB.
     pub vips: Arc<VipMap>,
-    /// VIPs that went away, when the source knows why (DESIGN.md:
+    /// VIPs that went away, when the source knows why (README.md:
     /// transient versus definitive). A VIP missing without a reason is
     /// taken as `Vanished` (held down).
     pub absences: BTreeMap<IpAddr, Absence>,

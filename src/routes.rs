@@ -1,5 +1,5 @@
 //! From a source snapshot to the routes the stability layer holds: the
-//! policy step between the sources and the hold-down (DESIGN.md: source →
+//! policy step between the sources and the hold-down (ARCHITECTURE.md: source →
 //! policy → stability). Pure: addresses in, routes out.
 //!
 //! - A VIP is a host route (/32, /128) under its advertisements.

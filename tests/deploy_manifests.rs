@@ -101,7 +101,7 @@ fn every_overlay_and_the_base_render_into_typed_objects() {
     }
 }
 
-/// The BGPNodeStatus CRD is what holdfast writes and DESIGN.md names:
+/// The BGPNodeStatus CRD is what holdfast writes and README.md documents:
 /// cluster-scoped, v1alpha1 with a status subresource, and printer columns
 /// reading fields the writer fills in.
 #[test]

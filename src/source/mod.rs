@@ -1,4 +1,4 @@
-//! Sources: where the desired set of VIPs comes from (DESIGN.md, the first
+//! Sources: where the desired set of VIPs comes from (ARCHITECTURE.md, the first
 //! layer of the flow).
 //!
 //! A source runs as one task and publishes whole [`SourceSnapshot`]s: every
