@@ -9,7 +9,7 @@
 #   bench/run.sh                       # as root: everything (about 30 minutes)
 #   bench/run.sh --sizes 1000,10000    # arguments go to the harness
 #
-# Harness arguments: --holdfast-glibc BIN  --sizes N,N  --kube-sizes N,N  --idle-sizes N,N  --idle-secs S
+# Harness arguments: --holdfast-glibc BIN  --holdfast-fixed BIN  --sizes N,N  --kube-sizes N,N  --idle-sizes N,N  --idle-secs S
 # --churn-secs S  --churn-size N  --trials N  --speakers holdfast,BIRD,...
 # --only bulk,idle,churn,latency,kube,traffic,scrapes,keepalive,start,codec  --out FILE
 # --scrape-sizes N,N  --scrapes S  --keepalive-secs S  --start-size N  --start-trials T
@@ -59,6 +59,11 @@ export CARGO_TARGET_DIR="$root/target"
 rustup target add x86_64-unknown-linux-musl >/dev/null
 cargo build --locked --release --target x86_64-unknown-linux-musl --bin holdfast
 cargo build-holdfast --locked
+# The static build linked at a fixed address (no PIE), in its own target
+# directory (other flags would rebuild the shipped one): the bulk section
+# loads it beside the shipped build to show what ASLR costs in RSS.
+CARGO_TARGET_DIR="$root/target/no-pie" cargo build --locked --release --target x86_64-unknown-linux-musl --bin holdfast \
+    --config "target.x86_64-unknown-linux-musl.rustflags = ['-C', 'relocation-model=static']"
 (cd bench && cargo build --release)
 
 # The codec comparison runs with everything, or when --only names codec.
@@ -90,6 +95,7 @@ echo "running: $command" >&2
 "$CARGO_TARGET_DIR/release/holdfast-bench" \
     --holdfast "$CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release/holdfast" \
     --holdfast-glibc "$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/holdfast" \
+    --holdfast-fixed "$CARGO_TARGET_DIR/no-pie/x86_64-unknown-linux-musl/release/holdfast" \
     "${criterion[@]}" \
     --out "$root/BENCHMARKS.md" \
     --command "$command" \

@@ -39,6 +39,9 @@ pub struct Args {
     /// A second holdfast build measured in the bulk section beside the
     /// first (bench/run.sh: glibc's `cargo build --release`).
     pub holdfast_glibc: Option<PathBuf>,
+    /// The first build linked at a fixed address (no PIE), measured in the
+    /// bulk section to show what ASLR costs (bench/run.sh builds it).
+    pub holdfast_fixed: Option<PathBuf>,
     /// Whether `holdfast` is statically linked (the musl build).
     pub holdfast_static: bool,
     pub out: PathBuf,
@@ -86,6 +89,7 @@ fn parse_args() -> Args {
     let mut a = Args {
         holdfast: PathBuf::from("target/release/holdfast"),
         holdfast_glibc: None,
+        holdfast_fixed: None,
         holdfast_static: false,
         out: PathBuf::from("BENCHMARKS.md"),
         sizes: vec![1_000, 10_000, 100_000],
@@ -119,6 +123,7 @@ fn parse_args() -> Args {
         match flag.as_str() {
             "--holdfast" => a.holdfast = val().into(),
             "--holdfast-glibc" => a.holdfast_glibc = Some(val().into()),
+            "--holdfast-fixed" => a.holdfast_fixed = Some(val().into()),
             "--out" => a.out = val().into(),
             "--sizes" => a.sizes = list(&val()),
             "--kube-sizes" => a.kube_sizes = list(&val()),
@@ -163,32 +168,47 @@ fn parse_args() -> Args {
         )
     });
     a.holdfast_static = speakers::is_static(&a.holdfast);
-    if let Some(g) = &a.holdfast_glibc {
-        a.holdfast_glibc =
-            Some(std::fs::canonicalize(g).unwrap_or_else(|e| {
-                panic!("{}: {e} (build it: cargo build --release)", g.display())
-            }));
+    for g in [&mut a.holdfast_glibc, &mut a.holdfast_fixed]
+        .into_iter()
+        .flatten()
+    {
+        *g = std::fs::canonicalize(&*g)
+            .unwrap_or_else(|e| panic!("{}: {e} (bench/run.sh builds it)", g.display()));
     }
     if a.speakers.is_empty() {
-        // The second build runs whenever it is given.
+        // The other builds run whenever they are given.
         a.speakers = Kind::ALL
             .into_iter()
-            .filter(|&k| k != Kind::HoldfastGlibc || a.holdfast_glibc.is_some())
+            .filter(|&k| a.extra_bin(k) != Some(None))
             .collect();
     }
-    assert!(
-        !a.speakers.contains(&Kind::HoldfastGlibc) || a.holdfast_glibc.is_some(),
-        "the speaker \"holdfast (glibc)\" needs --holdfast-glibc BIN"
-    );
+    for k in [Kind::HoldfastGlibc, Kind::HoldfastFixed] {
+        assert!(
+            !a.speakers.contains(&k) || a.extra_bin(k) != Some(None),
+            "the speaker \"{}\" needs its binary (--holdfast-glibc BIN, --holdfast-fixed BIN)",
+            k.name()
+        );
+    }
     a
 }
 
 impl Args {
-    /// The binary `kind` runs (holdfast's two builds; others ignore it).
+    /// The binary `kind` runs (holdfast's builds; others ignore it).
     fn bin(&self, kind: Kind) -> &std::path::Path {
-        match (kind, &self.holdfast_glibc) {
-            (Kind::HoldfastGlibc, Some(g)) => g,
+        match self.extra_bin(kind) {
+            Some(Some(b)) => b,
             _ => &self.holdfast,
+        }
+    }
+
+    /// For holdfast's optional builds, the binary given for `kind` if any
+    /// (`Some(None)`: not given); `None` for every other speaker, which
+    /// always runs.
+    fn extra_bin(&self, kind: Kind) -> Option<Option<&std::path::Path>> {
+        match kind {
+            Kind::HoldfastGlibc => Some(self.holdfast_glibc.as_deref()),
+            Kind::HoldfastFixed => Some(self.holdfast_fixed.as_deref()),
+            _ => None,
         }
     }
 
@@ -375,7 +395,10 @@ fn bulk_run(rx: &mut Receiver, args: &Args, kind: Kind, n: usize, first: bool) -
         runs: Vec::new(),
     };
     // The floor and the second build measure loading only.
-    let bulk_only = matches!(kind, Kind::Floor | Kind::HoldfastGlibc) || !first;
+    let bulk_only = matches!(
+        kind,
+        Kind::Floor | Kind::HoldfastGlibc | Kind::HoldfastFixed
+    ) || !first;
     if args.wants("idle") && args.idle_sizes.contains(&n) && !bulk_only {
         std::thread::sleep(Duration::from_secs(3));
         let (c0, x0, s0) = (

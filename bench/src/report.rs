@@ -265,7 +265,8 @@ pub fn render(r: &Results, args: &Args) -> String {
              `holdfast-floor` (bench/src/bin): every UPDATE built before it connects, packed full, and written \
              with End-of-RIB in one go — the least work a speaker can do, so what is left is FRR's. \
              RSS: `VmRSS` once loaded, and in brackets its `RssAnon` part (heap and stacks; the rest is the binary and libraries mapped from files). \
-             holdfast's two builds and the floor load each size {} times, interleaved (holdfast, glibc, floor, holdfast, …), since FRR's own time \
+             holdfast's builds (the static PIE the image ships, glibc linked in, and the static build linked at a fixed address, \
+             no PIE, which shows what address randomisation costs) and the floor load each size {} times, interleaved (holdfast, glibc, no PIE, floor, holdfast, …), since FRR's own time \
              into the table varies by ±15 % from run to run: their row is the run with the median time, \
              \"all routes\" gives the range over the runs in brackets, \"peak RSS\" the largest of the runs; \
              the other speakers load once.\n",
@@ -549,6 +550,27 @@ fn build_targets(rows: &mut Vec<(String, String, Option<bool>)>, r: &Results, ar
                     x.map_or("—".into(), |x| format!("{x:.2}×"))
                 ),
                 x.map(|x| x <= 1.1),
+            ));
+        }
+        if let (Some(h), Some(x)) = (get(Kind::Holdfast, n), get(Kind::HoldfastFixed, n)) {
+            // What address randomisation costs: the same build linked at a
+            // fixed address (no PIE) against the shipped static PIE.
+            let d = |a: u64, b: u64| format!("{:+.1} MiB", (a as f64 - b as f64) / 1024.0);
+            rows.push((
+                format!(
+                    "{}: RSS cost of PIE (ASLR), {} vs {} (reported, no target)",
+                    n_label(n),
+                    label(Kind::Holdfast, args),
+                    Kind::HoldfastFixed.name()
+                ),
+                format!(
+                    "{} loaded ({} vs {}), {} peak",
+                    d(h.rss_kib, x.rss_kib),
+                    mib(h.rss_kib),
+                    mib(x.rss_kib),
+                    d(h.peak_rss_kib, x.peak_rss_kib)
+                ),
+                None,
             ));
         }
         let Some(b) = get(Kind::Bird, n) else {

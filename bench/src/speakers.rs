@@ -22,6 +22,10 @@ pub enum Kind {
     /// The binary given with `--holdfast-glibc` (bench/run.sh: `cargo build
     /// --release`, README's Install); bulk only, like the floor.
     HoldfastGlibc,
+    /// The binary given with `--holdfast-fixed` (bench/run.sh: the static
+    /// build linked at a fixed address, no PIE): bulk only, to show what
+    /// address randomisation costs in RSS.
+    HoldfastFixed,
     Bird,
     Gobgp,
     ExaBgp,
@@ -31,9 +35,10 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Holdfast,
         Kind::HoldfastGlibc,
+        Kind::HoldfastFixed,
         Kind::Bird,
         Kind::Gobgp,
         Kind::ExaBgp,
@@ -44,6 +49,7 @@ impl Kind {
         match self {
             Kind::Holdfast => "holdfast",
             Kind::HoldfastGlibc => "holdfast (glibc)",
+            Kind::HoldfastFixed => "holdfast (musl, no PIE)",
             Kind::Bird => "BIRD",
             Kind::Gobgp => "gobgpd",
             Kind::ExaBgp => "ExaBGP",
@@ -55,12 +61,17 @@ impl Kind {
     /// figures the "× floor" targets compare (the others take seconds a
     /// run and are compared by far larger ratios).
     pub fn repeats_bulk(self) -> bool {
-        matches!(self, Kind::Holdfast | Kind::HoldfastGlibc | Kind::Floor)
+        matches!(
+            self,
+            Kind::Holdfast | Kind::HoldfastGlibc | Kind::HoldfastFixed | Kind::Floor
+        )
     }
 
     pub fn parse(s: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| {
-            k.name().eq_ignore_ascii_case(s) || (*k == Kind::HoldfastGlibc && s == "glibc")
+            k.name().eq_ignore_ascii_case(s)
+                || (*k == Kind::HoldfastGlibc && s == "glibc")
+                || (*k == Kind::HoldfastFixed && s == "fixed")
         })
     }
 }
@@ -169,7 +180,7 @@ impl Speaker {
     pub fn start(kind: Kind, ns: &Netns, n: usize, holdfast_bin: &Path) -> Speaker {
         let prefixes = bulk_prefixes(n);
         let daemon = match kind {
-            Kind::Holdfast | Kind::HoldfastGlibc => {
+            Kind::Holdfast | Kind::HoldfastGlibc | Kind::HoldfastFixed => {
                 let dir = LabDir::new("holdfast");
                 let bulk = vip_entries(&prefixes);
                 let vips = dir.write(
