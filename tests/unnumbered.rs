@@ -406,25 +406,19 @@ fn bfd_over_the_link_local_addresses() {
     wait_frr_established(&frr);
 }
 
-/// The capability sets of process `pid` (`/proc/PID/status`), as numbers.
+/// The capability sets of process `pid` (`/proc/PID/status`), as numbers,
+/// and its `Uid:` line.
 fn capabilities(pid: u32) -> (u64, u64, u64, String) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    let set = |name: &str| {
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no {name} in {status}"));
-        u64::from_str_radix(line[name.len()..].trim(), 16).expect("a capability set")
-    };
-    let uid = status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .expect("Uid")
-        .to_string();
-    (set("CapEff:"), set("CapPrm:"), set("CapBnd:"), uid)
+    use testlab::process::{cap_set, proc_status};
+    (
+        cap_set(pid, "CapEff"),
+        cap_set(pid, "CapPrm"),
+        cap_set(pid, "CapBnd"),
+        format!("Uid: {}", proc_status(pid, "Uid")),
+    )
 }
 
-const CAP_NET_RAW: u64 = 1 << 13;
+use testlab::process::CAP_NET_RAW;
 
 /// As deploy/overlays/unnumbered runs it: UID and GID 65532, no capability
 /// but NET_RAW in the bounding set (`capabilities: {drop: [ALL], add:

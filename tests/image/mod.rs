@@ -353,21 +353,7 @@ fn prepare<'a>(
     (h, wrapper, args)
 }
 
-/// A process's `Status:` fields in /proc (capabilities, no_new_privs,
-/// seccomp, uid).
-pub fn proc_status(pid: u32, field: &str) -> String {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
-    s.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-        .trim()
-        .to_owned()
-}
-
-/// A capability set field of /proc/PID/status as a number.
-pub fn cap_set(pid: u32, field: &str) -> u64 {
-    u64::from_str_radix(&proc_status(pid, field), 16).expect("a hex capability set")
-}
+pub use testlab::process::{cap_set, proc_status};
 
 /// The kernel's capability numbers (linux/capability.h) of the names
 /// Kubernetes uses.
@@ -375,9 +361,8 @@ pub fn cap_bits(names: &[String]) -> u64 {
     names
         .iter()
         .map(|n| match n.as_str() {
-            "NET_BIND_SERVICE" => 1 << 10,
-            "NET_RAW" => 1 << 13,
-            "NET_ADMIN" => 1 << 12,
+            "NET_BIND_SERVICE" => testlab::process::CAP_NET_BIND_SERVICE,
+            "NET_RAW" => testlab::process::CAP_NET_RAW,
             other => panic!("capability {other}: add its number here"),
         })
         .sum()
