@@ -1,30 +1,34 @@
 # syntax=docker/dockerfile:1
 #
-# holdfast: one static binary in an empty image, run as UID 65532.
+# holdfast: one static binary in an empty image, run as UID 65532: the
+# registry path to the image scripts/release.sh builds with buildah (same
+# binaries, file capabilities, user, entrypoint and labels; tests/release.rs
+# compares the two). From a checkout:
 #
-#   docker build -t holdfast .
-#   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/holdfast:TAG --push .
+#   docker buildx build --platform linux/amd64,linux/arm64 \
+#     --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) \
+#     --build-arg SOURCE_URL=https://… -t REGISTRY/holdfast:VERSION --push .
 #
-# The build stage runs on the platform being built (under QEMU for a
-# foreign one), so each architecture compiles natively against musl with
-# its own Debian musl-tools: no cross compiler. C parts of dependencies
-# (ring, pulled in by kube's rustls) are compiled with musl-gcc, named per
-# target through CC_<triple>. This is the build scripts/test.sh checks for
-# x86_64 (`cargo build --release --target x86_64-unknown-linux-musl`).
+# The build stage runs on linux/amd64 (under emulation on other hosts) and
+# builds each architecture as scripts/release.sh does: x86_64 with Debian's
+# musl-gcc, aarch64 cross-compiled with Debian's aarch64 gcc, linked as a
+# static PIE by scripts/static-pie-cc (.cargo/config.toml names both). No
+# QEMU for the arm64 compile, and the same compilers as the release.
 #
-# Cross-compiling aarch64 on an x86_64 host instead (no QEMU) needs a C
-# compiler for aarch64 musl, because ring has C and assembly parts: set
-# CC_aarch64_unknown_linux_musl to one (e.g. aarch64-linux-musl-gcc from a
-# musl cross toolchain) and CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER
-# likewise, or use cargo-zigbuild. Debian's musl-gcc only targets its own
-# architecture, which is why it is set per target here and not globally.
+# The base is pinned by digest (rust:1.95-bookworm); renew it with the Rust
+# version (rust-toolchain and Cargo.toml's rust-version).
 
-ARG RUST_VERSION=1.95
+ARG RUST_IMAGE=rust:1.95-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1
 
-FROM rust:${RUST_VERSION}-bookworm AS build
+FROM --platform=linux/amd64 ${RUST_IMAGE} AS build
 ARG TARGETARCH
+# The commit (the build context has no .git: holdfast version reports it)
+# and the date every timestamp takes (reproducible builds).
+ARG REVISION=unknown
+ARG SOURCE_DATE_EPOCH
 RUN apt-get update \
- && apt-get install -y --no-install-recommends musl-tools libcap2-bin \
+ && apt-get install -y --no-install-recommends musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross libcap2-bin \
  && rm -rf /var/lib/apt/lists/*
 RUN case "${TARGETARCH}" in \
       amd64) echo x86_64-unknown-linux-musl ;; \
@@ -32,26 +36,34 @@ RUN case "${TARGETARCH}" in \
       *) echo "unsupported TARGETARCH ${TARGETARCH}: amd64 or arm64" >&2; exit 1 ;; \
     esac > /target-triple \
  && rustup target add "$(cat /target-triple)"
-ENV CC_x86_64_unknown_linux_musl=musl-gcc \
-    CC_aarch64_unknown_linux_musl=musl-gcc
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target,id=holdfast-target-${TARGETARCH} \
+    HOLDFAST_COMMIT="${REVISION}" \
     cargo build --locked --release --target "$(cat /target-triple)" --bin holdfast \
  && install -D -m 0755 "target/$(cat /target-triple)/release/holdfast" /out/holdfast \
- && setcap cap_net_raw+p /out/holdfast
-# NET_RAW as a file capability, permitted only (no effective bit): unused
-# unless a pod keeps NET_RAW in its bounding set and allows privilege
-# escalation (deploy/components/unnumbered), and then raised only by the
-# thread that opens unnumbered peering's ICMPv6 socket (README: Unnumbered
-# peering). Under the base DaemonSet (every capability dropped,
-# no_new_privs) it grants nothing and changes nothing.
+ && setcap cap_net_raw,cap_net_bind_service+p /out/holdfast
+# NET_RAW and NET_BIND_SERVICE as file capabilities, permitted only (no
+# effective bit): unused unless a pod keeps one in its bounding set and
+# allows privilege escalation (deploy/components/unnumbered,
+# deploy/overlays/listen-179), and then raised only by the thread that
+# needs it, for the one call (README: Unnumbered peering, Listening on port
+# 179). Under the base DaemonSet (every capability dropped, no_new_privs)
+# they grant nothing and change nothing.
 
 FROM scratch
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG SOURCE_URL=unknown
+ARG CREATED=unknown
 LABEL org.opencontainers.image.title="holdfast" \
       org.opencontainers.image.description="A BGP speaker for Kubernetes nodes that keeps Service VIP routes steady" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.created="${CREATED}"
 COPY --from=build /out/holdfast /usr/local/bin/holdfast
 # No shell, no libc, no users: a numeric UID (the "nonroot" of distroless).
 USER 65532:65532

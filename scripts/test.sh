@@ -26,7 +26,8 @@ command -v cargo >/dev/null && command -v rustup >/dev/null || {
 
 step "installing test dependencies (Debian packages, rustup targets)"
 need=()
-for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv prometheus libcap2-bin; do
+for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv prometheus libcap2-bin \
+    gcc-aarch64-linux-gnu libc6-dev-arm64-cross buildah podman skopeo runc uidmap qemu-user-static; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -40,7 +41,7 @@ fi
 for s in frr bird gobgpd exabgp prometheus; do
   systemctl disable --now "$s" >/dev/null 2>&1 || true
 done
-rustup target add x86_64-unknown-linux-musl >/dev/null
+rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl >/dev/null
 # The manifest tests render deploy/ with the real `kubectl kustomize`. kubectl
 # is preinstalled on the machines this runs on; it is not a Debian package.
 command -v kubectl >/dev/null || {
@@ -67,15 +68,10 @@ for dir in deploy/base deploy/overlays/*/; do
     { echo "$dir does not validate against Kubernetes 1.32" >&2; exit 1; }
 done
 
-step "cargo test --workspace"
-cargo test --workspace --no-fail-fast
-
-step "the benchmark harness (bench/, its own workspace): clippy -D warnings and its unit tests"
-(cd bench && CARGO_TARGET_DIR=../target cargo clippy --locked --all-targets -- -D warnings &&
-  CARGO_TARGET_DIR=../target cargo test --locked)
-
-step "static build (what the Dockerfile runs)"
-cargo build --release --target x86_64-unknown-linux-musl --bin holdfast
+step "the release (scripts/release.sh): static binaries for x86_64 and aarch64, the OCI image, the SBOM"
+# Its x86_64 binary is the static build every later step uses (the lab
+# demo, the image tests in tests/release.rs, which read dist/).
+scripts/release.sh
 bin=target/x86_64-unknown-linux-musl/release/holdfast
 file "$bin" | grep -Eq 'static-pie linked' || { file "$bin"; echo "holdfast is not a static PIE (no ASLR, or not static)" >&2; exit 1; }
 # Position-independent: the kernel loads the image at a random address
@@ -112,6 +108,38 @@ echo "static binary: $size bytes (the whole image: FROM scratch)"
 hot=$(readelf -SW "$bin" | sed -n 's/.*\.text\.holdfast_hot *PROGBITS *[0-9a-f]* [0-9a-f]* \([0-9a-f]*\) .*/\1/p')
 echo "hot code packed together: $((16#${hot:-0})) bytes"
 [ "$((16#${hot:-0}))" -ge $((1024 * 1024)) ] || { echo "under 1 MiB of holdfast's code matches link/hot-text.ld: regenerate it (scripts/hot-text.sh)" >&2; exit 1; }
+
+step "the release is reproducible: a second run gives the same sums"
+cp dist/SHA256SUMS target/SHA256SUMS.first
+scripts/release.sh >/dev/null
+diff -u target/SHA256SUMS.first dist/SHA256SUMS || { echo "two runs of scripts/release.sh on one commit differ" >&2; exit 1; }
+
+step "the SBOM against the CycloneDX 1.5 schema (cyclonedx-python-lib, offline)"
+[ -x target/cyclonedx/bin/python ] || {
+  python3 -m venv target/cyclonedx
+  target/cyclonedx/bin/pip install --quiet 'cyclonedx-python-lib[json-validation]>=8,<12'
+}
+target/cyclonedx/bin/python - dist/holdfast-*.cdx.json <<'PY'
+import sys
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+path = sys.argv[1]
+errors = JsonStrictValidator(SchemaVersion.V1_5).validate_str(open(path).read())
+if errors:
+    sys.exit(f"{path}: not a valid CycloneDX 1.5 document: {errors}")
+print(f"{path}: valid CycloneDX 1.5")
+PY
+
+step "the aarch64 build's unit tests under qemu-user (qemu-aarch64-static)"
+CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static \
+  cargo test --locked --target aarch64-unknown-linux-musl -p holdfast -p bgp-proto -p holdfast-sockopt --lib
+
+step "cargo test --workspace"
+cargo test --workspace --no-fail-fast
+
+step "the benchmark harness (bench/, its own workspace): clippy -D warnings and its unit tests"
+(cd bench && CARGO_TARGET_DIR=../target cargo clippy --locked --all-targets -- -D warnings &&
+  CARGO_TARGET_DIR=../target cargo test --locked)
 
 step "glibc build (README's Install: cargo build-holdfast)"
 cargo build-holdfast --locked

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod bfd;
+pub mod build_info;
 pub mod cli;
 #[deny(missing_docs)]
 pub mod config;

@@ -11,7 +11,7 @@ use holdfast::logging::Format;
 #[derive(Parser)]
 #[command(
     name = "holdfast",
-    version,
+    version = holdfast::build_info::VERSION_LINE,
     about = "A BGP speaker for Kubernetes nodes that keeps Service VIP routes steady"
 )]
 struct Cli {
@@ -57,6 +57,12 @@ enum Command {
         /// Exit 1 when there are warnings, as for errors (for CI).
         #[arg(long)]
         deny_warnings: bool,
+    },
+    /// This build: version, commit, build date, target, C library, allocator and features (also --version).
+    Version {
+        /// One JSON object instead of lines.
+        #[arg(long)]
+        json: bool,
     },
     /// Decode BGP messages given as hex, one per line, into JSON lines.
     Decode {
@@ -187,6 +193,16 @@ impl ChangeAt {
 }
 
 /// `holdfast completions SHELL`.
+fn version(json: bool, out: &mut impl io::Write) -> io::Result<i32> {
+    if json {
+        let text = serde_json::to_string(&holdfast::build_info::get()).map_err(io::Error::other)?;
+        writeln!(out, "{text}")?;
+    } else {
+        out.write_all(holdfast::build_info::text().as_bytes())?;
+    }
+    Ok(0)
+}
+
 fn completions(shell: clap_complete::Shell, out: &mut impl io::Write) -> io::Result<i32> {
     clap_complete::generate(shell, &mut Cli::command(), "holdfast", out);
     Ok(0)
@@ -266,7 +282,16 @@ fn main() -> ExitCode {
     // a bulk load's transient buffers resident (holdfast_sockopt::malloc).
     holdfast_sockopt::malloc::fix_mmap_threshold();
     holdfast_sockopt::malloc::single_arena();
-    let cli = Cli::parse();
+    // `--version` prints what `holdfast version` does; `-V` one line.
+    let long_version: &'static str = Box::leak(holdfast::build_info::text().into_boxed_str());
+    let cli = match Cli::command()
+        .long_version(long_version)
+        .try_get_matches()
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m))
+    {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Run {
             config,
@@ -325,6 +350,7 @@ fn main() -> ExitCode {
                 opts,
             )
         }
+        Command::Version { json } => version(json, &mut io::stdout().lock()),
         Command::Status { at, json } => cli::status::run(&at.target(), json, io::stdout().lock()),
         Command::Explain { vip, at, json } => {
             cli::explain::run(&at.target(), &vip, json, io::stdout().lock())

@@ -6,6 +6,8 @@
 //! `via inet6 fe80::…`.
 
 mod common;
+mod deploy;
+mod image;
 
 use common::*;
 use testlab::{Frr, Netns, veth, wait_until};
@@ -404,25 +406,19 @@ fn bfd_over_the_link_local_addresses() {
     wait_frr_established(&frr);
 }
 
-/// The capability sets of process `pid` (`/proc/PID/status`), as numbers.
+/// The capability sets of process `pid` (`/proc/PID/status`), as numbers,
+/// and its `Uid:` line.
 fn capabilities(pid: u32) -> (u64, u64, u64, String) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    let set = |name: &str| {
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no {name} in {status}"));
-        u64::from_str_radix(line[name.len()..].trim(), 16).expect("a capability set")
-    };
-    let uid = status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .expect("Uid")
-        .to_string();
-    (set("CapEff:"), set("CapPrm:"), set("CapBnd:"), uid)
+    use testlab::process::{cap_set, proc_status};
+    (
+        cap_set(pid, "CapEff"),
+        cap_set(pid, "CapPrm"),
+        cap_set(pid, "CapBnd"),
+        format!("Uid: {}", proc_status(pid, "Uid")),
+    )
 }
 
-const CAP_NET_RAW: u64 = 1 << 13;
+use testlab::process::CAP_NET_RAW;
 
 /// As deploy/overlays/unnumbered runs it: UID and GID 65532, no capability
 /// but NET_RAW in the bounding set (`capabilities: {drop: [ALL], add:
@@ -512,6 +508,45 @@ fn unprivileged_with_only_the_capability_the_overlay_grants() {
         }
     });
     assert_ne!(why["state"], "Established", "{why}");
+}
+
+/// The release image, run as a rack with `deploy/components/unnumbered`
+/// runs it (the DaemonSet rendered by kubectl: UID 65532, NET_RAW the only
+/// capability in the bounding set, privilege escalation allowed, read-only
+/// root, seccomp): the unnumbered session comes up from the image's file
+/// capability alone, and the main thread holds no capability.
+#[test]
+fn the_image_peers_unnumbered_as_the_unnumbered_component_runs_it() {
+    testlab::require_root();
+    testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
+    let image = image::Image::load("amd64");
+    let overlay = deploy::with_components(
+        &image::root(),
+        "overlays/rack-b",
+        &["components/unnumbered"],
+    );
+    let ds = image::daemon_set(overlay.path());
+    let (router, node, _link) = link();
+    let frr = Frr::start_forwarding(&router, &frr_unnumbered("192.0.2.1"));
+    let holdfast = image::start(
+        &node,
+        &image,
+        &ds,
+        NODE_CONF,
+        &vips(&["198.51.100.10"]),
+        &[("NODE_NAME", "node-1"), ("NODE_IP", "192.0.2.2")],
+    );
+    wait_frr_established_or(&frr, || holdfast.log());
+    assert_vip_at_frr(&frr, &holdfast);
+    let pid = holdfast.container.as_ref().expect("a container").pid();
+    assert_eq!(image::cap_set(pid, "CapBnd"), CAP_NET_RAW, "bounding set");
+    assert_eq!(image::cap_set(pid, "CapEff"), 0, "the main thread's effective set");
+    assert_eq!(image::proc_status(pid, "NoNewPrivs"), "0");
+    assert!(
+        image::proc_status(pid, "Uid")
+            .split_whitespace()
+            .all(|u| u == "65532")
+    );
 }
 
 /// A passive unnumbered peer with a `password_file`: the router connects

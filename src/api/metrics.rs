@@ -309,9 +309,15 @@ pub fn render_metrics(status: &Status) -> String {
     let mut build_info = Family::new(
         "holdfast_build_info",
         Gauge,
-        "Always 1; the label carries the holdfast version.",
+        "Always 1; the labels carry the holdfast version and the commit it was built from.",
     );
-    build_info.add(vec![("version", version)], Value::Int(1));
+    build_info.add(
+        vec![
+            ("version", version),
+            ("commit", crate::build_info::COMMIT.to_owned()),
+        ],
+        Value::Int(1),
+    );
 
     let families = [
         peer_state,

@@ -360,6 +360,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         router_id = %router_id,
         restarting,
         version = %env!("CARGO_PKG_VERSION"),
+        commit = %crate::build_info::COMMIT,
         "holdfast starting"
     );
     let stability = Arc::new(Mutex::new(

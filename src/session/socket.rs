@@ -234,9 +234,38 @@ pub fn listen(
     }
     ttl.apply(&sock)?;
     holdfast_sockopt::set_save_syn(&sock)?;
-    sock.bind(&addr.into())?;
+    bind_service_port(&sock, addr)?;
     sock.listen(64)?;
     tokio::net::TcpListener::from_std(sock.into())
+}
+
+/// Binds `sock` to `addr`. A port below 1024 (BGP's own, 179) needs
+/// `CAP_NET_BIND_SERVICE` when it is bound, and only then: the calling
+/// thread raises it from the permitted set (the image's binary carries it
+/// as a file capability, permitted only) for the bind, and lowers it again.
+/// Without it (the base DaemonSet grants none) the error says what is
+/// missing and which overlay grants it.
+fn bind_service_port(sock: &Socket, addr: SocketAddr) -> io::Result<()> {
+    use holdfast_sockopt::caps::{self, Capability};
+    let raised = (addr.port() < 1024).then(|| caps::raise(Capability::NetBindService));
+    sock.bind(&addr.into()).map_err(|e| {
+        if e.kind() != io::ErrorKind::PermissionDenied || addr.port() >= 1024 {
+            return e;
+        }
+        let why = match &raised {
+            Some(Err(r)) => format!(" ({r})"),
+            _ => String::new(),
+        };
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{e}: binding port {} needs {}{why} (README: Listening on port 179; \
+                 deploy/overlays/listen-179 grants it)",
+                addr.port(),
+                Capability::NetBindService.name()
+            ),
+        )
+    })
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is (the one rule,

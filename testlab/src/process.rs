@@ -250,3 +250,28 @@ pub(crate) fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+/// A field of `/proc/PID/status` (`Uid`, `NoNewPrivs`, `Seccomp`,
+/// `CapEff`, …), its value trimmed.
+pub fn proc_status(pid: u32, field: &str) -> String {
+    let path = format!("/proc/{pid}/status");
+    let s = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    s.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in {path}"))
+        .trim()
+        .to_owned()
+}
+
+/// A capability set of process `pid` (`CapEff`, `CapPrm`, `CapBnd`,
+/// `CapAmb`, `CapInh`) as a number: bit N is capability N
+/// (linux/capability.h).
+pub fn cap_set(pid: u32, field: &str) -> u64 {
+    let v = proc_status(pid, field);
+    u64::from_str_radix(&v, 16).unwrap_or_else(|_| panic!("{field} of {pid}: {v:?}"))
+}
+
+/// `CAP_NET_BIND_SERVICE`'s bit in a capability set.
+pub const CAP_NET_BIND_SERVICE: u64 = 1 << 10;
+/// `CAP_NET_RAW`'s bit in a capability set.
+pub const CAP_NET_RAW: u64 = 1 << 13;

@@ -27,6 +27,45 @@ pub struct Holdfast<'a> {
     /// another (a copy with file capabilities).
     pub wrapper: Vec<String>,
     pub bin: String,
+    /// In a container (tests/image): `wrapper` is `podman run … IMAGE`,
+    /// these are the container's arguments (the DaemonSet's), and the
+    /// container is removed with the daemon.
+    pub container_args: Option<Vec<String>>,
+    pub container: Option<Container>,
+}
+
+/// A podman container removed when dropped (after the `podman run`
+/// process, which a test's end kills, is gone).
+pub struct Container {
+    pub podman: Vec<String>,
+    pub conf: PathBuf,
+    pub name: String,
+}
+
+impl Container {
+    fn podman(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(&self.podman[0])
+            .args(&self.podman[1..])
+            .args(args)
+            .env("CONTAINERS_CONF", &self.conf)
+            .output()
+            .expect("podman")
+    }
+
+    /// The container's first process (holdfast), as the host sees it.
+    pub fn pid(&self) -> u32 {
+        let out = self.podman(&["inspect", "--format", "{{.State.Pid}}", &self.name]);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no pid for container {}: {out:?}", self.name))
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = self.podman(&["rm", "--force", "--time", "0", &self.name]);
+    }
 }
 
 impl<'a> Holdfast<'a> {
@@ -59,7 +98,7 @@ impl<'a> Holdfast<'a> {
 
     /// Its directory with `config` (`VIPS` replaced) and `vips` written,
     /// not started yet.
-    fn unstarted(ns: &'a Netns, config: &str, vips: &str) -> Holdfast<'a> {
+    pub fn unstarted(ns: &'a Netns, config: &str, vips: &str) -> Holdfast<'a> {
         let dir = LabDir::new("holdfast");
         let vips_path = dir.write("vips.toml", vips);
         let config = config.replace("VIPS", &vips_path.display().to_string());
@@ -73,6 +112,8 @@ impl<'a> Holdfast<'a> {
             env: Vec::new(),
             wrapper: Vec::new(),
             bin: BIN.to_string(),
+            container_args: None,
+            container: None,
         }
     }
 
@@ -133,22 +174,32 @@ impl<'a> Holdfast<'a> {
         h
     }
 
+    /// Started as `wrapper… args…` (a container: tests/image).
+    pub fn start_argv(&mut self, wrapper: Vec<String>, args: Vec<String>) {
+        self.wrapper = wrapper;
+        self.container_args = Some(args);
+        self.run(&[]);
+    }
+
     /// (Re)starts the process with the same files.
     pub fn run(&mut self, extra: &[&str]) {
         let state = self.state_dir();
         let config = self.config.display().to_string();
         let state = state.display().to_string();
         let mut argv: Vec<&str> = self.wrapper.iter().map(String::as_str).collect();
-        argv.extend([
-            self.bin.as_str(),
-            "run",
-            "--config",
-            &config,
-            "--state-dir",
-            &state,
-            "--log",
-            "info,holdfast=debug",
-        ]);
+        match &self.container_args {
+            Some(args) => argv.extend(args.iter().map(String::as_str)),
+            None => argv.extend([
+                self.bin.as_str(),
+                "run",
+                "--config",
+                &config,
+                "--state-dir",
+                &state,
+                "--log",
+                "info,holdfast=debug",
+            ]),
+        }
         argv.extend_from_slice(extra);
         let log = self.dir.join(&format!("holdfast-{}.log", self.next_log()));
         let env: Vec<(&str, &str)> = self

@@ -246,7 +246,10 @@ fn an_unknown_state_still_shows_and_empty_families_are_left_out() {
     assert_eq!(
         e.value(
             "holdfast_build_info",
-            &[("version", env!("CARGO_PKG_VERSION"))]
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("commit", crate::build_info::COMMIT)
+            ]
         ),
         Some(1.0)
     );
