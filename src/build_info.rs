@@ -33,7 +33,10 @@ pub const VERSION_LINE: &str = concat!(
 
 /// The C library and how it is linked.
 pub fn libc() -> &'static str {
-    match (cfg!(target_env = "musl"), cfg!(target_feature = "crt-static")) {
+    match (
+        cfg!(target_env = "musl"),
+        cfg!(target_feature = "crt-static"),
+    ) {
         (true, true) => "musl, linked in (static)",
         (true, false) => "musl, shared",
         (false, true) => "glibc, linked in (static)",
@@ -124,10 +127,19 @@ mod tests {
             hex.len() == 40 && hex.bytes().all(|c| c.is_ascii_hexdigit()),
             "{COMMIT}"
         );
-        assert!(BUILD_DATE.ends_with('Z') && BUILD_DATE.len() == 20, "{BUILD_DATE}");
+        assert!(
+            BUILD_DATE.ends_with('Z') && BUILD_DATE.len() == 20,
+            "{BUILD_DATE}"
+        );
         assert!(TARGET.contains("linux"), "{TARGET}");
         let t = text();
-        for field in ["commit:", "build date:", "target:", "allocator:", "features:"] {
+        for field in [
+            "commit:",
+            "build date:",
+            "target:",
+            "allocator:",
+            "features:",
+        ] {
             assert!(t.contains(field), "{t}");
         }
         assert!(VERSION_LINE.starts_with(VERSION) && VERSION_LINE.contains(COMMIT));

@@ -82,8 +82,16 @@ fn an_unprivileged_daemon_listens_on_179_with_the_overlay_s_one_capability() {
             .all(|u| u == "65532")
     );
     assert_eq!(cap_set(pid, "CapBnd"), CAP_NET_BIND_SERVICE, "bounding set");
-    assert_eq!(cap_set(pid, "CapPrm"), CAP_NET_BIND_SERVICE, "permitted set");
-    assert_eq!(cap_set(pid, "CapEff"), 0, "the main thread holds a capability");
+    assert_eq!(
+        cap_set(pid, "CapPrm"),
+        CAP_NET_BIND_SERVICE,
+        "permitted set"
+    );
+    assert_eq!(
+        cap_set(pid, "CapEff"),
+        0,
+        "the main thread holds a capability"
+    );
     // The router connected to port 179 and has the VIP.
     let route = frr.wait_prefix("198.51.100.10/32", LONG);
     assert_eq!(route["paths"][0]["valid"], true, "{route}");
@@ -114,8 +122,15 @@ fn without_the_capability_the_daemon_says_what_it_needs() {
     // The base DaemonSet: no capability, no_new_privs.
     let mut argv: Vec<String> = USER.iter().map(|s| s.to_string()).collect();
     argv.extend(
-        ["--bounding-set=-all", "--no-new-privs", "--", &bin, "run", "--config"]
-            .map(String::from),
+        [
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+            &bin,
+            "run",
+            "--config",
+        ]
+        .map(String::from),
     );
     argv.push(config.display().to_string());
     argv.push("--state-dir".into());

@@ -7,7 +7,9 @@
 //! unnumbered overlay's run is in tests/unnumbered.rs.
 
 mod common;
+#[allow(dead_code)] // shared with tests/deploy_manifests.rs
 mod deploy;
+#[allow(dead_code)]
 mod image;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,8 +97,14 @@ fn both_binaries_are_static_pies_that_name_their_commit_and_target() {
         assert_eq!(v["target"], triple, "{v}");
         assert_eq!(v["profile"], "release", "{v}");
         let c = v["commit"].as_str().unwrap_or_default();
-        assert!(c == commit || c == format!("{commit}-dirty"), "{v} vs HEAD {commit}");
-        assert!(v["build_date"].as_str().unwrap_or_default().ends_with('Z'), "{v}");
+        assert!(
+            c == commit || c == format!("{commit}-dirty"),
+            "{v} vs HEAD {commit}"
+        );
+        assert!(
+            v["build_date"].as_str().unwrap_or_default().ends_with('Z'),
+            "{v}"
+        );
     }
 }
 
@@ -128,7 +136,11 @@ fn dockerfile() -> Dockerfile {
         .iter()
         .rposition(|l| l.starts_with("FROM "))
         .expect("a FROM");
-    assert_eq!(lines[last_from].trim(), "FROM scratch", "the image is FROM scratch");
+    assert_eq!(
+        lines[last_from].trim(),
+        "FROM scratch",
+        "the image is FROM scratch"
+    );
     let stage = &lines[last_from..];
     let instr = |name: &str| {
         stage
@@ -167,8 +179,10 @@ fn caps_text(setcap: &str) -> String {
 }
 
 fn json_file(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 #[test]
@@ -232,7 +246,10 @@ fn the_archive_holds_the_dockerfile_s_image_for_amd64_and_arm64() {
         }
         assert_eq!(labels["org.opencontainers.image.version"], VERSION);
         assert_eq!(labels["org.opencontainers.image.revision"], commit.as_str());
-        assert_eq!(labels["org.opencontainers.image.created"], config["created"]);
+        assert_eq!(
+            labels["org.opencontainers.image.created"],
+            config["created"]
+        );
         // One layer: the binary, with the Dockerfile's file capabilities.
         let layers = manifest["layers"].as_array().expect("layers");
         assert_eq!(layers.len(), 1, "{manifest}");
@@ -273,7 +290,14 @@ fn the_sbom_lists_what_the_binary_links_and_nothing_it_does_not() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    for linked in ["tokio", "ring", "rustls", "kube-client", "bgp-proto", "holdfast-sockopt"] {
+    for linked in [
+        "tokio",
+        "ring",
+        "rustls",
+        "kube-client",
+        "bgp-proto",
+        "holdfast-sockopt",
+    ] {
         assert!(names.contains(linked), "{linked} is linked but not listed");
     }
     // Build-time only (proc-macros, build scripts' crates) or tests only.
@@ -286,7 +310,10 @@ fn the_sbom_lists_what_the_binary_links_and_nothing_it_does_not() {
         "yaml_serde",
         "cc",
     ] {
-        assert!(!names.contains(not), "{not} is not in the binary but is listed");
+        assert!(
+            !names.contains(not),
+            "{not} is not in the binary but is listed"
+        );
     }
     // Every crate from crates.io carries its package's SHA-256 (Cargo.lock).
     for c in bom["components"].as_array().unwrap() {
@@ -311,7 +338,11 @@ fn peer_conf(lab: &Lab, extra: &str) -> String {
          [source]\nkind = \"file\"\npath = \"VIPS\"\n",
         node = lab.node_v4,
         router = lab.router_v4,
-        peer = if extra.contains("listen") { "passive = true\n" } else { "" },
+        peer = if extra.contains("listen") {
+            "passive = true\n"
+        } else {
+            ""
+        },
     )
 }
 
@@ -321,12 +352,20 @@ fn frr_for(lab: &Lab, connect: bool) -> String {
         // The router connects to the node's port 179; holdfast only listens.
         extra.push_str(&format!(" neighbor {} port 179\n", lab.node_v4));
     }
-    frr_conf(65000, &lab.router_v4.to_string(), &[(&lab.node_v4.to_string(), 65001)], &extra)
+    frr_conf(
+        65000,
+        &lab.router_v4.to_string(),
+        &[(&lab.node_v4.to_string(), 65001)],
+        &extra,
+    )
 }
 
 fn run_overlay<'a>(lab: &'a Lab, image: &Image, overlay: &str, holdfast_extra: &str) -> Run<'a> {
     let ds = daemon_set(overlay);
-    let frr = Frr::start(&lab.router, &frr_for(lab, holdfast_extra.contains("listen")));
+    let frr = Frr::start(
+        &lab.router,
+        &frr_for(lab, holdfast_extra.contains("listen")),
+    );
     let node_ip = lab.node_v4.to_string();
     let holdfast = image::start(
         &lab.node,
@@ -365,20 +404,42 @@ fn assert_locked_down(pid: u32, overlay: &str) {
         .and_then(|c| c.add.clone())
         .unwrap_or_default();
     let uid = proc_status(pid, "Uid");
-    assert!(uid.split_whitespace().all(|u| u == "65532"), "{overlay}: Uid {uid}");
-    assert_eq!(cap_set(pid, "CapBnd"), cap_bits(&added), "{overlay}: bounding set");
-    assert_eq!(cap_set(pid, "CapEff"), 0, "{overlay}: the main thread's effective set");
+    assert!(
+        uid.split_whitespace().all(|u| u == "65532"),
+        "{overlay}: Uid {uid}"
+    );
+    assert_eq!(
+        cap_set(pid, "CapBnd"),
+        cap_bits(&added),
+        "{overlay}: bounding set"
+    );
+    assert_eq!(
+        cap_set(pid, "CapEff"),
+        0,
+        "{overlay}: the main thread's effective set"
+    );
     assert_eq!(cap_set(pid, "CapAmb"), 0, "{overlay}: ambient set");
-    let nnp = if sc.allow_privilege_escalation == Some(true) { "0" } else { "1" };
+    let nnp = if sc.allow_privilege_escalation == Some(true) {
+        "0"
+    } else {
+        "1"
+    };
     assert_eq!(proc_status(pid, "NoNewPrivs"), nnp, "{overlay}");
-    assert_eq!(proc_status(pid, "Seccomp"), "2", "{overlay}: a seccomp filter");
+    assert_eq!(
+        proc_status(pid, "Seccomp"),
+        "2",
+        "{overlay}: a seccomp filter"
+    );
     let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
     let root_mount = mounts
         .lines()
         .find(|l| l.split_whitespace().nth(4) == Some("/"))
         .expect("the root mount");
     let opts = root_mount.split_whitespace().nth(5).unwrap();
-    assert!(opts.split(',').any(|o| o == "ro"), "{overlay}: root mounted {opts}");
+    assert!(
+        opts.split(',').any(|o| o == "ro"),
+        "{overlay}: root mounted {opts}"
+    );
 }
 
 #[test]
@@ -405,7 +466,9 @@ fn listening_on_179_as_the_listen_179_overlay_grants_it() {
     let r = run_overlay(&lab, &image, overlay, "listen = \"0.0.0.0:179\"\n");
     r.assert_serving();
     // The router connected to the node's port 179.
-    let n = r.frr.json(&format!("show bgp neighbors {} json", lab.node_v4));
+    let n = r
+        .frr
+        .json(&format!("show bgp neighbors {} json", lab.node_v4));
     let n = &n[lab.node_v4.to_string()];
     assert_eq!(n["portForeign"], 179, "{n}");
     assert_locked_down(r.pid(), overlay);

@@ -6,7 +6,9 @@
 //! `via inet6 fe80::…`.
 
 mod common;
+#[allow(dead_code)] // shared with tests/deploy_manifests.rs
 mod deploy;
+#[allow(dead_code)]
 mod image;
 
 use common::*;
@@ -540,7 +542,11 @@ fn the_image_peers_unnumbered_as_the_unnumbered_component_runs_it() {
     assert_vip_at_frr(&frr, &holdfast);
     let pid = holdfast.container.as_ref().expect("a container").pid();
     assert_eq!(image::cap_set(pid, "CapBnd"), CAP_NET_RAW, "bounding set");
-    assert_eq!(image::cap_set(pid, "CapEff"), 0, "the main thread's effective set");
+    assert_eq!(
+        image::cap_set(pid, "CapEff"),
+        0,
+        "the main thread's effective set"
+    );
     assert_eq!(image::proc_status(pid, "NoNewPrivs"), "0");
     assert!(
         image::proc_status(pid, "Uid")

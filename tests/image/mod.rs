@@ -57,10 +57,7 @@ pub fn daemon_set(dir: impl AsRef<Path>) -> DaemonSet {
 }
 
 pub fn pod(ds: &DaemonSet) -> &PodSpec {
-    ds.spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .expect("a pod template")
+    ds.spec.template.spec.as_ref().expect("a pod template")
 }
 
 pub fn container(ds: &DaemonSet) -> &Container {
@@ -93,7 +90,14 @@ impl Image {
             name: format!("localhost/holdfast:{VERSION}-{arch}"),
         };
         let out = Command::new("skopeo")
-            .args(["--override-arch", arch, "--override-os", "linux", "copy", "--quiet"])
+            .args([
+                "--override-arch",
+                arch,
+                "--override-os",
+                "linux",
+                "copy",
+                "--quiet",
+            ])
             .arg(format!("oci-archive:{}:{VERSION}", archive.display()))
             .arg(format!(
                 "containers-storage:[vfs@{}+{}]{}",
@@ -180,11 +184,21 @@ pub fn run_flags(
     let c = container(ds);
     let mut flags: Vec<String> = Vec::new();
     let mut add = |f: &[&str]| flags.extend(f.iter().map(|s| s.to_string()));
-    assert_eq!(pod.host_network, Some(true), "the pod runs in the node's network");
+    assert_eq!(
+        pod.host_network,
+        Some(true),
+        "the pod runs in the node's network"
+    );
     let psc = pod.security_context.clone().unwrap_or_default();
     let sc = c.security_context.clone().unwrap_or_default();
-    let user = sc.run_as_user.or(psc.run_as_user).expect("runAsUser is set");
-    let group = sc.run_as_group.or(psc.run_as_group).expect("runAsGroup is set");
+    let user = sc
+        .run_as_user
+        .or(psc.run_as_user)
+        .expect("runAsUser is set");
+    let group = sc
+        .run_as_group
+        .or(psc.run_as_group)
+        .expect("runAsGroup is set");
     add(&["--user", &format!("{user}:{group}")]);
     let caps = sc.capabilities.clone().unwrap_or_default();
     for d in caps.drop.unwrap_or_default() {
