@@ -1144,9 +1144,13 @@ fn racks_share_no_object_and_select_only_their_own_pods_and_nodes() {
 /// has holdfast's metrics listener where the PodMonitor asks: the
 /// `metrics` port 9180, and `speaker.metrics` on it in the rack's
 /// holdfast.toml, on every address (the pod scraped is the node's).
-/// rack-a is scraped.
+/// Every target gets job="holdfast", which the alerts read; rack-a is
+/// scraped.
 #[test]
 fn every_scraped_rack_serves_metrics_where_its_pod_monitor_scrapes() {
+    let rules =
+        std::fs::read_to_string(root().join(CLUSTER_MONITORING).join("prometheusrule.yaml"))
+            .expect("the PrometheusRule");
     let mut scraped = Vec::new();
     for (name, rack) in OVERLAYS {
         let dir = format!("overlays/{name}");
@@ -1185,6 +1189,16 @@ fn every_scraped_rack_serves_metrics_where_its_pod_monitor_scrapes() {
         };
         assert_eq!(endpoint.port, "metrics", "{dir}");
         assert_eq!(endpoint.path, "/metrics", "{dir}");
+        // job = the value of the pods' label named by jobLabel.
+        let job_label = pm.spec.job_label.as_deref().expect("a jobLabel");
+        let job = template_labels(ds)
+            .get(job_label)
+            .cloned()
+            .unwrap_or_else(|| panic!("{dir}: the pods have no label {job_label}"));
+        assert!(
+            rules.contains(&format!("up{{job=\"{job}\"}}")),
+            "{dir}: the alerts do not read job=\"{job}\""
+        );
     }
     assert!(scraped.contains(&"rack-a"), "{scraped:?}");
 }

@@ -1,11 +1,14 @@
 //! Monitoring, end to end: the real daemon's metrics-only listener
 //! (`speaker.metrics`), a real scrape checked by `promtool check metrics`,
 //! the cluster-wide PrometheusRule (deploy/cluster/monitoring) rendered by
-//! the real `kubectl kustomize`, checked by `promtool check rules` and
-//! against README.md's alerts. Loopback only; no root. promtool comes from Debian's `prometheus` package
+//! the real `kubectl kustomize`, checked by `promtool check rules`,
+//! against README.md's alerts, and by `promtool test rules` with its unit
+//! tests (alerts.test.yaml: every alert firing and not firing). Loopback
+//! only; no root. promtool comes from Debian's `prometheus` package
 //! (scripts/test.sh installs it): a missing promtool or kubectl fails
 //! these tests.
 
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -15,8 +18,10 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_holdfast");
 /// Generous: a debug binary on a shared two-core machine.
 const DEADLINE: Duration = Duration::from_secs(30);
-/// The PrometheusRule, applied once per cluster.
+/// The PrometheusRule, applied once per cluster, and promtool's unit tests
+/// of it.
 const RULE: &str = "deploy/cluster/monitoring/prometheusrule.yaml";
+const RULE_TESTS: &str = "deploy/cluster/monitoring/alerts.test.yaml";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -44,7 +49,7 @@ fn promtool(dir: &Path, args: &[&str]) -> (Output, String) {
 }
 
 /// The PrometheusRule's spec as a Prometheus rule file, written to `dir`
-/// as holdfast.rules.yaml.
+/// as holdfast.rules.yaml (the name alerts.test.yaml loads).
 fn write_rule_file(dir: &Path) -> String {
     let rule = std::fs::read_to_string(root().join(RULE)).expect("the PrometheusRule");
     let file = rule_file_of(&rule);
@@ -274,6 +279,67 @@ fn the_prometheus_rule_passes_promtool_and_holds_the_readme_alerts() {
     assert_eq!(
         documented, shipped,
         "README.md's alerts and the PrometheusRule's"
+    );
+    for needed in [
+        "HoldfastDown",
+        "HoldfastNotAvailable",
+        "HoldfastCrashLooping",
+    ] {
+        assert!(
+            shipped.iter().any(|(name, _, _)| name == needed),
+            "no {needed} alert"
+        );
+    }
+}
+
+/// `promtool test rules` on alerts.test.yaml, next to the rule file it
+/// loads, and every shipped alert tested both ways: expected to fire, and
+/// expected not to (promtool itself would take a test of an alert that
+/// does not exist, expecting nothing, as passed).
+#[test]
+fn promtool_unit_tests_cover_every_alert_firing_and_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_rule_file(dir.path());
+    let tests = std::fs::read_to_string(root().join(RULE_TESTS)).expect("the alert tests");
+    std::fs::write(dir.path().join("alerts.test.yaml"), &tests).unwrap();
+    let (out, text) = promtool(dir.path(), &["test", "rules", "alerts.test.yaml"]);
+    println!("promtool test rules:\n{text}");
+    assert!(
+        out.status.success() && text.contains("SUCCESS"),
+        "promtool test rules {RULE_TESTS}: {text}"
+    );
+
+    let doc: serde_json::Value = {
+        let mut docs = yaml_serde::Deserializer::from_str(&tests);
+        let first = docs.next().expect("a YAML document");
+        serde::Deserialize::deserialize(first).expect("alerts.test.yaml is YAML")
+    };
+    assert_eq!(
+        doc["rule_files"],
+        serde_json::json!(["holdfast.rules.yaml"]),
+        "{RULE_TESTS} loads the PrometheusRule's rules"
+    );
+    let mut firing = BTreeSet::new();
+    let mut quiet = BTreeSet::new();
+    for case in doc["tests"].as_array().expect("tests") {
+        for t in case["alert_rule_test"].as_array().into_iter().flatten() {
+            let name = t["alertname"].as_str().expect("an alertname").to_string();
+            let expected = t["exp_alerts"].as_array().map_or(0, Vec::len);
+            if expected > 0 {
+                firing.insert(name);
+            } else {
+                quiet.insert(name);
+            }
+        }
+    }
+    let shipped: BTreeSet<String> = alerts(&file).into_iter().map(|(name, _, _)| name).collect();
+    assert_eq!(
+        firing, shipped,
+        "the alerts tested firing, and the shipped ones"
+    );
+    assert_eq!(
+        quiet, shipped,
+        "the alerts tested not firing, and the shipped ones"
     );
 }
 
