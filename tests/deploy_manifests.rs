@@ -8,8 +8,9 @@
 //! pods or nodes, RBAC exactly as the Kubernetes source needs it, the
 //! pod's network, identity, probes, resources and lockdown, a capability
 //! (still UID 65532) only where the rack's config needs it, the metrics
-//! listener wherever a PodMonitor scrapes, and every embedded
-//! holdfast.toml passing the real `holdfast check`. The Grafana
+//! listener wherever a PodMonitor scrapes, the Talos examples (KubePrism,
+//! the kubelet's graceful shutdown) agreeing with the DaemonSet, and every
+//! embedded holdfast.toml passing the real `holdfast check`. The Grafana
 //! dashboard is checked against README.md's metrics table.
 
 mod deploy;
@@ -1201,6 +1202,138 @@ fn every_scraped_rack_serves_metrics_where_its_pod_monitor_scrapes() {
         );
     }
     assert!(scraped.contains(&"rack-a"), "{scraped:?}");
+}
+
+/// deploy/components/talos-kubeprism, added to a rack: kube's in-cluster
+/// configuration (`kube::Config::infer`, as client-go: no kubeconfig, so
+/// https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT with the
+/// service account's token and CA) reaches KubePrism, Talos' API load
+/// balancer on the node's loopback, which the pod shares (hostNetwork).
+/// Nothing else of the rack changes.
+#[test]
+fn the_talos_kubeprism_component_points_the_api_client_at_kubeprism() {
+    let dir = deploy::with_components(&root(), "overlays/rack-b", &["components/talos-kubeprism"]);
+    let with = deploy::render(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let ds = the(&with.daemon_sets, "DaemonSet", "rack-b + talos-kubeprism");
+    let env: BTreeMap<String, Option<String>> = container(ds)
+        .env
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.name, e.value))
+        .collect();
+    let host = env.get("KUBERNETES_SERVICE_HOST").cloned().flatten();
+    let port = env.get("KUBERNETES_SERVICE_PORT").cloned().flatten();
+    assert_eq!(host.as_deref(), Some("localhost"), "{env:?}");
+    assert_eq!(
+        port.as_deref().map(str::parse::<u16>),
+        Some(Ok(7445)),
+        "KubePrism's port, as kube parses it: {env:?}"
+    );
+    assert_eq!(pod(ds).host_network, Some(true), "localhost is the node's");
+    assert_ne!(
+        pod(ds).automount_service_account_token,
+        Some(false),
+        "the token and CA kube reads"
+    );
+
+    let without = overlay("rack-b");
+    let mut base = the(&without.daemon_sets, "DaemonSet", "rack-b").clone();
+    let mut patched = ds.clone();
+    for d in [&mut base, &mut patched] {
+        let c = &mut d.spec.template.spec.as_mut().unwrap().containers[0];
+        if let Some(env) = c.env.as_mut() {
+            env.retain(|e| !e.name.starts_with("KUBERNETES_SERVICE_"));
+        }
+    }
+    assert_eq!(
+        serde_json::to_value(&base).unwrap(),
+        serde_json::to_value(&patched).unwrap(),
+        "the component changes more than the API server's address"
+    );
+}
+
+/// deploy/talos/kubelet-graceful-shutdown.yaml, the Talos machine config
+/// patch for the kubelet's graceful node shutdown, agrees with every
+/// rack's DaemonSet: holdfast is a critical pod (system-node-critical), so
+/// it gets at most shutdownGracePeriodCriticalPods of its
+/// terminationGracePeriodSeconds, which must all fit, with 5 s for the
+/// kubelet to report; and the regular pods' part before it covers each
+/// rack's graceful_shutdown_wait, so the drain that "node is shutting
+/// down" starts has withdrawn the routes before holdfast is stopped.
+#[test]
+fn the_talos_kubelet_patch_gives_holdfast_its_whole_grace_period() {
+    let path = root().join("deploy/talos/kubelet-graceful-shutdown.yaml");
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(&path).expect("the Talos patch");
+    let docs = deploy::documents(&text, &origin).unwrap_or_else(|e| panic!("{e}"));
+    let [patch] = docs.as_slice() else {
+        panic!("{origin}: one document")
+    };
+    // A machine config patch of the kubelet's configuration, and only that.
+    for (at, value, key) in [
+        ("the patch", patch, "machine"),
+        ("machine", &patch["machine"], "kubelet"),
+        (
+            "machine.kubelet",
+            &patch["machine"]["kubelet"],
+            "extraConfig",
+        ),
+    ] {
+        assert_eq!(
+            value
+                .as_object()
+                .map(|o| o.keys().map(String::as_str).collect::<Vec<_>>()),
+            Some(vec![key]),
+            "{origin}: {at} sets {key} only"
+        );
+    }
+    let extra = &patch["machine"]["kubelet"]["extraConfig"];
+    let keys: BTreeSet<&str> = extra
+        .as_object()
+        .unwrap_or_else(|| panic!("{origin}: no machine.kubelet.extraConfig"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["shutdownGracePeriod", "shutdownGracePeriodCriticalPods"]),
+        "{origin}"
+    );
+    let duration = |key: &str| {
+        let text = extra[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{origin}: {key} is not a duration string"));
+        config::parse_duration(text).unwrap_or_else(|e| panic!("{origin}: {key}: {e}"))
+    };
+    let total = duration("shutdownGracePeriod");
+    let critical = duration("shutdownGracePeriodCriticalPods");
+    assert!(
+        !critical.is_zero() && critical < total,
+        "{origin}: the kubelet needs both, critical pods' the smaller: {critical:?} of {total:?}"
+    );
+    for name in overlay_names() {
+        let dir = format!("overlays/{name}");
+        let r = overlay(name);
+        let p = pod(the(&r.daemon_sets, "DaemonSet", &dir));
+        let (_, config) = embedded_config(&r, &dir);
+        assert_eq!(
+            p.priority_class_name.as_deref(),
+            Some("system-node-critical"),
+            "{dir}: stopped with the critical pods"
+        );
+        let grace = u64::try_from(p.termination_grace_period_seconds.unwrap_or(30)).unwrap();
+        assert!(
+            critical.as_secs() >= grace + 5,
+            "{dir}: shutdownGracePeriodCriticalPods {critical:?} cuts terminationGracePeriodSeconds {grace} (and 5 s to report)"
+        );
+        let wait = config.speaker.graceful_shutdown_wait;
+        assert!(
+            total - critical >= wait,
+            "{dir}: the regular pods' {:?} of the shutdown do not cover graceful_shutdown_wait {wait:?}",
+            total - critical
+        );
+    }
 }
 
 /// Metric names in README.md's metrics table.
