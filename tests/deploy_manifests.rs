@@ -1,28 +1,64 @@
-//! The Kubernetes manifests in `deploy/`: every overlay (and the base) is
-//! rendered by the real `kubectl kustomize` (what `kubectl apply -k`
-//! sends; the test fails, saying what to install, without kubectl), read
-//! with yaml_serde, every object is loaded into its k8s-openapi type with
-//! nothing lost, and the promises of
-//! deploy/README.md are checked: RBAC exactly as the Kubernetes source
-//! needs it, the pod's network, identity, probes, resources and lockdown,
-//! NET_BIND_SERVICE only where holdfast listens below 1024, placement per
-//! rack, and every embedded holdfast.toml passing the real `holdfast check`.
-//! The Grafana dashboard is checked against README.md's metrics table.
+//! The Kubernetes manifests in `deploy/`: the cluster part, every rack's
+//! overlay (and the base) are rendered by the real `kubectl kustomize`
+//! (what `kubectl apply -k` sends; the test fails, saying what to install,
+//! without kubectl), read with yaml_serde, every object is loaded into its
+//! k8s-openapi type with nothing lost, and the promises of
+//! deploy/README.md are checked: the cluster-wide objects in the cluster
+//! part only, racks that never share an object nor select each other's
+//! pods or nodes, RBAC exactly as the Kubernetes source needs it, the
+//! pod's network, identity, probes, resources and lockdown, a capability
+//! (still UID 65532) only where the rack's config needs it, the metrics
+//! listener wherever a PodMonitor scrapes, the Talos examples (KubePrism,
+//! the kubelet's graceful shutdown) agreeing with the DaemonSet, and every
+//! embedded holdfast.toml passing the real `holdfast check`. The Grafana
+//! dashboard is checked against README.md's metrics table.
 
 mod deploy;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use deploy::Rendered;
-use holdfast::config::{self, AddressFamily, Config, Family};
+use holdfast::config::{self, AddressFamily, Config, Family, PeerAddress};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 const BIN: &str = env!("CARGO_BIN_EXE_holdfast");
-const OVERLAYS: &[&str] = &["rack-a", "rack-b", "listen-179"];
+
+/// Every rack's overlay (`deploy/overlays/NAME`) and its rack: the value
+/// of [`RACK_LABEL`] on its objects, in its DaemonSet's selector and pod
+/// template, and on the Nodes it runs on.
+const OVERLAYS: &[(&str, &str)] = &[
+    ("rack-a", "a"),
+    ("rack-b", "b"),
+    ("listen-179", "c"),
+    ("unnumbered", "d"),
+];
+
+/// The Node label that decides a node's rack, and the label of each rack's
+/// objects.
+const RACK_LABEL: &str = "holdfast.dev/rack";
+
+/// The cluster-wide part, applied once before any rack.
+const CLUSTER: &str = "deploy/cluster";
+/// Its monitoring part (the alerts), applied once too.
+const CLUSTER_MONITORING: &str = "deploy/cluster/monitoring";
+
+/// The kinds that exist once per cluster: only the cluster parts may
+/// render them, so that no rack's `kubectl delete -k` deletes them.
+const CLUSTER_WIDE_KINDS: &[&str] = &[
+    "/Namespace",
+    "/ServiceAccount",
+    "rbac.authorization.k8s.io/ClusterRole",
+    "rbac.authorization.k8s.io/ClusterRoleBinding",
+    "rbac.authorization.k8s.io/Role",
+    "rbac.authorization.k8s.io/RoleBinding",
+    "apiextensions.k8s.io/CustomResourceDefinition",
+    "monitoring.coreos.com/PrometheusRule",
+];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -34,6 +70,10 @@ fn render(dir: &str) -> Rendered {
 
 fn overlay(name: &str) -> Rendered {
     render(&format!("deploy/overlays/{name}"))
+}
+
+fn overlay_names() -> impl Iterator<Item = &'static str> {
+    OVERLAYS.iter().map(|(name, _)| *name)
 }
 
 fn the<'a, T>(items: &'a [T], what: &str, dir: &str) -> &'a T {
@@ -76,27 +116,67 @@ fn embedded_config(r: &Rendered, dir: &str) -> (String, Config) {
 }
 
 #[test]
-fn every_overlay_and_the_base_render_into_typed_objects() {
-    let base = render("deploy/base");
-    assert_eq!(base.namespaces.len(), 1);
-    assert_eq!(base.daemon_sets.len(), 1);
-    assert!(
-        base.config_maps.is_empty(),
-        "the base carries no rack's config"
+fn every_part_renders_into_typed_objects() {
+    // The cluster part: what every rack shares, once.
+    let cluster = render(CLUSTER);
+    the(&cluster.namespaces, "Namespace", CLUSTER);
+    the(&cluster.service_accounts, "ServiceAccount", CLUSTER);
+    the(&cluster.cluster_roles, "ClusterRole", CLUSTER);
+    the(
+        &cluster.cluster_role_bindings,
+        "ClusterRoleBinding",
+        CLUSTER,
     );
-    for name in OVERLAYS {
+    the(
+        &cluster.custom_resource_definitions,
+        "CustomResourceDefinition",
+        CLUSTER,
+    );
+    assert_eq!(cluster.ids.len(), 5, "{:?}", cluster.ids);
+    // Its alerts, once: a PrometheusRule per rack would fire each alert
+    // once per rack.
+    let monitoring = render(CLUSTER_MONITORING);
+    the(
+        &monitoring.prometheus_rules,
+        "PrometheusRule",
+        CLUSTER_MONITORING,
+    );
+    assert_eq!(monitoring.ids.len(), 1, "{:?}", monitoring.ids);
+    // The base: the DaemonSet every rack starts from, and nothing else.
+    let base = render("deploy/base");
+    the(&base.daemon_sets, "DaemonSet", "deploy/base");
+    assert_eq!(
+        base.ids.len(),
+        1,
+        "the base carries no rack's config and nothing cluster-wide: {:?}",
+        base.ids
+    );
+    // A rack: its DaemonSet, its ConfigMap, its PodMonitor if scraped.
+    // Every overlay in deploy/overlays is one, and is in OVERLAYS.
+    let mut dirs: Vec<String> = std::fs::read_dir(root().join("deploy/overlays"))
+        .expect("deploy/overlays")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    dirs.sort();
+    let mut listed: Vec<String> = overlay_names().map(String::from).collect();
+    listed.sort();
+    assert_eq!(dirs, listed, "deploy/overlays and OVERLAYS");
+    for name in overlay_names() {
         let r = overlay(name);
         let dir = format!("overlays/{name}");
-        the(&r.namespaces, "Namespace", &dir);
-        the(&r.service_accounts, "ServiceAccount", &dir);
-        the(&r.cluster_roles, "ClusterRole", &dir);
-        the(&r.cluster_role_bindings, "ClusterRoleBinding", &dir);
         the(&r.daemon_sets, "DaemonSet", &dir);
         the(&r.config_maps, "ConfigMap", &dir);
-        the(
-            &r.custom_resource_definitions,
-            "CustomResourceDefinition",
-            &dir,
+        assert!(r.pod_monitors.len() <= 1, "{dir}");
+        assert_eq!(
+            r.ids.len(),
+            2 + r.pod_monitors.len(),
+            "{dir}: a rack renders its own objects only: {:?}",
+            r.ids
         );
     }
 }
@@ -107,11 +187,11 @@ fn every_overlay_and_the_base_render_into_typed_objects() {
 #[test]
 fn the_node_status_crd_matches_what_holdfast_writes() {
     use holdfast::source::kubernetes::node_status::{self, NodeStatusBody};
-    let r = render("deploy/base");
+    let r = render(CLUSTER);
     let crd = the(
         &r.custom_resource_definitions,
         "CustomResourceDefinition",
-        "deploy/base",
+        CLUSTER,
     );
     assert_eq!(
         crd.metadata.name.as_deref(),
@@ -228,68 +308,78 @@ fn rbac_grants_exactly_what_the_kubernetes_source_needs() {
             expected.insert(("holdfast.dev".into(), resource.into(), verb.into()));
         }
     }
-    for dir in ["deploy/base"]
-        .into_iter()
-        .map(String::from)
-        .chain(OVERLAYS.iter().map(|o| format!("deploy/overlays/{o}")))
-    {
-        let r = render(&dir);
-        let role = the(&r.cluster_roles, "ClusterRole", &dir);
-        let mut granted = BTreeSet::new();
-        for rule in role.rules.as_deref().unwrap_or_default() {
-            assert!(
-                rule.resource_names.is_none() && rule.non_resource_urls.is_none(),
-                "{dir}: {rule:?}"
-            );
-            for g in rule.api_groups.as_deref().unwrap_or_default() {
-                for res in rule.resources.as_deref().unwrap_or_default() {
-                    for v in &rule.verbs {
-                        granted.insert((g.clone(), res.clone(), v.clone()));
-                    }
+    let r = render(CLUSTER);
+    let dir = CLUSTER;
+    let role = the(&r.cluster_roles, "ClusterRole", dir);
+    let mut granted = BTreeSet::new();
+    for rule in role.rules.as_deref().unwrap_or_default() {
+        assert!(
+            rule.resource_names.is_none() && rule.non_resource_urls.is_none(),
+            "{dir}: {rule:?}"
+        );
+        for g in rule.api_groups.as_deref().unwrap_or_default() {
+            for res in rule.resources.as_deref().unwrap_or_default() {
+                for v in &rule.verbs {
+                    granted.insert((g.clone(), res.clone(), v.clone()));
                 }
             }
         }
-        assert_eq!(
-            granted, expected,
-            "{dir}: the ClusterRole grants exactly this"
-        );
+    }
+    assert_eq!(
+        granted, expected,
+        "{dir}: the ClusterRole grants exactly this"
+    );
 
-        let binding = the(&r.cluster_role_bindings, "ClusterRoleBinding", &dir);
-        assert_eq!(binding.role_ref.kind, "ClusterRole");
-        assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
-        let sa = the(&r.service_accounts, "ServiceAccount", &dir);
-        let ns = the(&r.namespaces, "Namespace", &dir);
-        let subjects = binding.subjects.as_deref().unwrap_or_default();
-        assert_eq!(subjects.len(), 1, "{dir}: one subject");
-        assert_eq!(subjects[0].kind, "ServiceAccount");
-        assert_eq!(Some(&subjects[0].name), sa.metadata.name.as_ref());
-        assert_eq!(subjects[0].namespace, sa.metadata.namespace);
-        assert_eq!(sa.metadata.namespace, ns.metadata.name);
+    let binding = the(&r.cluster_role_bindings, "ClusterRoleBinding", dir);
+    assert_eq!(binding.role_ref.kind, "ClusterRole");
+    assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
+    let sa = the(&r.service_accounts, "ServiceAccount", dir);
+    let ns = the(&r.namespaces, "Namespace", dir);
+    let subjects = binding.subjects.as_deref().unwrap_or_default();
+    assert_eq!(subjects.len(), 1, "{dir}: one subject");
+    assert_eq!(subjects[0].kind, "ServiceAccount");
+    assert_eq!(Some(&subjects[0].name), sa.metadata.name.as_ref());
+    assert_eq!(subjects[0].namespace, sa.metadata.namespace);
+    assert_eq!(sa.metadata.namespace, ns.metadata.name);
+    // Every rack's pods run as that ServiceAccount, in that namespace: the
+    // racks render neither (kustomize leaves references to objects it does
+    // not render as written, so the name suffix does not reach it).
+    for name in overlay_names() {
+        let dir = format!("overlays/{name}");
+        let r = overlay(name);
         let ds = the(&r.daemon_sets, "DaemonSet", &dir);
-        assert_eq!(ds.metadata.namespace, ns.metadata.name);
-        assert_eq!(pod(ds).service_account_name, sa.metadata.name);
+        assert_eq!(ds.metadata.namespace, ns.metadata.name, "{dir}");
+        assert_eq!(pod(ds).service_account_name, sa.metadata.name, "{dir}");
+        for cm in &r.config_maps {
+            assert_eq!(cm.metadata.namespace, ns.metadata.name, "{dir}");
+        }
+        for pm in &r.pod_monitors {
+            assert_eq!(pm.metadata.namespace, ns.metadata.name, "{dir}");
+        }
     }
 }
 
+/// Pod Security admission on the namespace: `privileged` enforced, which
+/// hostNetwork needs (`baseline` refuses it, and Talos enforces
+/// `baseline` by default); `baseline` warned and audited, so what each
+/// rack's pods have beyond it shows in `kubectl apply` and the audit log.
 #[test]
-fn the_namespace_allows_host_network_under_pod_security() {
-    for dir in ["deploy/base"]
-        .into_iter()
-        .map(String::from)
-        .chain(OVERLAYS.iter().map(|o| format!("deploy/overlays/{o}")))
-    {
-        let r = render(&dir);
-        let ns = the(&r.namespaces, "Namespace", &dir);
-        let labels = ns.metadata.labels.clone().unwrap_or_default();
-        for mode in ["enforce", "audit", "warn"] {
-            assert_eq!(
-                labels
-                    .get(&format!("pod-security.kubernetes.io/{mode}"))
-                    .map(String::as_str),
-                Some("privileged"),
-                "{dir}: {mode}"
-            );
-        }
+fn the_namespace_allows_host_network_and_warns_at_baseline() {
+    let r = render(CLUSTER);
+    let ns = the(&r.namespaces, "Namespace", CLUSTER);
+    let labels = ns.metadata.labels.clone().unwrap_or_default();
+    for (mode, level) in [
+        ("enforce", "privileged"),
+        ("audit", "baseline"),
+        ("warn", "baseline"),
+    ] {
+        assert_eq!(
+            labels
+                .get(&format!("pod-security.kubernetes.io/{mode}"))
+                .map(String::as_str),
+            Some(level),
+            "{CLUSTER}: {mode}"
+        );
     }
 }
 
@@ -340,7 +430,7 @@ fn limits_memory(res: &k8s_openapi::api::core::v1::ResourceRequirements) -> Stri
 
 #[test]
 fn the_daemonset_keeps_its_promises_in_every_overlay() {
-    for name in OVERLAYS {
+    for (name, rack) in OVERLAYS {
         let dir = format!("overlays/{name}");
         let r = overlay(name);
         let ds = the(&r.daemon_sets, "DaemonSet", &dir);
@@ -431,8 +521,8 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
             "{dir}: the volume names the generated ConfigMap"
         );
         assert!(
-            cm_name.starts_with("holdfast-config-"),
-            "{dir}: hash suffix: {cm_name}"
+            cm_name.starts_with(&format!("holdfast-config-rack-{rack}-")),
+            "{dir}: the rack's name suffix, then the hash suffix: {cm_name}"
         );
         let state = volume_at(&state_dir);
         assert!(
@@ -536,7 +626,6 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
             .expect("container securityContext");
         let psc = p.security_context.as_ref().expect("pod securityContext");
         assert_eq!(sc.read_only_root_filesystem, Some(true), "{dir}");
-        assert_eq!(sc.allow_privilege_escalation, Some(false), "{dir}");
         assert_ne!(sc.privileged, Some(true), "{dir}");
         let caps = sc.capabilities.as_ref().expect("capabilities");
         assert_eq!(
@@ -544,29 +633,50 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
             Some(&["ALL".to_string()][..]),
             "{dir}"
         );
-        let seccomp = sc
-            .seccomp_profile
-            .as_ref()
-            .or(psc.seccomp_profile.as_ref())
-            .map(|s| s.type_.as_str());
-        assert_eq!(seccomp, Some("RuntimeDefault"), "{dir}");
-
-        // NET_BIND_SERVICE exactly when holdfast listens below 1024, and
-        // then as UID 0: Kubernetes gives added capabilities to root only
-        // (no ambient capabilities), so a non-root process could not use it.
-        let added: Vec<String> = caps.add.clone().unwrap_or_default();
-        let listens_low = config.speaker.listen.is_some_and(|l| l.port() < 1024);
-        let uid = sc.run_as_user.or(psc.run_as_user);
-        let non_root = sc.run_as_non_root.or(psc.run_as_non_root);
-        if listens_low {
-            assert_eq!(added, ["NET_BIND_SERVICE"], "{dir}");
-            assert_eq!(uid, Some(0), "{dir}: the capability only reaches root");
-            assert_eq!(non_root, Some(false), "{dir}");
-        } else {
-            assert!(added.is_empty(), "{dir}: no capability: {added:?}");
-            assert_eq!(uid, Some(65532), "{dir}");
-            assert_eq!(non_root, Some(true), "{dir}");
+        // seccomp RuntimeDefault for the whole pod, and nothing weaker for
+        // the container.
+        assert_eq!(
+            psc.seccomp_profile.as_ref().map(|s| s.type_.as_str()),
+            Some("RuntimeDefault"),
+            "{dir}: the pod's seccomp profile"
+        );
+        assert!(
+            sc.seccomp_profile
+                .as_ref()
+                .is_none_or(|s| s.type_ == "RuntimeDefault"),
+            "{dir}: the container's seccomp profile {:?}",
+            sc.seccomp_profile
+        );
+        // Never root: UID and GID 65532 everywhere, runAsNonRoot.
+        for (what, uid, gid, non_root) in [
+            (
+                "pod",
+                psc.run_as_user,
+                psc.run_as_group,
+                psc.run_as_non_root,
+            ),
+            (
+                "container",
+                sc.run_as_user,
+                sc.run_as_group,
+                sc.run_as_non_root,
+            ),
+        ] {
+            assert_eq!(uid, Some(65532), "{dir}: the {what}'s runAsUser");
+            assert_eq!(gid, Some(65532), "{dir}: the {what}'s runAsGroup");
+            assert_eq!(non_root, Some(true), "{dir}: the {what}'s runAsNonRoot");
         }
+        // A capability exactly where the rack's config needs one, and then
+        // privilege escalation allowed, which is what lets the binary's
+        // file capability (permitted only) take effect: no no_new_privs.
+        let added: BTreeSet<String> = caps.add.clone().unwrap_or_default().into_iter().collect();
+        let needed = needed_capabilities(&config);
+        assert_eq!(added, needed, "{dir}: capabilities.add");
+        assert_eq!(
+            sc.allow_privilege_escalation,
+            Some(!needed.is_empty()),
+            "{dir}: allowPrivilegeEscalation (file capabilities need it; nothing else does)"
+        );
         assert_eq!(
             psc.fs_group,
             Some(65532),
@@ -586,14 +696,11 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
                 "{dir}: {key}={value}:{effect} is not tolerated"
             );
         }
-        let rack = match *name {
-            "rack-a" => "a",
-            _ => "b",
-        };
+        // The rack's nodes: the Node label, with the rack's value.
         let selector = p.node_selector.clone().unwrap_or_default();
         assert_eq!(
-            selector.get("rack").map(String::as_str),
-            Some(rack),
+            selector.get(RACK_LABEL).map(String::as_str),
+            Some(*rack),
             "{dir}"
         );
         assert_eq!(
@@ -627,47 +734,72 @@ fn the_daemonset_keeps_its_promises_in_every_overlay() {
             "{dir}: change SHIPPED_GRACE_PERIOD (src/config/warnings.rs) with it"
         );
 
-        // The image is this version, from the overlay's registry.
+        // The image is this version's; the operator's registry is the
+        // operator's to add (`images:` newName, deploy/README.md).
         assert_eq!(
             c.image.as_deref(),
-            Some(
-                format!(
-                    "registry.example.com/holdfast:{}",
-                    env!("CARGO_PKG_VERSION")
-                )
-                .as_str()
-            ),
+            Some(format!("holdfast:{}", env!("CARGO_PKG_VERSION")).as_str()),
             "{dir}"
         );
     }
 }
 
+/// The capabilities a rack's config needs, each raised by holdfast only
+/// in the thread that uses it, from the binary's file capabilities
+/// (`cap_net_raw,cap_net_bind_service+p`): NET_BIND_SERVICE to listen
+/// below 1024 (`speaker.listen`), NET_RAW for unnumbered peering's
+/// Neighbor Discovery (a `[[peer]]` by `interface`).
+fn needed_capabilities(config: &Config) -> BTreeSet<String> {
+    let mut needed = BTreeSet::new();
+    if config.speaker.listen.is_some_and(|l| l.port() < 1024) {
+        needed.insert("NET_BIND_SERVICE".to_string());
+    }
+    if config
+        .peers
+        .iter()
+        .any(|p| matches!(p.address, PeerAddress::Interface(_)))
+    {
+        needed.insert("NET_RAW".to_string());
+    }
+    needed
+}
+
+/// Which manifests grant a capability at all: the base none, and of the
+/// racks only the one that listens on 179 and the unnumbered one, each
+/// its own; every variant that grants one exists as an overlay (so the
+/// tests above check it whole).
 #[test]
-fn net_bind_service_appears_in_the_listen_overlay_only() {
+fn capabilities_appear_in_the_listen_and_unnumbered_racks_only() {
     let mut with = Vec::new();
     for dir in ["deploy/base"]
         .into_iter()
         .map(String::from)
-        .chain(OVERLAYS.iter().map(|o| format!("deploy/overlays/{o}")))
+        .chain(overlay_names().map(|o| format!("deploy/overlays/{o}")))
     {
         let r = render(&dir);
         let ds = the(&r.daemon_sets, "DaemonSet", &dir);
-        let added = container(ds)
-            .security_context
-            .as_ref()
-            .and_then(|s| s.capabilities.as_ref())
-            .and_then(|c| c.add.clone())
-            .unwrap_or_default();
+        let sc = container(ds).security_context.clone().unwrap_or_default();
+        let added = sc.capabilities.and_then(|c| c.add).unwrap_or_default();
         if !added.is_empty() {
-            with.push((dir, added));
+            with.push((dir, added, sc.allow_privilege_escalation));
+        } else {
+            assert_eq!(sc.allow_privilege_escalation, Some(false), "{dir}");
         }
     }
     assert_eq!(
         with,
-        [(
-            "deploy/overlays/listen-179".to_string(),
-            vec!["NET_BIND_SERVICE".to_string()]
-        )]
+        [
+            (
+                "deploy/overlays/listen-179".to_string(),
+                vec!["NET_BIND_SERVICE".to_string()],
+                Some(true)
+            ),
+            (
+                "deploy/overlays/unnumbered".to_string(),
+                vec!["NET_RAW".to_string()],
+                Some(true)
+            ),
+        ]
     );
 }
 
@@ -714,7 +846,7 @@ fn namespace_selectors_need_no_permission_on_namespaces() {
     // on labels other than kubernetes.io/metadata.name, and the ClusterRole
     // grants nothing on namespaces: such a selector would leave the source
     // unhealthy forever.
-    for name in OVERLAYS {
+    for name in overlay_names() {
         let dir = format!("overlays/{name}");
         let (_, config) = embedded_config(&overlay(name), &dir);
         for a in &config.advertisements {
@@ -781,7 +913,7 @@ fn check(config: &Path, extra: &[&str]) -> (bool, String) {
 
 #[test]
 fn every_embedded_config_passes_holdfast_check() {
-    for name in OVERLAYS {
+    for name in overlay_names() {
         let dir = format!("overlays/{name}");
         let r = overlay(name);
         let (text, config) = embedded_config(&r, &dir);
@@ -826,6 +958,381 @@ fn every_embedded_config_passes_holdfast_check() {
         std::fs::write(&whole, rewritten).unwrap();
         let (ok, out) = check(&whole, &[]);
         assert!(ok, "{dir}: holdfast check with the example keys:\n{out}");
+    }
+}
+
+/// Kubernetes' label selector rule (LabelSelectorAsSelector): every
+/// `matchLabels` pair and every `matchExpressions` requirement holds.
+fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let pairs = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let requirements = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            other => panic!("selector operator {other}"),
+        }
+    });
+    pairs && requirements
+}
+
+fn template_labels(ds: &DaemonSet) -> BTreeMap<String, String> {
+    ds.spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default()
+}
+
+fn is_cluster_part(dir: &str) -> bool {
+    dir == CLUSTER || dir == CLUSTER_MONITORING
+}
+
+/// Every rack applied to one cluster after the cluster part, in any order:
+/// no object is in two renders (applying one rack would replace another's
+/// object, deleting one would delete it), the cluster-wide objects are in
+/// the cluster part and nowhere else (so `kubectl delete -k` of a rack
+/// deletes no namespace, CRD or RBAC), every rack's DaemonSet selects its
+/// own pods and no other rack's (a DaemonSet adopts and deletes the pods
+/// its selector matches), and each runs on the nodes with its own value of
+/// the rack Node label only.
+#[test]
+fn racks_share_no_object_and_select_only_their_own_pods_and_nodes() {
+    let mut parts: Vec<(String, Rendered)> = [CLUSTER, CLUSTER_MONITORING]
+        .into_iter()
+        .map(|d| (d.to_string(), render(d)))
+        .collect();
+    for name in overlay_names() {
+        parts.push((format!("deploy/overlays/{name}"), overlay(name)));
+    }
+
+    // (a) Every object in one render only; cluster-wide ones in the
+    // cluster part only, and the cluster part nothing else.
+    let mut owner: BTreeMap<&deploy::ObjectId, &str> = BTreeMap::new();
+    for (dir, r) in &parts {
+        assert!(!r.ids.is_empty(), "{dir}: renders nothing");
+        for id in &r.ids {
+            if let Some(other) = owner.insert(id, dir) {
+                panic!(
+                    "{id} is rendered by {other} and by {dir}: applying one replaces the other's, deleting one deletes the other's"
+                );
+            }
+            assert_eq!(
+                CLUSTER_WIDE_KINDS.contains(&id.group_kind.as_str()),
+                is_cluster_part(dir),
+                "{dir}: {id}: the cluster-wide objects belong in {CLUSTER}, and only they"
+            );
+        }
+    }
+
+    // (b) Each DaemonSet's selector matches its own pod template and no
+    // other rack's; so does its PodMonitor's.
+    let racks: Vec<(&str, &str, &Rendered)> = OVERLAYS
+        .iter()
+        .zip(parts.iter().filter(|(dir, _)| !is_cluster_part(dir)))
+        .map(|((name, rack), (_, r))| (*name, *rack, r))
+        .collect();
+    assert_eq!(racks.len(), OVERLAYS.len());
+    for (name, rack, r) in &racks {
+        let ds = the(&r.daemon_sets, "DaemonSet", name);
+        let own = template_labels(ds);
+        assert_eq!(
+            own.get(RACK_LABEL).map(String::as_str),
+            Some(*rack),
+            "{name}: the pod template's rack label"
+        );
+        let selector = &ds.spec.selector;
+        assert_eq!(
+            selector
+                .match_labels
+                .as_ref()
+                .and_then(|l| l.get(RACK_LABEL))
+                .map(String::as_str),
+            Some(*rack),
+            "{name}: the rack label in the DaemonSet's selector"
+        );
+        assert!(
+            selects(selector, &own),
+            "{name}: the DaemonSet's selector {selector:?} does not match its pod template {own:?}"
+        );
+        for pm in &r.pod_monitors {
+            assert!(
+                selects(&pm.spec.selector, &own),
+                "{name}: the PodMonitor does not select the rack's pods"
+            );
+        }
+        for (other, _, o) in racks.iter().filter(|(n, _, _)| n != name) {
+            let theirs = template_labels(the(&o.daemon_sets, "DaemonSet", other));
+            assert!(
+                !selects(selector, &theirs),
+                "{name}'s DaemonSet selects {other}'s pods {theirs:?}"
+            );
+            for pm in &r.pod_monitors {
+                assert!(
+                    !selects(&pm.spec.selector, &theirs),
+                    "{name}'s PodMonitor selects {other}'s pods: they would be scraped twice"
+                );
+            }
+        }
+    }
+
+    // (c) Each on the nodes labelled with its own rack: a node of one
+    // rack is selected by that rack's DaemonSet and no other's.
+    let mut values = BTreeSet::new();
+    for (name, rack, r) in &racks {
+        let node_selector = pod(the(&r.daemon_sets, "DaemonSet", name))
+            .node_selector
+            .clone()
+            .unwrap_or_default();
+        let value = node_selector
+            .get(RACK_LABEL)
+            .unwrap_or_else(|| panic!("{name}: no {RACK_LABEL} in the nodeSelector"));
+        assert_eq!(value, rack, "{name}: the nodeSelector's rack");
+        assert!(values.insert(value.clone()), "{name}: rack {value} twice");
+        let node: BTreeMap<String, String> = [
+            ("kubernetes.io/os".to_string(), "linux".to_string()),
+            (RACK_LABEL.to_string(), rack.to_string()),
+        ]
+        .into();
+        for (other, _, o) in &racks {
+            let theirs = pod(the(&o.daemon_sets, "DaemonSet", other))
+                .node_selector
+                .clone()
+                .unwrap_or_default();
+            let runs = theirs.iter().all(|(k, v)| node.get(k) == Some(v));
+            assert_eq!(
+                runs,
+                other == name,
+                "a node of {name} ({RACK_LABEL}={rack}) and {other}'s nodeSelector {theirs:?}"
+            );
+        }
+    }
+
+    // And the Secrets a rack mounts (created by hand, not rendered) are
+    // the rack's own too.
+    let mut secrets = BTreeSet::new();
+    for (name, rack, r) in &racks {
+        let ds = the(&r.daemon_sets, "DaemonSet", name);
+        for v in pod(ds).volumes.as_deref().unwrap_or_default() {
+            let sources = v.projected.as_ref().and_then(|p| p.sources.clone());
+            let names = sources
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|s| s.secret.map(|s| s.name))
+                .chain(v.secret.as_ref().and_then(|s| s.secret_name.clone()));
+            for secret in names {
+                assert!(
+                    secret.ends_with(&format!("-rack-{rack}")),
+                    "{name}: Secret {secret} is not named after the rack"
+                );
+                assert!(
+                    secrets.insert(secret.clone()),
+                    "{name}: Secret {secret} is another rack's too"
+                );
+            }
+        }
+    }
+}
+
+/// A rack that Prometheus scrapes (components/monitoring: its PodMonitor)
+/// has holdfast's metrics listener where the PodMonitor asks: the
+/// `metrics` port 9180, and `speaker.metrics` on it in the rack's
+/// holdfast.toml, on every address (the pod scraped is the node's).
+/// Every target gets job="holdfast", which the alerts read; rack-a is
+/// scraped.
+#[test]
+fn every_scraped_rack_serves_metrics_where_its_pod_monitor_scrapes() {
+    let rules =
+        std::fs::read_to_string(root().join(CLUSTER_MONITORING).join("prometheusrule.yaml"))
+            .expect("the PrometheusRule");
+    let mut scraped = Vec::new();
+    for (name, rack) in OVERLAYS {
+        let dir = format!("overlays/{name}");
+        let r = overlay(name);
+        let ds = the(&r.daemon_sets, "DaemonSet", &dir);
+        let (_, config) = embedded_config(&r, &dir);
+        let ports = container(ds).ports.clone().unwrap_or_default();
+        let port = ports.iter().find(|p| p.name.as_deref() == Some("metrics"));
+        let [pm] = r.pod_monitors.as_slice() else {
+            assert!(r.pod_monitors.is_empty(), "{dir}: one PodMonitor per rack");
+            assert!(port.is_none(), "{dir}: a metrics port and no PodMonitor");
+            continue;
+        };
+        scraped.push(*name);
+        assert_eq!(
+            pm.metadata.name.as_deref(),
+            Some(format!("holdfast-rack-{rack}").as_str()),
+            "{dir}"
+        );
+        let listen = config.speaker.metrics.unwrap_or_else(|| {
+            panic!("{dir}: its PodMonitor scrapes the metrics port, but holdfast.toml sets no speaker.metrics: nothing listens there")
+        });
+        assert!(
+            listen.ip().is_unspecified(),
+            "{dir}: speaker.metrics {listen}: the PodMonitor scrapes the node's address"
+        );
+        let port = port.unwrap_or_else(|| panic!("{dir}: no container port named metrics"));
+        assert_eq!(port.container_port, 9180, "{dir}");
+        assert_eq!(
+            port.container_port,
+            i32::from(listen.port()),
+            "{dir}: the metrics port is speaker.metrics' port"
+        );
+        let [endpoint] = pm.spec.pod_metrics_endpoints.as_slice() else {
+            panic!("{dir}: one endpoint")
+        };
+        assert_eq!(endpoint.port, "metrics", "{dir}");
+        assert_eq!(endpoint.path, "/metrics", "{dir}");
+        // job = the value of the pods' label named by jobLabel.
+        let job_label = pm.spec.job_label.as_deref().expect("a jobLabel");
+        let job = template_labels(ds)
+            .get(job_label)
+            .cloned()
+            .unwrap_or_else(|| panic!("{dir}: the pods have no label {job_label}"));
+        assert!(
+            rules.contains(&format!("up{{job=\"{job}\"}}")),
+            "{dir}: the alerts do not read job=\"{job}\""
+        );
+    }
+    assert!(scraped.contains(&"rack-a"), "{scraped:?}");
+}
+
+/// deploy/components/talos-kubeprism, added to a rack: kube's in-cluster
+/// configuration (`kube::Config::infer`, as client-go: no kubeconfig, so
+/// https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT with the
+/// service account's token and CA) reaches KubePrism, Talos' API load
+/// balancer on the node's loopback, which the pod shares (hostNetwork).
+/// Nothing else of the rack changes.
+#[test]
+fn the_talos_kubeprism_component_points_the_api_client_at_kubeprism() {
+    let dir = deploy::with_components(&root(), "overlays/rack-b", &["components/talos-kubeprism"]);
+    let with = deploy::render(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let ds = the(&with.daemon_sets, "DaemonSet", "rack-b + talos-kubeprism");
+    let env: BTreeMap<String, Option<String>> = container(ds)
+        .env
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.name, e.value))
+        .collect();
+    let host = env.get("KUBERNETES_SERVICE_HOST").cloned().flatten();
+    let port = env.get("KUBERNETES_SERVICE_PORT").cloned().flatten();
+    assert_eq!(host.as_deref(), Some("localhost"), "{env:?}");
+    assert_eq!(
+        port.as_deref().map(str::parse::<u16>),
+        Some(Ok(7445)),
+        "KubePrism's port, as kube parses it: {env:?}"
+    );
+    assert_eq!(pod(ds).host_network, Some(true), "localhost is the node's");
+    assert_ne!(
+        pod(ds).automount_service_account_token,
+        Some(false),
+        "the token and CA kube reads"
+    );
+
+    let without = overlay("rack-b");
+    let mut base = the(&without.daemon_sets, "DaemonSet", "rack-b").clone();
+    let mut patched = ds.clone();
+    for d in [&mut base, &mut patched] {
+        let c = &mut d.spec.template.spec.as_mut().unwrap().containers[0];
+        if let Some(env) = c.env.as_mut() {
+            env.retain(|e| !e.name.starts_with("KUBERNETES_SERVICE_"));
+        }
+    }
+    assert_eq!(
+        serde_json::to_value(&base).unwrap(),
+        serde_json::to_value(&patched).unwrap(),
+        "the component changes more than the API server's address"
+    );
+}
+
+/// deploy/talos/kubelet-graceful-shutdown.yaml, the Talos machine config
+/// patch for the kubelet's graceful node shutdown, agrees with every
+/// rack's DaemonSet: holdfast is a critical pod (system-node-critical), so
+/// it gets at most shutdownGracePeriodCriticalPods of its
+/// terminationGracePeriodSeconds, which must all fit, with 5 s for the
+/// kubelet to report; and the regular pods' part before it covers each
+/// rack's graceful_shutdown_wait, so the drain that "node is shutting
+/// down" starts has withdrawn the routes before holdfast is stopped.
+#[test]
+fn the_talos_kubelet_patch_gives_holdfast_its_whole_grace_period() {
+    let path = root().join("deploy/talos/kubelet-graceful-shutdown.yaml");
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(&path).expect("the Talos patch");
+    let docs = deploy::documents(&text, &origin).unwrap_or_else(|e| panic!("{e}"));
+    let [patch] = docs.as_slice() else {
+        panic!("{origin}: one document")
+    };
+    // A machine config patch of the kubelet's configuration, and only that.
+    for (at, value, key) in [
+        ("the patch", patch, "machine"),
+        ("machine", &patch["machine"], "kubelet"),
+        (
+            "machine.kubelet",
+            &patch["machine"]["kubelet"],
+            "extraConfig",
+        ),
+    ] {
+        assert_eq!(
+            value
+                .as_object()
+                .map(|o| o.keys().map(String::as_str).collect::<Vec<_>>()),
+            Some(vec![key]),
+            "{origin}: {at} sets {key} only"
+        );
+    }
+    let extra = &patch["machine"]["kubelet"]["extraConfig"];
+    let keys: BTreeSet<&str> = extra
+        .as_object()
+        .unwrap_or_else(|| panic!("{origin}: no machine.kubelet.extraConfig"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["shutdownGracePeriod", "shutdownGracePeriodCriticalPods"]),
+        "{origin}"
+    );
+    let duration = |key: &str| {
+        let text = extra[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{origin}: {key} is not a duration string"));
+        config::parse_duration(text).unwrap_or_else(|e| panic!("{origin}: {key}: {e}"))
+    };
+    let total = duration("shutdownGracePeriod");
+    let critical = duration("shutdownGracePeriodCriticalPods");
+    assert!(
+        !critical.is_zero() && critical < total,
+        "{origin}: the kubelet needs both, critical pods' the smaller: {critical:?} of {total:?}"
+    );
+    for name in overlay_names() {
+        let dir = format!("overlays/{name}");
+        let r = overlay(name);
+        let p = pod(the(&r.daemon_sets, "DaemonSet", &dir));
+        let (_, config) = embedded_config(&r, &dir);
+        assert_eq!(
+            p.priority_class_name.as_deref(),
+            Some("system-node-critical"),
+            "{dir}: stopped with the critical pods"
+        );
+        let grace = u64::try_from(p.termination_grace_period_seconds.unwrap_or(30)).unwrap();
+        assert!(
+            critical.as_secs() >= grace + 5,
+            "{dir}: shutdownGracePeriodCriticalPods {critical:?} cuts terminationGracePeriodSeconds {grace} (and 5 s to report)"
+        );
+        let wait = config.speaker.graceful_shutdown_wait;
+        assert!(
+            total - critical >= wait,
+            "{dir}: the regular pods' {:?} of the shutdown do not cover graceful_shutdown_wait {wait:?}",
+            total - critical
+        );
     }
 }
 

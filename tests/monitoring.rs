@@ -1,23 +1,61 @@
 //! Monitoring, end to end: the real daemon's metrics-only listener
 //! (`speaker.metrics`), a real scrape checked by `promtool check metrics`,
-//! the optional kustomize component rendered by the real `kubectl
-//! kustomize`, and its PrometheusRule checked by `promtool check rules`
-//! and against README.md's alerts. Loopback only; no root. promtool comes
-//! from Debian's `prometheus` package (scripts/test.sh installs it): a
-//! missing promtool or kubectl fails these tests.
+//! the cluster-wide PrometheusRule (deploy/cluster/monitoring) rendered by
+//! the real `kubectl kustomize`, checked by `promtool check rules`,
+//! against README.md's alerts, and by `promtool test rules` with its unit
+//! tests (alerts.test.yaml: every alert firing and not firing). Loopback
+//! only; no root. promtool comes from Debian's `prometheus` package
+//! (scripts/test.sh installs it): a missing promtool or kubectl fails
+//! these tests.
 
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_holdfast");
 /// Generous: a debug binary on a shared two-core machine.
 const DEADLINE: Duration = Duration::from_secs(30);
+/// The PrometheusRule, applied once per cluster, and promtool's unit tests
+/// of it.
+const RULE: &str = "deploy/cluster/monitoring/prometheusrule.yaml";
+const RULE_TESTS: &str = "deploy/cluster/monitoring/alerts.test.yaml";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// promtool with `args`, in `dir`; a missing promtool fails the test,
+/// saying where it comes from.
+fn promtool(dir: &Path, args: &[&str]) -> (Output, String) {
+    let out = Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run promtool ({e}): the alert tests need it; install Debian's \
+                 `prometheus` package (scripts/test.sh does), which brings /usr/bin/promtool"
+            )
+        });
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out, text)
+}
+
+/// The PrometheusRule's spec as a Prometheus rule file, written to `dir`
+/// as holdfast.rules.yaml (the name alerts.test.yaml loads).
+fn write_rule_file(dir: &Path) -> String {
+    let rule = std::fs::read_to_string(root().join(RULE)).expect("the PrometheusRule");
+    let file = rule_file_of(&rule);
+    assert!(file.starts_with("groups:\n"), "{file}");
+    std::fs::write(dir.join("holdfast.rules.yaml"), &file).unwrap();
+    file
 }
 
 /// A port free on 127.0.0.1 right now.
@@ -218,23 +256,9 @@ fn alerts(yaml: &str) -> Vec<(String, String, String)> {
 
 #[test]
 fn the_prometheus_rule_passes_promtool_and_holds_the_readme_alerts() {
-    let path = root().join("deploy/components/monitoring/prometheusrule.yaml");
-    let rule = std::fs::read_to_string(&path).expect("the PrometheusRule");
     let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("holdfast.rules.yaml");
-    let file = rule_file_of(&rule);
-    assert!(file.starts_with("groups:\n"), "{file}");
-    std::fs::write(&rules, &file).unwrap();
-    let out = Command::new("promtool")
-        .args(["check", "rules"])
-        .arg(&rules)
-        .output()
-        .expect("promtool runs (Debian package prometheus; scripts/test.sh installs it)");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let file = write_rule_file(dir.path());
+    let (out, text) = promtool(dir.path(), &["check", "rules", "holdfast.rules.yaml"]);
     println!("promtool check rules:\n{text}");
     assert!(out.status.success(), "promtool check rules: {text}\n{file}");
 
@@ -256,63 +280,110 @@ fn the_prometheus_rule_passes_promtool_and_holds_the_readme_alerts() {
         documented, shipped,
         "README.md's alerts and the PrometheusRule's"
     );
-}
-
-/// The component added to a rack's overlay, rendered by the real kubectl.
-#[test]
-fn the_monitoring_component_renders_into_a_rack_overlay() {
-    // kustomize takes relative paths only: the overlay lives under the
-    // repository (in target/), and names the others from there.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let up = dir
-        .path()
-        .strip_prefix(root())
-        .expect("CARGO_TARGET_TMPDIR is inside the repository")
-        .components()
-        .map(|_| "..")
-        .collect::<Vec<_>>()
-        .join("/");
-    let base = PathBuf::from(up).join("deploy");
-    let rel = |p: &Path| p.display().to_string();
-    std::fs::write(
-        dir.path().join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
-            rel(&base.join("overlays/rack-a")),
-            rel(&base.join("components/monitoring"))
-        ),
-    )
-    .unwrap();
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(dir.path())
-        .output()
-        .expect("kubectl runs (kubectl 1.32 is installed on these machines)");
-    let yaml = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "kubectl kustomize: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for kind in [
-        "PodMonitor",
-        "PrometheusRule",
-        "DaemonSet",
-        "CustomResourceDefinition",
+    for needed in [
+        "HoldfastDown",
+        "HoldfastNotAvailable",
+        "HoldfastCrashLooping",
     ] {
         assert!(
-            yaml.contains(&format!("\nkind: {kind}\n")),
-            "no {kind}:\n{yaml}"
+            shipped.iter().any(|(name, _, _)| name == needed),
+            "no {needed} alert"
         );
     }
-    // The port the PodMonitor scrapes, by name, next to the api port.
+}
+
+/// `promtool test rules` on alerts.test.yaml, next to the rule file it
+/// loads, and every shipped alert tested both ways: expected to fire, and
+/// expected not to (promtool itself would take a test of an alert that
+/// does not exist, expecting nothing, as passed).
+#[test]
+fn promtool_unit_tests_cover_every_alert_firing_and_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_rule_file(dir.path());
+    let tests = std::fs::read_to_string(root().join(RULE_TESTS)).expect("the alert tests");
+    std::fs::write(dir.path().join("alerts.test.yaml"), &tests).unwrap();
+    let (out, text) = promtool(dir.path(), &["test", "rules", "alerts.test.yaml"]);
+    println!("promtool test rules:\n{text}");
     assert!(
-        yaml.contains("- containerPort: 9180\n          name: metrics\n"),
-        "{yaml}"
+        out.status.success() && text.contains("SUCCESS"),
+        "promtool test rules {RULE_TESTS}: {text}"
     );
-    let monitor = yaml
-        .split("\nkind: PodMonitor\n")
-        .nth(1)
-        .expect("a PodMonitor");
-    assert!(monitor.contains("    port: metrics\n"), "{monitor}");
+
+    let doc: serde_json::Value = {
+        let mut docs = yaml_serde::Deserializer::from_str(&tests);
+        let first = docs.next().expect("a YAML document");
+        serde::Deserialize::deserialize(first).expect("alerts.test.yaml is YAML")
+    };
+    assert_eq!(
+        doc["rule_files"],
+        serde_json::json!(["holdfast.rules.yaml"]),
+        "{RULE_TESTS} loads the PrometheusRule's rules"
+    );
+    let mut firing = BTreeSet::new();
+    let mut quiet = BTreeSet::new();
+    for case in doc["tests"].as_array().expect("tests") {
+        for t in case["alert_rule_test"].as_array().into_iter().flatten() {
+            let name = t["alertname"].as_str().expect("an alertname").to_string();
+            let expected = t["exp_alerts"].as_array().map_or(0, Vec::len);
+            if expected > 0 {
+                firing.insert(name);
+            } else {
+                quiet.insert(name);
+            }
+        }
+    }
+    let shipped: BTreeSet<String> = alerts(&file).into_iter().map(|(name, _, _)| name).collect();
+    assert_eq!(
+        firing, shipped,
+        "the alerts tested firing, and the shipped ones"
+    );
+    assert_eq!(
+        quiet, shipped,
+        "the alerts tested not firing, and the shipped ones"
+    );
+}
+
+/// The alerts are applied once per cluster: `kubectl kustomize
+/// deploy/cluster/monitoring` renders the PrometheusRule promtool checks,
+/// as written, and no rack's overlay renders one (it would fire every
+/// alert once per rack).
+#[test]
+fn the_rule_checked_is_the_one_applied_once_per_cluster() {
+    let kustomize = |dir: &Path| {
+        let out = Command::new("kubectl")
+            .arg("kustomize")
+            .arg(dir)
+            .output()
+            .expect("kubectl runs (kubectl 1.32 is installed on these machines)");
+        assert!(
+            out.status.success(),
+            "kubectl kustomize {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        yaml_serde::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).expect("YAML"))
+            .collect::<Vec<serde_json::Value>>()
+    };
+    let rendered = kustomize(&root().join("deploy/cluster/monitoring"));
+    let [rule] = rendered.as_slice() else {
+        panic!("deploy/cluster/monitoring: one object: {rendered:?}")
+    };
+    let written: serde_json::Value = serde::Deserialize::deserialize(
+        yaml_serde::Deserializer::from_str(&std::fs::read_to_string(root().join(RULE)).unwrap()),
+    )
+    .expect("the PrometheusRule is YAML");
+    assert_eq!(rule["kind"], "PrometheusRule");
+    assert_eq!(rule["spec"], written["spec"], "rendered as written");
+
+    let mut overlays = 0;
+    for entry in std::fs::read_dir(root().join("deploy/overlays")).unwrap() {
+        let dir = entry.unwrap().path();
+        for o in kustomize(&dir) {
+            assert_ne!(o["kind"], "PrometheusRule", "{}", dir.display());
+        }
+        overlays += 1;
+    }
+    assert!(overlays >= 4, "{overlays} overlays");
 }

@@ -1,5 +1,5 @@
 //! `BGPNodeStatus`: holdfast's writer against kube-standin (which serves the
-//! CRD from deploy/base, created with the real `kubectl create -f`), and the
+//! CRD from deploy/cluster, created with the real `kubectl create -f`), and the
 //! real daemon writing it while FRR peers with it, read back with the real
 //! `kubectl get bgpnodestatuses`.
 
@@ -23,7 +23,7 @@ use testlab::{Frr, Lab, wait_until};
 const STATUS_PATH: &str = "/apis/holdfast.dev/v1alpha1/bgpnodestatuses/n1/status";
 
 fn crd_file() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/bgpnodestatus-crd.yaml")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/cluster/bgpnodestatus-crd.yaml")
 }
 
 /// The real kubectl; a missing kubectl fails the test.

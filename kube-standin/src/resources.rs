@@ -115,7 +115,7 @@ pub(crate) const RESOURCES: &[ResourceType] = &[
         false,
         true,
     ),
-    // holdfast's own (deploy/base/bgpnodestatus-crd.yaml).
+    // holdfast's own (deploy/cluster/bgpnodestatus-crd.yaml).
     custom(
         "holdfast.dev",
         "v1alpha1",

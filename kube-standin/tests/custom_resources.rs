@@ -2,7 +2,7 @@
 //! `kubectl create -f` makes its resource appear (discovery, paths), the
 //! status subresource and server-side apply behave as on an API server, and
 //! the real `kubectl get` prints the CRD's printer columns from the
-//! stand-in's Table. The CRD is holdfast's own, from deploy/base.
+//! stand-in's Table. The CRD is holdfast's own, from deploy/cluster.
 
 mod common;
 
@@ -14,7 +14,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use serde_json::{Value, json};
 
 fn crd_file() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/base/bgpnodestatus-crd.yaml")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cluster/bgpnodestatus-crd.yaml")
 }
 
 /// The real kubectl against the stand-in; a missing kubectl fails the test.

@@ -2436,7 +2436,7 @@ fn warns_about_a_namespace_selector_the_shipped_rbac_cannot_serve() {
             "[[advertisement]]\nname = \"a\"\nnamespace_selector = { match_labels = { team = \"a\" } }\n",
         ),
         "11:22",
-        "namespace_selector reads the namespace label \"team\", so holdfast must list and watch Namespaces: the shipped ClusterRole (deploy/base/rbac.yaml) does not grant that",
+        "namespace_selector reads the namespace label \"team\", so holdfast must list and watch Namespaces: the shipped ClusterRole (deploy/cluster/rbac.yaml) does not grant that",
     );
     one_warning(
         &with_peer(

@@ -514,7 +514,7 @@ fn advertisement(
                 d.warning(
                     &at("namespace_selector"),
                     format!(
-                        "namespace_selector reads the namespace label \"{label}\", so holdfast must list and watch Namespaces: the shipped ClusterRole (deploy/base/rbac.yaml) does not grant that, and without it the Namespace watcher keeps failing and the Kubernetes source stays unhealthy (no VIP is added or withdrawn); select on \"{NAMESPACE_NAME_LABEL}\" (no extra RBAC), or grant get, list and watch on namespaces (README: RBAC)"
+                        "namespace_selector reads the namespace label \"{label}\", so holdfast must list and watch Namespaces: the shipped ClusterRole (deploy/cluster/rbac.yaml) does not grant that, and without it the Namespace watcher keeps failing and the Kubernetes source stays unhealthy (no VIP is added or withdrawn); select on \"{NAMESPACE_NAME_LABEL}\" (no extra RBAC), or grant get, list and watch on namespaces (README: RBAC)"
                     ),
                 );
             } else if !k.namespaces.is_empty()

@@ -14,7 +14,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The objects of one rendered overlay, typed.
+/// The objects of one rendered kustomization (the cluster part, or a
+/// rack's overlay), typed.
 #[derive(Default)]
 pub struct Rendered {
     pub namespaces: Vec<Namespace>,
@@ -24,6 +25,79 @@ pub struct Rendered {
     pub daemon_sets: Vec<DaemonSet>,
     pub config_maps: Vec<ConfigMap>,
     pub custom_resource_definitions: Vec<CustomResourceDefinition>,
+    pub pod_monitors: Vec<PodMonitor>,
+    /// Prometheus Operator's PrometheusRule, as written (its rules are
+    /// checked by promtool in tests/monitoring.rs).
+    pub prometheus_rules: Vec<Value>,
+    /// Every object's identity, in the order rendered: what `kubectl apply
+    /// -k` creates or replaces and `kubectl delete -k` deletes.
+    pub ids: Vec<ObjectId>,
+}
+
+/// What identifies an object to the API server: `apiVersion`'s group and
+/// the kind, the namespace (empty for cluster-scoped kinds) and the name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectId {
+    pub group_kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.group_kind, self.namespace, self.name)
+    }
+}
+
+fn object_id(o: &Value) -> ObjectId {
+    let api_version = o["apiVersion"].as_str().unwrap_or("");
+    // `apps/v1` → `apps`; `v1` → the core group, "".
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    ObjectId {
+        group_kind: format!("{group}/{}", o["kind"].as_str().unwrap_or("")),
+        namespace: o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+        name: o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+    }
+}
+
+/// The part of the Prometheus Operator's PodMonitor the deployment uses;
+/// any other field (a misspelt one) is an error.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodMonitor {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    pub spec: PodMonitorSpec,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodMonitorSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_label: Option<String>,
+    pub selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    pub pod_metrics_endpoints: Vec<PodMetricsEndpoint>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodMetricsEndpoint {
+    pub port: String,
+    pub path: String,
+    pub interval: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relabelings: Vec<Relabeling>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Relabeling {
+    pub source_labels: Vec<String>,
+    pub target_label: String,
 }
 
 /// Deserializes `value` as `T` and serializes it back: k8s-openapi ignores
@@ -119,6 +193,7 @@ pub fn render(dir: &Path) -> Result<Rendered, String> {
     let mut r = Rendered::default();
     for o in documents(&kustomize(dir)?, &origin)? {
         let origin = &origin;
+        r.ids.push(object_id(&o));
         match o["kind"].as_str().unwrap_or("") {
             "Namespace" => r.namespaces.push(typed(&o, origin)?),
             "ServiceAccount" => r.service_accounts.push(typed(&o, origin)?),
@@ -127,6 +202,8 @@ pub fn render(dir: &Path) -> Result<Rendered, String> {
             "DaemonSet" => r.daemon_sets.push(typed(&o, origin)?),
             "ConfigMap" => r.config_maps.push(typed(&o, origin)?),
             "CustomResourceDefinition" => r.custom_resource_definitions.push(typed(&o, origin)?),
+            "PodMonitor" => r.pod_monitors.push(typed(&o, origin)?),
+            "PrometheusRule" => r.prometheus_rules.push(o),
             other => return Err(format!("{origin}: unexpected kind {other:?}")),
         }
     }
@@ -144,31 +221,43 @@ pub fn secret_file(path: &Path) -> Result<Secret, String> {
     typed(doc, &origin)
 }
 
-/// A kustomization under the repository's target directory (kustomize
-/// takes relative paths only) that adds `components` (paths under
-/// `deploy/`) to the overlay `resource` (also under `deploy/`): what an
-/// operator writes to add an optional component to a rack. Removed when
-/// the returned directory is dropped.
+/// A kustomization in the target directory's temporary directory that
+/// adds `components` (paths under `deploy/`) to the overlay `resource`
+/// (also under `deploy/`): what an operator writes to add an optional
+/// component to a rack. It names them by relative paths (kustomize takes
+/// no absolute ones), wherever the target directory is. Removed when the
+/// returned directory is dropped.
 pub fn with_components(repo: &Path, resource: &str, components: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary directory");
-    let up = dir
-        .path()
-        .strip_prefix(repo)
-        .expect("CARGO_TARGET_TMPDIR is inside the repository")
-        .components()
-        .map(|_| "..")
-        .collect::<Vec<_>>()
-        .join("/");
+    let deploy = relative(dir.path(), &repo.join("deploy"));
     let list = components
         .iter()
-        .map(|c| format!("  - {up}/deploy/{c}\n"))
+        .map(|c| format!("  - {deploy}/{c}\n"))
         .collect::<String>();
     std::fs::write(
         dir.path().join("kustomization.yaml"),
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {up}/deploy/{resource}\ncomponents:\n{list}"
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {deploy}/{resource}\ncomponents:\n{list}"
         ),
     )
     .expect("write the kustomization");
     dir
+}
+
+/// `to` as a path relative to the directory `from` (both made absolute
+/// and free of symbolic links first).
+fn relative(from: &Path, to: &Path) -> String {
+    let from = from.canonicalize().expect("the temporary directory");
+    let to = to.canonicalize().expect("the repository's deploy/");
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let up = from.components().skip(common).map(|_| "..".to_string());
+    let down = to
+        .components()
+        .skip(common)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
+    up.chain(down).collect::<Vec<_>>().join("/")
 }

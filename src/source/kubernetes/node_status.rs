@@ -1,7 +1,7 @@
 //! The `BGPNodeStatus` of this node (`holdfast.dev/v1alpha1`, cluster-scoped,
 //! named after the node, owned by its Node): its sessions and route counts,
 //! so `kubectl get bgpnodestatuses` shows the whole cluster like
-//! `show bgp summary`. The CRD is deploy/base/bgpnodestatus-crd.yaml.
+//! `show bgp summary`. The CRD is deploy/cluster/bgpnodestatus-crd.yaml.
 //!
 //! - [`build`] is the pure part: the daemon's [`Status`] → the object's
 //!   `status`.
