@@ -512,8 +512,8 @@ fn unprivileged_with_only_the_capability_the_overlay_grants() {
     assert_ne!(why["state"], "Established", "{why}");
 }
 
-/// The release image, run as a rack with `deploy/components/unnumbered`
-/// runs it (the DaemonSet rendered by kubectl: UID 65532, NET_RAW the only
+/// The release image, run as the `unnumbered` rack (with
+/// `deploy/components/unnumbered`) runs it (the DaemonSet rendered by kubectl: UID 65532, NET_RAW the only
 /// capability in the bounding set, privilege escalation allowed, read-only
 /// root, seccomp): the unnumbered session comes up from the image's file
 /// capability alone, and the main thread holds no capability.
@@ -522,12 +522,7 @@ fn the_image_peers_unnumbered_as_the_unnumbered_component_runs_it() {
     testlab::require_root();
     testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
     let image = image::Image::load("amd64");
-    let overlay = deploy::with_components(
-        &image::root(),
-        "overlays/rack-b",
-        &["components/unnumbered"],
-    );
-    let ds = image::daemon_set(overlay.path());
+    let ds = image::daemon_set("deploy/overlays/unnumbered");
     let (router, node, _link) = link();
     let frr = Frr::start_forwarding(&router, &frr_unnumbered("192.0.2.1"));
     let holdfast = image::start(
