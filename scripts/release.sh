@@ -123,7 +123,7 @@ for t in "${triples[@]}"; do
     install -m 0755 "target/$t/release/holdfast" "$work/$arch/holdfast"
     setcap cap_net_raw,cap_net_bind_service+p "$work/$arch/holdfast"
     ctr=$(bah from --arch "$arch" scratch)
-    bah copy --chmod 0755 "$ctr" "$work/$arch/holdfast" /usr/local/bin/holdfast
+    bah copy --quiet --chmod 0755 "$ctr" "$work/$arch/holdfast" /usr/local/bin/holdfast
     bah config --os linux --arch "$arch" \
         --user 65532:65532 \
         --entrypoint '["/usr/local/bin/holdfast"]' \
@@ -134,9 +134,12 @@ for t in "${triples[@]}"; do
         "$ctr" "holdfast-$arch:$version" >/dev/null
     bah manifest add --os linux --arch "$arch" "holdfast:$version" \
         "containers-storage:localhost/holdfast-$arch:$version" >/dev/null
-    echo "linux/$arch: $(bah inspect --format '{{.FromImageDigest}}' "holdfast-$arch:$version" 2>/dev/null || true)"
 done
 bah manifest push --quiet --all "holdfast:$version" "oci:$work/layout:$version"
+index=$(jq -r '.manifests[0].digest' "$work/layout/index.json")
+echo "image index $index:"
+jq -r '.manifests[] | "  \(.platform.os)/\(.platform.architecture) \(.digest)"' \
+    "$work/layout/blobs/${index%%:*}/${index#*:}"
 # An OCI archive is the layout as a tar (the oci-archive transport): one
 # with fixed order, owners and dates.
 tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
