@@ -84,11 +84,35 @@ impl NsProcess {
         env: &[(&str, &str)],
         log_path: &Path,
     ) -> NsProcess {
+        NsProcess::start_command(ns.command(argv), label, env, log_path, ns.name())
+    }
+
+    /// Starts `argv` in the test's own namespaces, logged the same way: a
+    /// program that joins a namespace by itself (`podman run --network
+    /// ns:PATH`, which needs the host's /sys and its cgroup mounts, which
+    /// `ip netns exec` replaces).
+    pub fn start_logged_here(
+        label: &str,
+        argv: &[&str],
+        env: &[(&str, &str)],
+        log_path: &Path,
+    ) -> NsProcess {
+        let mut cmd = std::process::Command::new(argv[0]);
+        cmd.args(&argv[1..]);
+        NsProcess::start_command(cmd, label, env, log_path, "(the test's own)")
+    }
+
+    fn start_command(
+        mut cmd: std::process::Command,
+        label: &str,
+        env: &[(&str, &str)],
+        log_path: &Path,
+        where_: &str,
+    ) -> NsProcess {
         let log = open_log(log_path);
         let log_for_stderr = log
             .try_clone()
             .unwrap_or_else(|e| panic!("cannot duplicate {}: {e}", log_path.display()));
-        let mut cmd = ns.command(argv);
         cmd.stdin(Stdio::null()).stdout(log).stderr(log_for_stderr);
         if let Some(parent) = log_path.parent() {
             cmd.current_dir(parent);
@@ -96,12 +120,9 @@ impl NsProcess {
         for (key, value) in env {
             cmd.env(key, value);
         }
-        let child = cmd.spawn().unwrap_or_else(|e| {
-            panic!(
-                "cannot start {label} ({argv:?}) in netns {}: {e}",
-                ns.name()
-            )
-        });
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {label} ({cmd:?}) in netns {where_}: {e}"));
         NsProcess {
             label: label.to_owned(),
             child,

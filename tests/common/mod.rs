@@ -207,9 +207,12 @@ impl<'a> Holdfast<'a> {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        self.process = Some(NsProcess::start_logged(
-            self.ns, "holdfast", &argv, &env, &log,
-        ));
+        self.process = Some(if self.container.is_some() {
+            // podman joins the namespace itself (--network ns:…).
+            NsProcess::start_logged_here("holdfast", &argv, &env, &log)
+        } else {
+            NsProcess::start_logged(self.ns, "holdfast", &argv, &env, &log)
+        });
         // `holdfast status` right after the start must not race the API's
         // bind.
         testlab::wait_for(LONG, "holdfast's API on 127.0.0.1:9179", || {

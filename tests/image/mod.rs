@@ -306,8 +306,11 @@ pub fn run_to_exit(
     argv.extend(wrapper);
     argv.extend(args);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let out = ns
-        .command(&argv)
+    // podman joins the namespace itself (--network ns:…): run from here,
+    // where /sys and the cgroup mounts are the host's.
+    let _ = ns;
+    let out = Command::new(argv[0])
+        .args(&argv[1..])
         .env("CONTAINERS_CONF", image.dir.join("containers.conf"))
         .output()
         .expect("podman run");
