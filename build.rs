@@ -43,8 +43,9 @@ fn build_info() {
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
     };
-    // What goes into the binary: a change there (or a new commit: HEAD,
-    // the refs, the index) runs this again.
+    // What goes into the binary: a change there (or a new commit: HEAD and
+    // the refs; not the index, which every `git add` rewrites and which
+    // changes nothing `git status` compares against HEAD) runs this again.
     const INPUTS: [&str; 7] = [
         "src",
         "bgp-proto",
@@ -61,7 +62,7 @@ fn build_info() {
                 for input in INPUTS {
                     println!("cargo:rerun-if-changed={input}");
                 }
-                for name in ["HEAD", "index", "packed-refs"] {
+                for name in ["HEAD", "packed-refs"] {
                     if let Some(p) = git(&["rev-parse", "--git-path", name]) {
                         println!("cargo:rerun-if-changed={p}");
                     }
