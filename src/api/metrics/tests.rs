@@ -142,7 +142,13 @@ fn values_follow_the_status() {
     assert_eq!(v("holdfast_source_synced", &[("kind", "kubernetes")]), 1.0);
     assert_eq!(v("holdfast_source_vips", &[("kind", "kubernetes")]), 4.0);
     assert_eq!(v("holdfast_config_reload_error", &[]), 0.0);
-    assert_eq!(v("holdfast_build_info", &[("version", "0.1.0")]), 1.0);
+    assert_eq!(
+        v(
+            "holdfast_build_info",
+            &[("version", "0.1.0"), ("commit", crate::build_info::COMMIT)]
+        ),
+        1.0
+    );
     assert_eq!(v("holdfast_uptime_seconds", &[]), 273906.0);
 }
 
