@@ -27,16 +27,7 @@ fn conf(lab: &Lab) -> String {
 
 /// The binary as the image has it: a copy with the file capability.
 fn image_binary() -> (testlab::LabDir, String) {
-    let dir = testlab::LabDir::new("bin");
-    let bin = dir.join("holdfast");
-    std::fs::copy(BIN, &bin).expect("copy holdfast");
-    let bin = bin.display().to_string();
-    let out = std::process::Command::new("setcap")
-        .args(["cap_net_bind_service+p", &bin])
-        .output()
-        .expect("setcap");
-    assert!(out.status.success(), "setcap: {out:?}");
-    (dir, bin)
+    testlab::process::with_file_caps(BIN, "cap_net_bind_service+p")
 }
 
 const USER: [&str; 5] = [

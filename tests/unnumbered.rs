@@ -443,15 +443,7 @@ fn unprivileged_with_only_the_capability_the_overlay_grants() {
     let frr = Frr::start_forwarding(&router, &frr_unnumbered("192.0.2.1"));
     // The image's binary (Dockerfile): NET_RAW permitted by the file, not
     // effective.
-    let bin_dir = testlab::LabDir::new("bin");
-    let bin = bin_dir.join("holdfast");
-    std::fs::copy(BIN, &bin).expect("copy holdfast");
-    let bin = bin.display().to_string();
-    let setcap = std::process::Command::new("setcap")
-        .args(["cap_net_raw+p", &bin])
-        .output()
-        .expect("setcap");
-    assert!(setcap.status.success(), "setcap: {setcap:?}");
+    let (_bin_dir, bin) = testlab::process::with_file_caps(BIN, "cap_net_raw+p");
     let user = [
         "setpriv",
         "--reuid=65532",

@@ -296,3 +296,19 @@ pub fn cap_set(pid: u32, field: &str) -> u64 {
 pub const CAP_NET_BIND_SERVICE: u64 = 1 << 10;
 /// `CAP_NET_RAW`'s bit in a capability set.
 pub const CAP_NET_RAW: u64 = 1 << 13;
+
+/// A copy of the binary `bin` carrying the file capabilities `caps`
+/// (`setcap` syntax, e.g. `cap_net_raw+p`), as an image's binary does: its
+/// directory (removed when dropped) and its path.
+pub fn with_file_caps(bin: &str, caps: &str) -> (LabDir, String) {
+    let dir = LabDir::new("bin");
+    let copy = dir.join("holdfast");
+    std::fs::copy(bin, &copy).unwrap_or_else(|e| panic!("copy {bin}: {e}"));
+    let copy = copy.display().to_string();
+    let out = std::process::Command::new("setcap")
+        .args([caps, &copy])
+        .output()
+        .expect("setcap (libcap2-bin)");
+    assert!(out.status.success(), "setcap {caps}: {out:?}");
+    (dir, copy)
+}
