@@ -308,7 +308,6 @@ pub fn run_to_exit(
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     // podman joins the namespace itself (--network ns:…): run from here,
     // where /sys and the cgroup mounts are the host's.
-    let _ = ns;
     let out = Command::new(argv[0])
         .args(&argv[1..])
         .env("CONTAINERS_CONF", image.dir.join("containers.conf"))
