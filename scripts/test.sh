@@ -2,7 +2,9 @@
 # Runs every test of holdfast, on a fresh Debian 12 machine as root:
 # installs what the tests need, then format, lint, unit, property, corpus,
 # interop (real FRR/BIRD/GoBGP/ExaBGP in network namespaces) and
-# Kubernetes-stand-in tests, and the static (musl) build of the Dockerfile.
+# Kubernetes tests (a real kube-apiserver and etcd built from their Go
+# modules, and kube-standin for the faults a real server cannot show), the
+# Helm chart, and the static (musl) build of the Dockerfile.
 #
 # As root (prefix sudo if you are not root):
 #   scripts/test.sh
@@ -46,6 +48,14 @@ rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl >/dev/nul
 # is preinstalled on the machines this runs on; it is not a Debian package.
 command -v kubectl >/dev/null || {
   echo "scripts/test.sh: kubectl is missing: install kubectl 1.32 or newer (kustomize is built in) and put it on PATH" >&2
+  exit 1
+}
+
+# Go builds the real Kubernetes API server (kube-apiserver, etcd) and helm
+# the tests run (scripts/kube-api.sh, scripts/helm.sh); the machines this
+# runs on have it, from go.dev, not Debian.
+command -v go >/dev/null || {
+  echo "scripts/test.sh: go is missing: install Go $(sed -n 's/^go //p' tools/kube-1.37.2/go.mod) or newer and put it on PATH" >&2
   exit 1
 }
 
@@ -143,8 +153,23 @@ CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static \
   --skip api::process::tests::this_process_reads_plausibly \
   --skip bfd::driver::tests::a_flood_toward_one_session_is_bounded_and_spares_the_others
 
-step "cargo test --workspace"
+step "the real Kubernetes API server and helm, built from their Go modules (cached in target/tools)"
+# The newest release holdfast promises (the default of scripts/kube-api.sh,
+# which every Kubernetes test runs) and the oldest (its tests below), and
+# helm for the chart. Go caches what it compiles in ~/.cache/go-build.
+time KUBE_API_BUILD_ONLY=1 scripts/kube-api.sh
+time HOLDFAST_KUBE_VERSION=1.34.4 KUBE_API_BUILD_ONLY=1 scripts/kube-api.sh
+time HELM_BUILD_ONLY=1 scripts/helm.sh
+
+step "the Helm chart: helm lint --strict, helm template (tests/helm_chart.rs compares it with kustomize)"
+scripts/helm.sh lint --strict deploy/helm/holdfast
+scripts/helm.sh template holdfast deploy/helm/holdfast --namespace holdfast >/dev/null
+
+step "cargo test --workspace (the Kubernetes tests against kube-apiserver 1.37.2)"
 cargo test --workspace --no-fail-fast
+
+step "the Kubernetes end-to-end tests against the oldest release promised (kube-apiserver 1.34.4)"
+HOLDFAST_KUBE_VERSION=1.34.4 cargo test --test kube_frr --test kube_rbac --test node_status -- --test-threads 2
 
 step "the benchmark harness (bench/, its own workspace): clippy -D warnings and its unit tests"
 (cd bench && CARGO_TARGET_DIR=../target cargo clippy --locked --all-targets -- -D warnings &&

@@ -1,6 +1,10 @@
-//! The Kubernetes source end to end: kube-rs in the holdfast
-//! daemon, unmodified, against the in-process API stand-in (reached from
-//! the node namespace through a bridge), and FRR as the router.
+//! The Kubernetes source end to end: kube-rs in the holdfast daemon,
+//! unmodified, against a real kube-apiserver and etcd (scripts/kube-api.sh:
+//! RBAC enforced, holdfast holding the ServiceAccount token deploy/cluster
+//! binds), reached from the node namespace through a bridge, the cluster
+//! changed with the real kubectl, and FRR as the router. The two tests of
+//! a Service list served empty by a healthy server run against
+//! kube-standin, since a real server cannot be made to do that.
 
 mod common;
 
@@ -42,6 +46,13 @@ fn start<'a>(
     start_with(lab, hold_down, "", "", extra, node_labels)
 }
 
+/// `start_with` against kube-standin (no node labels, no extra).
+fn start_standin<'a>(lab: &'a Lab, hold_down: &str, stability: &str) -> Cluster<'a> {
+    testlab::require_root();
+    let k = cluster::KubeApi::standin_for_node(&lab.node, "node-1", NODE, &[]);
+    launch(lab, k, hold_down, "", stability, "")
+}
+
 /// `start`, with `speaker` lines added to `[speaker]` and `stability`
 /// lines to `[stability]`.
 fn start_with<'a>(
@@ -54,6 +65,17 @@ fn start_with<'a>(
 ) -> Cluster<'a> {
     testlab::require_root();
     let k = cluster::KubeApi::for_node(&lab.node, "node-1", NODE, node_labels);
+    launch(lab, k, hold_down, speaker, stability, extra)
+}
+
+fn launch<'a>(
+    lab: &'a Lab,
+    k: cluster::KubeApi,
+    hold_down: &str,
+    speaker: &str,
+    stability: &str,
+    extra: &str,
+) -> Cluster<'a> {
     // With zebra: bgpd alone refuses IPv6 next hops that carry a
     // link-local address (testlab/README.md), which an on-link node sends.
     let frr = Frr::start_with_zebra(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
@@ -67,12 +89,10 @@ fn start_with<'a>(
 }
 
 impl Cluster<'_> {
-    /// `kubectl cordon` (or uncordon) of node-1.
+    /// The real `kubectl cordon` (or uncordon) of node-1.
     fn cordon(&self, on: bool) {
-        self.kube
-            .api
-            .patch::<Node>(None, "node-1", &json!({ "spec": { "unschedulable": on } }))
-            .unwrap();
+        let verb = if on { "cordon" } else { "uncordon" };
+        self.kube.api.kubectl(&[verb, "node-1"]);
     }
 
     /// FRR's path for `prefix` carries GRACEFUL_SHUTDOWN (RFC 8326).
@@ -138,15 +158,33 @@ impl Cluster<'_> {
         }
     }
 
+    /// Node node-1's taints become `taints` (key, effect), by the real
+    /// `kubectl taint`: those it has and should not are removed (`key:E-`),
+    /// the missing ones added.
     fn set_taints(&self, taints: &[(&str, &str)]) {
-        let taints: Vec<_> = taints
-            .iter()
-            .map(|(key, effect)| json!({ "key": key, "effect": effect }))
+        let node: Node = self.kube.api.get(None, "node-1").expect("node-1");
+        let current: Vec<(String, String)> = node
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| (t.key, t.effect))
             .collect();
-        self.kube
-            .api
-            .patch::<Node>(None, "node-1", &json!({ "spec": { "taints": taints } }))
-            .unwrap();
+        let mut args = vec!["taint".to_string(), "nodes".into(), "node-1".into()];
+        for (key, effect) in &current {
+            if !taints.iter().any(|(k, e)| k == key && e == effect) {
+                args.push(format!("{key}:{effect}-"));
+            }
+        }
+        for (key, effect) in taints {
+            if !current.iter().any(|(k, e)| k == key && e == effect) {
+                args.push(format!("{key}:{effect}"));
+            }
+        }
+        if args.len() > 3 {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            self.kube.api.kubectl(&args);
+        }
     }
 
     fn set_ingress(&self, name: &str, ips: &[&str]) {
@@ -466,8 +504,13 @@ fn an_excluded_node_advertises_nothing() {
     let (code, text) = c.node.explain("198.51.100.50");
     assert_eq!(code, 1);
     assert!(text.contains("exclude"), "{text}");
-    // The label goes: advertised.
-    c.kube.api.patch::<Node>(None, "node-1", &json!({ "metadata": { "labels": { "node.kubernetes.io/exclude-from-external-load-balancers": null } } })).unwrap();
+    // The label goes (the real `kubectl label ... KEY-`): advertised.
+    c.kube.api.kubectl(&[
+        "label",
+        "node",
+        "node-1",
+        "node.kubernetes.io/exclude-from-external-load-balancers-",
+    ]);
     c.frr.wait_prefix("198.51.100.50/32", LONG);
 }
 
@@ -701,8 +744,7 @@ fn an_api_outage_and_410_touch_no_route() {
     c.frr.wait_prefix("198.51.100.71/32", LONG);
     let before = c.settled_updates();
     // The API server goes away (connections refused, streams cut)...
-    c.kube.api.refuse();
-    c.kube.api.drop_watches();
+    c.kube.api.outage();
     wait_until(LONG, "the source to report itself unhealthy", || {
         (c.node.status()["source"]["healthy"] == false).then_some(())
     });
@@ -713,8 +755,7 @@ fn an_api_outage_and_410_touch_no_route() {
     );
     // It comes back having compacted its history: the watches get 410
     // Gone and re-list.
-    c.kube.api.compact();
-    c.kube.api.resume();
+    c.kube.api.restore_compacted();
     wait_until(
         Duration::from_secs(240),
         "the source to be healthy again",
@@ -754,10 +795,7 @@ fn a_dual_stack_service_gives_both_routes() {
 /// Makes the daemon's watchers re-list: the versions they hold become too
 /// old (410 Gone).
 fn force_relist(c: &Cluster<'_>) {
-    c.kube.api.pause();
-    c.kube.api.compact();
-    c.kube.api.drop_watches();
-    c.kube.api.resume();
+    c.kube.api.restore_compacted();
 }
 
 const FOUR: [&str; 4] = [
@@ -807,13 +845,14 @@ fn frr_has_all_four(c: &Cluster<'_>) -> bool {
 fn an_empty_service_list_or_a_missing_node_holds_every_route_down_instead_of_withdrawing() {
     let lab = Lab::pair();
     // A long hold-down: what the test sees is the hold-down, not a race.
-    let c = start(&lab, "20m", "", &[]);
+    let c = start_standin(&lab, "20m", "");
     four_services(&c);
     let before = c.settled_updates();
 
     // An etcd restore, the wrong cluster: the API server lists no Service
     // and says it is healthy. Every VIP is held down, not deleted.
-    c.kube.api.serve_empty::<Service>();
+    let standin = c.kube.api.standin("a Service list served empty by a healthy server");
+    standin.serve_empty::<Service>();
     force_relist(&c);
     let routes = wait_four_in_state(&c, "held-down");
     for r in &routes {
@@ -828,7 +867,7 @@ fn an_empty_service_list_or_a_missing_node_holds_every_route_down_instead_of_wit
     );
     assert!(frr_has_all_four(&c), "a route left FRR");
     // The Services are listed again: nothing was ever sent.
-    c.kube.api.serve_stored::<Service>();
+    standin.serve_stored::<Service>();
     force_relist(&c);
     wait_four_in_state(&c, "advertised");
     assert!(frr_has_all_four(&c));
@@ -854,9 +893,12 @@ fn an_empty_service_list_or_a_missing_node_holds_every_route_down_instead_of_wit
 #[test]
 fn an_empty_service_list_is_withdrawn_after_the_hold_down_through_the_guard() {
     let lab = Lab::pair();
-    let c = start_with(&lab, "2s", "", "withdraw_rate = \"2/s\"", "", &[]);
+    let c = start_standin(&lab, "2s", "withdraw_rate = \"2/s\"");
     four_services(&c);
-    c.kube.api.serve_empty::<Service>();
+    c.kube
+        .api
+        .standin("a Service list served empty by a healthy server")
+        .serve_empty::<Service>();
     force_relist(&c);
     for vip in FOUR {
         c.time_until_withdrawn(&format!("{vip}/32"), Instant::now(), LONG);

@@ -1,5 +1,5 @@
 //! Routing policy per Service and per node, end to end: the holdfast
-//! daemon with its Kubernetes source against the in-process API stand-in,
+//! daemon with its Kubernetes source against a real API server,
 //! FRR as the router. Per-Service attributes from annotations (and their
 //! refusal), aggregation with eTP Cluster and Local Services, PodCIDR and
 //! interface advertisements.
@@ -59,7 +59,7 @@ fn annotated(name: &str, ips: &[&str], annotations: &[(&str, &str)]) -> Service 
 /// The one path FRR has for `prefix`, once it satisfies `ok`.
 fn path_when(c: &Cluster<'_>, prefix: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let mut last = Value::Null;
-    let found = wait_until_opt(LONG, || {
+    let found = testlab::wait::wait_until_opt(LONG, || {
         let p = c.frr.prefix(prefix)?;
         let path = p["paths"][0].clone();
         last = path.clone();
@@ -69,17 +69,6 @@ fn path_when(c: &Cluster<'_>, prefix: &str, what: &str, ok: impl Fn(&Value) -> b
         Some(p) => p,
         None => panic!("FRR's path for {prefix} never had {what}; last: {last}"),
     }
-}
-
-fn wait_until_opt<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
 }
 
 /// A string field of FRR's JSON that must be there.

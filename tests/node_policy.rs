@@ -1,14 +1,13 @@
 //! Routing policy per node, against FRR: `[[node_override]]` chosen by a
-//! Node label (through the Kubernetes stand-in) or by name (`$NODE_NAME`,
-//! the file source), the router ID of a node without IPv4, peers with
-//! `asn = "external"`, and a per-peer `local_asn`.
+//! Node label (a real API server, the label changed with the real kubectl)
+//! or by name (`$NODE_NAME`, the file source), the router ID of a node
+//! without IPv4, peers with `asn = "external"`, and a per-peer `local_asn`.
 
 mod common;
 
 use std::net::IpAddr;
 
 use common::*;
-use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 use testlab::{Frr, Lab, Netns, wait_until};
 
@@ -120,14 +119,8 @@ fn a_node_label_chooses_the_override_frr_sees_and_a_label_change_moves_it() {
         "{why}"
     );
 
-    // The label goes: the file's AS and router ID.
-    k.api
-        .patch::<Node>(
-            None,
-            "node-1",
-            &json!({ "metadata": { "labels": { "rack": null } } }),
-        )
-        .unwrap();
+    // The label goes (the real `kubectl label`): the file's AS and router ID.
+    k.api.kubectl(&["label", "node", "node-1", "rack-"]);
     wait_until(LONG, "FRR to see AS 65001 from the node", || {
         (frr.state(ip(NODE)) == "Established"
             && remote_as_and_id(&frr, NODE) == (65001, NODE.to_string()))
@@ -136,13 +129,7 @@ fn a_node_label_chooses_the_override_frr_sees_and_a_label_change_moves_it() {
     assert_eq!(h.status()["node_overrides"], json!([]));
 
     // Another rack: the other override.
-    k.api
-        .patch::<Node>(
-            None,
-            "node-1",
-            &json!({ "metadata": { "labels": { "rack": "c" } } }),
-        )
-        .unwrap();
+    k.api.kubectl(&["label", "node", "node-1", "rack=c"]);
     wait_until(LONG, "FRR to see AS 65003 from the node", || {
         (frr.state(ip(NODE)) == "Established"
             && remote_as_and_id(&frr, NODE) == (65003, "192.0.2.203".to_string()))

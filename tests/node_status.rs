@@ -1,6 +1,9 @@
 //! `BGPNodeStatus`: holdfast's writer against kube-standin (which serves the
-//! CRD from deploy/cluster, created with the real `kubectl create -f`), and the
-//! real daemon writing it while FRR peers with it, read back with the real
+//! CRD from deploy/cluster, created with the real `kubectl create -f`), for
+//! the count of its writes the stand-in records; and the real daemon
+//! writing it against a real API server (deploy/cluster applied: the CRD's
+//! OpenAPI schema validates every server-side apply, RBAC grants only the
+//! shipped rules) while FRR peers with it, read back with the real
 //! `kubectl get bgpnodestatuses`.
 
 mod common;
@@ -195,11 +198,11 @@ fn the_daemon_writes_its_node_status_for_kubectl_get() {
     const TOR: &str = "192.0.2.1";
     const NODE: &str = "192.0.2.2";
     let lab = Lab::pair();
-    let mut k = cluster::KubeApi::start();
+    // The CRD comes with deploy/cluster, applied by scripts/kube-api.sh.
+    let k = cluster::KubeApi::start();
     let host_dir = tempfile::tempdir().expect("temp dir");
-    let host_kubeconfig = k.api.kubeconfig(host_dir.path()).expect("kubeconfig");
+    let host_kubeconfig = k.api.real().server.admin_kubeconfig();
     let cache = host_dir.path().join("cache");
-    install_crd(&host_kubeconfig, &cache);
     k.add_node(&lab.node, "node-1", NODE, &[]);
     let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
     let config = format!(

@@ -2,7 +2,7 @@
 //! behind one FRR (zebra, ECMP with `maximum-paths`, `bgp bestpath
 //! bandwidth`).
 //!
-//! - ECMP weighted by endpoints: through the Kubernetes stand-in, node-1
+//! - ECMP weighted by endpoints: through a real API server, node-1
 //!   with 1 ready endpoint of an eTP Local Service and node-2 with 3; FRR
 //!   weights the two next hops 25/75 from the link-bandwidth community;
 //!   scaling node-1 to 3, pod by pod, makes it 50/50 with one UPDATE from
@@ -200,7 +200,7 @@ fn kube_config(i: usize) -> String {
 }
 
 fn start_kube(fabric: &Fabric) -> Kube<'_> {
-    let mut cluster = cluster::KubeApi::start();
+    let cluster = cluster::KubeApi::start();
     let frr = start_frr(&fabric.router);
     for (i, ns) in fabric.nodes.iter().enumerate() {
         cluster.add_node(ns, &format!("node-{}", i + 1), LINKS[i].1, &[]);

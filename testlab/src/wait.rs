@@ -41,3 +41,18 @@ pub fn wait_for<T>(
         std::thread::sleep(POLL_INTERVAL);
     }
 }
+
+/// Calls `check` until it returns `Some` or `timeout` passes: `None` then.
+/// For a test that must tell "never happened" apart from a failure.
+pub fn wait_until_opt<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if start.elapsed() >= timeout {
+            return None;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}

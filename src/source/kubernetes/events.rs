@@ -411,7 +411,7 @@ async fn publish(inner: std::sync::Weak<Inner>, wake: Arc<Notify>, mut writer: W
                 tracing::warn!(
                     %service,
                     %address,
-                    %error,
+                    error = %super::forbidden::describe(&error),
                     "could not record the Event (it needs create and patch on events.k8s.io events)"
                 );
             }

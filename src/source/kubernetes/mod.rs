@@ -16,6 +16,8 @@
 //!   rate-limited per Service ([`EventRecorder`]).
 //! - `node_status`: this node's `BGPNodeStatus` object, for `kubectl get
 //!   bgpnodestatuses` ([`NodeStatusWriter`]).
+//! - `forbidden`: what a request the API server's RBAC refused is told as
+//!   (the permission, and the file that grants it).
 //!
 //! Starting it, in the daemon:
 //!
@@ -43,6 +45,7 @@
 mod backoff;
 mod endpoints;
 mod events;
+mod forbidden;
 mod limit;
 mod link;
 mod node;

@@ -281,11 +281,11 @@ impl Writer {
                     // Once per streak: a cluster without the CRD must not
                     // get a warning every interval.
                     if failing {
-                        tracing::debug!(node = %self.node, %error, "BGPNodeStatus not written");
+                        tracing::debug!(node = %self.node, error = %super::forbidden::describe(&error), "BGPNodeStatus not written");
                     } else {
                         tracing::warn!(
                             node = %self.node,
-                            %error,
+                            error = %super::forbidden::describe(&error),
                             "could not write this node's BGPNodeStatus (it needs the CRD bgpnodestatuses.holdfast.dev, and get, create and patch on bgpnodestatuses and bgpnodestatuses/status); retrying every {}s",
                             RETRY_AFTER.as_secs()
                         );

@@ -396,7 +396,7 @@ impl Watchers {
                     Ok(watcher::Event::InitApply(_)) => continue,
                     Ok(watcher::Event::InitDone) => Signal::InitDone,
                     Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Signal::Changed,
-                    Err(error) => Signal::Error(error.to_string()),
+                    Err(error) => Signal::Error(super::forbidden::describe_watch(&error)),
                 };
                 if tx.send((generation, id, signal)).is_err() {
                     return;
@@ -446,7 +446,7 @@ impl Watchers {
                         Some(signal) => signal,
                         None => continue,
                     },
-                    Err(error) => Signal::Error(error.to_string()),
+                    Err(error) => Signal::Error(super::forbidden::describe_watch(&error)),
                 };
                 if tx.send((generation, id, signal)).is_err() {
                     return;
