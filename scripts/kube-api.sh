@@ -39,8 +39,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-# The newest release we promise; the oldest is tested in CI too
-# (scripts/test.sh). Each has its module pins in tools/kube-VERSION/.
+# The newest release holdfast supports; CI (scripts/test.sh) sets the
+# oldest, 1.34.4. Each has its module pins in tools/kube-VERSION/.
 version=${HOLDFAST_KUBE_VERSION:-1.37.2}
 api_port=${KUBE_API_PORT:-6443}
 etcd_port=${ETCD_PORT:-2379}

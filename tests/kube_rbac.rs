@@ -16,6 +16,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use k8s_openapi::api::core::v1::Service;
 use kube_standin::fixtures::load_balancer_service;
 use serde_json::Value;
 use testlab::{Frr, Lab, wait_until};
@@ -134,17 +135,21 @@ fn every_permission_of_the_shipped_role_is_used_and_its_absence_is_reported_with
             "node-1",
             "--ignore-not-found",
         ]);
-        k.api
-            .create(&load_balancer_service("demo", &flap, &[&flap_vip]))
-            .unwrap();
-        std::thread::sleep(Duration::from_secs(1));
-        k.api
-            .delete::<k8s_openapi::api::core::v1::Service>(Some("demo"), &flap)
-            .unwrap();
-        std::thread::sleep(Duration::from_secs(1));
-        k.api
-            .create(&load_balancer_service("demo", &flap, &[&flap_vip]))
-            .unwrap();
+        // Advertised (an Event created), deleted (Withdrawn, created),
+        // back (Advertised again: the first Event's series patched). Where
+        // the permission taken away hides the Service, nothing reaches
+        // FRR: the waits are bounded and their outcome is not the test's.
+        let flap_prefix = format!("{flap_vip}/32");
+        let service = load_balancer_service("demo", &flap, &[&flap_vip]);
+        k.api.create(&service).unwrap();
+        testlab::wait::wait_until_opt(Duration::from_secs(5), || {
+            frr.prefix(&flap_prefix).map(drop)
+        });
+        k.api.delete::<Service>(Some("demo"), &flap).unwrap();
+        testlab::wait::wait_until_opt(Duration::from_secs(5), || {
+            frr.prefix(&flap_prefix).is_none().then_some(())
+        });
+        k.api.create(&service).unwrap();
 
         // The API server's own words name the verb and the resource; the
         // rest of the line says where the grant lives.
@@ -187,9 +192,7 @@ fn every_permission_of_the_shipped_role_is_used_and_its_absence_is_reported_with
                 .then_some(())
             },
         );
-        k.api
-            .delete::<k8s_openapi::api::core::v1::Service>(Some("demo"), &flap)
-            .unwrap();
+        k.api.delete::<Service>(Some("demo"), &flap).unwrap();
         frr.wait_no_prefix(&format!("{flap_vip}/32"), LONG);
     }
     assert!(
