@@ -17,7 +17,7 @@ if [ ! -x "$out/helm" ] || [ "$(cat "$out/stamp" 2>/dev/null)" != "$stamp" ]; th
     echo "helm.sh: building helm into $out (cached there)" >&2
     mkdir -p "$out"
     rm -f "$out/stamp"
-    version=$(sed -n 's/^require helm.sh\/helm\/v4 //p' "$src/go.mod")
+    version=$(cd "$src" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
     (cd "$src" && go build -mod=readonly \
         -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version" \
         -o "$out/helm" helm.sh/helm/v4/cmd/helm)

@@ -282,8 +282,15 @@ fn main() -> ExitCode {
     // a bulk load's transient buffers resident (holdfast_sockopt::malloc).
     holdfast_sockopt::malloc::fix_mmap_threshold();
     holdfast_sockopt::malloc::single_arena();
-    // `--version` prints what `holdfast version` does; `-V` one line.
-    let long_version: &'static str = Box::leak(holdfast::build_info::text().into_boxed_str());
+    // `--version` prints what `holdfast version` does; `-V` one line. clap
+    // writes the program's name first, so the text goes without it.
+    let text = holdfast::build_info::text();
+    let long_version: &'static str = Box::leak(
+        text.strip_prefix("holdfast ")
+            .unwrap_or(&text)
+            .to_owned()
+            .into_boxed_str(),
+    );
     let cli = match Cli::command()
         .long_version(long_version)
         .try_get_matches()

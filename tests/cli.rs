@@ -589,3 +589,29 @@ fn the_man_pages_render_and_name_every_command() {
         );
     }
 }
+
+/// `--version` prints what `holdfast version` prints, the program's name
+/// once; `-V` the one line.
+#[test]
+fn version_flag_and_command_agree() {
+    let run = |args: &[&str]| {
+        let out = holdfast().args(args).output().expect("holdfast runs");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let command = run(&["version"]);
+    let flag = run(&["--version"]);
+    assert_eq!(flag.trim_end(), command.trim_end());
+    let first = command.lines().next().expect("a first line");
+    assert_eq!(
+        first,
+        format!("holdfast {}", env!("CARGO_PKG_VERSION")),
+        "{command}"
+    );
+    let short = run(&["-V"]);
+    assert!(
+        short.starts_with(&format!("holdfast {} (", env!("CARGO_PKG_VERSION")))
+            && short.lines().count() == 1,
+        "{short}"
+    );
+}

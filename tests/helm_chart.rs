@@ -22,8 +22,13 @@ use serde_json::{Value, json};
 /// Every rack's overlay, and the chart's values that make the same rack.
 fn racks() -> Vec<(&'static str, Value)> {
     let config = |dir: &str| {
-        std::fs::read_to_string(root().join("deploy/overlays").join(dir).join("holdfast.toml"))
-            .unwrap_or_else(|e| panic!("deploy/overlays/{dir}/holdfast.toml: {e}"))
+        std::fs::read_to_string(
+            root()
+                .join("deploy/overlays")
+                .join(dir)
+                .join("holdfast.toml"),
+        )
+        .unwrap_or_else(|e| panic!("deploy/overlays/{dir}/holdfast.toml: {e}"))
     };
     vec![
         (
@@ -158,12 +163,12 @@ fn assert_same(helm: &BTreeMap<String, Value>, kustomize: &BTreeMap<String, Valu
         problems.push(format!("only the chart renders {key}"));
     }
     for (key, h) in helm {
-        if let Some(k) = kustomize.get(key) {
-            if h != k {
-                problems.push(format!(
-                    "{key} differs:\n  chart:     {h}\n  kustomize: {k}"
-                ));
-            }
+        if let Some(k) = kustomize.get(key)
+            && h != k
+        {
+            problems.push(format!(
+                "{key} differs:\n  chart:     {h}\n  kustomize: {k}"
+            ));
         }
     }
     assert!(
@@ -189,8 +194,14 @@ fn helm_lint_passes_with_the_defaults_and_with_every_rack() {
     let dir = tempfile::tempdir().expect("temp dir");
     let values = dir.path().join("values.yaml");
     std::fs::write(&values, all_racks_values().to_string()).unwrap();
-    let out = helm(&["lint", "--strict", &chart, "-f", &values.display().to_string()])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = helm(&[
+        "lint",
+        "--strict",
+        &chart,
+        "-f",
+        &values.display().to_string(),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.contains("0 chart(s) failed"), "{out}");
 }
 
@@ -221,13 +232,22 @@ fn the_chart_renders_the_objects_kustomize_renders_for_the_same_racks() {
 #[test]
 fn talos_kube_prism_is_the_component_of_the_same_name() {
     // A rack with components/talos-kubeprism, as a user's overlay adds it.
+    // kustomize takes relative paths only: up to / from the temporary
+    // directory, then down to the repository.
     let dir = tempfile::tempdir().expect("temp dir");
+    let up = "../".repeat(dir.path().components().count() - 1);
+    let from_root = |p: &str| {
+        format!(
+            "{up}{}",
+            root().join(p).display().to_string().trim_start_matches('/')
+        )
+    };
     std::fs::write(
         dir.path().join("kustomization.yaml"),
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
-            root().join("deploy/overlays/rack-b").display(),
-            root().join("deploy/components/talos-kubeprism").display()
+            from_root("deploy/overlays/rack-b"),
+            from_root("deploy/components/talos-kubeprism"),
         ),
     )
     .unwrap();
@@ -261,7 +281,10 @@ fn the_schema_refuses_what_the_chart_cannot_render() {
             json!({ "racks": [{ "name": "a", "config": config, "listen": true }] }),
             "listen",
         ),
-        (json!({ "image": { "pullPolicy": "Sometimes" } }), "pullPolicy"),
+        (
+            json!({ "image": { "pullPolicy": "Sometimes" } }),
+            "pullPolicy",
+        ),
         (json!({ "replicas": 3 }), "replicas"),
     ] {
         let error = template(&values).expect_err(&format!("{values} was accepted"));
@@ -340,14 +363,21 @@ fn both_renderings_pass_a_server_side_dry_run_on_a_real_api_server() {
         "deploy/cluster".to_string(),
         "deploy/cluster/monitoring".to_string(),
     ];
-    dirs.extend(racks().into_iter().map(|(d, _)| format!("deploy/overlays/{d}")));
+    dirs.extend(
+        racks()
+            .into_iter()
+            .map(|(d, _)| format!("deploy/overlays/{d}")),
+    );
     for dir in dirs {
         let text = deploy::kustomize(&root().join(&dir)).unwrap_or_else(|e| panic!("{e}"));
         let out = server.kubectl_in(
             &["apply", "--dry-run=server", "--server-side", "-f", "-"],
             &text,
         );
-        assert!(out.contains("serverside-applied (server dry run)"), "{dir}: {out}");
+        assert!(
+            out.contains("serverside-applied (server dry run)"),
+            "{dir}: {out}"
+        );
     }
     assert!(
         out.lines().count() >= 12,

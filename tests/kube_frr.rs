@@ -851,7 +851,10 @@ fn an_empty_service_list_or_a_missing_node_holds_every_route_down_instead_of_wit
 
     // An etcd restore, the wrong cluster: the API server lists no Service
     // and says it is healthy. Every VIP is held down, not deleted.
-    let standin = c.kube.api.standin("a Service list served empty by a healthy server");
+    let standin = c
+        .kube
+        .api
+        .standin("a Service list served empty by a healthy server");
     standin.serve_empty::<Service>();
     force_relist(&c);
     let routes = wait_four_in_state(&c, "held-down");

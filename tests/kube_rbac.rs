@@ -67,7 +67,12 @@ fn role_without(shipped: &Value, without: &Permission) -> Value {
 
 fn apply_role(k: &cluster::KubeApi, role: &Value) {
     let mut role = role.clone();
-    for key in ["resourceVersion", "uid", "creationTimestamp", "managedFields"] {
+    for key in [
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "managedFields",
+    ] {
         role["metadata"]
             .as_object_mut()
             .expect("metadata")
@@ -91,10 +96,11 @@ fn config() -> String {
 
 /// The node's BGPNodeStatus says `advertised` routes.
 fn node_status_advertises(k: &cluster::KubeApi, advertised: u64) -> bool {
-    let out = k.api.real().server.try_kubectl_in(
-        &["get", "bgpnodestatus", "node-1", "-o", "json"],
-        "",
-    );
+    let out = k
+        .api
+        .real()
+        .server
+        .try_kubectl_in(&["get", "bgpnodestatus", "node-1", "-o", "json"], "");
     out.ok()
         .and_then(|o| serde_json::from_str::<Value>(&o).ok())
         .is_some_and(|o| o["status"]["routes"]["advertised"] == advertised)
@@ -114,8 +120,11 @@ fn every_permission_of_the_shipped_role_is_used_and_its_absence_is_reported_with
     frr.wait_prefix(&format!("{VIP}/32"), LONG);
 
     let shipped: Value =
-        serde_json::from_str(&k.api.kubectl(&["get", "clusterrole", "holdfast", "-o", "json"]))
-            .expect("the ClusterRole as JSON");
+        serde_json::from_str(
+            &k.api
+                .kubectl(&["get", "clusterrole", "holdfast", "-o", "json"]),
+        )
+        .expect("the ClusterRole as JSON");
     let all = permissions(&shipped);
     println!("the shipped ClusterRole grants {} permissions", all.len());
     assert!(all.len() >= 10, "{shipped}");
@@ -129,12 +138,8 @@ fn every_permission_of_the_shipped_role_is_used_and_its_absence_is_reported_with
 
         // Everything holdfast does with the API, made to happen again.
         k.api.restore_compacted();
-        k.api.kubectl(&[
-            "delete",
-            "bgpnodestatus",
-            "node-1",
-            "--ignore-not-found",
-        ]);
+        k.api
+            .kubectl(&["delete", "bgpnodestatus", "node-1", "--ignore-not-found"]);
         // Advertised (an Event created), deleted (Withdrawn, created),
         // back (Advertised again: the first Event's series patched). Where
         // the permission taken away hides the Service, nothing reaches

@@ -26,7 +26,6 @@ use crate::{LabDir, require_tools, wait_until};
 /// two-core machine (the binaries are built already).
 const READY: Duration = Duration::from_secs(180);
 
-
 /// The repository's `scripts/kube-api.sh`.
 pub fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kube-api.sh")
@@ -56,7 +55,11 @@ impl KubeApiServer {
         let data = dir.join("data");
         let mut process = NsProcess::start_logged_here(
             "kube-api",
-            &["bash", &script.display().to_string(), &data.display().to_string()],
+            &[
+                "bash",
+                &script.display().to_string(),
+                &data.display().to_string(),
+            ],
             &[
                 ("KUBE_API_PORT", &port.to_string()),
                 ("ETCD_PORT", &etcd.to_string()),
@@ -76,7 +79,12 @@ impl KubeApiServer {
     }
 
     fn script_lines(&self, line: &str) -> usize {
-        self.process.borrow().log().lines().filter(|l| *l == line).count()
+        self.process
+            .borrow()
+            .log()
+            .lines()
+            .filter(|l| *l == line)
+            .count()
     }
 
     fn wait_ready(&self) {

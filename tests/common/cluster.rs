@@ -164,7 +164,13 @@ impl RealApi {
         let mut value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
         let status = value.as_object_mut().and_then(|o| o.remove("status"));
         let stored = self.kubectl(
-            &[verb.into(), "-f".into(), "-".into(), "-o".into(), "json".into()],
+            &[
+                verb.into(),
+                "-f".into(),
+                "-".into(),
+                "-o".into(),
+                "json".into(),
+            ],
             &value.to_string(),
         )?;
         match status {
@@ -205,7 +211,12 @@ impl RealApi {
         name: &str,
         status: &Value,
     ) -> Result<K, String> {
-        self.patch_as::<K>(namespace, name, &json!({ "status": status }), Some("status"))
+        self.patch_as::<K>(
+            namespace,
+            name,
+            &json!({ "status": status }),
+            Some("status"),
+        )
     }
 }
 
@@ -290,7 +301,9 @@ impl Api {
                 let mut args = vec!["get".into(), resource::<K>(), name.into()];
                 args.extend(namespace_args(namespace));
                 args.extend(["--ignore-not-found".into(), "-o".into(), "json".into()]);
-                let out = r.kubectl(&args, "").unwrap_or_else(|e| panic!("kubectl get: {e}"));
+                let out = r
+                    .kubectl(&args, "")
+                    .unwrap_or_else(|e| panic!("kubectl get: {e}"));
                 (!out.trim().is_empty()).then(|| parse(&out).unwrap())
             }
             Api::StandIn(s) => s.get::<K>(namespace, name),
