@@ -131,8 +131,10 @@ admin() { kubectl --kubeconfig "$dir/admin.kubeconfig" --cache-dir "$dir/kubectl
 etcd_pid=
 api_pid=
 stopping=
+# kube-apiserver is killed, not asked to stop: a graceful stop waits up to
+# a minute for the watches its clients hold, and an outage is abrupt.
 stop_all() {
-    [ -n "$api_pid" ] && kill "$api_pid" 2>/dev/null && wait "$api_pid" 2>/dev/null
+    [ -n "$api_pid" ] && kill -KILL "$api_pid" 2>/dev/null && wait "$api_pid" 2>/dev/null
     [ -n "$etcd_pid" ] && kill "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
     return 0
 }
@@ -209,7 +211,7 @@ while :; do
     if [ -n "$outage" ]; then
         outage=
         if [ -n "$api_pid" ]; then
-            kill "$api_pid" 2>/dev/null || true
+            kill -KILL "$api_pid" 2>/dev/null || true
             wait "$api_pid" 2>/dev/null || true
             api_pid=
         fi
@@ -218,7 +220,7 @@ while :; do
     if [ -n "$restart" ]; then
         restart=
         if [ -n "$api_pid" ]; then
-            kill "$api_pid" 2>/dev/null || true
+            kill -KILL "$api_pid" 2>/dev/null || true
             wait "$api_pid" 2>/dev/null || true
         fi
         compact

@@ -428,11 +428,21 @@ fn load_balancer_class_decides() {
     assert!(c.frr.prefix("198.51.100.20/32").is_none());
     let (_, text) = c.node.explain("198.51.100.20");
     assert!(text.contains("example.com/other"), "{text}");
-    // A change of class is definitive: withdrawn at once, no hold-down.
-    c.patch_service(
+    // The API server refuses a change of class ("may not change once
+    // set"); the class goes only with the type. That is definitive:
+    // withdrawn at once, no hold-down.
+    let refused = c.kube.api.patch::<Service>(
+        Some("demo"),
         "ours",
-        json!({ "spec": { "loadBalancerClass": "example.com/other" } }),
+        &json!({ "spec": { "loadBalancerClass": "example.com/other" } }),
     );
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("may not change once set")),
+        "{refused:?}"
+    );
+    c.patch_service("ours", json!({ "spec": { "type": "ClusterIP" } }));
     c.frr
         .wait_no_prefix("198.51.100.21/32", Duration::from_secs(5));
 }
