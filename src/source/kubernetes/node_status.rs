@@ -256,7 +256,10 @@ impl Writer {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut written: Option<NodeStatusBody> = None;
         let mut written_at = tokio::time::Instant::now();
-        let mut failing = false;
+        // The last error told, while writes fail: each new one is told
+        // once, so that a streak neither floods the log nor hides a
+        // different cause behind the first (a 403 after a 404).
+        let mut failing: Option<String> = None;
         let mut not_before = tokio::time::Instant::now();
         loop {
             tick.tick().await;
@@ -270,27 +273,27 @@ impl Writer {
             }
             match self.write(&body).await {
                 Ok(()) => {
-                    if failing {
+                    if failing.take().is_some() {
                         tracing::info!(node = %self.node, "BGPNodeStatus written again");
                     }
-                    failing = false;
                     written = Some(body);
                     written_at = now;
                 }
                 Err(error) => {
-                    // Once per streak: a cluster without the CRD must not
+                    // Once per cause: a cluster without the CRD must not
                     // get a warning every interval.
-                    if failing {
-                        tracing::debug!(node = %self.node, error = %super::forbidden::describe(&error), "BGPNodeStatus not written");
+                    let told = super::forbidden::describe(&error);
+                    if failing.as_deref() == Some(told.as_str()) {
+                        tracing::debug!(node = %self.node, error = %told, "BGPNodeStatus not written");
                     } else {
                         tracing::warn!(
                             node = %self.node,
-                            error = %super::forbidden::describe(&error),
-                            "could not write this node's BGPNodeStatus (it needs the CRD bgpnodestatuses.holdfast.dev, and get, create and patch on bgpnodestatuses and bgpnodestatuses/status); retrying every {}s",
+                            error = %told,
+                            "could not write this node's BGPNodeStatus (it needs the CRD bgpnodestatuses.holdfast.dev, get on nodes, create and patch on bgpnodestatuses, patch on bgpnodestatuses/status); retrying every {}s",
                             RETRY_AFTER.as_secs()
                         );
                     }
-                    failing = true;
+                    failing = Some(told);
                     not_before = tokio::time::Instant::now() + RETRY_AFTER;
                 }
             }
