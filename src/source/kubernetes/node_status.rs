@@ -268,7 +268,13 @@ impl Writer {
                 continue;
             }
             let body = build(&status(), Timestamp::now(), written.as_ref());
-            if written.as_ref() == Some(&body) && now.duration_since(written_at) < RESYNC {
+            // Unchanged since the last write: nothing to do, unless the
+            // last attempt failed (the object may be gone, or the write
+            // refused, whatever body it carried).
+            if failing.is_none()
+                && written.as_ref() == Some(&body)
+                && now.duration_since(written_at) < RESYNC
+            {
                 continue;
             }
             match self.write(&body).await {
