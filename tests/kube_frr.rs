@@ -771,6 +771,16 @@ fn an_api_outage_and_410_touch_no_route() {
         "the source to be healthy again",
         || (c.node.status()["source"]["healthy"] == true).then_some(()),
     );
+    // Every watcher was told so by the real server, and listed again.
+    let log = c.node.log();
+    for watcher in ["services", "endpointslices", "node \"node-1\""] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains(&format!("watcher={watcher} "))
+                    && l.contains("too old resource version")),
+            "no 410 Gone for the {watcher} watcher:\n{log}"
+        );
+    }
     assert!(
         c.frr.prefix("198.51.100.70/32").is_some() && c.frr.prefix("198.51.100.71/32").is_some()
     );
