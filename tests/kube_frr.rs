@@ -1099,8 +1099,8 @@ fn every_permission_of_the_shipped_role_is_used_and_its_absence_is_reported_with
         // the permission taken away hides the Service, nothing reaches
         // FRR: the waits are bounded and their outcome is not the test's.
         let flap_prefix = format!("{flap_vip}/32");
-        let service = service(&flap, &[&flap_vip]);
-        k.api.create(&service).unwrap();
+        let flapping = service(&flap, &[&flap_vip]);
+        k.api.create(&flapping).unwrap();
         testlab::wait::wait_until_opt(Duration::from_secs(5), || {
             frr.prefix(&flap_prefix).map(drop)
         });
@@ -1108,23 +1108,46 @@ fn every_permission_of_the_shipped_role_is_used_and_its_absence_is_reported_with
         testlab::wait::wait_until_opt(Duration::from_secs(5), || {
             frr.prefix(&flap_prefix).is_none().then_some(())
         });
-        k.api.create(&service).unwrap();
+        k.api.create(&flapping).unwrap();
 
         // The API server's own words name the verb and the resource; the
         // rest of the line says where the grant lives.
         let want = format!("cannot {verb} resource \\\"{resource}\\\"");
         let want_plain = format!("cannot {verb} resource \"{resource}\"");
-        // Long enough for the node status writer's retry (30 s) after a
-        // refusal during the restart.
-        let found = testlab::wait::wait_until_opt(Duration::from_secs(75), || {
-            let log = node.log();
-            log.get(from..)?
-                .lines()
-                .find(|l| {
-                    l.contains("holdfast::") && (l.contains(&want) || l.contains(&want_plain))
-                })
-                .map(str::to_owned)
-        });
+        // The node status writer writes only a status that changed (and
+        // retries 30 s after a failure): every 10 s a second Service comes
+        // or goes, so that its route count keeps changing until the
+        // refusal shows.
+        let nudge = service(&format!("nudge-{i}"), &[&format!("198.51.100.{}", 200 + i)]);
+        let mut nudged = false;
+        let mut found = None;
+        for _ in 0..9 {
+            found = testlab::wait::wait_until_opt(Duration::from_secs(10), || {
+                let log = node.log();
+                log.get(from..)?
+                    .lines()
+                    .find(|l| {
+                        l.contains("holdfast::") && (l.contains(&want) || l.contains(&want_plain))
+                    })
+                    .map(str::to_owned)
+            });
+            if found.is_some() {
+                break;
+            }
+            if nudged {
+                k.api
+                    .delete::<Service>(Some("demo"), &format!("nudge-{i}"))
+                    .unwrap();
+            } else {
+                k.api.create(&nudge).unwrap();
+            }
+            nudged = !nudged;
+        }
+        if nudged {
+            k.api
+                .delete::<Service>(Some("demo"), &format!("nudge-{i}"))
+                .unwrap();
+        }
         match found {
             None => unused.push(format!("{verb} {resource} (group {group:?})")),
             Some(line) => {
