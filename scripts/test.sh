@@ -50,6 +50,17 @@ mkdir -p target/tools
 ) >target/tools/build.log 2>&1 &
 go_build=$!
 
+# mdBook renders the documentation (docs/); cargo builds it once into
+# ~/.cargo/bin, also in the background.
+mdbook_version=0.5.4
+(
+  set -e
+  if [ "$(mdbook --version 2>/dev/null)" != "mdbook v$mdbook_version" ]; then
+    cargo install --locked --quiet mdbook --version "$mdbook_version"
+  fi
+) >target/tools/mdbook.log 2>&1 &
+mdbook_build=$!
+
 step "installing test dependencies (Debian packages, rustup targets)"
 need=()
 for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv prometheus libcap2-bin \
@@ -172,6 +183,11 @@ CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static \
 step "kube-apiserver $HOLDFAST_KUBE_VERSION, etcd and helm, built from their Go modules (started at the beginning)"
 wait "$go_build" || { cat target/tools/build.log; echo "building kube-apiserver, etcd or helm failed (above)" >&2; exit 1; }
 tail -1 target/tools/build.log
+
+step "the documentation: mdbook build docs (tests/docs.rs checks its configs, commands and links)"
+wait "$mdbook_build" || { cat target/tools/mdbook.log; echo "installing mdbook $mdbook_version failed (above)" >&2; exit 1; }
+mdbook build docs
+[ -s target/book/index.html ] || { echo "mdbook build docs wrote no target/book/index.html" >&2; exit 1; }
 
 step "the Helm chart: helm lint --strict, helm template (tests/helm_chart.rs compares it with kustomize)"
 scripts/helm.sh lint --strict deploy/helm/holdfast
