@@ -2,7 +2,7 @@
 //! (`speaker.metrics`), a real scrape checked by `promtool check metrics`,
 //! the cluster-wide PrometheusRule (deploy/cluster/monitoring) rendered by
 //! the real `kubectl kustomize`, checked by `promtool check rules`,
-//! against README.md's alerts, and by `promtool test rules` with its unit
+//! against the alerts in the docs (docs/src/observability/alerts.md), and by `promtool test rules` with its unit
 //! tests (alerts.test.yaml: every alert firing and not firing). Loopback
 //! only; no root. promtool comes from Debian's `prometheus` package
 //! (scripts/test.sh installs it): a missing promtool or kubectl fails
@@ -254,21 +254,23 @@ fn alerts(yaml: &str) -> Vec<(String, String, String)> {
     out
 }
 
+/// The docs page that shows the alerts (the first YAML block).
+const ALERTS_PAGE: &str = "docs/src/observability/alerts.md";
+
 #[test]
-fn the_prometheus_rule_passes_promtool_and_holds_the_readme_alerts() {
+fn the_prometheus_rule_passes_promtool_and_holds_the_documented_alerts() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_rule_file(dir.path());
     let (out, text) = promtool(dir.path(), &["check", "rules", "holdfast.rules.yaml"]);
     println!("promtool check rules:\n{text}");
     assert!(out.status.success(), "promtool check rules: {text}\n{file}");
 
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme
-        .split("### Alerts worth having")
+    let page = std::fs::read_to_string(root().join(ALERTS_PAGE)).unwrap();
+    let section = page
+        .split("```yaml")
         .nth(1)
-        .and_then(|s| s.split("```yaml").nth(1))
         .and_then(|s| s.split("```").next())
-        .expect("README.md has an alerts block");
+        .unwrap_or_else(|| panic!("{ALERTS_PAGE} has an alerts block"));
     let documented = alerts(section);
     assert!(documented.len() >= 3, "{documented:?}");
     let shipped = alerts(&file);
@@ -278,7 +280,7 @@ fn the_prometheus_rule_passes_promtool_and_holds_the_readme_alerts() {
     );
     assert_eq!(
         documented, shipped,
-        "README.md's alerts and the PrometheusRule's"
+        "{ALERTS_PAGE}'s alerts and the PrometheusRule's"
     );
     for needed in [
         "HoldfastDown",
