@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmarks (README.md, "Benchmarks"): builds the static holdfast (musl, as the Dockerfile does) and the
+# The benchmarks (docs/src/development/benchmarks.md): builds the static holdfast (musl, as the Dockerfile does) and the
 # harness, runs the codec comparison (criterion), then every lab
 # measurement into one FRR bgpd in a network namespace, and writes
 # BENCHMARKS.md at the repository root. Needs root (namespaces) and the
@@ -53,7 +53,7 @@ if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
 fi
 
 export CARGO_TARGET_DIR="$root/target"
-# Both builds README offers: the static binary the Dockerfile ships (the
+# Both builds the docs offer (docs/src/install/build.md): the static binary the Dockerfile ships (the
 # one every section measures) and `cargo build-holdfast` (glibc linked in,
 # .cargo/config.toml; the bulk section measures it too).
 rustup target add x86_64-unknown-linux-musl >/dev/null

@@ -29,7 +29,7 @@ bench=$root/target/release/holdfast-bench
 work=$(mktemp -d /tmp/hot-text.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-# Both builds README offers: the static (musl) one the image ships and
+# Both builds the docs offer (docs/src/install/build.md): the static (musl) one the image ships and
 # `cargo build-holdfast` (glibc linked in; the alias is in
 # .cargo/config.toml). Their standard libraries differ (each C library has
 # code of its own in std), so each is run and the two lists merged.

@@ -105,7 +105,7 @@ step "OCI image (linux/amd64, linux/arm64) with buildah"
 # file capabilities in the permitted set only (no effective bit). Under the
 # base DaemonSet (every capability dropped, no_new_privs) they grant
 # nothing; an overlay that keeps one in the bounding set and allows
-# privilege escalation lets the one thread that needs it raise it (README:
+# privilege escalation lets the one thread that needs it raise it (docs/src/install/port-179.md:
 # Unnumbered peering, Listening on port 179). The Dockerfile does the same.
 labels=(
     --label "org.opencontainers.image.title=holdfast"

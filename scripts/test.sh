@@ -143,7 +143,7 @@ size=$(stat -c %s "$bin")
 echo "static binary: $size bytes (the whole image: FROM scratch)"
 [ "$size" -le $((15 * 1024 * 1024)) ] || { echo "holdfast is over the 15 MB image budget" >&2; exit 1; }
 # The functions normal operation runs sit together at the start of the code
-# (link/hot-text.ld, README: Install). A script that no longer names them
+# (link/hot-text.ld, docs/src/development/build-internals.md). A script that no longer names them
 # (regenerate it: scripts/hot-text.sh) leaves them scattered, 2 MiB more RSS.
 hot=$(readelf -SW "$bin" | sed -n 's/.*\.text\.holdfast_hot *PROGBITS *[0-9a-f]* [0-9a-f]* \([0-9a-f]*\) .*/\1/p')
 echo "hot code packed together: $((16#${hot:-0})) bytes"
@@ -200,11 +200,11 @@ step "the benchmark harness (bench/, its own workspace): clippy -D warnings and 
 (cd bench && CARGO_TARGET_DIR=../target cargo clippy --locked --all-targets -- -D warnings &&
   CARGO_TARGET_DIR=../target cargo test --locked)
 
-step "glibc build (README's Install: cargo build-holdfast)"
+step "glibc build (docs/src/install/build.md: cargo build-holdfast)"
 cargo build-holdfast --locked
 gbin=target/x86_64-unknown-linux-gnu/release/holdfast
 # glibc linked in: no program interpreter, no shared library (a dynamic
-# one keeps 1.6 MiB more resident, README: Install).
+# one keeps 1.6 MiB more resident, docs/src/development/build-internals.md).
 links=$(readelf -lW "$gbin" | grep INTERP; readelf -dW "$gbin" | grep NEEDED) || true
 [ -z "$links" ] || { echo "$links"; echo "$gbin is not linked statically" >&2; exit 1; }
 readelf -hW "$gbin" | grep -q 'Type: *DYN' || { echo "$gbin is not position-independent (ELF type is not DYN)" >&2; exit 1; }
@@ -212,7 +212,7 @@ aslr "$gbin"
 "$gbin" --version
 "$gbin" check --config config/rack-a.toml --skip-password-files >/dev/null
 
-step "the lab demo (the README's quick start), then lab.sh down"
+step "the lab demo (README.md's quick start), then lab.sh down"
 # The static binary stands in for target/release/holdfast, which lab.sh
 # would otherwise build. A lab left up (by the quick start, say) runs some
 # other binary: it is taken down first, so the demo builds a fresh lab with

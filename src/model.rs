@@ -185,7 +185,7 @@ pub struct SourceSnapshot {
     /// Shared: the source, the channel to the daemon and the daemon each
     /// hold the snapshot; with 100k VIPs each copy of the map was 10 MB.
     pub vips: Arc<VipMap>,
-    /// VIPs that went away, when the source knows why (README.md:
+    /// VIPs that went away, when the source knows why (docs/src/kubernetes/outages.md:
     /// transient versus definitive). A VIP missing without a reason is
     /// taken as `Vanished` (held down).
     pub absences: BTreeMap<IpAddr, Absence>,

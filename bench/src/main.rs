@@ -1,6 +1,6 @@
 //! holdfast's benchmarks against gobgpd, BIRD and ExaBGP, all measured in
 //! one run into the same FRR bgpd (in a network namespace), written to
-//! BENCHMARKS.md. Run through `bench/run.sh` (root; see README, "Benchmarks").
+//! BENCHMARKS.md. Run through `bench/run.sh` (root; see docs/src/development/benchmarks.md).
 //!
 //! Every speaker runs in the node namespace as AS 65001 at 192.0.2.2 and
 //! peers with the one FRR at 192.0.2.1 (AS 65000). Between speakers the

@@ -221,7 +221,7 @@ pub fn render(r: &Results, args: &Args) -> String {
         "Produced by `{}` on {}. Every figure below comes from that one run, on one machine, \
          into one FRR bgpd in a network namespace; ratios are holdfast's figure divided by the other's \
          (below 1× means holdfast is faster or smaller). How to run it and what each figure means: \
-         README.md, section Benchmarks.\n",
+         docs/src/development/benchmarks.md.\n",
         if r.command.is_empty() { "bench/run.sh" } else { &r.command },
         m("date")
     )

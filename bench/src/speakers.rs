@@ -20,7 +20,7 @@ pub enum Kind {
     /// build the image ships).
     Holdfast,
     /// The binary given with `--holdfast-glibc` (bench/run.sh: `cargo build
-    /// --release`, README's Install); bulk only, like the floor.
+    /// --release`, docs/src/install/build.md); bulk only, like the floor.
     HoldfastGlibc,
     /// The binary given with `--holdfast-fixed` (bench/run.sh: the static
     /// build linked at a fixed address, no PIE): bulk only, to show what

@@ -24,7 +24,7 @@
 //! required fields of `events.k8s.io/v1` Events are checked). Deletion is
 //! immediate (no finalizers). Strategic merge patches are applied as JSON
 //! merge patches (lists are replaced, not merged by key). Field selectors
-//! accept any dotted path. Namespaces need not exist. See README.md.
+//! accept any dotted path. Namespaces need not exist. See kube-standin/README.md.
 
 mod body;
 mod error;

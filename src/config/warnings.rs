@@ -7,7 +7,7 @@
 //!
 //! They are looked for once the file has no errors, on the parsed
 //! [`Config`], with the TOML tree at hand for positions. The thresholds are
-//! the constants below; README.md's "Warnings" table lists each with its
+//! the constants below; the docs' Warnings page (docs/src/configuration/warnings.md) lists each with its
 //! reason.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -33,7 +33,7 @@ pub const PROBED_API: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOS
 pub const SHIPPED_GRACE_PERIOD: Duration = Duration::from_secs(45);
 /// What a shutdown takes besides `graceful_shutdown_wait`, at most: each
 /// session stops within 3 s, one after another, then the API within 2 s
-/// (README: Shutdown).
+/// (docs/src/concepts/graceful-restart.md).
 pub const SESSION_STOP: Duration = Duration::from_secs(3);
 /// See [`SESSION_STOP`].
 pub const API_STOP: Duration = Duration::from_secs(2);
@@ -514,7 +514,7 @@ fn advertisement(
                 d.warning(
                     &at("namespace_selector"),
                     format!(
-                        "namespace_selector reads the namespace label \"{label}\", so holdfast must list and watch Namespaces: the shipped ClusterRole (deploy/cluster/rbac.yaml) does not grant that, and without it the Namespace watcher keeps failing and the Kubernetes source stays unhealthy (no VIP is added or withdrawn); select on \"{NAMESPACE_NAME_LABEL}\" (no extra RBAC), or grant get, list and watch on namespaces (README: RBAC)"
+                        "namespace_selector reads the namespace label \"{label}\", so holdfast must list and watch Namespaces: the shipped ClusterRole (deploy/cluster/rbac.yaml) does not grant that, and without it the Namespace watcher keeps failing and the Kubernetes source stays unhealthy (no VIP is added or withdrawn); select on \"{NAMESPACE_NAME_LABEL}\" (no extra RBAC), or grant get, list and watch on namespaces (docs: Kubernetes, RBAC)"
                     ),
                 );
             } else if !k.namespaces.is_empty()

@@ -356,7 +356,7 @@ fn listen_once(name: IfName, link: &Arc<Mutex<Link>>) -> Result<(), String> {
                 .unwrap_or_default();
             format!(
                 "cannot open an ICMPv6 socket: {e}: unnumbered peering needs {}{why} \
-                 (README: Unnumbered peering; deploy/components/unnumbered grants it)",
+                 (docs: Configuration, Unnumbered peering; deploy/components/unnumbered grants it)",
                 Capability::NetRaw.name()
             )
         } else {

@@ -386,7 +386,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let (shutdown_tx, stops) = watch::channel(false);
 
     // Not kept across a restart: a restarted holdfast advertises normally
-    // (README, "holdfast drain").
+    // (docs/src/operations/drain.md).
     let drain_control = drain::shared(config.speaker.graceful_shutdown_wait);
 
     // The API first: /healthz answers while everything else starts.

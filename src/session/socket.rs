@@ -259,7 +259,7 @@ fn bind_service_port(sock: &Socket, addr: SocketAddr) -> io::Result<()> {
         io::Error::new(
             e.kind(),
             format!(
-                "{e}: binding port {} needs {}{why} (README: Listening on port 179; \
+                "{e}: binding port {} needs {}{why} (docs: Install, Listening on port 179; \
                  deploy/overlays/listen-179 grants it)",
                 addr.port(),
                 Capability::NetBindService.name()

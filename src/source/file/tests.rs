@@ -615,7 +615,7 @@ async fn rewriting_the_same_text_publishes_nothing() {
 
 #[tokio::test]
 async fn an_edit_is_published_within_a_second() {
-    // The daemon's poll interval; README.md promises edits are picked up
+    // The daemon's poll interval; the docs (docs/src/configuration/vip-file.md) promise edits are picked up
     // within a second. The settle rule makes it at most two polls.
     let mut running = Running::start(Some(ONE), DEFAULT_POLL_INTERVAL);
     assert_eq!(running.next().await, healthy(one()));

@@ -1,6 +1,6 @@
 //! The Kubernetes source: the VIPs of Services, as this node should
 //! advertise them, from kube-runtime watchers on Services, EndpointSlices
-//! and this node. README.md ("The Kubernetes source") is the operator's account of the
+//! and this node. docs/src/kubernetes/ is the operator's account of the
 //! rules; this is how they are built:
 //!
 //! - `policy`: the pure core. [`evaluate`] turns the watched objects and
