@@ -30,6 +30,10 @@ pub fn pages() -> Vec<Page> {
             text: cli(),
         },
         Page {
+            path: "docs/src/reference/config.md",
+            text: crate::config::schema::reference(),
+        },
+        Page {
             path: "docs/src/reference/metrics.md",
             text: crate::api::metrics::reference(),
         },
