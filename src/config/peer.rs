@@ -8,7 +8,9 @@ use std::time::Duration;
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
 use super::read::{FileProblem, MAX_PASSWORD_FILE_LEN};
-use super::schema::{DefaultValue, IntRange, Key, PORT, Range, Section, duration, list, quoted};
+use super::schema::{
+    DefaultValue, IntRange, Key, PORT, Range, Section, duration, list, quoted, seconds,
+};
 use super::speaker::asn;
 use super::tree::{self, Table, Value};
 pub use crate::bfd::auth::Key as BfdKey;
@@ -502,8 +504,8 @@ pub(crate) const KEYS: &[Key] = &[
         range: Range::Text(|| {
             format!(
                 "\"0s\" or {}..={}, whole seconds",
-                duration(MIN_HOLD_TIME),
-                duration(MAX_HOLD_TIME)
+                seconds(MIN_HOLD_TIME),
+                seconds(MAX_HOLD_TIME)
             )
         }),
         meaning: "Hold time proposed in OPEN: `\"0s\"` means no keepalives (RFC 4271 §4.2).",
@@ -1090,8 +1092,8 @@ pub(crate) const GRACEFUL_RESTART_KEYS: &[Key] = &[
         range: Range::Text(|| {
             format!(
                 "{}..={}, whole seconds",
-                duration(Duration::ZERO),
-                duration(MAX_RESTART_TIME)
+                seconds(Duration::ZERO),
+                seconds(MAX_RESTART_TIME)
             )
         }),
         meaning: "How long the router should keep our routes while we restart (a 12-bit field, RFC 4724 §3).",
@@ -1139,14 +1141,14 @@ pub(crate) const BFD_KEYS: &[Key] = &[
         name: "min_rx",
         kind: "duration",
         default: DefaultValue::Value(|| duration(Bfd::default().min_rx)),
-        range: Range::Text(|| format!("above 0, at most {}", duration(MAX_BFD_INTERVAL))),
+        range: Range::Text(|| format!("above 0, at most {}µs", MAX_BFD_INTERVAL.as_micros())),
         meaning: "Required Min RX Interval (a 32-bit count of microseconds, RFC 5880 §4.1).",
     },
     Key {
         name: "min_tx",
         kind: "duration",
         default: DefaultValue::Value(|| duration(Bfd::default().min_tx)),
-        range: Range::Text(|| format!("above 0, at most {}", duration(MAX_BFD_INTERVAL))),
+        range: Range::Text(|| format!("above 0, at most {}µs", MAX_BFD_INTERVAL.as_micros())),
         meaning: "Desired Min TX Interval.",
     },
     Key {
@@ -1215,8 +1217,8 @@ fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestar
             // RFC 4724 §3: Restart Time is a 12-bit count of seconds.
             if t.subsec_nanos() != 0 || t > MAX_RESTART_TIME {
                 return Err(format!(
-                    "restart_time must be whole seconds in 0s..={} (12 bits, RFC 4724 §3), got {}",
-                    format_duration(MAX_RESTART_TIME),
+                    "restart_time must be whole seconds in 0s..={}s (12 bits, RFC 4724 §3), got {}",
+                    MAX_RESTART_TIME.as_secs(),
                     format_duration(t)
                 ));
             }

@@ -95,6 +95,12 @@ pub(crate) fn duration(d: Duration) -> String {
     format!("\"{}\"", format_duration(d))
 }
 
+/// `"65535s"`: a duration in whole seconds, as a range's bound is best
+/// read.
+pub(crate) fn seconds(d: Duration) -> String {
+    format!("\"{}s\"", d.as_secs())
+}
+
 /// `"text"`.
 pub(crate) fn quoted(text: &str) -> String {
     format!("\"{text}\"")

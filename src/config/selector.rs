@@ -338,7 +338,7 @@ pub(crate) const REQUIREMENT_SECTION: Section = Section {
 fn operator_choices() -> String {
     let all: Vec<String> = SelectorOperator::ALL
         .iter()
-        .map(|o| format!("`{}`", o.as_str()))
+        .map(|o| format!("\"{}\"", o.as_str()))
         .collect();
     format!("one of {}", all.join(", "))
 }

@@ -83,7 +83,7 @@ pub(crate) const STABILITY_KEYS: &[Key] = &[
         name: "withdraw_rate",
         kind: "\"N/s\", \"N/m\", \"N/h\" or a number (per second)",
         default: DefaultValue::Value(|| format!("\"{DEFAULT_WITHDRAW_RATE}/s\"")),
-        range: Range::Text(|| format!("{}/s..={}/s", MIN_RATE, MAX_RATE)),
+        range: Range::Text(|| format!("\"{}/h\"..=\"{}/s\"", MIN_RATE * 3600.0, MAX_RATE)),
         meaning: "How fast the withdrawals the guard holds back go out.",
     },
 ];
