@@ -317,7 +317,7 @@ pub(crate) const KEYS: &[Key] = &[
             "`[\"LoadBalancerIP\", \"ExternalIP\"]` (none when `interface` is set)",
         ),
         range: Range::Any,
-        meaning: "Which Service addresses: `\"LoadBalancerIP\"` (`status.loadBalancer.ingress`), `\"ExternalIP\"` (`spec.externalIPs`), `\"ClusterIP\"` (`spec.clusterIPs`); and `\"PodCIDR\"`: the Node's `spec.podCIDRs`, announced as they are (Kubernetes source; PodCIDR and interface advertisements).",
+        meaning: "Which Service addresses: `\"LoadBalancerIP\"` (`status.loadBalancer.ingress`), `\"ExternalIP\"` (`spec.externalIPs`), `\"ClusterIP\"` (`spec.clusterIPs`); and `\"PodCIDR\"`: the Node's `spec.podCIDRs`, announced as they are (Kubernetes source; see *PodCIDR and interface advertisements*).",
     },
     Key {
         name: "service_selector",
@@ -331,7 +331,7 @@ pub(crate) const KEYS: &[Key] = &[
         kind: "label selector",
         default: DefaultValue::Text("none (all)"),
         range: Range::Any,
-        meaning: "Only Services in namespaces whose labels match. A selector on `kubernetes.io/metadata.name` alone needs no extra RBAC; any other label makes holdfast watch Namespaces (RBAC: get/list/watch namespaces). See kubernetes.md.",
+        meaning: "Only Services in namespaces whose labels match. A selector on `kubernetes.io/metadata.name` alone needs no extra RBAC; any other label makes holdfast watch Namespaces (RBAC: get/list/watch namespaces). See *The Kubernetes source*.",
     },
     Key {
         name: "peers",
@@ -387,14 +387,14 @@ pub(crate) const KEYS: &[Key] = &[
         kind: "array of strings",
         default: DefaultValue::Text("`[]` (none)"),
         range: Range::Any,
-        meaning: "Which Service annotations may change this advertisement's routes: `\"communities\"`, `\"large-communities\"`, `\"local-pref\"`, `\"med\"`, `\"as-path-prepend\"` (Per-Service attributes). Tenants do not steer the fabric unless listed here.",
+        meaning: "Which Service annotations may change this advertisement's routes: `\"communities\"`, `\"large-communities\"`, `\"local-pref\"`, `\"med\"`, `\"as-path-prepend\"` (see *Per-Service attributes*). Tenants do not steer the fabric unless listed here.",
     },
     Key {
         name: "aggregation_length",
         kind: "integer",
         default: DefaultValue::Text("none (/32)"),
         range: Range::Int(AGGREGATION_LENGTH),
-        meaning: "Announce eTP Cluster IPv4 VIPs as their covering prefix of this length while at least one of them is present; eTP Local VIPs stay /32 (see Aggregation).",
+        meaning: "Announce eTP Cluster IPv4 VIPs as their covering prefix of this length while at least one of them is present; eTP Local VIPs stay /32 (see *Aggregation*).",
     },
     Key {
         name: "aggregation_length_v6",
@@ -408,14 +408,14 @@ pub(crate) const KEYS: &[Key] = &[
         kind: "string",
         default: DefaultValue::Text("none"),
         range: Range::Any,
-        meaning: "Also announce this interface's global addresses (not loopback, link-local or multicast) as /32 and /128 routes, read every second while such an advertisement exists (PodCIDR and interface advertisements).",
+        meaning: "Also announce this interface's global addresses (not loopback, link-local or multicast) as /32 and /128 routes, read every second while such an advertisement exists (see *PodCIDR and interface advertisements*).",
     },
     Key {
         name: "link_bandwidth",
         kind: "string",
         default: DefaultValue::Text("none"),
         range: Range::Any,
-        meaning: "`\"per-endpoint\"`: the routes carry the link-bandwidth extended community, 1 Gbit/s per ready local endpoint of the Service on this node (eTP Local), 1 Gbit/s for eTP Cluster; a changed count is one UPDATE once it has settled for 2 s (at most 10 s while it keeps changing). Kubernetes source (ECMP weighted by endpoints).",
+        meaning: "`\"per-endpoint\"`: the routes carry the link-bandwidth extended community, 1 Gbit/s per ready local endpoint of the Service on this node (eTP Local), 1 Gbit/s for eTP Cluster; a changed count is one UPDATE once it has settled for 2 s (at most 10 s while it keeps changing). Kubernetes source (see *ECMP weighted by endpoints*).",
     },
     Key {
         name: "degraded",
@@ -489,7 +489,7 @@ pub(crate) const PROBE_KEYS: &[Key] = &[
         kind: "integer",
         default: DefaultValue::Required,
         range: Range::Int(PORT),
-        meaning: "TCP port to connect to on the VIP. The VIP is advertised only while a TCP connect from this node to VIP:port succeeds: first after one success, withdrawn at once (no hold-down: a datapath fact) after `fail_after` failures, back after `recover_after` successes (TCP-probe gating).",
+        meaning: "TCP port to connect to on the VIP. The VIP is advertised only while a TCP connect from this node to VIP:port succeeds: first after one success, withdrawn at once (no hold-down: a datapath fact) after `fail_after` failures, back after `recover_after` successes (see *TCP-probe gating*).",
     },
     Key {
         name: "interval",
@@ -524,7 +524,7 @@ pub(crate) const PROBE_KEYS: &[Key] = &[
         kind: "string",
         default: DefaultValue::Text("`\"withdraw\"`"),
         range: Range::Text(|| "\"withdraw\" or \"degrade\"".to_string()),
-        meaning: "`\"withdraw\"`: a failing probe withdraws the VIP. `\"degrade\"`: it is re-announced with this advertisement's `degraded` attributes instead (one UPDATE, no withdrawal), and back with its own after `recover_after` successes; needs `degraded` (Degrade before withdrawing).",
+        meaning: "`\"withdraw\"`: a failing probe withdraws the VIP. `\"degrade\"`: it is re-announced with this advertisement's `degraded` attributes instead (one UPDATE, no withdrawal), and back with its own after `recover_after` successes; needs `degraded` (see *Degrade before withdrawing*).",
     },
     Key {
         name: "disable_file",

@@ -223,14 +223,14 @@ pub(crate) const KEYS: &[Key] = &[
     Key {
         name: "names",
         kind: "array of node names",
-        default: DefaultValue::Text("—"),
+        default: DefaultValue::Text("exactly one of `names` and `node_selector`"),
         range: Range::Any,
         meaning: "The nodes this override is for, by the node's name: `$NODE_NAME`, else `speaker.hostname`, else the system hostname. Works with both sources. Exactly one of `names` and `node_selector`.",
     },
     Key {
         name: "node_selector",
         kind: "label selector",
-        default: DefaultValue::Text("—"),
+        default: DefaultValue::Text("exactly one of `names` and `node_selector`"),
         range: Range::Any,
         meaning: "The nodes whose labels match (the Kubernetes source only: the file source knows no labels, so such an override never applies there; a warning).",
     },

@@ -445,16 +445,16 @@ pub(crate) const KEYS: &[Key] = &[
     Key {
         name: "address",
         kind: "string",
-        default: DefaultValue::Required,
+        default: DefaultValue::Text("required, unless `interface` is set"),
         range: Range::Any,
         meaning: "The router: an IPv4/IPv6 address, or `\"default-gateway\"` for the node's default gateway (looked up by the daemon; an IPv6 gateway may be link-local, and is then peered with on its interface). A link-local address cannot be written here (it needs an interface); use `\"default-gateway\"`. An IPv4-mapped address is refused: write the IPv4 address.",
     },
     Key {
         name: "interface",
         kind: "string",
-        default: DefaultValue::Text("—"),
+        default: DefaultValue::Text("none (use `address`)"),
         range: Range::Any,
-        meaning: "Instead of `address`: BGP unnumbered over this interface. The router is the sender of the IPv6 router advertisements on it (link-local, followed when it changes); IPv4 routes go with an IPv6 next hop (RFC 8950 extended next hop). Exactly one of `address` and `interface`. See Unnumbered peering.",
+        meaning: "Instead of `address`: BGP unnumbered over this interface. The router is the sender of the IPv6 router advertisements on it (link-local, followed when it changes); IPv4 routes go with an IPv6 next hop (RFC 8950 extended next hop). Exactly one of `address` and `interface`. See *Unnumbered peering*.",
     },
     Key {
         name: "family",
@@ -536,7 +536,7 @@ pub(crate) const KEYS: &[Key] = &[
         kind: "boolean",
         default: DefaultValue::Value(|| DEFAULT_TTL_SECURITY.to_string()),
         range: Range::Any,
-        meaning: "GTSM (RFC 5082): send with TTL 255 and accept only packets with TTL ≥ 256 − `ebgp_multihop` (so with `ebgp_multihop = N`, the router may be N hops away). Allowed with `passive`: the router's SYN is checked too (see the passive side).",
+        meaning: "GTSM (RFC 5082): send with TTL 255 and accept only packets with TTL ≥ 256 − `ebgp_multihop` (so with `ebgp_multihop = N`, the router may be N hops away). Allowed with `passive`: the router's SYN is checked too (see *the passive side* under TCP MD5, GTSM, multihop).",
     },
     Key {
         name: "source_address",
@@ -569,7 +569,7 @@ pub(crate) const KEYS: &[Key] = &[
     Key {
         name: "graceful_restart",
         kind: "table",
-        default: DefaultValue::Text("see below"),
+        default: DefaultValue::Text("every key at its default"),
         range: Range::Any,
         meaning: "Graceful restart (RFC 4724): an inline table, `graceful_restart = { enabled = true, restart_time = \"120s\" }`; its keys are in the next section.",
     },
@@ -1117,7 +1117,7 @@ pub(crate) const GRACEFUL_RESTART_KEYS: &[Key] = &[
         kind: "duration",
         default: DefaultValue::Text("none (no LLGR)"),
         range: Range::Text(|| format!("\"1s\"..=\"{LLGR_MAX_STALE_TIME}s\", whole seconds")),
-        meaning: "Long-lived graceful restart (RFC 9494): advertise the LLGR capability (code 71) for each family with this stale time, whole seconds 1s..=16777215s (24 bits, §3). When `restart_time` runs out before holdfast is back, a router that supports LLGR keeps our routes this much longer, marked LLGR_STALE (community 65535:6) and least preferred (§4.3), instead of dropping them. Needs graceful restart (§4.2: an error with `enabled = false`). See Long-lived graceful restart.",
+        meaning: "Long-lived graceful restart (RFC 9494): advertise the LLGR capability (code 71) for each family with this stale time, whole seconds 1s..=16777215s (24 bits, §3). When `restart_time` runs out before holdfast is back, a router that supports LLGR keeps our routes this much longer, marked LLGR_STALE (community 65535:6) and least preferred (§4.3), instead of dropping them. Needs graceful restart (§4.2: an error with `enabled = false`). See *Long-lived graceful restart*.",
     },
 ];
 
@@ -1163,7 +1163,7 @@ pub(crate) const BFD_KEYS: &[Key] = &[
         kind: "boolean",
         default: DefaultValue::Value(|| Bfd::default().multihop.to_string()),
         range: Range::Any,
-        meaning: "Multihop BFD (RFC 5883) instead of single-hop (RFC 5881). Needs `bfd.authentication`: a keyed type, or `\"none\"` stated (see BFD); without it `check` and `run` refuse the config at this key.",
+        meaning: "Multihop BFD (RFC 5883) instead of single-hop (RFC 5881). Needs `bfd.authentication`: a keyed type, or `\"none\"` stated (see *BFD*); without it `check` and `run` refuse the config at this key.",
     },
     Key {
         name: "authentication",

@@ -80,9 +80,9 @@ pub(crate) const KEYS: &[Key] = &[
     Key {
         name: "path",
         kind: "path",
-        default: DefaultValue::Required,
+        default: DefaultValue::Text("required with `kind = \"file\"`"),
         range: Range::Any,
-        meaning: "The VIP file (see below). An error with `kind = \"kubernetes\"`.",
+        meaning: "The VIP file (its format is in the `[[vip]]` section). An error with `kind = \"kubernetes\"`.",
     },
     Key {
         name: "namespaces",

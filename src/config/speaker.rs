@@ -197,21 +197,21 @@ pub(crate) const KEYS: &[Key] = &[
         kind: "string",
         default: DefaultValue::Text("`\"auto\"`"),
         range: Range::Any,
-        meaning: "BGP Identifier: an IPv4 address (not 0.0.0.0, RFC 6286), or `\"auto\"` for `$NODE_IP`, else the node's first global IPv4 address, else (a node without IPv4: IPv6-only clusters) an ID derived from the node name — see router IDs without IPv4.",
+        meaning: "BGP Identifier: an IPv4 address (not 0.0.0.0, RFC 6286), or `\"auto\"` for `$NODE_IP`, else the node's first global IPv4 address, else (a node without IPv4: IPv6-only clusters) an ID derived from the node name — see *Router IDs without IPv4*.",
     },
     Key {
         name: "api",
         kind: "address:port",
         default: DefaultValue::Value(|| quoted(DEFAULT_API)),
         range: Range::Any,
-        meaning: "HTTP API: metrics, health, status and explain. IPv6 as `\"[::1]:9179\"`. Not IPv4-mapped. In Kubernetes it must answer on 127.0.0.1:9179, where the shipped DaemonSet's probes call: the default (or a wildcard `\"0.0.0.0:9179\"` / `\"[::]:9179\"`), not the node's own address nor another port, unless an overlay moves the probes too (a warning otherwise). Keep it on loopback (a warning otherwise: status and explain tell whoever reaches them every peer and route): on TCP the state-changing calls (`POST /v1/drain`, `/v1/undrain`) are refused (403) unless `api_token_file` is set; `holdfast drain` uses the state directory's Unix socket instead. To scrape from the network, use `metrics`, not `api`.",
+        meaning: "HTTP API: metrics, health, status and explain. IPv6 as `\"[::1]:9179\"`. Not IPv4-mapped. In Kubernetes it must answer on 127.0.0.1:9179, where the shipped DaemonSet's probes call: the default (or a wildcard `\"0.0.0.0:9179\"` / `\"[::]:9179\"`), not the node's own address nor another port, unless an overlay moves the probes too (a warning otherwise). Keep it on loopback (a warning otherwise: status and explain tell whoever reaches them every peer and route): on TCP the state-changing calls (`POST /v1/drain`, `/v1/undrain`) are refused (403) unless `api_token_file` is set; `holdfast drain` uses the state directory's Unix socket instead (see *The API socket and the token*). To scrape from the network, use `metrics`, not `api`.",
     },
     Key {
         name: "api_token_file",
         kind: "path",
         default: DefaultValue::Text("none"),
         range: Range::Any,
-        meaning: "A file holding a bearer token (one line; letters, digits, `-._~+/`, optional `=` padding, RFC 6750 §2.1; at least 16 characters, e.g. `openssl rand -base64 32`). With it, a TCP client of `api` that sends `Authorization: Bearer TOKEN` may drain and undrain; without it, only the Unix socket can. Relative paths are resolved against the config file's directory. Read with the config, like a `password_file` (a regular file of at most 4096 bytes), at start and on every reload: SIGHUP applies a new token. See the API socket and the token.",
+        meaning: "A file holding a bearer token (one line; letters, digits, `-._~+/`, optional `=` padding, RFC 6750 §2.1; at least 16 characters, e.g. `openssl rand -base64 32`). With it, a TCP client of `api` that sends `Authorization: Bearer TOKEN` may drain and undrain; without it, only the Unix socket can. Relative paths are resolved against the config file's directory. Read with the config, like a `password_file` (a regular file of at most 4096 bytes), at start and on every reload: SIGHUP applies a new token. See *The API socket and the token*.",
     },
     Key {
         name: "metrics",
@@ -232,7 +232,7 @@ pub(crate) const KEYS: &[Key] = &[
         kind: "string",
         default: DefaultValue::Text("the system hostname"),
         range: Range::Any,
-        meaning: "This node's name (a DNS subdomain) where `$NODE_NAME` is not set: `$NODE_NAME` comes first (the node's name). For running outside Kubernetes; with the Kubernetes source a warning.",
+        meaning: "This node's name (a DNS subdomain) where `$NODE_NAME` is not set: `$NODE_NAME` comes first (see *The node's name*). For running outside Kubernetes; with the Kubernetes source a warning.",
     },
     Key {
         name: "node_selector",
@@ -246,7 +246,7 @@ pub(crate) const KEYS: &[Key] = &[
         kind: "boolean",
         default: DefaultValue::Value(|| DEFAULT_DRAIN_ON_CORDON.to_string()),
         range: Range::Any,
-        meaning: "When the node is cordoned (`spec.unschedulable`), withdraw everything without hold-down (after `graceful_shutdown_wait` with GRACEFUL_SHUTDOWN): a drain is deliberate. See which nodes.",
+        meaning: "When the node is cordoned (`spec.unschedulable`), withdraw everything without hold-down (after `graceful_shutdown_wait` with GRACEFUL_SHUTDOWN): a drain is deliberate. See *Which nodes*.",
     },
     Key {
         name: "drain_taints",

@@ -77,7 +77,7 @@ pub(crate) const STABILITY_KEYS: &[Key] = &[
             Stability::default().guard.max_withdraw_fraction.to_string()
         }),
         range: Range::Text(|| "more than 0, at most 1".to_string()),
-        meaning: "Mass-withdrawal guard: at most this share of this node's routes is withdrawn in one step; the rest goes at `withdraw_rate`. `1` turns the guard off. See The mass-withdrawal guard.",
+        meaning: "Mass-withdrawal guard: at most this share of this node's routes is withdrawn in one step; the rest goes at `withdraw_rate`. `1` turns the guard off. See *The mass-withdrawal guard*.",
     },
     Key {
         name: "withdraw_rate",
