@@ -1169,7 +1169,7 @@ pub(crate) const BFD_KEYS: &[Key] = &[
         name: "authentication",
         kind: "string",
         default: DefaultValue::Text("none"),
-        range: Range::Text(|| bfd_authentication_choices()),
+        range: Range::Text(bfd_authentication_choices),
         meaning: "BFD authentication (RFC 5880 §6.7): `\"meticulous-keyed-sha1\"`, `\"keyed-sha1\"`, `\"meticulous-keyed-md5\"`, `\"keyed-md5\"`, `\"simple-password\"`, or `\"none\"`. With a keyed type every packet holdfast sends is signed with the key of `key_file`, and a received packet without the Authentication Section, with another Auth Type or Key ID, a wrong digest or a sequence number outside the window (§6.7.3/§6.7.4: up to 3 × `multiplier` ahead; meticulous: strictly increasing) is discarded and counted (`holdfast_peer_bfd_discarded_total`). Absent means none, which only single-hop BFD may leave unsaid.",
     },
     Key {

@@ -315,7 +315,7 @@ pub(crate) const REQUIREMENT_KEYS: &[Key] = &[
         name: "operator",
         kind: "string",
         default: DefaultValue::Required,
-        range: Range::Text(|| operator_choices()),
+        range: Range::Text(operator_choices),
         meaning: "`In` and `NotIn` need a non-empty `values`; `Exists` and `DoesNotExist` take no `values`.",
     },
     Key {

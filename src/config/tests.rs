@@ -1903,7 +1903,7 @@ fn the_reference_defaults_are_the_parsers() {
     let base = "[speaker]\nasn = 65001\n[source]\nkind = \"kubernetes\"\n";
     let peer = "[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
     let implicit = valid(&format!("{base}{peer}"));
-    let mut explicit = format!("{base}");
+    let mut explicit = base.to_string();
     for k in super::speaker::KEYS {
         if let DefaultValue::Value(_) = k.default {
             explicit = explicit.replacen(
