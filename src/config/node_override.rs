@@ -238,7 +238,7 @@ pub(crate) const KEYS: &[Key] = &[
         name: "asn",
         kind: "integer",
         default: DefaultValue::Text("`speaker.asn`"),
-        range: Range::Int(super::speaker::ASN),
+        range: Range::Text(super::speaker::asn_range),
         meaning: "`speaker.asn` on those nodes.",
     },
     Key {

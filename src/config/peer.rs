@@ -427,6 +427,18 @@ pub const DEFAULT_BFD_KEY_ID: u8 = 1;
 /// `bfd.key_id`: the Auth Key ID, one octet (RFC 5880 §4.1).
 pub(crate) const BFD_KEY_ID: IntRange = IntRange { min: 0, max: 255 };
 
+/// The size of `bfd.key_file` and of the key in it, for each type.
+fn bfd_key_file_range() -> String {
+    let keys: Vec<String> = AuthType::ALL
+        .iter()
+        .map(|t| format!("1..={} for \"{}\"", t.max_key_len(), t.as_str()))
+        .collect();
+    format!(
+        "a regular file of at most {MAX_BFD_KEY_FILE_LEN} bytes, holding a key of {} bytes",
+        keys.join(", ")
+    )
+}
+
 /// `"none"` and the keyed types, as `bfd.authentication` takes them.
 fn bfd_authentication_choices() -> String {
     let mut all = vec![quoted("none")];
@@ -469,18 +481,17 @@ pub(crate) const KEYS: &[Key] = &[
         default: DefaultValue::Required,
         range: Range::Text(|| {
             format!(
-                "{}..={}, not 23456, or \"external\" or \"internal\"",
-                super::speaker::ASN.min,
-                super::speaker::ASN.max
+                "{}, or \"external\" or \"internal\"",
+                super::speaker::asn_range()
             )
         }),
-        meaning: "The router's AS number, 1..=4294967295, not 23456 (AS_TRANS); or `\"external\"`: any AS but the one we present (eBGP with whatever AS the router's OPEN gives, like frr-k8s `dynamicASN: external`), or `\"internal\"`: the AS we present (iBGP). Any other AS in the router's OPEN is refused with NOTIFICATION 2/2 Bad Peer AS (RFC 4271 §6.2). Equal to the AS we present (`local_asn`, else `speaker.asn`) makes the session iBGP: LOCAL_PREF sent, empty AS_PATH, TTL 255 unless `ebgp_multihop` says otherwise. `holdfast status` shows the AS the OPEN gave (`peer_asn`; the AS column reads `65010 (external)`).",
+        meaning: "The router's AS number; or `\"external\"`: any AS but the one we present (eBGP with whatever AS the router's OPEN gives, like frr-k8s `dynamicASN: external`), or `\"internal\"`: the AS we present (iBGP). Any other AS in the router's OPEN is refused with NOTIFICATION 2/2 Bad Peer AS (RFC 4271 §6.2). Equal to the AS we present (`local_asn`, else `speaker.asn`) makes the session iBGP: LOCAL_PREF sent, empty AS_PATH, TTL 255 unless `ebgp_multihop` says otherwise. `holdfast status` shows the AS the OPEN gave (`peer_asn`; the AS column reads `65010 (external)`).",
     },
     Key {
         name: "local_asn",
         kind: "integer",
         default: DefaultValue::Text("`speaker.asn`"),
-        range: Range::Int(super::speaker::ASN),
+        range: Range::Text(super::speaker::asn_range),
         meaning: "The AS we present to this router, in OPEN (My Autonomous System and the 4-octet AS capability) and in AS_PATH, instead of `speaker.asn` (RFC 7705's local AS, for a router that expects another AS of us; same range as `asn`). holdfast only originates routes, so its AS_PATH towards an eBGP router is just `local_asn`: `speaker.asn` appears nowhere on this session (what other implementations call `no-prepend replace-as`). iBGP or eBGP is decided against `local_asn`.",
     },
     Key {
@@ -494,8 +505,13 @@ pub(crate) const KEYS: &[Key] = &[
         name: "password_file",
         kind: "path",
         default: DefaultValue::Text("none"),
-        range: Range::Any,
-        meaning: "TCP MD5 signature (RFC 2385) key file. Must be a readable regular file of at most 82 bytes when the config is loaded; trailing newlines are stripped; the key must be 1..=80 bytes (Linux `TCP_MD5SIG_MAXKEYLEN`). A changed key restarts just that session on reload, and the listening socket (`speaker.listen`) gets the new key at once. For a peer addressed by `default-gateway` or `interface`, the listening socket holds the key for the address the peer resolves to, and moves it when that address changes (a new default gateway, a router learnt on the link), so a `passive` one can connect signed.",
+        range: Range::Text(|| {
+            format!(
+                "a regular file of at most {} bytes, holding a key of 1..={MD5_KEY_MAX_LEN} bytes",
+                super::read::MAX_PASSWORD_FILE_LEN
+            )
+        }),
+        meaning: "TCP MD5 signature (RFC 2385) key file, read when the config is loaded; trailing newlines are stripped; the longest key is Linux's `TCP_MD5SIG_MAXKEYLEN`. A changed key restarts just that session on reload, and the listening socket (`speaker.listen`) gets the new key at once. For a peer addressed by `default-gateway` or `interface`, the listening socket holds the key for the address the peer resolves to, and moves it when that address changes (a new default gateway, a router learnt on the link), so a `passive` one can connect signed.",
     },
     Key {
         name: "hold_time",
@@ -1183,8 +1199,8 @@ pub(crate) const BFD_KEYS: &[Key] = &[
         name: "key_file",
         kind: "path",
         default: DefaultValue::Text("none"),
-        range: Range::Any,
-        meaning: "The file holding the key; required with a keyed `authentication`. Read like `password_file` (a regular file of at most 22 bytes, trailing newlines stripped); the key is 1..=20 bytes for SHA1, 1..=16 for MD5 and the Simple Password. A changed key restarts just that peer on reload.",
+        range: Range::Text(bfd_key_file_range),
+        meaning: "The file holding the key; required with a keyed `authentication`. Read like `password_file` (trailing newlines stripped). A changed key restarts just that peer on reload.",
     },
 ];
 

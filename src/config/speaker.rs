@@ -184,13 +184,23 @@ pub(crate) const ASN: IntRange = IntRange {
     max: u32::MAX as i128,
 };
 
+/// "1..=4294967295, not 23456": the AS numbers [`asn`] takes.
+pub(crate) fn asn_range() -> String {
+    format!(
+        "{}..={}, not {} (AS_TRANS)",
+        ASN.min,
+        ASN.max,
+        bgp_proto::consts::AS_TRANS
+    )
+}
+
 pub(crate) const KEYS: &[Key] = &[
     Key {
         name: "asn",
         kind: "integer",
         default: DefaultValue::Required,
-        range: Range::Int(ASN),
-        meaning: "Our AS number (4-octet, RFC 6793), except 23456: AS_TRANS, the placeholder for a 4-octet AS in 2-octet fields (RFC 6793 §9).",
+        range: Range::Text(asn_range),
+        meaning: "Our AS number (4-octet, RFC 6793). AS_TRANS, the placeholder for a 4-octet AS in 2-octet fields (RFC 6793 §9), is not an AS.",
     },
     Key {
         name: "router_id",
@@ -210,8 +220,12 @@ pub(crate) const KEYS: &[Key] = &[
         name: "api_token_file",
         kind: "path",
         default: DefaultValue::Text("none"),
-        range: Range::Any,
-        meaning: "A file holding a bearer token (one line; letters, digits, `-._~+/`, optional `=` padding, RFC 6750 §2.1; at least 16 characters, e.g. `openssl rand -base64 32`). With it, a TCP client of `api` that sends `Authorization: Bearer TOKEN` may drain and undrain; without it, only the Unix socket can. Relative paths are resolved against the config file's directory. Read with the config, like a `password_file` (a regular file of at most 4096 bytes), at start and on every reload: SIGHUP applies a new token. See *The API socket and the token*.",
+        range: Range::Text(|| {
+            format!(
+                "a regular file of at most {MAX_API_TOKEN_FILE_LEN} bytes, holding a token of at least {MIN_API_TOKEN_LEN} characters"
+            )
+        }),
+        meaning: "A file holding a bearer token (one line; letters, digits, `-._~+/`, optional `=` padding, RFC 6750 §2.1; e.g. `openssl rand -base64 32`). With it, a TCP client of `api` that sends `Authorization: Bearer TOKEN` may drain and undrain; without it, only the Unix socket can. Relative paths are resolved against the config file's directory. Read with the config, like a `password_file`, at start and on every reload: SIGHUP applies a new token. See *The API socket and the token*.",
     },
     Key {
         name: "metrics",
@@ -292,7 +306,8 @@ pub(crate) fn asn(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<u
         d.error(
             &value.span(),
             format!(
-                "{key} must not be 23456: that is AS_TRANS, the placeholder for a 4-octet AS number in 2-octet fields (RFC 6793 §9), not an AS"
+                "{key} must not be {}: that is AS_TRANS, the placeholder for a 4-octet AS number in 2-octet fields (RFC 6793 §9), not an AS",
+                bgp_proto::consts::AS_TRANS
             ),
         );
         return None;
