@@ -9,6 +9,7 @@ pub mod cli;
 #[deny(missing_docs)]
 pub mod config;
 pub mod daemon;
+pub mod docs;
 pub mod logging;
 pub mod model;
 pub mod net;

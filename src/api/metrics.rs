@@ -6,7 +6,8 @@
 //! and line feed as `\\`, `\"` and `\n`; help text escapes `\` and line feed;
 //! a series (name plus label set) appears once. Families without a sample
 //! are left out, as the client libraries do for a labelled metric with no
-//! children yet. README.md ("Metrics and the HTTP API") lists every family.
+//! children yet. [`FAMILIES`] declares every family; the reference page
+//! (docs/src/reference/metrics.md) is generated from it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -27,10 +28,40 @@ pub const PEER_STATES: [&str; 6] = [
 /// `Content-Type` of the 0.0.4 text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-#[derive(Clone, Copy)]
-enum Kind {
+/// A family's metric type, as `# TYPE` says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only ever goes up (from the daemon's start).
     Counter,
+    /// Goes up and down.
     Gauge,
+}
+
+impl Kind {
+    /// `counter` or `gauge`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+        }
+    }
+}
+
+/// One metric family `/metrics` may carry: everything the exposition and
+/// the reference page (docs/src/reference/metrics.md) say of it.
+#[derive(Debug)]
+pub struct FamilyDoc {
+    /// The metric name.
+    pub name: &'static str,
+    /// Counter or gauge.
+    pub kind: Kind,
+    /// Label names, in the order each series carries them.
+    pub labels: &'static [&'static str],
+    /// The `# HELP` text.
+    pub help: &'static str,
+    /// More for the reference page, after the help: label values, what to
+    /// make of the value. May be empty.
+    pub doc: &'static str,
 }
 
 /// Every value holdfast exposes is a count or a whole number of seconds:
@@ -42,19 +73,15 @@ enum Value {
 }
 
 struct Family {
-    name: &'static str,
-    help: &'static str,
-    kind: Kind,
+    doc: &'static FamilyDoc,
     samples: Vec<(Vec<(&'static str, String)>, Value)>,
     seen: HashSet<Vec<(&'static str, String)>>,
 }
 
 impl Family {
-    fn new(name: &'static str, kind: Kind, help: &'static str) -> Self {
+    fn new(doc: &'static FamilyDoc) -> Self {
         Family {
-            name,
-            help,
-            kind,
+            doc,
             samples: Vec::new(),
             seen: HashSet::new(),
         }
@@ -73,14 +100,13 @@ impl Family {
         if self.samples.is_empty() {
             return;
         }
-        let kind = match self.kind {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-        };
-        let _ = writeln!(out, "# HELP {} {}", self.name, escape_help(self.help));
-        let _ = writeln!(out, "# TYPE {} {kind}", self.name);
+        let FamilyDoc {
+            name, kind, help, ..
+        } = self.doc;
+        let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(out, "# TYPE {name} {}", kind.as_str());
         for (labels, value) in &self.samples {
-            out.push_str(self.name);
+            out.push_str(name);
             if !labels.is_empty() {
                 out.push('{');
                 for (i, (k, v)) in labels.iter().enumerate() {
@@ -154,80 +180,326 @@ fn notification_series(
     }
 }
 
+/// `holdfast_peer_state`.
+pub const PEER_STATE: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_state",
+    kind: Kind::Gauge,
+    labels: &["peer", "address", "state"],
+    help: "BGP session state (RFC 4271 section 8.2.2): 1 for the state the session is in, 0 for the others.",
+    doc: "One series per state: `Idle`, `Connect`, `Active`, `OpenSent`, `OpenConfirm`, `Established`.",
+};
+
+/// `holdfast_peer_established`.
+pub const PEER_ESTABLISHED: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_established",
+    kind: Kind::Gauge,
+    labels: &["peer", "address"],
+    help: "1 if the BGP session is Established, else 0.",
+    doc: "",
+};
+
+/// `holdfast_peer_uptime_seconds`.
+pub const PEER_UPTIME_SECONDS: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_uptime_seconds",
+    kind: Kind::Gauge,
+    labels: &["peer", "address"],
+    help: "Seconds the session has been Established; 0 when it is not.",
+    doc: "",
+};
+
+/// `holdfast_peer_messages_sent_total`.
+pub const PEER_MESSAGES_SENT_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_messages_sent_total",
+    kind: Kind::Counter,
+    labels: &["peer", "address"],
+    help: "BGP messages sent to the peer, all types.",
+    doc: "",
+};
+
+/// `holdfast_peer_messages_received_total`.
+pub const PEER_MESSAGES_RECEIVED_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_messages_received_total",
+    kind: Kind::Counter,
+    labels: &["peer", "address"],
+    help: "BGP messages received from the peer, all types.",
+    doc: "",
+};
+
+/// `holdfast_peer_updates_sent_total`.
+pub const PEER_UPDATES_SENT_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_updates_sent_total",
+    kind: Kind::Counter,
+    labels: &["peer", "address"],
+    help: "UPDATE messages sent to the peer.",
+    doc: "",
+};
+
+/// `holdfast_peer_updates_received_total`.
+pub const PEER_UPDATES_RECEIVED_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_updates_received_total",
+    kind: Kind::Counter,
+    labels: &["peer", "address"],
+    help: "UPDATE messages received from the peer.",
+    doc: "",
+};
+
+/// `holdfast_peer_prefixes_advertised`.
+pub const PEER_PREFIXES_ADVERTISED: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_prefixes_advertised",
+    kind: Kind::Gauge,
+    labels: &["peer", "address", "family"],
+    help: "Prefixes in the peer's Adj-RIB-Out, by address family.",
+    doc: "`family` is `ipv4` or `ipv6`.",
+};
+
+/// `holdfast_peer_prefixes_received_total`.
+pub const PEER_PREFIXES_RECEIVED_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_prefixes_received_total",
+    kind: Kind::Counter,
+    labels: &["peer", "address"],
+    help: "NLRI announced by the peer in received UPDATEs.",
+    doc: "",
+};
+
+/// `holdfast_peer_notifications_sent_total`.
+pub const PEER_NOTIFICATIONS_SENT_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_notifications_sent_total",
+    kind: Kind::Counter,
+    labels: &["peer", "address", "code", "subcode", "name"],
+    help: "NOTIFICATION messages sent to the peer, by error code and subcode (RFC 4271 section 4.5).",
+    doc: "Counted once written to the socket; `name` says it in words, e.g. `Cease / Administrative Shutdown`.",
+};
+
+/// `holdfast_peer_notifications_received_total`.
+pub const PEER_NOTIFICATIONS_RECEIVED_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_notifications_received_total",
+    kind: Kind::Counter,
+    labels: &["peer", "address", "code", "subcode", "name"],
+    help: "NOTIFICATION messages received from the peer, by error code and subcode (RFC 4271 section 4.5).",
+    doc: "`name` says it in words, as for the sent ones.",
+};
+
+/// `holdfast_peer_established_transitions_total`.
+pub const PEER_ESTABLISHED_TRANSITIONS_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_established_transitions_total",
+    kind: Kind::Counter,
+    labels: &["peer", "address"],
+    help: "Times the session entered Established.",
+    doc: "",
+};
+
+/// `holdfast_peer_bfd_up`.
+pub const PEER_BFD_UP: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_bfd_up",
+    kind: Kind::Gauge,
+    labels: &["peer", "address"],
+    help: "1 if the peer's BFD session is Up (RFC 5880 section 4.1), else 0; only peers with BFD.",
+    doc: "",
+};
+
+/// `holdfast_peer_bfd_discarded_total`.
+pub const PEER_BFD_DISCARDED_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_peer_bfd_discarded_total",
+    kind: Kind::Counter,
+    labels: &["peer", "address", "reason"],
+    help: "BFD packets for the peer's session discarded, by reason: failed authentication (RFC 5880 section 6.7) or a full inbox.",
+    doc: "`reason`: `unauthenticated` (no Authentication Section while `bfd.authentication` is set), `unexpected-auth` (one while it is not), `wrong-key` (another Auth Type or Key ID), `bad-digest` (digest or password wrong: a wrong key, or a forgery), `bad-sequence` (a sequence number outside RFC 5880 §6.7's window: a replay), `inbox-full` (more arrived than the session could take; the oldest went). Only peers with BFD.",
+};
+
+/// `holdfast_source_healthy`.
+pub const SOURCE_HEALTHY: FamilyDoc = FamilyDoc {
+    name: "holdfast_source_healthy",
+    kind: Kind::Gauge,
+    labels: &["kind"],
+    help: "1 if the VIP source is healthy; while it is not, the last known set of VIPs stands.",
+    doc: "`kind` is `file` or `kubernetes`. Nothing is withdrawn while the source is unhealthy.",
+};
+
+/// `holdfast_source_synced`.
+pub const SOURCE_SYNCED: FamilyDoc = FamilyDoc {
+    name: "holdfast_source_synced",
+    kind: Kind::Gauge,
+    labels: &["kind"],
+    help: "1 once the VIP source has delivered its first complete view.",
+    doc: "`/readyz` waits for it.",
+};
+
+/// `holdfast_source_vips`.
+pub const SOURCE_VIPS: FamilyDoc = FamilyDoc {
+    name: "holdfast_source_vips",
+    kind: Kind::Gauge,
+    labels: &["kind"],
+    help: "VIPs the source currently wants advertised from this node.",
+    doc: "",
+};
+
+/// `holdfast_build_info`.
+pub const BUILD_INFO: FamilyDoc = FamilyDoc {
+    name: "holdfast_build_info",
+    kind: Kind::Gauge,
+    labels: &["version", "commit"],
+    help: "Always 1; the labels carry the holdfast version and the commit it was built from.",
+    doc: "",
+};
+
+/// `holdfast_routes_advertised`.
+pub const ROUTES_ADVERTISED: FamilyDoc = FamilyDoc {
+    name: "holdfast_routes_advertised",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Prefixes advertised now.",
+    doc: "",
+};
+
+/// `holdfast_routes_held_down`.
+pub const ROUTES_HELD_DOWN: FamilyDoc = FamilyDoc {
+    name: "holdfast_routes_held_down",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Prefixes advertised now although the source no longer has them (held down, damped or draining).",
+    doc: "",
+};
+
+/// `holdfast_withdrawals_absorbed_total`.
+pub const WITHDRAWALS_ABSORBED_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_withdrawals_absorbed_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "VIP absences that ended inside the hold-down: withdraw/advertise pairs the routers never saw.",
+    doc: "Absences that ended inside `local_endpoint_delay` or `delete_delay` count too. The number holdfast exists for.",
+};
+
+/// `holdfast_damping_absorbed_total`.
+pub const DAMPING_ABSORBED_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_damping_absorbed_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "VIP absences that outlasted the hold-down, were kept advertised by damping, and ended with the VIP back.",
+    doc: "",
+};
+
+/// `holdfast_damping_suppressions_total`.
+pub const DAMPING_SUPPRESSIONS_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_damping_suppressions_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Damping episodes begun: a prefix's figure of merit crossed the suppress threshold.",
+    doc: "",
+};
+
+/// `holdfast_reconcile_repairs_total`.
+pub const RECONCILE_REPAIRS_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_reconcile_repairs_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Routes and VIPs the periodic reconcile ([source] resync) found different from the source and repaired: each a missed event.",
+    doc: "Should stay 0.",
+};
+
+/// `holdfast_route_advertisements_total`.
+pub const ROUTE_ADVERTISEMENTS_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_route_advertisements_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Route advertisements decided (first advertisements and attribute changes).",
+    doc: "A change of a route is its attributes, or its Service's traffic policy (which sends no UPDATE when the attributes stay).",
+};
+
+/// `holdfast_route_withdrawals_total`.
+pub const ROUTE_WITHDRAWALS_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_route_withdrawals_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Route withdrawals decided.",
+    doc: "",
+};
+
+/// `holdfast_withdrawals_deferred`.
+pub const WITHDRAWALS_DEFERRED: FamilyDoc = FamilyDoc {
+    name: "holdfast_withdrawals_deferred",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Withdrawals the mass-withdrawal guard holds back now.",
+    doc: "See `max_withdraw_fraction`. Above 0 for long: a mass withdrawal is under way; check the source.",
+};
+
+/// `holdfast_withdrawals_deferred_total`.
+pub const WITHDRAWALS_DEFERRED_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_withdrawals_deferred_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Withdrawals the mass-withdrawal guard has held back since the daemon started.",
+    doc: "",
+};
+
+/// `holdfast_config_reload_error`.
+pub const CONFIG_RELOAD_ERROR: FamilyDoc = FamilyDoc {
+    name: "holdfast_config_reload_error",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "1 if the last config reload failed and the daemon runs an older config.",
+    doc: "`holdfast status` shows the errors.",
+};
+
+/// `holdfast_uptime_seconds`.
+pub const UPTIME_SECONDS: FamilyDoc = FamilyDoc {
+    name: "holdfast_uptime_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Seconds since the daemon started.",
+    doc: "",
+};
+
+/// Every holdfast family, in the order `/metrics` writes them.
+pub const FAMILIES: &[&FamilyDoc] = &[
+    &PEER_STATE,
+    &PEER_ESTABLISHED,
+    &PEER_UPTIME_SECONDS,
+    &PEER_MESSAGES_SENT_TOTAL,
+    &PEER_MESSAGES_RECEIVED_TOTAL,
+    &PEER_UPDATES_SENT_TOTAL,
+    &PEER_UPDATES_RECEIVED_TOTAL,
+    &PEER_PREFIXES_ADVERTISED,
+    &PEER_PREFIXES_RECEIVED_TOTAL,
+    &PEER_NOTIFICATIONS_SENT_TOTAL,
+    &PEER_NOTIFICATIONS_RECEIVED_TOTAL,
+    &PEER_ESTABLISHED_TRANSITIONS_TOTAL,
+    &PEER_BFD_UP,
+    &PEER_BFD_DISCARDED_TOTAL,
+    &ROUTES_ADVERTISED,
+    &ROUTES_HELD_DOWN,
+    &WITHDRAWALS_ABSORBED_TOTAL,
+    &DAMPING_ABSORBED_TOTAL,
+    &DAMPING_SUPPRESSIONS_TOTAL,
+    &RECONCILE_REPAIRS_TOTAL,
+    &ROUTE_ADVERTISEMENTS_TOTAL,
+    &ROUTE_WITHDRAWALS_TOTAL,
+    &WITHDRAWALS_DEFERRED,
+    &WITHDRAWALS_DEFERRED_TOTAL,
+    &SOURCE_HEALTHY,
+    &SOURCE_SYNCED,
+    &SOURCE_VIPS,
+    &CONFIG_RELOAD_ERROR,
+    &BUILD_INFO,
+    &UPTIME_SECONDS,
+];
+
 /// The whole exposition for one snapshot.
 pub fn render_metrics(status: &Status) -> String {
-    use Kind::{Counter, Gauge};
-
-    let mut peer_state = Family::new(
-        "holdfast_peer_state",
-        Gauge,
-        "BGP session state (RFC 4271 section 8.2.2): 1 for the state the session is in, 0 for the others.",
-    );
-    let mut established = Family::new(
-        "holdfast_peer_established",
-        Gauge,
-        "1 if the BGP session is Established, else 0.",
-    );
-    let mut uptime = Family::new(
-        "holdfast_peer_uptime_seconds",
-        Gauge,
-        "Seconds the session has been Established; 0 when it is not.",
-    );
-    let mut msg_sent = Family::new(
-        "holdfast_peer_messages_sent_total",
-        Counter,
-        "BGP messages sent to the peer, all types.",
-    );
-    let mut msg_rcvd = Family::new(
-        "holdfast_peer_messages_received_total",
-        Counter,
-        "BGP messages received from the peer, all types.",
-    );
-    let mut upd_sent = Family::new(
-        "holdfast_peer_updates_sent_total",
-        Counter,
-        "UPDATE messages sent to the peer.",
-    );
-    let mut upd_rcvd = Family::new(
-        "holdfast_peer_updates_received_total",
-        Counter,
-        "UPDATE messages received from the peer.",
-    );
-    let mut pfx_adv = Family::new(
-        "holdfast_peer_prefixes_advertised",
-        Gauge,
-        "Prefixes in the peer's Adj-RIB-Out, by address family.",
-    );
-    let mut pfx_rcvd = Family::new(
-        "holdfast_peer_prefixes_received_total",
-        Counter,
-        "NLRI announced by the peer in received UPDATEs.",
-    );
-    let mut notif_sent = Family::new(
-        "holdfast_peer_notifications_sent_total",
-        Counter,
-        "NOTIFICATION messages sent to the peer, by error code and subcode (RFC 4271 section 4.5).",
-    );
-    let mut notif_rcvd = Family::new(
-        "holdfast_peer_notifications_received_total",
-        Counter,
-        "NOTIFICATION messages received from the peer, by error code and subcode (RFC 4271 section 4.5).",
-    );
-    let mut transitions = Family::new(
-        "holdfast_peer_established_transitions_total",
-        Counter,
-        "Times the session entered Established.",
-    );
-    let mut bfd_up = Family::new(
-        "holdfast_peer_bfd_up",
-        Gauge,
-        "1 if the peer's BFD session is Up (RFC 5880 section 4.1), else 0; only peers with BFD.",
-    );
-    let mut bfd_discarded = Family::new(
-        "holdfast_peer_bfd_discarded_total",
-        Counter,
-        "BFD packets for the peer's session discarded, by reason: failed authentication (RFC 5880 section 6.7) or a full inbox.",
-    );
+    let mut peer_state = Family::new(&PEER_STATE);
+    let mut established = Family::new(&PEER_ESTABLISHED);
+    let mut uptime = Family::new(&PEER_UPTIME_SECONDS);
+    let mut msg_sent = Family::new(&PEER_MESSAGES_SENT_TOTAL);
+    let mut msg_rcvd = Family::new(&PEER_MESSAGES_RECEIVED_TOTAL);
+    let mut upd_sent = Family::new(&PEER_UPDATES_SENT_TOTAL);
+    let mut upd_rcvd = Family::new(&PEER_UPDATES_RECEIVED_TOTAL);
+    let mut pfx_adv = Family::new(&PEER_PREFIXES_ADVERTISED);
+    let mut pfx_rcvd = Family::new(&PEER_PREFIXES_RECEIVED_TOTAL);
+    let mut notif_sent = Family::new(&PEER_NOTIFICATIONS_SENT_TOTAL);
+    let mut notif_rcvd = Family::new(&PEER_NOTIFICATIONS_RECEIVED_TOTAL);
+    let mut transitions = Family::new(&PEER_ESTABLISHED_TRANSITIONS_TOTAL);
+    let mut bfd_up = Family::new(&PEER_BFD_UP);
+    let mut bfd_discarded = Family::new(&PEER_BFD_DISCARDED_TOTAL);
 
     for p in &status.peers {
         let labels = peer_labels(p);
@@ -277,40 +549,24 @@ pub fn render_metrics(status: &Status) -> String {
     }
 
     let c = &status.counters;
-    let single = |name, kind, help, value| {
-        let mut f = Family::new(name, kind, help);
+    let single = |doc, value| {
+        let mut f = Family::new(doc);
         f.add(Vec::new(), value);
         f
     };
     let source_kind = || vec![("kind", status.source.kind.clone())];
-    let mut source_healthy = Family::new(
-        "holdfast_source_healthy",
-        Gauge,
-        "1 if the VIP source is healthy; while it is not, the last known set of VIPs stands.",
-    );
+    let mut source_healthy = Family::new(&SOURCE_HEALTHY);
     source_healthy.add(source_kind(), flag(status.source.healthy));
-    let mut source_synced = Family::new(
-        "holdfast_source_synced",
-        Gauge,
-        "1 once the VIP source has delivered its first complete view.",
-    );
+    let mut source_synced = Family::new(&SOURCE_SYNCED);
     source_synced.add(source_kind(), flag(status.source.synced));
-    let mut source_vips = Family::new(
-        "holdfast_source_vips",
-        Gauge,
-        "VIPs the source currently wants advertised from this node.",
-    );
+    let mut source_vips = Family::new(&SOURCE_VIPS);
     source_vips.add(source_kind(), Value::Int(status.source.vips as u64));
     let version = if status.version.is_empty() {
         env!("CARGO_PKG_VERSION").to_string()
     } else {
         status.version.clone()
     };
-    let mut build_info = Family::new(
-        "holdfast_build_info",
-        Gauge,
-        "Always 1; the labels carry the holdfast version and the commit it was built from.",
-    );
+    let mut build_info = Family::new(&BUILD_INFO);
     build_info.add(
         vec![
             ("version", version),
@@ -334,87 +590,89 @@ pub fn render_metrics(status: &Status) -> String {
         transitions,
         bfd_up,
         bfd_discarded,
+        single(&ROUTES_ADVERTISED, Value::Int(c.routes_advertised)),
+        single(&ROUTES_HELD_DOWN, Value::Int(c.routes_held_down)),
         single(
-            "holdfast_routes_advertised",
-            Gauge,
-            "Prefixes advertised now.",
-            Value::Int(c.routes_advertised),
-        ),
-        single(
-            "holdfast_routes_held_down",
-            Gauge,
-            "Prefixes advertised now although the source no longer has them (held down, damped or draining).",
-            Value::Int(c.routes_held_down),
-        ),
-        single(
-            "holdfast_withdrawals_absorbed_total",
-            Counter,
-            "VIP absences that ended inside the hold-down: withdraw/advertise pairs the routers never saw.",
+            &WITHDRAWALS_ABSORBED_TOTAL,
             Value::Int(c.withdrawals_absorbed),
         ),
         single(
-            "holdfast_damping_absorbed_total",
-            Counter,
-            "VIP absences that outlasted the hold-down, were kept advertised by damping, and ended with the VIP back.",
+            &DAMPING_ABSORBED_TOTAL,
             Value::Int(c.absences_absorbed_by_damping),
         ),
         single(
-            "holdfast_damping_suppressions_total",
-            Counter,
-            "Damping episodes begun: a prefix's figure of merit crossed the suppress threshold.",
+            &DAMPING_SUPPRESSIONS_TOTAL,
             Value::Int(c.damping_suppressions),
         ),
+        single(&RECONCILE_REPAIRS_TOTAL, Value::Int(c.reconcile_repairs)),
+        single(&ROUTE_ADVERTISEMENTS_TOTAL, Value::Int(c.advertisements)),
+        single(&ROUTE_WITHDRAWALS_TOTAL, Value::Int(c.withdrawals)),
+        single(&WITHDRAWALS_DEFERRED, Value::Int(c.withdrawals_deferred)),
         single(
-            "holdfast_reconcile_repairs_total",
-            Counter,
-            "Routes and VIPs the periodic reconcile ([source] resync) found different from the source and repaired: each a missed event.",
-            Value::Int(c.reconcile_repairs),
-        ),
-        single(
-            "holdfast_route_advertisements_total",
-            Counter,
-            "Route advertisements decided (first advertisements and attribute changes).",
-            Value::Int(c.advertisements),
-        ),
-        single(
-            "holdfast_route_withdrawals_total",
-            Counter,
-            "Route withdrawals decided.",
-            Value::Int(c.withdrawals),
-        ),
-        single(
-            "holdfast_withdrawals_deferred",
-            Gauge,
-            "Withdrawals the mass-withdrawal guard holds back now.",
-            Value::Int(c.withdrawals_deferred),
-        ),
-        single(
-            "holdfast_withdrawals_deferred_total",
-            Counter,
-            "Withdrawals the mass-withdrawal guard has held back since the daemon started.",
+            &WITHDRAWALS_DEFERRED_TOTAL,
             Value::Int(c.withdrawals_deferred_total),
         ),
         source_healthy,
         source_synced,
         source_vips,
-        single(
-            "holdfast_config_reload_error",
-            Gauge,
-            "1 if the last config reload failed and the daemon runs an older config.",
-            flag(status.config_error.is_some()),
-        ),
+        single(&CONFIG_RELOAD_ERROR, flag(status.config_error.is_some())),
         build_info,
-        single(
-            "holdfast_uptime_seconds",
-            Gauge,
-            "Seconds since the daemon started.",
-            Value::Int(status.uptime_seconds),
-        ),
+        single(&UPTIME_SECONDS, Value::Int(status.uptime_seconds)),
     ];
     let mut out = String::with_capacity(4096 + status.peers.len() * 2048);
     for f in &families {
         f.write(&mut out);
     }
+    out
+}
+
+/// docs/src/reference/metrics.md: every family, holdfast's and the
+/// process ones, with its type, labels and help.
+pub fn reference() -> String {
+    use crate::docs::inline;
+    let mut out =
+        crate::docs::header("the metric families in src/api/metrics.rs and src/api/process.rs");
+    out.push_str(
+        "# Metrics reference\n\n\
+         `GET /metrics` on the API address (`speaker.api`, default `127.0.0.1:9179`), \
+         and on `speaker.metrics` when it is set, answers in the Prometheus text \
+         exposition format 0.0.4 (`Content-Type: text/plain; version=0.0.4; charset=utf-8`). \
+         Every value is read from the same snapshot as `GET /v1/status`, so the two \
+         always agree.\n\n\
+         Per-peer series carry `peer` (the `[[peer]]` name) and `address` (the address \
+         in use; for a `default-gateway` peer not yet resolved, the configured text, \
+         e.g. `default-gateway (ipv4)`). Counters (`_total`) count since the daemon \
+         started and do not reset when a session does. A family with no series yet \
+         (no NOTIFICATION ever, no peer with BFD) is left out of the output.\n\n",
+    );
+    let table = |out: &mut String, families: &mut dyn Iterator<Item = &FamilyDoc>| {
+        out.push_str("| metric | type | labels | meaning |\n|---|---|---|---|\n");
+        for f in families {
+            let labels: Vec<String> = f.labels.iter().map(|l| format!("`{l}`")).collect();
+            let meaning = if f.doc.is_empty() {
+                f.help.to_string()
+            } else {
+                format!("{} {}", f.help, f.doc)
+            };
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} | {} |",
+                f.name,
+                f.kind.as_str(),
+                labels.join(", "),
+                inline(&meaning)
+            );
+        }
+        out.push('\n');
+    };
+    out.push_str("## holdfast's families\n\n");
+    table(&mut out, &mut FAMILIES.iter().copied());
+    out.push_str(
+        "## Process families\n\n\
+         The standard process metrics every Prometheus client library exports, read \
+         from `/proc/self` (left out where there is no `/proc`).\n\n",
+    );
+    table(&mut out, &mut super::process::FAMILIES.iter());
     out
 }
 

@@ -3,7 +3,7 @@
 //!
 //! | endpoint | answer |
 //! |---|---|
-//! | `GET /metrics` | Prometheus text format 0.0.4 (docs/src/reference/metrics.md) |
+//! | `GET /metrics` | Prometheus text format 0.0.4 (every family: docs/src/reference/metrics.md, generated from `metrics::FAMILIES`) |
 //! | `GET /healthz` | 200 `ok` while the process serves |
 //! | `GET /readyz` | 200 `ready` (or `ready: NOTE`), or 503 `not ready: REASON` |
 //! | `GET /v1/status` | JSON of [`Status`]: at most [`ROUTE_PAGE_MAX`] routes; `?offset=N&limit=M` pages them |

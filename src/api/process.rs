@@ -8,6 +8,7 @@
 //! (`/proc/self/auxv`, `AT_CLKTCK` and `AT_PAGESZ`), which is where the C
 //! library's `sysconf` reads them too; no unsafe call is needed.
 
+use super::metrics::{FamilyDoc, Kind};
 use std::fmt::Write as _;
 
 /// `AT_PAGESZ` in the auxiliary vector (`<elf.h>`).
@@ -116,51 +117,71 @@ pub fn read() -> Result<ProcessStats, String> {
     parse(&files)
 }
 
+/// The process families, in the order `/metrics` writes them: the help
+/// text the Prometheus client libraries use, and what the reference page
+/// adds.
+pub const FAMILIES: [FamilyDoc; 6] = [
+    FamilyDoc {
+        name: "process_cpu_seconds_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Total user and system CPU time spent in seconds.",
+        doc: "",
+    },
+    FamilyDoc {
+        name: "process_resident_memory_bytes",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Resident memory size in bytes.",
+        doc: "",
+    },
+    FamilyDoc {
+        name: "process_virtual_memory_bytes",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Virtual memory size in bytes.",
+        doc: "",
+    },
+    FamilyDoc {
+        name: "process_start_time_seconds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Start time of the process since unix epoch in seconds.",
+        doc: "",
+    },
+    FamilyDoc {
+        name: "process_open_fds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Number of open file descriptors.",
+        doc: "",
+    },
+    FamilyDoc {
+        name: "process_max_fds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Maximum number of open file descriptors.",
+        doc: "The open-file limit (`RLIMIT_NOFILE`); left out when unlimited.",
+    },
+];
+
 /// The families in the text exposition format (0.0.4).
 pub fn render(p: &ProcessStats) -> String {
     let mut out = String::with_capacity(1024);
-    let mut family = |name: &str, kind: &str, help: &str, value: String| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
+    let values = [
+        Some(format!("{}", p.cpu_seconds)),
+        Some(p.resident_memory_bytes.to_string()),
+        Some(p.virtual_memory_bytes.to_string()),
+        Some(format!("{}", p.start_time_seconds)),
+        Some(p.open_fds.to_string()),
+        p.max_fds.map(|max| max.to_string()),
+    ];
+    for (family, value) in FAMILIES.iter().zip(values) {
+        let Some(value) = value else { continue };
+        let name = family.name;
+        let _ = writeln!(out, "# HELP {name} {}", family.help);
+        let _ = writeln!(out, "# TYPE {name} {}", family.kind.as_str());
         let _ = writeln!(out, "{name} {value}");
-    };
-    family(
-        "process_cpu_seconds_total",
-        "counter",
-        "Total user and system CPU time spent in seconds.",
-        format!("{}", p.cpu_seconds),
-    );
-    family(
-        "process_resident_memory_bytes",
-        "gauge",
-        "Resident memory size in bytes.",
-        p.resident_memory_bytes.to_string(),
-    );
-    family(
-        "process_virtual_memory_bytes",
-        "gauge",
-        "Virtual memory size in bytes.",
-        p.virtual_memory_bytes.to_string(),
-    );
-    family(
-        "process_start_time_seconds",
-        "gauge",
-        "Start time of the process since unix epoch in seconds.",
-        format!("{}", p.start_time_seconds),
-    );
-    family(
-        "process_open_fds",
-        "gauge",
-        "Number of open file descriptors.",
-        p.open_fds.to_string(),
-    );
-    if let Some(max) = p.max_fds {
-        family(
-            "process_max_fds",
-            "gauge",
-            "Maximum number of open file descriptors.",
-            max.to_string(),
-        );
     }
     out
 }
@@ -257,22 +278,21 @@ mod tests {
         );
     }
 
-    /// README.md's table of process metrics lists exactly these.
+    /// [`FAMILIES`] (the reference page's list) declares exactly the
+    /// families rendered, in order, with their type and help.
     #[test]
-    fn the_readme_lists_the_process_metrics() {
-        let doc = include_str!("../../README.md");
-        let documented: Vec<&str> = doc
-            .lines()
-            .filter_map(|l| l.strip_prefix("| `process_"))
-            .filter_map(|l| l.split('`').next())
-            .collect();
+    fn the_declared_families_are_the_rendered_ones() {
         let text = render(&parse(&files()).expect("parses"));
         let e = exposition::parse(&text).expect("valid");
-        let emitted: Vec<&str> = e
+        let emitted: Vec<(&str, &str, Option<&str>)> = e
             .families
             .iter()
-            .map(|f| f.name.trim_start_matches("process_"))
+            .map(|f| (f.name.as_str(), f.kind.as_str(), f.help.as_deref()))
             .collect();
-        assert_eq!(documented, emitted, "README.md's process_* rows, in order");
+        let declared: Vec<(&str, &str, Option<&str>)> = FAMILIES
+            .iter()
+            .map(|f| (f.name, f.kind.as_str(), Some(f.help)))
+            .collect();
+        assert_eq!(emitted, declared);
     }
 }

@@ -1,5 +1,6 @@
 //! The command-line front ends of `holdfast`.
 
+pub mod args;
 pub mod check;
 pub mod decode;
 pub mod drain;

@@ -10,6 +10,9 @@ use super::community::{
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
 use super::peer::name_problem;
+use super::schema::{
+    DefaultValue, IntRange, Key, PORT, POSITIVE_U32, Range, Section, U32, duration,
+};
 use super::selector::{LabelSelector, parse_selector};
 use super::tree::{self, Table, Value};
 
@@ -279,28 +282,188 @@ pub struct Probe {
     pub disable_file: Option<std::path::PathBuf>,
 }
 
-pub(crate) const KEYS: &[&str] = &[
-    "name",
-    "addresses",
-    "service_selector",
-    "namespace_selector",
-    "peers",
-    "communities",
-    "large_communities",
-    "extended_communities",
-    "local_pref",
-    "med",
-    "probe",
-    "allow_service_attributes",
-    "aggregation_length",
-    "aggregation_length_v6",
-    "interface",
-    "link_bandwidth",
-    "degraded",
+/// `aggregation_length`: an IPv4 prefix length.
+pub(crate) const AGGREGATION_LENGTH: IntRange = IntRange { min: 1, max: 32 };
+/// `aggregation_length_v6`: an IPv6 prefix length.
+pub(crate) const AGGREGATION_LENGTH_V6: IntRange = IntRange { min: 1, max: 128 };
+/// `degraded.as_path_prepend` when left out.
+pub const DEFAULT_DEGRADED_PREPEND: u8 = 0;
+/// `degraded.as_path_prepend`.
+pub(crate) const DEGRADED_PREPEND: IntRange = IntRange {
+    min: 0,
+    max: MAX_DEGRADED_PREPEND as i128,
+};
+/// `probe.interval` when left out.
+pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(2);
+/// `probe.timeout` when left out.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// `probe.fail_after` when left out.
+pub const DEFAULT_PROBE_FAIL_AFTER: u32 = 3;
+/// `probe.recover_after` when left out.
+pub const DEFAULT_PROBE_RECOVER_AFTER: u32 = 2;
+
+pub(crate) const KEYS: &[Key] = &[
+    Key {
+        name: "name",
+        kind: "string",
+        default: DefaultValue::Required,
+        range: Range::Any,
+        meaning: "Unique name; VIP file entries refer to it.",
+    },
+    Key {
+        name: "addresses",
+        kind: "array of strings",
+        default: DefaultValue::Text(
+            "`[\"LoadBalancerIP\", \"ExternalIP\"]` (none when `interface` is set)",
+        ),
+        range: Range::Any,
+        meaning: "Which Service addresses: `\"LoadBalancerIP\"` (`status.loadBalancer.ingress`), `\"ExternalIP\"` (`spec.externalIPs`), `\"ClusterIP\"` (`spec.clusterIPs`); and `\"PodCIDR\"`: the Node's `spec.podCIDRs`, announced as they are (Kubernetes source; see *PodCIDR and interface advertisements*).",
+    },
+    Key {
+        name: "service_selector",
+        kind: "label selector",
+        default: DefaultValue::Text("none (all)"),
+        range: Range::Any,
+        meaning: "Only Services whose labels match.",
+    },
+    Key {
+        name: "namespace_selector",
+        kind: "label selector",
+        default: DefaultValue::Text("none (all)"),
+        range: Range::Any,
+        meaning: "Only Services in namespaces whose labels match. A selector on `kubernetes.io/metadata.name` alone needs no extra RBAC; any other label makes holdfast watch Namespaces (RBAC: get/list/watch namespaces). See *The Kubernetes source*.",
+    },
+    Key {
+        name: "peers",
+        kind: "array of strings",
+        default: DefaultValue::Text("all peers"),
+        range: Range::Any,
+        meaning: "Peer names that receive these routes; each must name a `[[peer]]`; not empty.",
+    },
+    Key {
+        name: "communities",
+        kind: "array of strings",
+        default: DefaultValue::Text("`[]`"),
+        range: Range::Any,
+        meaning: "COMMUNITIES (RFC 1997): `\"ASN:N\"` (each 0..=65535) or `\"no-export\"`, `\"no-advertise\"`, `\"no-export-subconfed\"`, `\"blackhole\"` (RFC 7999), `\"graceful-shutdown\"` (RFC 8326).",
+    },
+    Key {
+        name: "large_communities",
+        kind: "array of strings",
+        default: DefaultValue::Text("`[]`"),
+        range: Range::Any,
+        meaning: "LARGE_COMMUNITY (RFC 8092): `\"GLOBAL:LOCAL1:LOCAL2\"`, each 0..=4294967295.",
+    },
+    Key {
+        name: "extended_communities",
+        kind: "array of strings",
+        default: DefaultValue::Text("`[]`"),
+        range: Range::Any,
+        meaning: "Route target `\"rt:ASN:N\"` / route origin `\"ro:ASN:N\"` (RFC 4360). ASN < 65536 uses the two-octet-AS form (N up to 4294967295), larger ASNs the four-octet-AS form (RFC 5668, N up to 65535).",
+    },
+    Key {
+        name: "local_pref",
+        kind: "integer",
+        default: DefaultValue::Text("none"),
+        range: Range::Int(U32),
+        meaning: "LOCAL_PREF; sent to iBGP peers only (RFC 4271 §5.1.5).",
+    },
+    Key {
+        name: "med",
+        kind: "integer",
+        default: DefaultValue::Text("none"),
+        range: Range::Int(U32),
+        meaning: "MULTI_EXIT_DISC.",
+    },
+    Key {
+        name: "probe",
+        kind: "table",
+        default: DefaultValue::Text("none (no probe)"),
+        range: Range::Any,
+        meaning: "TCP-probe gating: an inline table whose keys are in the probe section.",
+    },
+    Key {
+        name: "allow_service_attributes",
+        kind: "array of strings",
+        default: DefaultValue::Text("`[]` (none)"),
+        range: Range::Any,
+        meaning: "Which Service annotations may change this advertisement's routes: `\"communities\"`, `\"large-communities\"`, `\"local-pref\"`, `\"med\"`, `\"as-path-prepend\"` (see *Per-Service attributes*). Tenants do not steer the fabric unless listed here.",
+    },
+    Key {
+        name: "aggregation_length",
+        kind: "integer",
+        default: DefaultValue::Text("none (/32)"),
+        range: Range::Int(AGGREGATION_LENGTH),
+        meaning: "Announce eTP Cluster IPv4 VIPs as their covering prefix of this length while at least one of them is present; eTP Local VIPs stay /32 (see *Aggregation*).",
+    },
+    Key {
+        name: "aggregation_length_v6",
+        kind: "integer",
+        default: DefaultValue::Text("none (/128)"),
+        range: Range::Int(AGGREGATION_LENGTH_V6),
+        meaning: "The same for IPv6.",
+    },
+    Key {
+        name: "interface",
+        kind: "string",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "Also announce this interface's global addresses (not loopback, link-local or multicast) as /32 and /128 routes, read every second while such an advertisement exists (see *PodCIDR and interface advertisements*).",
+    },
+    Key {
+        name: "link_bandwidth",
+        kind: "string",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "`\"per-endpoint\"`: the routes carry the link-bandwidth extended community, 1 Gbit/s per ready local endpoint of the Service on this node (eTP Local), 1 Gbit/s for eTP Cluster; a changed count is one UPDATE once it has settled for 2 s (at most 10 s while it keeps changing). Kubernetes source (see *ECMP weighted by endpoints*).",
+    },
+    Key {
+        name: "degraded",
+        kind: "table",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "The attributes of a degraded route (see `probe.on_failure`): an inline table with at least one key, e.g. `degraded = { med = 1000, as_path_prepend = 3, communities = [\"65001:666\"] }`; its keys are in the degraded section.",
+    },
 ];
 
+/// The reference's section for these keys.
+pub(crate) const SECTION: Section = Section {
+    title: "`[[advertisement]]` (zero or more)",
+    intro: "With no `[[advertisement]]`, one implicit advertisement named `\"default\"` applies: all peers, no communities, `addresses = [\"LoadBalancerIP\", \"ExternalIP\"]`.",
+    keys: KEYS,
+};
+
 /// Keys of `degraded`.
-pub(crate) const DEGRADED_KEYS: &[&str] = &["med", "as_path_prepend", "communities"];
+pub(crate) const DEGRADED_KEYS: &[Key] = &[
+    Key {
+        name: "med",
+        kind: "integer",
+        default: DefaultValue::Text("none"),
+        range: Range::Int(U32),
+        meaning: "MULTI_EXIT_DISC of a degraded route (replaces `med`).",
+    },
+    Key {
+        name: "as_path_prepend",
+        kind: "integer",
+        default: DefaultValue::Value(|| DEFAULT_DEGRADED_PREPEND.to_string()),
+        range: Range::Int(DEGRADED_PREPEND),
+        meaning: "Our AS this many more times towards eBGP peers while degraded (added to a Service's own prepend).",
+    },
+    Key {
+        name: "communities",
+        kind: "array of strings",
+        default: DefaultValue::Text("`[]`"),
+        range: Range::Any,
+        meaning: "COMMUNITIES added while degraded (same forms as `communities`).",
+    },
+];
+
+/// The reference's section for these keys.
+pub(crate) const DEGRADED_SECTION: Section = Section {
+    title: "`[[advertisement]] degraded`",
+    intro: "The attributes a route carries while its probe fails with `on_failure = \"degrade\"`; an inline table with at least one key.",
+    keys: DEGRADED_KEYS,
+};
 
 /// Longest interface name Linux accepts (IFNAMSIZ less the NUL).
 const IFNAMSIZ: usize = 15;
@@ -320,15 +483,64 @@ pub(crate) struct AdvertisementRegistry {
 }
 
 /// Keys of `probe`.
-pub(crate) const PROBE_KEYS: &[&str] = &[
-    "port",
-    "interval",
-    "timeout",
-    "fail_after",
-    "recover_after",
-    "on_failure",
-    "disable_file",
+pub(crate) const PROBE_KEYS: &[Key] = &[
+    Key {
+        name: "port",
+        kind: "integer",
+        default: DefaultValue::Required,
+        range: Range::Int(PORT),
+        meaning: "TCP port to connect to on the VIP. The VIP is advertised only while a TCP connect from this node to VIP:port succeeds: first after one success, withdrawn at once (no hold-down: a datapath fact) after `fail_after` failures, back after `recover_after` successes (see *TCP-probe gating*).",
+    },
+    Key {
+        name: "interval",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(DEFAULT_PROBE_INTERVAL)),
+        range: Range::Text(|| "above 0".to_string()),
+        meaning: "Time between probes.",
+    },
+    Key {
+        name: "timeout",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(DEFAULT_PROBE_TIMEOUT)),
+        range: Range::Text(|| "above 0 and below interval".to_string()),
+        meaning: "Connect timeout.",
+    },
+    Key {
+        name: "fail_after",
+        kind: "integer",
+        default: DefaultValue::Value(|| DEFAULT_PROBE_FAIL_AFTER.to_string()),
+        range: Range::Int(POSITIVE_U32),
+        meaning: "Consecutive failures before the VIP is withdrawn.",
+    },
+    Key {
+        name: "recover_after",
+        kind: "integer",
+        default: DefaultValue::Value(|| DEFAULT_PROBE_RECOVER_AFTER.to_string()),
+        range: Range::Int(POSITIVE_U32),
+        meaning: "Consecutive successes before it is advertised again (also after the disable file goes).",
+    },
+    Key {
+        name: "on_failure",
+        kind: "string",
+        default: DefaultValue::Text("`\"withdraw\"`"),
+        range: Range::Text(|| "\"withdraw\" or \"degrade\"".to_string()),
+        meaning: "`\"withdraw\"`: a failing probe withdraws the VIP. `\"degrade\"`: it is re-announced with this advertisement's `degraded` attributes instead (one UPDATE, no withdrawal), and back with its own after `recover_after` successes; needs `degraded` (see *Degrade before withdrawing*).",
+    },
+    Key {
+        name: "disable_file",
+        kind: "string (absolute path)",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "While this file exists the probe counts as failed at once (no `fail_after` wait): a maintenance switch, ExaBGP healthcheck's `--disable`. Shown by `holdfast status` and `explain`. Checked before each probe; a stat that fails or takes longer than `timeout` counts as no file.",
+    },
 ];
+
+/// The reference's section for these keys.
+pub(crate) const PROBE_SECTION: Section = Section {
+    title: "`[[advertisement]] probe`",
+    intro: "TCP-probe gating, an inline table of an `[[advertisement]]`: the VIP is advertised only while a TCP connect from this node to VIP:`port` succeeds: first after one success, withdrawn at once (no hold-down: a datapath fact) after `fail_after` failures, back after `recover_after` successes.",
+    keys: PROBE_KEYS,
+};
 
 pub(crate) fn parse_advertisement(
     value: &Value<'_>,
@@ -490,11 +702,11 @@ pub(crate) fn parse_advertisement(
 
     let local_pref = match table.get("local_pref") {
         None => Some(None),
-        Some(v) => tree::integer_in(v, "local_pref", 0, i128::from(u32::MAX), d).map(Some),
+        Some(v) => tree::integer_in(v, "local_pref", U32, d).map(Some),
     };
     let med = match table.get("med") {
         None => Some(None),
-        Some(v) => tree::integer_in(v, "med", 0, i128::from(u32::MAX), d).map(Some),
+        Some(v) => tree::integer_in(v, "med", U32, d).map(Some),
     };
     let probe = match table.get("probe") {
         None => Some(None),
@@ -526,11 +738,11 @@ pub(crate) fn parse_advertisement(
     };
     let aggregation_length = match table.get("aggregation_length") {
         None => Some(None),
-        Some(v) => tree::integer_in(v, "aggregation_length", 1, 32, d).map(Some),
+        Some(v) => tree::integer_in(v, "aggregation_length", AGGREGATION_LENGTH, d).map(Some),
     };
     let aggregation_length_v6 = match table.get("aggregation_length_v6") {
         None => Some(None),
-        Some(v) => tree::integer_in(v, "aggregation_length_v6", 1, 128, d).map(Some),
+        Some(v) => tree::integer_in(v, "aggregation_length_v6", AGGREGATION_LENGTH_V6, d).map(Some),
     };
     let interface = match table.get("interface") {
         None => Some(None),
@@ -609,7 +821,7 @@ fn parse_degraded(value: &Value<'_>, d: &mut Diagnostics) -> Option<Degraded> {
         d,
     )?;
     table.reject_unknown_keys(DEGRADED_KEYS, d);
-    if DEGRADED_KEYS.iter().all(|k| table.get(k).is_none()) {
+    if DEGRADED_KEYS.iter().all(|k| table.get(k.name).is_none()) {
         d.error(
             &table.span(),
             "degraded is empty; give at least one of med, as_path_prepend, communities",
@@ -618,17 +830,11 @@ fn parse_degraded(value: &Value<'_>, d: &mut Diagnostics) -> Option<Degraded> {
     }
     let med = match table.get("med") {
         None => Some(None),
-        Some(v) => tree::integer_in(v, "degraded.med", 0, i128::from(u32::MAX), d).map(Some),
+        Some(v) => tree::integer_in(v, "degraded.med", U32, d).map(Some),
     };
     let as_path_prepend = match table.get("as_path_prepend") {
-        None => Some(0),
-        Some(v) => tree::integer_in(
-            v,
-            "degraded.as_path_prepend",
-            0,
-            i128::from(MAX_DEGRADED_PREPEND),
-            d,
-        ),
+        None => Some(DEFAULT_DEGRADED_PREPEND),
+        Some(v) => tree::integer_in(v, "degraded.as_path_prepend", DEGRADED_PREPEND, d),
     };
     let communities = match table.get("communities") {
         None => Some(Vec::new()),
@@ -657,7 +863,7 @@ fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
     table.reject_unknown_keys(PROBE_KEYS, d);
     let port = table
         .required("port", d)
-        .and_then(|v| tree::integer_in(v, "port", 1, 65_535, d));
+        .and_then(|v| tree::integer_in(v, "port", PORT, d));
     let positive = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
         Some(v) => tree::duration_checked(v, key, d, |t| {
@@ -667,14 +873,14 @@ fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
             Ok(())
         }),
     };
-    let interval = positive("interval", Duration::from_secs(2), d);
-    let timeout = positive("timeout", Duration::from_secs(1), d);
+    let interval = positive("interval", DEFAULT_PROBE_INTERVAL, d);
+    let timeout = positive("timeout", DEFAULT_PROBE_TIMEOUT, d);
     let count = |key: &str, default: u32, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
-        Some(v) => tree::integer_in(v, key, 1, i128::from(u32::MAX), d),
+        Some(v) => tree::integer_in(v, key, POSITIVE_U32, d),
     };
-    let fail_after = count("fail_after", 3, d);
-    let recover_after = count("recover_after", 2, d);
+    let fail_after = count("fail_after", DEFAULT_PROBE_FAIL_AFTER, d);
+    let recover_after = count("recover_after", DEFAULT_PROBE_RECOVER_AFTER, d);
     let on_failure = match table.get("on_failure") {
         None => Some(OnFailure::Withdraw),
         Some(v) => tree::keyword(

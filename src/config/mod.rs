@@ -16,6 +16,7 @@ mod duration;
 mod node_override;
 mod peer;
 pub mod read;
+pub mod schema;
 mod selector;
 mod source;
 mod speaker;
@@ -225,13 +226,50 @@ pub(crate) fn syntax_errors(errors: &[toml::de::Error], d: &mut Diagnostics) {
     }
 }
 
-const TOP_LEVEL_KEYS: &[&str] = &[
-    "speaker",
-    "peer",
-    "source",
-    "stability",
-    "advertisement",
-    "node_override",
+/// The tables of a config file.
+const TOP_LEVEL_KEYS: &[schema::Key] = &[
+    schema::Key {
+        name: "speaker",
+        kind: "table",
+        default: schema::DefaultValue::Required,
+        range: schema::Range::Any,
+        meaning: "This node as a BGP speaker: AS, router ID, API and drain behaviour.",
+    },
+    schema::Key {
+        name: "peer",
+        kind: "array of tables",
+        default: schema::DefaultValue::Required,
+        range: schema::Range::Any,
+        meaning: "The routers, one `[[peer]]` each; at least one.",
+    },
+    schema::Key {
+        name: "source",
+        kind: "table",
+        default: schema::DefaultValue::Required,
+        range: schema::Range::Any,
+        meaning: "Where the VIPs come from: Kubernetes Services or a VIP file.",
+    },
+    schema::Key {
+        name: "stability",
+        kind: "table",
+        default: schema::DefaultValue::Text("every key at its default"),
+        range: schema::Range::Any,
+        meaning: "Hold-down, delays, damping and the mass-withdrawal guard.",
+    },
+    schema::Key {
+        name: "advertisement",
+        kind: "array of tables",
+        default: schema::DefaultValue::Text("one implicit advertisement, `\"default\"`"),
+        range: schema::Range::Any,
+        meaning: "Which addresses go to which peers with which attributes.",
+    },
+    schema::Key {
+        name: "node_override",
+        kind: "array of tables",
+        default: schema::DefaultValue::Text("none"),
+        range: schema::Range::Any,
+        meaning: "Per-node changes to a file that serves a whole rack.",
+    },
 ];
 
 fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, Vec<Diagnostic>> {

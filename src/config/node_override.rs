@@ -30,6 +30,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use super::Config;
 use super::diagnostic::Diagnostics;
 use super::peer::{self, Peer, PeerAddress};
+use super::schema::{DefaultValue, Key, Range, Section};
 use super::selector::{LabelSelector, SelectorOperator, dns_subdomain_problem, parse_selector};
 use super::speaker::{RouterId, asn, router_id};
 use super::tree::{self, Table, Value};
@@ -218,9 +219,83 @@ pub fn derived_router_id(node: &str) -> Ipv4Addr {
 }
 
 /// Keys of one `[[node_override]]`.
-pub(crate) const KEYS: &[&str] = &["names", "node_selector", "asn", "router_id", "peer"];
+pub(crate) const KEYS: &[Key] = &[
+    Key {
+        name: "names",
+        kind: "array of node names",
+        default: DefaultValue::Text("exactly one of `names` and `node_selector`"),
+        range: Range::Any,
+        meaning: "The nodes this override is for, by the node's name: `$NODE_NAME`, else `speaker.hostname`, else the system hostname. Works with both sources. Exactly one of `names` and `node_selector`.",
+    },
+    Key {
+        name: "node_selector",
+        kind: "label selector",
+        default: DefaultValue::Text("exactly one of `names` and `node_selector`"),
+        range: Range::Any,
+        meaning: "The nodes whose labels match (the Kubernetes source only: the file source knows no labels, so such an override never applies there; a warning).",
+    },
+    Key {
+        name: "asn",
+        kind: "integer",
+        default: DefaultValue::Text("`speaker.asn`"),
+        range: Range::Text(super::speaker::asn_range),
+        meaning: "`speaker.asn` on those nodes.",
+    },
+    Key {
+        name: "router_id",
+        kind: "string",
+        default: DefaultValue::Text("`speaker.router_id`"),
+        range: Range::Any,
+        meaning: "`speaker.router_id` on those nodes (an IPv4 address or `\"auto\"`).",
+    },
+    Key {
+        name: "peer",
+        kind: "table of tables",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "Per-peer overrides, `[node_override.peer.NAME]` where `NAME` must be a `[[peer]]`; their keys are in the next section.",
+    },
+];
+
+/// The reference's section for these keys.
+pub(crate) const SECTION: Section = Section {
+    title: "`[[node_override]]` (zero or more)",
+    intro: "One file serves a rack whose nodes differ a little: another AS, a fixed router ID, another router address or source address. Each override picks nodes by name or by label and sets some of these keys on them; the other nodes run the file's values.
+
+Overlaps are errors: two overrides that can match one node and set the same key are refused by `holdfast check` (and by a reload), at the later one, naming the earlier one's `PATH:LINE:COL`. So at most one override sets any key of a node, and their order never matters.",
+    keys: KEYS,
+};
 /// Keys of `[node_override.peer.NAME]`.
-pub(crate) const PEER_KEYS: &[&str] = &["address", "family", "source_address"];
+pub(crate) const PEER_KEYS: &[Key] = &[
+    Key {
+        name: "address",
+        kind: "string",
+        default: DefaultValue::Text("the peer's"),
+        range: Range::Any,
+        meaning: "`address` of peer `NAME` on those nodes (an IP address, or `\"default-gateway\"` with `family`). `NAME` must be a `[[peer]]`.",
+    },
+    Key {
+        name: "family",
+        kind: "string",
+        default: DefaultValue::Text("`\"ipv4\"`"),
+        range: Range::Any,
+        meaning: "With `peer.NAME.address = \"default-gateway\"`, as in `[[peer]]`.",
+    },
+    Key {
+        name: "source_address",
+        kind: "IP address",
+        default: DefaultValue::Text("the peer's"),
+        range: Range::Any,
+        meaning: "`source_address` of peer `NAME` on those nodes; the peer's address family.",
+    },
+];
+
+/// The reference's section for these keys.
+pub(crate) const PEER_SECTION: Section = Section {
+    title: "`[node_override.peer.NAME]`",
+    intro: "What an override changes of peer `NAME` (a `[[peer]]`) on its nodes.",
+    keys: PEER_KEYS,
+};
 
 /// Reads `[[node_override]]` and checks the overrides against each other
 /// and against the peers (`peers`: the parsed ones, for address families;

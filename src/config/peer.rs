@@ -8,6 +8,9 @@ use std::time::Duration;
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
 use super::read::{FileProblem, MAX_PASSWORD_FILE_LEN};
+use super::schema::{
+    DefaultValue, IntRange, Key, PORT, Range, Section, duration, list, quoted, seconds,
+};
 use super::speaker::asn;
 use super::tree::{self, Table, Value};
 pub use crate::bfd::auth::Key as BfdKey;
@@ -396,27 +399,211 @@ impl BfdAuthentication {
 /// §6.7.4) and its line break (CR LF at most).
 pub const MAX_BFD_KEY_FILE_LEN: u64 = 22;
 
-pub(crate) const KEYS: &[&str] = &[
-    "name",
-    "address",
-    "interface",
-    "family",
-    "asn",
-    "local_asn",
-    "port",
-    "password_file",
-    "hold_time",
-    "keepalive",
-    "connect_retry",
-    "ebgp_multihop",
-    "ttl_security",
-    "source_address",
-    "families",
-    "passive",
-    "min_route_advertisement_interval",
-    "graceful_restart",
-    "bfd",
+/// `ebgp_multihop` when left out: directly connected.
+pub const DEFAULT_EBGP_MULTIHOP: u8 = 1;
+/// `ebgp_multihop`: an IP TTL.
+pub(crate) const EBGP_MULTIHOP: IntRange = IntRange { min: 1, max: 255 };
+/// `ttl_security` when left out.
+pub const DEFAULT_TTL_SECURITY: bool = false;
+/// `passive` when left out.
+pub const DEFAULT_PASSIVE: bool = false;
+/// `families` when left out.
+pub const DEFAULT_FAMILIES: [Family; 2] = [Family::Ipv4Unicast, Family::Ipv6Unicast];
+/// `min_route_advertisement_interval` when left out: send at once.
+pub const DEFAULT_MIN_ROUTE_ADVERTISEMENT_INTERVAL: Duration = Duration::ZERO;
+/// The shortest `connect_retry`.
+pub const MIN_CONNECT_RETRY: Duration = Duration::from_secs(1);
+/// The longest `graceful_restart.restart_time`: 12 bits of seconds (RFC
+/// 4724 §3).
+pub const MAX_RESTART_TIME: Duration = Duration::from_secs(4095);
+/// `bfd.enabled` when left out: a `bfd` table means BFD.
+pub const DEFAULT_BFD_ENABLED: bool = true;
+/// The longest BFD interval: 32 bits of microseconds (RFC 5880 §4.1).
+pub const MAX_BFD_INTERVAL: Duration = Duration::from_micros(u32::MAX as u64);
+/// `bfd.multiplier`: Detect Mult, one octet, not zero (RFC 5880 §6.8.1).
+pub(crate) const BFD_MULTIPLIER: IntRange = IntRange { min: 1, max: 255 };
+/// `bfd.key_id` when left out: BIRD's first key.
+pub const DEFAULT_BFD_KEY_ID: u8 = 1;
+/// `bfd.key_id`: the Auth Key ID, one octet (RFC 5880 §4.1).
+pub(crate) const BFD_KEY_ID: IntRange = IntRange { min: 0, max: 255 };
+
+/// The size of `bfd.key_file` and of the key in it, for each type.
+fn bfd_key_file_range() -> String {
+    let keys: Vec<String> = AuthType::ALL
+        .iter()
+        .map(|t| format!("1..={} for \"{}\"", t.max_key_len(), t.as_str()))
+        .collect();
+    format!(
+        "a regular file of at most {MAX_BFD_KEY_FILE_LEN} bytes, holding a key of {} bytes",
+        keys.join(", ")
+    )
+}
+
+/// `"none"` and the keyed types, as `bfd.authentication` takes them.
+fn bfd_authentication_choices() -> String {
+    let mut all = vec![quoted("none")];
+    all.extend(AuthType::ALL.iter().map(|t| quoted(t.as_str())));
+    format!("one of {}", all.join(", "))
+}
+
+pub(crate) const KEYS: &[Key] = &[
+    Key {
+        name: "name",
+        kind: "string",
+        default: DefaultValue::Required,
+        range: Range::Any,
+        meaning: "Unique name (letters, digits, `-`, `_`, `.`; at most 64) used in logs, metrics, status and `advertisement.peers`.",
+    },
+    Key {
+        name: "address",
+        kind: "string",
+        default: DefaultValue::Text("required, unless `interface` is set"),
+        range: Range::Any,
+        meaning: "The router: an IPv4/IPv6 address, or `\"default-gateway\"` for the node's default gateway (looked up by the daemon; an IPv6 gateway may be link-local, and is then peered with on its interface). A link-local address cannot be written here (it needs an interface); use `\"default-gateway\"`. An IPv4-mapped address is refused: write the IPv4 address.",
+    },
+    Key {
+        name: "interface",
+        kind: "string",
+        default: DefaultValue::Text("none (use `address`)"),
+        range: Range::Any,
+        meaning: "Instead of `address`: BGP unnumbered over this interface. The router is the sender of the IPv6 router advertisements on it (link-local, followed when it changes); IPv4 routes go with an IPv6 next hop (RFC 8950 extended next hop). Exactly one of `address` and `interface`. See *Unnumbered peering*.",
+    },
+    Key {
+        name: "family",
+        kind: "string",
+        default: DefaultValue::Text("`\"ipv4\"`"),
+        range: Range::Any,
+        meaning: "Only with `address = \"default-gateway\"`: which gateway, `\"ipv4\"` or `\"ipv6\"`. An error with an IP address.",
+    },
+    Key {
+        name: "asn",
+        kind: "integer or string",
+        default: DefaultValue::Required,
+        range: Range::Text(|| {
+            format!(
+                "{}, or \"external\" or \"internal\"",
+                super::speaker::asn_range()
+            )
+        }),
+        meaning: "The router's AS number; or `\"external\"`: any AS but the one we present (eBGP with whatever AS the router's OPEN gives, like frr-k8s `dynamicASN: external`), or `\"internal\"`: the AS we present (iBGP). Any other AS in the router's OPEN is refused with NOTIFICATION 2/2 Bad Peer AS (RFC 4271 §6.2). Equal to the AS we present (`local_asn`, else `speaker.asn`) makes the session iBGP: LOCAL_PREF sent, empty AS_PATH, TTL 255 unless `ebgp_multihop` says otherwise. `holdfast status` shows the AS the OPEN gave (`peer_asn`; the AS column reads `65010 (external)`).",
+    },
+    Key {
+        name: "local_asn",
+        kind: "integer",
+        default: DefaultValue::Text("`speaker.asn`"),
+        range: Range::Text(super::speaker::asn_range),
+        meaning: "The AS we present to this router, in OPEN (My Autonomous System and the 4-octet AS capability) and in AS_PATH, instead of `speaker.asn` (RFC 7705's local AS, for a router that expects another AS of us; same range as `asn`). holdfast only originates routes, so its AS_PATH towards an eBGP router is just `local_asn`: `speaker.asn` appears nowhere on this session (what other implementations call `no-prepend replace-as`). iBGP or eBGP is decided against `local_asn`.",
+    },
+    Key {
+        name: "port",
+        kind: "integer",
+        default: DefaultValue::Value(|| DEFAULT_PORT.to_string()),
+        range: Range::Int(PORT),
+        meaning: "The router's TCP port. Two peers may not share address and port.",
+    },
+    Key {
+        name: "password_file",
+        kind: "path",
+        default: DefaultValue::Text("none"),
+        range: Range::Text(|| {
+            format!(
+                "a regular file of at most {} bytes, holding a key of 1..={MD5_KEY_MAX_LEN} bytes",
+                super::read::MAX_PASSWORD_FILE_LEN
+            )
+        }),
+        meaning: "TCP MD5 signature (RFC 2385) key file, read when the config is loaded; trailing newlines are stripped; the longest key is Linux's `TCP_MD5SIG_MAXKEYLEN`. A changed key restarts just that session on reload, and the listening socket (`speaker.listen`) gets the new key at once. For a peer addressed by `default-gateway` or `interface`, the listening socket holds the key for the address the peer resolves to, and moves it when that address changes (a new default gateway, a router learnt on the link), so a `passive` one can connect signed.",
+    },
+    Key {
+        name: "hold_time",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(DEFAULT_HOLD_TIME)),
+        range: Range::Text(|| {
+            format!(
+                "\"0s\" or {}..={}, whole seconds",
+                seconds(MIN_HOLD_TIME),
+                seconds(MAX_HOLD_TIME)
+            )
+        }),
+        meaning: "Hold time proposed in OPEN: `\"0s\"` means no keepalives (RFC 4271 §4.2).",
+    },
+    Key {
+        name: "keepalive",
+        kind: "duration",
+        default: DefaultValue::Text("`hold_time / 3`"),
+        range: Range::Any,
+        meaning: "KEEPALIVE interval. Must not exceed `hold_time`; `\"0s\"` if and only if `hold_time` is `\"0s\"` (RFC 4271 §4.4).",
+    },
+    Key {
+        name: "connect_retry",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(DEFAULT_CONNECT_RETRY)),
+        range: Range::Text(|| format!("at least {}", duration(MIN_CONNECT_RETRY))),
+        meaning: "ConnectRetryTimer (RFC 4271 §8): wait between connection attempts (jittered by the daemon). A reload that changes only this key resets nothing: the running session stays up, and the new value applies from the peer's next session.",
+    },
+    Key {
+        name: "ebgp_multihop",
+        kind: "integer",
+        default: DefaultValue::Value(|| DEFAULT_EBGP_MULTIHOP.to_string()),
+        range: Range::Int(EBGP_MULTIHOP),
+        meaning: "IP TTL of our packets (1 = directly connected); also on connections the router opens to `speaker.listen`.",
+    },
+    Key {
+        name: "ttl_security",
+        kind: "boolean",
+        default: DefaultValue::Value(|| DEFAULT_TTL_SECURITY.to_string()),
+        range: Range::Any,
+        meaning: "GTSM (RFC 5082): send with TTL 255 and accept only packets with TTL ≥ 256 − `ebgp_multihop` (so with `ebgp_multihop = N`, the router may be N hops away). Allowed with `passive`: the router's SYN is checked too (see *the passive side* under TCP MD5, GTSM, multihop).",
+    },
+    Key {
+        name: "source_address",
+        kind: "IP address",
+        default: DefaultValue::Text("none (kernel's choice)"),
+        range: Range::Any,
+        meaning: "Local address to connect from; same family as `address`; not IPv4-mapped.",
+    },
+    Key {
+        name: "families",
+        kind: "array of strings",
+        default: DefaultValue::Value(|| list(DEFAULT_FAMILIES.iter().map(|f| f.as_str()))),
+        range: Range::Any,
+        meaning: "Address families to negotiate (RFC 4760). Only these two are supported; at least one, each once.",
+    },
+    Key {
+        name: "passive",
+        kind: "boolean",
+        default: DefaultValue::Value(|| DEFAULT_PASSIVE.to_string()),
+        range: Range::Any,
+        meaning: "Never connect out, only accept the router's connection; needs `speaker.listen`.",
+    },
+    Key {
+        name: "min_route_advertisement_interval",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(DEFAULT_MIN_ROUTE_ADVERTISEMENT_INTERVAL)),
+        range: Range::Any,
+        meaning: "MinRouteAdvertisementIntervalTimer (RFC 4271 §9.2.1.1): least time between UPDATEs for one prefix; 0 sends at once.",
+    },
+    Key {
+        name: "graceful_restart",
+        kind: "table",
+        default: DefaultValue::Text("every key at its default"),
+        range: Range::Any,
+        meaning: "Graceful restart (RFC 4724): an inline table, `graceful_restart = { enabled = true, restart_time = \"120s\" }`; its keys are in the next section.",
+    },
+    Key {
+        name: "bfd",
+        kind: "table",
+        default: DefaultValue::Text("none (no BFD)"),
+        range: Range::Any,
+        meaning: "BFD liveness detection (RFC 5880): an inline table, `bfd = { min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3 }`; present means enabled unless `enabled = false`. Its keys are in the BFD section.",
+    },
 ];
+
+/// The reference's section for these keys.
+pub(crate) const SECTION: Section = Section {
+    title: "`[[peer]]` (one or more)",
+    intro: "",
+    keys: KEYS,
+};
 
 /// What peer parsing needs to know from outside the `[[peer]]` table.
 pub(crate) struct PeerContext<'a> {
@@ -504,7 +691,7 @@ pub(crate) fn parse_peer(
 
     let port = match table.get("port") {
         None => Some(DEFAULT_PORT),
-        Some(v) => tree::integer_in(v, "port", 1, 65_535, d),
+        Some(v) => tree::integer_in(v, "port", PORT, d),
     };
 
     if let (Some(address), Some(port)) = (address, port) {
@@ -539,9 +726,10 @@ pub(crate) fn parse_peer(
     let connect_retry = match table.get("connect_retry") {
         None => Some(DEFAULT_CONNECT_RETRY),
         Some(v) => tree::duration_checked(v, "connect_retry", d, |t| {
-            if t < Duration::from_secs(1) {
+            if t < MIN_CONNECT_RETRY {
                 return Err(format!(
-                    "connect_retry must be at least 1s, got {}",
+                    "connect_retry must be at least {}, got {}",
+                    format_duration(MIN_CONNECT_RETRY),
                     format_duration(t)
                 ));
             }
@@ -550,12 +738,12 @@ pub(crate) fn parse_peer(
     };
 
     let ebgp_multihop = match table.get("ebgp_multihop") {
-        None => Some(1),
-        Some(v) => tree::integer_in(v, "ebgp_multihop", 1, 255, d),
+        None => Some(DEFAULT_EBGP_MULTIHOP),
+        Some(v) => tree::integer_in(v, "ebgp_multihop", EBGP_MULTIHOP, d),
     };
 
     let ttl_security = match table.get("ttl_security") {
-        None => Some(false),
+        None => Some(DEFAULT_TTL_SECURITY),
         Some(v) => tree::boolean(v, "ttl_security", d),
     };
 
@@ -590,12 +778,12 @@ pub(crate) fn parse_peer(
     };
 
     let families = match table.get("families") {
-        None => Some(vec![Family::Ipv4Unicast, Family::Ipv6Unicast]),
+        None => Some(DEFAULT_FAMILIES.to_vec()),
         Some(v) => families(v, d),
     };
 
     let passive = match table.get("passive") {
-        None => Some(false),
+        None => Some(DEFAULT_PASSIVE),
         Some(v) => tree::boolean(v, "passive", d).and_then(|passive| {
             if passive && !cx.speaker_listens {
                 d.error(
@@ -609,7 +797,7 @@ pub(crate) fn parse_peer(
     };
 
     let min_route_advertisement_interval = match table.get("min_route_advertisement_interval") {
-        None => Some(Duration::ZERO),
+        None => Some(DEFAULT_MIN_ROUTE_ADVERTISEMENT_INTERVAL),
         Some(v) => tree::duration(v, "min_route_advertisement_interval", d),
     };
 
@@ -905,25 +1093,123 @@ fn families(v: &Value<'_>, d: &mut Diagnostics) -> Option<Vec<Family>> {
 pub const LLGR_MAX_STALE_TIME: u64 = 0x00ff_ffff;
 
 /// Keys of `graceful_restart`.
-pub(crate) const GRACEFUL_RESTART_KEYS: &[&str] = &[
-    "enabled",
-    "restart_time",
-    "notification",
-    "forwarding_state",
-    "long_lived_stale_time",
+pub(crate) const GRACEFUL_RESTART_KEYS: &[Key] = &[
+    Key {
+        name: "enabled",
+        kind: "boolean",
+        default: DefaultValue::Value(|| GracefulRestart::default().enabled.to_string()),
+        range: Range::Any,
+        meaning: "Advertise the Graceful Restart capability (RFC 4724). After every (re)establishment the routes are sent at once, and End-of-RIB once the source has given its first complete view and its VIPs have had their `advertise_delay`: a restarted holdfast never makes the router drop its stale routes early.",
+    },
+    Key {
+        name: "restart_time",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(GracefulRestart::default().restart_time)),
+        range: Range::Text(|| {
+            format!(
+                "{}..={}, whole seconds",
+                seconds(Duration::ZERO),
+                seconds(MAX_RESTART_TIME)
+            )
+        }),
+        meaning: "How long the router should keep our routes while we restart (a 12-bit field, RFC 4724 §3).",
+    },
+    Key {
+        name: "notification",
+        kind: "boolean",
+        default: DefaultValue::Value(|| GracefulRestart::default().notification.to_string()),
+        range: Range::Any,
+        meaning: "N bit (RFC 8538): graceful restart also applies after a NOTIFICATION.",
+    },
+    Key {
+        name: "forwarding_state",
+        kind: "boolean",
+        default: DefaultValue::Value(|| GracefulRestart::default().forwarding_state.to_string()),
+        range: Range::Any,
+        meaning: "F bit (RFC 4724 §3): forwarding state is preserved across our restart.",
+    },
+    Key {
+        name: "long_lived_stale_time",
+        kind: "duration",
+        default: DefaultValue::Text("none (no LLGR)"),
+        range: Range::Text(|| format!("\"1s\"..=\"{LLGR_MAX_STALE_TIME}s\", whole seconds")),
+        meaning: "Long-lived graceful restart (RFC 9494): advertise the LLGR capability (code 71) for each family with this stale time, whole seconds 1s..=16777215s (24 bits, §3). When `restart_time` runs out before holdfast is back, a router that supports LLGR keeps our routes this much longer, marked LLGR_STALE (community 65535:6) and least preferred (§4.3), instead of dropping them. Needs graceful restart (§4.2: an error with `enabled = false`). See *Long-lived graceful restart*.",
+    },
 ];
 
+/// The reference's section for these keys.
+pub(crate) const GRACEFUL_RESTART_SECTION: Section = Section {
+    title: "`[[peer]] graceful_restart`",
+    intro: "Graceful restart (RFC 4724), an inline table of a `[[peer]]`: `graceful_restart = { enabled = true, restart_time = \"120s\" }`. Left out: every key at its default.",
+    keys: GRACEFUL_RESTART_KEYS,
+};
+
 /// Keys of `bfd`.
-pub(crate) const BFD_KEYS: &[&str] = &[
-    "enabled",
-    "min_rx",
-    "min_tx",
-    "multiplier",
-    "multihop",
-    "authentication",
-    "key_id",
-    "key_file",
+pub(crate) const BFD_KEYS: &[Key] = &[
+    Key {
+        name: "enabled",
+        kind: "boolean",
+        default: DefaultValue::Value(|| DEFAULT_BFD_ENABLED.to_string()),
+        range: Range::Any,
+        meaning: "Run BFD for this peer.",
+    },
+    Key {
+        name: "min_rx",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(Bfd::default().min_rx)),
+        range: Range::Text(|| format!("above 0, at most {}µs", MAX_BFD_INTERVAL.as_micros())),
+        meaning: "Required Min RX Interval (a 32-bit count of microseconds, RFC 5880 §4.1).",
+    },
+    Key {
+        name: "min_tx",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(Bfd::default().min_tx)),
+        range: Range::Text(|| format!("above 0, at most {}µs", MAX_BFD_INTERVAL.as_micros())),
+        meaning: "Desired Min TX Interval.",
+    },
+    Key {
+        name: "multiplier",
+        kind: "integer",
+        default: DefaultValue::Value(|| Bfd::default().multiplier.to_string()),
+        range: Range::Int(BFD_MULTIPLIER),
+        meaning: "Detect Mult (RFC 5880 §6.8.1: not zero).",
+    },
+    Key {
+        name: "multihop",
+        kind: "boolean",
+        default: DefaultValue::Value(|| Bfd::default().multihop.to_string()),
+        range: Range::Any,
+        meaning: "Multihop BFD (RFC 5883) instead of single-hop (RFC 5881). Needs `bfd.authentication`: a keyed type, or `\"none\"` stated (see *BFD*); without it `check` and `run` refuse the config at this key.",
+    },
+    Key {
+        name: "authentication",
+        kind: "string",
+        default: DefaultValue::Text("none"),
+        range: Range::Text(bfd_authentication_choices),
+        meaning: "BFD authentication (RFC 5880 §6.7): `\"meticulous-keyed-sha1\"`, `\"keyed-sha1\"`, `\"meticulous-keyed-md5\"`, `\"keyed-md5\"`, `\"simple-password\"`, or `\"none\"`. With a keyed type every packet holdfast sends is signed with the key of `key_file`, and a received packet without the Authentication Section, with another Auth Type or Key ID, a wrong digest or a sequence number outside the window (§6.7.3/§6.7.4: up to 3 × `multiplier` ahead; meticulous: strictly increasing) is discarded and counted (`holdfast_peer_bfd_discarded_total`). Absent means none, which only single-hop BFD may leave unsaid.",
+    },
+    Key {
+        name: "key_id",
+        kind: "integer",
+        default: DefaultValue::Value(|| DEFAULT_BFD_KEY_ID.to_string()),
+        range: Range::Int(BFD_KEY_ID),
+        meaning: "Auth Key ID: the router's ID for the same key (BIRD numbers a session's passwords from 1). Only with a keyed `authentication`.",
+    },
+    Key {
+        name: "key_file",
+        kind: "path",
+        default: DefaultValue::Text("none"),
+        range: Range::Text(bfd_key_file_range),
+        meaning: "The file holding the key; required with a keyed `authentication`. Read like `password_file` (trailing newlines stripped). A changed key restarts just that peer on reload.",
+    },
 ];
+
+/// The reference's section for these keys.
+pub(crate) const BFD_SECTION: Section = Section {
+    title: "`[[peer]] bfd`",
+    intro: "BFD liveness detection (RFC 5880), an inline table of a `[[peer]]`: `bfd = { min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3 }`, `bfd = { multihop = true, authentication = \"meticulous-keyed-sha1\", key_file = \"bfd/tor1\" }`. Present means enabled unless `enabled = false`.",
+    keys: BFD_KEYS,
+};
 
 fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestart> {
     let table = Table::from_value(
@@ -945,9 +1231,10 @@ fn graceful_restart(v: &Value<'_>, d: &mut Diagnostics) -> Option<GracefulRestar
         None => Some(defaults.restart_time),
         Some(v) => tree::duration_checked(v, "restart_time", d, |t| {
             // RFC 4724 §3: Restart Time is a 12-bit count of seconds.
-            if t.subsec_nanos() != 0 || t > Duration::from_secs(4095) {
+            if t.subsec_nanos() != 0 || t > MAX_RESTART_TIME {
                 return Err(format!(
-                    "restart_time must be whole seconds in 0s..=4095s (12 bits, RFC 4724 §3), got {}",
+                    "restart_time must be whole seconds in 0s..={}s (12 bits, RFC 4724 §3), got {}",
+                    MAX_RESTART_TIME.as_secs(),
                     format_duration(t)
                 ));
             }
@@ -995,7 +1282,7 @@ fn bfd(v: &Value<'_>, cx: &PeerContext<'_>, d: &mut Diagnostics) -> Option<Optio
     table.reject_unknown_keys(BFD_KEYS, d);
     let defaults = Bfd::default();
     let enabled = match table.get("enabled") {
-        None => Some(true),
+        None => Some(DEFAULT_BFD_ENABLED),
         Some(v) => tree::boolean(v, "enabled", d),
     };
     // RFC 5880 §4.1: intervals are 32-bit microsecond counts; zero
@@ -1003,8 +1290,7 @@ fn bfd(v: &Value<'_>, cx: &PeerContext<'_>, d: &mut Diagnostics) -> Option<Optio
     let interval = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
         Some(v) => tree::duration_checked(v, key, d, |t| {
-            let max = Duration::from_micros(u64::from(u32::MAX));
-            if t.is_zero() || t > max {
+            if t.is_zero() || t > MAX_BFD_INTERVAL {
                 return Err(format!(
                     "{key} must be more than 0s and at most 4294s (32 bits of microseconds, RFC 5880 §4.1), got {}",
                     format_duration(t)
@@ -1018,7 +1304,7 @@ fn bfd(v: &Value<'_>, cx: &PeerContext<'_>, d: &mut Diagnostics) -> Option<Optio
     // RFC 5880 §6.8.1: bfd.DetectMult is non-zero.
     let multiplier = match table.get("multiplier") {
         None => Some(defaults.multiplier),
-        Some(v) => tree::integer_in(v, "multiplier", 1, 255, d),
+        Some(v) => tree::integer_in(v, "multiplier", BFD_MULTIPLIER, d),
     };
     let multihop = match table.get("multihop") {
         None => Some(defaults.multihop),
@@ -1095,8 +1381,8 @@ fn bfd_authentication(
     };
     // RFC 5880 §4.1: the Auth Key ID is one octet. 1 is BIRD's first key.
     let key_id = match table.get("key_id") {
-        None => Some(1),
-        Some(v) => tree::integer_in(v, "key_id", 0, 255, d),
+        None => Some(DEFAULT_BFD_KEY_ID),
+        Some(v) => tree::integer_in(v, "key_id", BFD_KEY_ID, d),
     };
     let Some(v) = table.get("key_file") else {
         let at = table

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::diagnostic::Diagnostics;
+use super::schema::{DefaultValue, Key, Range, Section};
 use super::tree::{self, Table, Value};
 
 /// A label selector with the semantics of Kubernetes' `LabelSelector`: every
@@ -43,6 +44,14 @@ pub enum SelectorOperator {
 }
 
 impl SelectorOperator {
+    /// Every operator, in the order Kubernetes documents them.
+    pub const ALL: [SelectorOperator; 4] = [
+        SelectorOperator::In,
+        SelectorOperator::NotIn,
+        SelectorOperator::Exists,
+        SelectorOperator::DoesNotExist,
+    ];
+
     /// The name the config (and Kubernetes) writes it with.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -268,6 +277,72 @@ pub(crate) fn dns_label_problem(label: &str) -> Option<String> {
     None
 }
 
+/// The keys of a label selector.
+pub(crate) const SELECTOR_KEYS: &[Key] = &[
+    Key {
+        name: "match_labels",
+        kind: "table of strings",
+        default: DefaultValue::Text("`{}`"),
+        range: Range::Any,
+        meaning: "Labels that must be present with exactly these values: `{ \"topology.kubernetes.io/rack\" = \"b\" }`.",
+    },
+    Key {
+        name: "match_expressions",
+        kind: "array of tables",
+        default: DefaultValue::Text("`[]`"),
+        range: Range::Any,
+        meaning: "Requirements that must all hold; each a table of the next section.",
+    },
+];
+
+/// The reference's section for a label selector.
+pub(crate) const SELECTOR_SECTION: Section = Section {
+    title: "Label selectors",
+    intro: "`node_selector`, `service_selector` and `namespace_selector` are label selectors with Kubernetes semantics, written as inline tables: `{ match_labels = { key = \"value\" }, match_expressions = [{ key = \"k\", operator = \"In\", values = [\"a\"] }] }`. Everything listed must hold; an empty selector matches everything.",
+    keys: SELECTOR_KEYS,
+};
+
+/// The keys of one `match_expressions` entry.
+pub(crate) const REQUIREMENT_KEYS: &[Key] = &[
+    Key {
+        name: "key",
+        kind: "string",
+        default: DefaultValue::Required,
+        range: Range::Any,
+        meaning: "The label key (a Kubernetes label name, optionally with a DNS subdomain prefix).",
+    },
+    Key {
+        name: "operator",
+        kind: "string",
+        default: DefaultValue::Required,
+        range: Range::Text(operator_choices),
+        meaning: "`In` and `NotIn` need a non-empty `values`; `Exists` and `DoesNotExist` take no `values`.",
+    },
+    Key {
+        name: "values",
+        kind: "array of strings",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "The label values `In` and `NotIn` compare with.",
+    },
+];
+
+/// The reference's section for a `match_expressions` entry.
+pub(crate) const REQUIREMENT_SECTION: Section = Section {
+    title: "Label selector `match_expressions` entries",
+    intro: "",
+    keys: REQUIREMENT_KEYS,
+};
+
+/// The operators, as `operator` takes them.
+fn operator_choices() -> String {
+    let all: Vec<String> = SelectorOperator::ALL
+        .iter()
+        .map(|o| format!("\"{}\"", o.as_str()))
+        .collect();
+    format!("one of {}", all.join(", "))
+}
+
 /// Reads `key = { match_labels = {...}, match_expressions = [...] }`.
 pub(crate) fn parse_selector(
     value: &Value<'_>,
@@ -276,7 +351,7 @@ pub(crate) fn parse_selector(
     d: &mut Diagnostics,
 ) -> Option<LabelSelector> {
     let table = Table::from_value(value, key, format!("{context} {key}"), d)?;
-    table.reject_unknown_keys(&["match_labels", "match_expressions"], d);
+    table.reject_unknown_keys(SELECTOR_KEYS, d);
     let mut ok = true;
 
     let mut match_labels = BTreeMap::new();
@@ -337,7 +412,7 @@ fn parse_requirement(
         context.to_string(),
         d,
     )?;
-    table.reject_unknown_keys(&["key", "operator", "values"], d);
+    table.reject_unknown_keys(REQUIREMENT_KEYS, d);
 
     let key = table.required("key", d).and_then(|v| {
         let text = tree::string(v, "key", d)?;
@@ -349,18 +424,8 @@ fn parse_requirement(
     });
     let operator_value = table.required("operator", d);
     let operator = operator_value.and_then(|v| {
-        tree::keyword(
-            v,
-            "operator",
-            "unknown operator",
-            &[
-                ("In", SelectorOperator::In),
-                ("NotIn", SelectorOperator::NotIn),
-                ("Exists", SelectorOperator::Exists),
-                ("DoesNotExist", SelectorOperator::DoesNotExist),
-            ],
-            d,
-        )
+        let choices = SelectorOperator::ALL.map(|o| (o.as_str(), o));
+        tree::keyword(v, "operator", "unknown operator", &choices, d)
     });
     let values = match table.get("values") {
         None => Some(Vec::new()),

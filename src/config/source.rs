@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
+use super::schema::{DefaultValue, Key, Range, Section, duration, list};
 use super::selector::{dns_label_problem, label_key_problem};
 use super::tree::{self, Table};
 
@@ -43,9 +44,10 @@ pub(crate) fn parse_resync(table: &Table<'_, '_>, d: &mut Diagnostics) -> Option
     match table.get("resync") {
         None => Some(DEFAULT_RESYNC),
         Some(v) => tree::duration_checked(v, "resync", d, |t| {
-            if !t.is_zero() && t < Duration::from_secs(1) {
+            if !t.is_zero() && t < MIN_RESYNC {
                 return Err(format!(
-                    "resync must be \"0s\" (off) or at least 1s, got {}",
+                    "resync must be \"0s\" (off) or at least {}, got {}",
+                    super::format_duration(MIN_RESYNC),
                     super::format_duration(t)
                 ));
             }
@@ -54,14 +56,63 @@ pub(crate) fn parse_resync(table: &Table<'_, '_>, d: &mut Diagnostics) -> Option
     }
 }
 
-pub(crate) const KEYS: &[&str] = &[
-    "kind",
-    "resync",
-    "path",
-    "namespaces",
-    "load_balancer_classes",
-    "require_class",
+/// `require_class` when left out.
+pub const DEFAULT_REQUIRE_CLASS: bool = false;
+
+/// The shortest `resync` other than 0s (off).
+pub const MIN_RESYNC: Duration = Duration::from_secs(1);
+
+pub(crate) const KEYS: &[Key] = &[
+    Key {
+        name: "kind",
+        kind: "string",
+        default: DefaultValue::Required,
+        range: Range::Text(|| "\"kubernetes\" or \"file\"".to_string()),
+        meaning: "`\"kubernetes\"`: Services from the API server; `\"file\"`: a VIP file. A reload cannot switch it: a changed `kind` refuses the reload whole (`source.kind changed from \"file\" to \"kubernetes\": a reload cannot switch sources; restart holdfast to run with the new one`); restart holdfast to change sources.",
+    },
+    Key {
+        name: "resync",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(DEFAULT_RESYNC)),
+        range: Range::Text(|| format!("\"0s\" (off) or at least {}", duration(MIN_RESYNC))),
+        meaning: "Periodic reconcile: this often the desired set is rebuilt from the source and every peer's Adj-RIB-Out compared with it; what differs is repaired, logged once and counted in `holdfast_reconcile_repairs_total`.",
+    },
+    Key {
+        name: "path",
+        kind: "path",
+        default: DefaultValue::Text("required with `kind = \"file\"`"),
+        range: Range::Any,
+        meaning: "The VIP file (its format is in the `[[vip]]` section). An error with `kind = \"kubernetes\"`.",
+    },
+    Key {
+        name: "namespaces",
+        kind: "array of strings",
+        default: DefaultValue::Text("`[]` (all)"),
+        range: Range::Any,
+        meaning: "`kubernetes` only: namespaces to watch.",
+    },
+    Key {
+        name: "load_balancer_classes",
+        kind: "array of strings",
+        default: DefaultValue::Value(|| list([DEFAULT_LOAD_BALANCER_CLASS])),
+        range: Range::Any,
+        meaning: "`kubernetes` only: a Service with `spec.loadBalancerClass` set is handled only if the class is listed.",
+    },
+    Key {
+        name: "require_class",
+        kind: "boolean",
+        default: DefaultValue::Value(|| DEFAULT_REQUIRE_CLASS.to_string()),
+        range: Range::Any,
+        meaning: "`kubernetes` only: also skip Services without a `loadBalancerClass`. With an empty `load_balancer_classes` this is an error (nothing could match).",
+    },
 ];
+
+/// The reference's section for these keys.
+pub(crate) const SECTION: Section = Section {
+    title: "`[source]` (required)",
+    intro: "",
+    keys: KEYS,
+};
 const KUBERNETES_ONLY: &[&str] = &["namespaces", "load_balancer_classes", "require_class"];
 
 #[derive(Clone, Copy)]
@@ -152,7 +203,7 @@ pub(crate) fn parse_source(
                 ),
             };
             let require_class = match table.get("require_class") {
-                None => Some(false),
+                None => Some(DEFAULT_REQUIRE_CLASS),
                 Some(v) => tree::boolean(v, "require_class", d),
             };
             if let (Some(classes), Some(true), Some(v)) =

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
 use super::read::FileProblem;
+use super::schema::{DefaultValue, IntRange, Key, Range, Section, duration, quoted};
 use super::selector::{LabelSelector, dns_subdomain_problem, label_key_problem, parse_selector};
 use super::tree::{self, Table, Value};
 
@@ -173,19 +174,116 @@ pub enum RouterId {
     Fixed(Ipv4Addr),
 }
 
-pub(crate) const KEYS: &[&str] = &[
-    "asn",
-    "router_id",
-    "api",
-    "api_token_file",
-    "metrics",
-    "listen",
-    "hostname",
-    "node_selector",
-    "drain_on_cordon",
-    "drain_taints",
-    "graceful_shutdown_wait",
+/// `drain_on_cordon` when left out.
+pub const DEFAULT_DRAIN_ON_CORDON: bool = true;
+
+/// An AS number: 1..=4294967295 (4-octet, RFC 6793); 0 is reserved (RFC
+/// 7607).
+pub(crate) const ASN: IntRange = IntRange {
+    min: 1,
+    max: u32::MAX as i128,
+};
+
+/// "1..=4294967295, not 23456": the AS numbers [`asn`] takes.
+pub(crate) fn asn_range() -> String {
+    format!(
+        "{}..={}, not {} (AS_TRANS)",
+        ASN.min,
+        ASN.max,
+        bgp_proto::consts::AS_TRANS
+    )
+}
+
+pub(crate) const KEYS: &[Key] = &[
+    Key {
+        name: "asn",
+        kind: "integer",
+        default: DefaultValue::Required,
+        range: Range::Text(asn_range),
+        meaning: "Our AS number (4-octet, RFC 6793). AS_TRANS, the placeholder for a 4-octet AS in 2-octet fields (RFC 6793 §9), is not an AS.",
+    },
+    Key {
+        name: "router_id",
+        kind: "string",
+        default: DefaultValue::Text("`\"auto\"`"),
+        range: Range::Any,
+        meaning: "BGP Identifier: an IPv4 address (not 0.0.0.0, RFC 6286), or `\"auto\"` for `$NODE_IP`, else the node's first global IPv4 address, else (a node without IPv4: IPv6-only clusters) an ID derived from the node name — see *Router IDs without IPv4*.",
+    },
+    Key {
+        name: "api",
+        kind: "address:port",
+        default: DefaultValue::Value(|| quoted(DEFAULT_API)),
+        range: Range::Any,
+        meaning: "HTTP API: metrics, health, status and explain. IPv6 as `\"[::1]:9179\"`. Not IPv4-mapped. In Kubernetes it must answer on 127.0.0.1:9179, where the shipped DaemonSet's probes call: the default (or a wildcard `\"0.0.0.0:9179\"` / `\"[::]:9179\"`), not the node's own address nor another port, unless an overlay moves the probes too (a warning otherwise). Keep it on loopback (a warning otherwise: status and explain tell whoever reaches them every peer and route): on TCP the state-changing calls (`POST /v1/drain`, `/v1/undrain`) are refused (403) unless `api_token_file` is set; `holdfast drain` uses the state directory's Unix socket instead (see *The API socket and the token*). To scrape from the network, use `metrics`, not `api`.",
+    },
+    Key {
+        name: "api_token_file",
+        kind: "path",
+        default: DefaultValue::Text("none"),
+        range: Range::Text(|| {
+            format!(
+                "a regular file of at most {MAX_API_TOKEN_FILE_LEN} bytes, holding a token of at least {MIN_API_TOKEN_LEN} characters"
+            )
+        }),
+        meaning: "A file holding a bearer token (one line; letters, digits, `-._~+/`, optional `=` padding, RFC 6750 §2.1; e.g. `openssl rand -base64 32`). With it, a TCP client of `api` that sends `Authorization: Bearer TOKEN` may drain and undrain; without it, only the Unix socket can. Relative paths are resolved against the config file's directory. Read with the config, like a `password_file`, at start and on every reload: SIGHUP applies a new token. See *The API socket and the token*.",
+    },
+    Key {
+        name: "metrics",
+        kind: "address:port",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "A second listener serving `/metrics`, `/healthz` and `/readyz` only (status and explain answer 404 there), so Prometheus can scrape from the network while `api` stays on loopback: `\"0.0.0.0:9180\"`. Must differ from `api`; `api`, `metrics` and `listen` may not share a port where one address covers the other (`0.0.0.0:9179` covers `127.0.0.1:9179`, and `[::]` covers IPv4 too): the daemon could not bind both. A reload that moves it binds the new address before the old one closes (one that cannot be bound refuses the reload); one that removes it closes it.",
+    },
+    Key {
+        name: "listen",
+        kind: "address:port",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "Accept BGP connections here (the passive side). Without it holdfast only connects out. Required if any peer is `passive`. Not IPv4-mapped (`\"[::ffff:192.0.2.10]:179\"` is written `\"192.0.2.10:179\"`).",
+    },
+    Key {
+        name: "hostname",
+        kind: "string",
+        default: DefaultValue::Text("the system hostname"),
+        range: Range::Any,
+        meaning: "This node's name (a DNS subdomain) where `$NODE_NAME` is not set: `$NODE_NAME` comes first (see *The node's name*). For running outside Kubernetes; with the Kubernetes source a warning.",
+    },
+    Key {
+        name: "node_selector",
+        kind: "label selector",
+        default: DefaultValue::Text("none (every node)"),
+        range: Range::Any,
+        meaning: "Only nodes whose labels match advertise anything.",
+    },
+    Key {
+        name: "drain_on_cordon",
+        kind: "boolean",
+        default: DefaultValue::Value(|| DEFAULT_DRAIN_ON_CORDON.to_string()),
+        range: Range::Any,
+        meaning: "When the node is cordoned (`spec.unschedulable`), withdraw everything without hold-down (after `graceful_shutdown_wait` with GRACEFUL_SHUTDOWN): a drain is deliberate. See *Which nodes*.",
+    },
+    Key {
+        name: "drain_taints",
+        kind: "array of taint keys",
+        default: DefaultValue::Text("`[]`"),
+        range: Range::Any,
+        meaning: "Taints that drain the node like a cordon, whatever their value and effect: your own maintenance signals, e.g. `[\"example.com/maintenance\"]`. Taints not listed never drain, `NoExecute` or not; `node.kubernetes.io/not-ready` and `node.kubernetes.io/unreachable` (added by the node lifecycle controller on its own) are refused. Independent of `drain_on_cordon`.",
+    },
+    Key {
+        name: "graceful_shutdown_wait",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(DEFAULT_GRACEFUL_SHUTDOWN_WAIT)),
+        range: Range::Text(|| format!("at most {}", duration(MAX_GRACEFUL_SHUTDOWN_WAIT))),
+        meaning: "RFC 8326 graceful shutdown: before a planned withdrawal (`holdfast drain`, the node cordoned or excluded, SIGTERM when graceful restart will not keep the routes) the routes are re-advertised with GRACEFUL_SHUTDOWN (65535:0), and LOCAL_PREF 0 to iBGP peers, for this long, then withdrawn. `\"0s\"` withdraws at once.",
+    },
 ];
+
+/// The reference's section for these keys.
+pub(crate) const SECTION: Section = Section {
+    title: "`[speaker]` (required)",
+    intro: "",
+    keys: KEYS,
+};
 
 /// True when sockets bound to `a` and `b` would conflict: the same port
 /// (not 0, which the kernel picks) and the same address, or a wildcard
@@ -200,7 +298,7 @@ fn sockets_overlap(a: SocketAddr, b: SocketAddr) -> bool {
 /// Reads an AS number, 1..=4294967295. AS 0 is reserved (RFC 7607) and
 /// must not be used in an OPEN; AS_TRANS is not an AS either.
 pub(crate) fn asn(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<u32> {
-    let asn = tree::integer_in(value, key, 1, i128::from(u32::MAX), d)?;
+    let asn = tree::integer_in(value, key, ASN, d)?;
     // RFC 6793 §9: AS_TRANS (23456) is the placeholder a 4-octet AS number
     // is written as in 2-octet fields; as a speaker's or peer's own AS it
     // would be indistinguishable from that placeholder.
@@ -208,7 +306,8 @@ pub(crate) fn asn(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<u
         d.error(
             &value.span(),
             format!(
-                "{key} must not be 23456: that is AS_TRANS, the placeholder for a 4-octet AS number in 2-octet fields (RFC 6793 §9), not an AS"
+                "{key} must not be {}: that is AS_TRANS, the placeholder for a 4-octet AS number in 2-octet fields (RFC 6793 §9), not an AS",
+                bgp_proto::consts::AS_TRANS
             ),
         );
         return None;
@@ -333,7 +432,7 @@ pub(crate) fn parse_speaker(
     };
 
     let drain_on_cordon = match table.get("drain_on_cordon") {
-        None => Some(true),
+        None => Some(DEFAULT_DRAIN_ON_CORDON),
         Some(v) => tree::boolean(v, "drain_on_cordon", d),
     };
 

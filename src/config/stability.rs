@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
+use super::schema::{DefaultValue, Key, POSITIVE_U32, Range, Section, duration};
 use super::tree::{self, Table};
 use crate::stability::ParamsError;
 
@@ -25,25 +26,127 @@ const MIN_RATE: f64 = 1.0 / 3600.0;
 const MAX_RATE: f64 = 1_000_000.0;
 
 /// Keys of `[stability]`.
-pub(crate) const STABILITY_KEYS: &[&str] = &[
-    "withdraw_hold_down",
-    "advertise_delay",
-    "delete_delay",
-    "local_endpoint_delay",
-    "damping",
-    "max_withdraw_fraction",
-    "withdraw_rate",
+/// `[stability.damping] enabled` when left out: present means enabled.
+pub const DEFAULT_DAMPING_ENABLED: bool = true;
+
+/// "at most 8760h", the bound of every `[stability]` duration.
+fn max_timer() -> String {
+    format!("at most {}", duration(crate::stability::MAX_TIMER))
+}
+
+pub(crate) const STABILITY_KEYS: &[Key] = &[
+    Key {
+        name: "withdraw_hold_down",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(Stability::default().withdraw_hold_down)),
+        range: Range::Text(max_timer),
+        meaning: "A VIP that disappears stays advertised until it has been absent this long; reappearing inside the window costs no UPDATE.",
+    },
+    Key {
+        name: "advertise_delay",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(Stability::default().advertise_delay)),
+        range: Range::Text(max_timer),
+        meaning: "Wait after a VIP first appears before advertising it, so bursts go out together.",
+    },
+    Key {
+        name: "delete_delay",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(Stability::default().delete_delay)),
+        range: Range::Text(max_timer),
+        meaning: "Hold-down for definitive removals (Service deleted, opted out), which are not flaps.",
+    },
+    Key {
+        name: "local_endpoint_delay",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(Stability::default().local_endpoint_delay)),
+        range: Range::Text(max_timer),
+        meaning: "Traffic policy `Local`: how long a VIP stays advertised once this node has no ready endpoint of its Service left (not ready, terminating, or the EndpointSlice deleted). The node's datapath drops the Service's traffic meanwhile, so keep it short; the hold-down does not apply. Damping, when enabled, still holds a VIP whose endpoint keeps flapping.",
+    },
+    Key {
+        name: "damping",
+        kind: "table",
+        default: DefaultValue::Text("none (no damping)"),
+        range: Range::Any,
+        meaning: "RFC 2439-style damping of VIP absences; present means enabled. Its keys are in the damping section.",
+    },
+    Key {
+        name: "max_withdraw_fraction",
+        kind: "number",
+        default: DefaultValue::Value(|| {
+            Stability::default().guard.max_withdraw_fraction.to_string()
+        }),
+        range: Range::Text(|| "more than 0, at most 1".to_string()),
+        meaning: "Mass-withdrawal guard: at most this share of this node's routes is withdrawn in one step; the rest goes at `withdraw_rate`. `1` turns the guard off. See *The mass-withdrawal guard*.",
+    },
+    Key {
+        name: "withdraw_rate",
+        kind: "\"N/s\", \"N/m\", \"N/h\" or a number (per second)",
+        default: DefaultValue::Value(|| format!("\"{DEFAULT_WITHDRAW_RATE}/s\"")),
+        range: Range::Text(|| format!("\"{}/h\"..=\"{}/s\"", MIN_RATE * 3600.0, MAX_RATE)),
+        meaning: "How fast the withdrawals the guard holds back go out.",
+    },
 ];
 
+/// The reference's section for these keys.
+pub(crate) const STABILITY_SECTION: Section = Section {
+    title: "`[stability]` (optional)",
+    intro: "The mass-withdrawal guard (`max_withdraw_fraction`, `withdraw_rate`): one step that would withdraw more than `max_withdraw_fraction` of the routes this node has on the wire goes out progressively: the allowed share (`floor(fraction × routes)`, at least one) is withdrawn at once, the rest is held back and released at `withdraw_rate`, in prefix order. A drained node and a failing TCP probe are never slowed.",
+    keys: STABILITY_KEYS,
+};
+
 /// Keys of `[stability.damping]`.
-pub(crate) const DAMPING_KEYS: &[&str] = &[
-    "enabled",
-    "half_life",
-    "penalty",
-    "suppress_threshold",
-    "reuse_threshold",
-    "max_suppress",
+pub(crate) const DAMPING_KEYS: &[Key] = &[
+    Key {
+        name: "enabled",
+        kind: "boolean",
+        default: DefaultValue::Value(|| DEFAULT_DAMPING_ENABLED.to_string()),
+        range: Range::Any,
+        meaning: "Turn damping off without deleting the table.",
+    },
+    Key {
+        name: "half_life",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(Damping::default().half_life)),
+        range: Range::Text(|| format!("above 0, {}", max_timer())),
+        meaning: "Time for the penalty to halve.",
+    },
+    Key {
+        name: "penalty",
+        kind: "integer",
+        default: DefaultValue::Value(|| Damping::default().penalty.to_string()),
+        range: Range::Int(POSITIVE_U32),
+        meaning: "Penalty per absence.",
+    },
+    Key {
+        name: "suppress_threshold",
+        kind: "integer",
+        default: DefaultValue::Value(|| Damping::default().suppress_threshold.to_string()),
+        range: Range::Int(POSITIVE_U32),
+        meaning: "Penalty above which the VIP is held advertised.",
+    },
+    Key {
+        name: "reuse_threshold",
+        kind: "integer",
+        default: DefaultValue::Value(|| Damping::default().reuse_threshold.to_string()),
+        range: Range::Int(POSITIVE_U32),
+        meaning: "Penalty below which normal hold-down applies again; must be below `suppress_threshold`.",
+    },
+    Key {
+        name: "max_suppress",
+        kind: "duration",
+        default: DefaultValue::Value(|| duration(Damping::default().max_suppress)),
+        range: Range::Text(|| format!("above 0, {}", max_timer())),
+        meaning: "Longest hold by damping; above 0. `reuse_threshold × 2^(max_suppress / half_life)` must exceed `suppress_threshold`, or damping could never engage, and must be a finite number (`half_life = \"1ms\"` with `max_suppress = \"1000h\"` is refused).",
+    },
 ];
+
+/// The reference's section for these keys.
+pub(crate) const DAMPING_SECTION: Section = Section {
+    title: "`[stability.damping]` (optional; present means enabled)",
+    intro: "RFC 2439-style damping of VIP absences (the address list emptying, and the last local endpoint of an `externalTrafficPolicy: Local` Service going): each absence adds `penalty`, which halves every `half_life`. Above `suppress_threshold` a flapping VIP is held advertised through its absences until the penalty decays below `reuse_threshold` or `max_suppress` has passed.",
+    keys: DAMPING_KEYS,
+};
 
 pub(crate) fn parse_stability(table: &Table<'_, '_>, d: &mut Diagnostics) -> Option<Stability> {
     table.reject_unknown_keys(STABILITY_KEYS, d);
@@ -209,7 +312,7 @@ fn parse_damping(value: &tree::Value<'_>, d: &mut Diagnostics) -> Option<Option<
     table.reject_unknown_keys(DAMPING_KEYS, d);
     let defaults = Damping::default();
     let enabled = match table.get("enabled") {
-        None => Some(true),
+        None => Some(DEFAULT_DAMPING_ENABLED),
         Some(v) => tree::boolean(v, "enabled", d),
     };
     let positive_duration = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key)
@@ -224,7 +327,7 @@ fn parse_damping(value: &tree::Value<'_>, d: &mut Diagnostics) -> Option<Option<
     };
     let number = |key: &str, default: u32, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
-        Some(v) => tree::integer_in(v, key, 1, i128::from(u32::MAX), d),
+        Some(v) => tree::integer_in(v, key, POSITIVE_U32, d),
     };
     let half_life = positive_duration("half_life", defaults.half_life, d);
     let max_suppress = positive_duration("max_suppress", defaults.max_suppress, d);

@@ -1827,47 +1827,131 @@ fn mangled_input_never_panics() {
     }
 }
 
-/// README.md's configuration reference names every key the parser knows,
-/// so the reference cannot fall behind the code.
+/// The configuration reference (docs/src/reference/config.md) is generated
+/// from `schema::sections()`: every table the parser checks its keys
+/// against is one of them, and each key says what it is.
 #[test]
-fn readme_documents_every_config_key() {
-    let readme = include_str!("../../README.md");
-    let reference = &readme[readme
-        .find("## Configuration reference")
-        .expect("a configuration reference in README.md")..];
-    // Up to the next section: a key named only in prose elsewhere is not
-    // documented.
-    let reference = &reference[..reference[3..]
-        .find("\n## ")
-        .map_or(reference.len(), |i| i + 3)];
-    let sections: &[(&str, &[&str])] = &[
-        ("", super::speaker::KEYS),
-        ("", super::peer::KEYS),
-        ("graceful_restart.", super::peer::GRACEFUL_RESTART_KEYS),
-        ("bfd.", super::peer::BFD_KEYS),
-        ("", super::source::KEYS),
-        ("", super::stability::STABILITY_KEYS),
-        ("", super::stability::DAMPING_KEYS),
-        ("", super::advertisement::KEYS),
-        ("probe.", super::advertisement::PROBE_KEYS),
-        ("", super::node_override::KEYS),
-        ("peer.NAME.", super::node_override::PEER_KEYS),
-        ("degraded.", super::advertisement::DEGRADED_KEYS),
+fn the_schema_documents_every_table_the_parser_reads() {
+    let tables: &[(&str, &[super::schema::Key])] = &[
+        ("top level", super::TOP_LEVEL_KEYS),
+        ("speaker", super::speaker::KEYS),
+        ("peer", super::peer::KEYS),
+        ("graceful_restart", super::peer::GRACEFUL_RESTART_KEYS),
+        ("bfd", super::peer::BFD_KEYS),
+        ("source", super::source::KEYS),
+        ("stability", super::stability::STABILITY_KEYS),
+        ("damping", super::stability::DAMPING_KEYS),
+        ("advertisement", super::advertisement::KEYS),
+        ("probe", super::advertisement::PROBE_KEYS),
+        ("degraded", super::advertisement::DEGRADED_KEYS),
+        ("node_override", super::node_override::KEYS),
+        ("node_override peer", super::node_override::PEER_KEYS),
+        ("selector", super::selector::SELECTOR_KEYS),
+        ("match_expressions", super::selector::REQUIREMENT_KEYS),
+        ("vip", super::vip::VIP_KEYS),
     ];
-    for (prefix, keys) in sections {
-        for key in *keys {
-            // A row of a table: `| `key` |`.
-            let plain = format!("| `{key}` |");
-            let dotted = format!("| `{prefix}{key}` |");
+    let sections = super::schema::sections();
+    for (name, keys) in tables {
+        assert!(
+            sections.iter().any(|s| {
+                let names = |keys: &[super::schema::Key]| -> Vec<&str> {
+                    keys.iter().map(|k| k.name).collect()
+                };
+                names(s.keys) == names(keys)
+            }),
+            "the {name} keys are not a section of the configuration reference"
+        );
+    }
+    let page = super::schema::reference();
+    for section in &sections {
+        let mut seen = std::collections::HashSet::new();
+        for key in section.keys {
             assert!(
-                reference.contains(&dotted)
-                    || (prefix.is_empty() && reference.contains(&plain))
-                    || reference.contains(&format!("| `{prefix}{key}.")) // its sub-keys' rows
-                    || reference.contains(&format!(".{key}]`")),
-                "README.md's configuration reference does not mention `{prefix}{key}`"
+                seen.insert(key.name),
+                "{}: {} twice",
+                section.title,
+                key.name
+            );
+            assert!(
+                !key.meaning.trim().is_empty() && !key.kind.is_empty(),
+                "{}: {} says nothing",
+                section.title,
+                key.name
+            );
+            assert!(
+                page.contains(&format!("| `{}` |", key.name)),
+                "{}",
+                key.name
             );
         }
     }
+}
+
+/// Defaults shown in the reference are the ones the parser applies: a
+/// config that writes every defaulted key with the page's value parses to
+/// the same config as one that leaves them out.
+#[test]
+fn the_reference_defaults_are_the_parsers() {
+    use super::schema::DefaultValue;
+    let value = |keys: &[super::schema::Key], name: &str| {
+        let key = keys.iter().find(|k| k.name == name).unwrap();
+        match &key.default {
+            DefaultValue::Value(f) => f(),
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    let base = "[speaker]\nasn = 65001\n[source]\nkind = \"kubernetes\"\n";
+    let peer = "[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+    let implicit = valid(&format!("{base}{peer}"));
+    let mut explicit = base.to_string();
+    for k in super::speaker::KEYS {
+        if let DefaultValue::Value(_) = k.default {
+            explicit = explicit.replacen(
+                "[source]",
+                &format!(
+                    "{} = {}\n[source]",
+                    k.name,
+                    value(super::speaker::KEYS, k.name)
+                ),
+                1,
+            );
+        }
+    }
+    explicit.push_str(peer);
+    for k in super::peer::KEYS {
+        if let DefaultValue::Value(_) = k.default {
+            explicit.push_str(&format!(
+                "{} = {}\n",
+                k.name,
+                value(super::peer::KEYS, k.name)
+            ));
+        }
+    }
+    let mut gr = Vec::new();
+    for k in super::peer::GRACEFUL_RESTART_KEYS {
+        if let DefaultValue::Value(_) = k.default {
+            gr.push(format!(
+                "{} = {}",
+                k.name,
+                value(super::peer::GRACEFUL_RESTART_KEYS, k.name)
+            ));
+        }
+    }
+    explicit.push_str(&format!("graceful_restart = {{ {} }}\n", gr.join(", ")));
+    explicit.push_str("[stability]\n");
+    for k in super::stability::STABILITY_KEYS {
+        if let DefaultValue::Value(_) = k.default {
+            explicit.push_str(&format!(
+                "{} = {}\n",
+                k.name,
+                value(super::stability::STABILITY_KEYS, k.name)
+            ));
+        }
+    }
+    let explicit = valid(&explicit);
+    assert_eq!(explicit.speaker, implicit.speaker);
+    assert_eq!(explicit.peers, implicit.peers);
+    assert_eq!(explicit.stability, implicit.stability);
 }
 
 #[test]

@@ -14,6 +14,7 @@ use toml::de::{DeString, DeTable, DeValue};
 
 use super::diagnostic::Diagnostics;
 use super::duration::{bare_number_examples, parse_duration_for};
+use super::schema::{IntRange, Key};
 
 pub(crate) type Value<'i> = Spanned<DeValue<'i>>;
 
@@ -88,7 +89,9 @@ impl<'t, 'i> Table<'t, 'i> {
 
     /// Reports every key not in `known`, at the key, with a suggestion when
     /// one of the known keys is a near miss.
-    pub(crate) fn reject_unknown_keys(&self, known: &[&str], d: &mut Diagnostics) {
+    pub(crate) fn reject_unknown_keys(&self, schema: &[Key], d: &mut Diagnostics) {
+        let known: Vec<&str> = schema.iter().map(|k| k.name).collect();
+        let known = known.as_slice();
         for key in self.table.keys() {
             let name: &str = key.get_ref();
             if known.contains(&name) {
@@ -214,10 +217,10 @@ pub(crate) fn array_of_tables<'t, 'i>(
 pub(crate) fn integer_in<T: TryFrom<i128>>(
     value: &Value<'_>,
     key: &str,
-    min: i128,
-    max: i128,
+    range: IntRange,
     d: &mut Diagnostics,
 ) -> Option<T> {
+    let IntRange { min, max } = range;
     let DeValue::Integer(int) = value.get_ref() else {
         type_error(value, key, "an integer", d);
         return None;

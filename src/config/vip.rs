@@ -20,6 +20,7 @@ use toml::de::DeTable;
 use super::Diagnostic;
 use super::advertisement::DEFAULT_ADVERTISEMENT;
 use super::diagnostic::Diagnostics;
+use super::schema::{DefaultValue, Key, Range, Section};
 use super::syntax_errors;
 use super::tree::{self, Table};
 
@@ -35,6 +36,47 @@ pub struct VipEntry {
     /// advertisement when the entry names none).
     pub advertisement: String,
 }
+
+/// The keys of the VIP file's top level.
+pub(crate) const FILE_KEYS: &[Key] = &[Key {
+    name: "vip",
+    kind: "array of tables",
+    default: DefaultValue::Text("`[]`"),
+    range: Range::Any,
+    meaning: "One `[[vip]]` table per VIP.",
+}];
+
+/// The keys of one `[[vip]]`.
+pub(crate) const VIP_KEYS: &[Key] = &[
+    Key {
+        name: "address",
+        kind: "IP address",
+        default: DefaultValue::Required,
+        range: Range::Any,
+        meaning: "The VIP; unique in the file; not unspecified, loopback or multicast. An IPv4-mapped address (`::ffff:198.51.100.10`) is the IPv4 VIP (and a duplicate of `198.51.100.10`).",
+    },
+    Key {
+        name: "service",
+        kind: "string",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "Free text naming the Service, for status and explain.",
+    },
+    Key {
+        name: "advertisement",
+        kind: "string",
+        default: DefaultValue::Text("the first `[[advertisement]]` (or `\"default\"`)"),
+        range: Range::Any,
+        meaning: "Which advertisement's peers and attributes apply; must name one the config defines.",
+    },
+];
+
+/// The reference's section for a `[[vip]]`.
+pub(crate) const VIP_SECTION: Section = Section {
+    title: "The VIP file: `[[vip]]`",
+    intro: "With `[source] kind = \"file\"`, the VIPs come from the TOML file `source.path` names: one `[[vip]]` table per VIP. An empty file, or one without `[[vip]]`, is a valid empty set; unknown keys are errors.",
+    keys: VIP_KEYS,
+};
 
 /// Parses and checks a VIP file. `advertisement_names` are the config's
 /// advertisements in order (see `Config::advertisement_names`); the first
@@ -96,7 +138,7 @@ fn parse_toml(
         return Err(d.into_sorted());
     }
     let root = Table::root(root.get_ref());
-    root.reject_unknown_keys(&["vip"], &mut d);
+    root.reject_unknown_keys(FILE_KEYS, &mut d);
 
     let default_advertisement = advertisement_names
         .first()
@@ -115,7 +157,7 @@ fn parse_toml(
             else {
                 continue;
             };
-            table.reject_unknown_keys(&["address", "service", "advertisement"], &mut d);
+            table.reject_unknown_keys(VIP_KEYS, &mut d);
             let address = table.required("address", &mut d).and_then(|v| {
                 let ip = crate::net::unmap(tree::ip_address(v, "address", &mut d)?);
                 if !routable_unicast(ip) {
