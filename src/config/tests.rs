@@ -1727,8 +1727,11 @@ fn diagnostics_display_as_path_line_col_message() {
 
 const VIP_NAMES: [&str; 2] = ["public", "private"];
 
-fn vip_names() -> Vec<String> {
-    VIP_NAMES.iter().map(ToString::to_string).collect()
+fn vip_names() -> Vec<VipFileAdvertisement> {
+    VIP_NAMES
+        .iter()
+        .map(|n| VipFileAdvertisement::named(n))
+        .collect()
 }
 
 #[test]

@@ -16,14 +16,16 @@ use super::*;
 // ---------------------------------------------------------------------------
 // Helpers
 
-fn names(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
+fn names(list: &[&str]) -> Vec<config::VipFileAdvertisement> {
+    list.iter()
+        .map(|s| config::VipFileAdvertisement::named(s))
+        .collect()
 }
 
 fn settings(path: &Path) -> FileSettings {
     FileSettings {
         path: path.to_path_buf(),
-        advertisement_names: names(&["public", "private"]),
+        advertisements: names(&["public", "private"]),
     }
 }
 
@@ -114,7 +116,7 @@ fn prepared(
     let s = settings(Path::new("/etc/holdfast/vips.toml"));
     Prepared::of(
         &s.path,
-        &s.advertisement_names,
+        &s.advertisements,
         stamp,
         Ok(text.to_string()),
         &Ok(after),
@@ -714,7 +716,7 @@ async fn a_reload_applies_new_advertisements_and_a_new_path() {
     let path = running.path.clone();
     running.settings.send_replace(FileSettings {
         path: path.clone(),
-        advertisement_names: names(&["public"]),
+        advertisements: names(&["public"]),
     });
     let snapshot = running.next().await;
     assert_eq!(*snapshot.vips, two());
@@ -733,7 +735,7 @@ async fn a_reload_applies_new_advertisements_and_a_new_path() {
     // text is kept): a new default applies to entries that name none.
     running.settings.send_replace(FileSettings {
         path: path.clone(),
-        advertisement_names: names(&["private", "public"]),
+        advertisements: names(&["private", "public"]),
     });
     assert_eq!(
         running.next().await,
@@ -744,7 +746,7 @@ async fn a_reload_applies_new_advertisements_and_a_new_path() {
     );
     running.settings.send_replace(FileSettings {
         path: path.clone(),
-        advertisement_names: names(&["private", "public"]),
+        advertisements: names(&["private", "public"]),
     });
     running
         .quiet(Duration::from_millis(300), "the settings did not change")
@@ -849,7 +851,7 @@ async fn settings_sent_before_the_source_runs_replace_those_of_its_first_read() 
     std::fs::write(&path, TWO).expect("write");
     let old = FileSettings {
         path: path.clone(),
-        advertisement_names: names(&["public"]),
+        advertisements: names(&["public"]),
     };
     let start = Start::begin(old.clone(), Some(first_read(old)));
     let mut running = Running::from_start(dir, path, start, FAST);
