@@ -585,8 +585,20 @@ mod plain {
             }
         }
 
-        fn names() -> Vec<String> {
-            vec!["public".to_string(), "internal".to_string()]
+        /// "internal" has `vip_ranges` that hold most addresses the tests
+        /// use, but not 198.51.100.11 or above.
+        fn names() -> Vec<super::VipFileAdvertisement> {
+            let ranges = ["198.51.100.0-198.51.100.10", "2001:db8::/32"]
+                .iter()
+                .map(|r| crate::config::parse_vip_range(r).expect("range"))
+                .collect();
+            vec![
+                super::VipFileAdvertisement::named("public"),
+                super::VipFileAdvertisement {
+                    name: "internal".to_string(),
+                    vip_ranges: Some(ranges),
+                },
+            ]
         }
 
         /// The list of entries is allocated once, at one entry per
@@ -695,6 +707,8 @@ mod plain {
         #[test]
         fn anything_else_is_left_to_the_toml_parser() {
             for text in [
+                // An address outside its advertisement's vip_ranges.
+                "[[vip]]\naddress = \"198.51.100.11\"\nadvertisement = \"internal\"\n",
                 // Other TOML syntax.
                 "[[vip]]\naddress = '198.51.100.10'\n",
                 "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"a\\\"b\"\n",
