@@ -1857,6 +1857,47 @@ fn empty_vip_file_is_an_empty_set() {
 }
 
 #[test]
+fn a_vip_outside_its_advertisements_vip_ranges_is_an_error_at_its_address() {
+    let config = valid(&format!(
+        "{}[[advertisement]]\nname = \"public\"\nvip_ranges = [\"203.0.113.0/24\"]\n[[advertisement]]\nname = \"internal\"\nvip_ranges = [\"10.96.200.10-10.96.200.20\"]\n[[advertisement]]\nname = \"any\"\n",
+        with_peer("")
+    ));
+    let advertisements = config.vip_file_advertisements();
+    let good = "[[vip]]\naddress = \"203.0.113.7\"\n[[vip]]\naddress = \"10.96.200.20\"\nadvertisement = \"internal\"\n[[vip]]\naddress = \"192.0.2.99\"\nadvertisement = \"any\"\n";
+    let vips = parse_vip_file(Path::new("vips.toml"), good, &advertisements).expect("valid");
+    let got: Vec<(String, &str)> = vips
+        .iter()
+        .map(|v| (v.address.to_string(), v.advertisement.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("203.0.113.7".to_string(), "public"),
+            ("10.96.200.20".to_string(), "internal"),
+            ("192.0.2.99".to_string(), "any"),
+        ]
+    );
+    // Each parser (the fast path hands these to the TOML parser).
+    let bad = "[[vip]]\naddress = \"10.96.200.5\"\n[[vip]]\naddress = \"10.96.200.21\"\nadvertisement = \"internal\"\n[[vip]]\nadvertisement = \"public\"\naddress = \"2001:db8::1\"\n";
+    let diags = parse_vip_file(Path::new("vips.toml"), bad, &advertisements).expect_err("invalid");
+    let lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "vips.toml:2:11: VIP 10.96.200.5 is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"public\" (the default: the entry names no advertisement)",
+            "vips.toml:4:11: VIP 10.96.200.21 is not in the vip_ranges [\"10.96.200.10-10.96.200.20\"] of advertisement \"internal\"",
+            "vips.toml:8:11: VIP 2001:db8::1 is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"public\"",
+        ]
+    );
+    let plain = "[[vip]]\naddress = \"203.0.113.7\"\n[[vip]]\naddress = \"203.0.114.1\"\n";
+    let diags = parse_vip_file(Path::new("vips.toml"), plain, &advertisements).expect_err("invalid");
+    assert_eq!(
+        diags[0].to_string(),
+        "vips.toml:4:11: VIP 203.0.114.1 is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"public\" (the default: the entry names no advertisement)"
+    );
+}
+
+#[test]
 fn vip_file_problems() {
     let text = "[[vip]]\naddress = \"198.51.100.10\"\nadvertisement = \"publc\"\n[[vip]]\naddress = \"198.51.100.10\"\n[[vip]]\naddress = \"198.51.100.0/24\"\nport = 80\n[[vip]]\nservice = \"x\"\n";
     let diags = parse_vip_file(Path::new("vips.toml"), text, &vip_names()).expect_err("invalid");

@@ -765,6 +765,54 @@ async fn a_reload_applies_new_advertisements_and_a_new_path() {
 }
 
 #[tokio::test]
+async fn a_reload_that_puts_a_vip_outside_its_advertisements_vip_ranges_keeps_the_last_good_set() {
+    let mut running = Running::start(Some(TWO), FAST);
+    assert_eq!(running.next().await, healthy(two()));
+    let path = running.path.clone();
+    let ranged = |ranges: &[&str]| FileSettings {
+        path: path.clone(),
+        advertisements: vec![
+            config::VipFileAdvertisement {
+                name: "public".into(),
+                vip_ranges: Some(
+                    ranges
+                        .iter()
+                        .map(|r| config::parse_vip_range(r).expect("range"))
+                        .collect(),
+                ),
+            },
+            config::VipFileAdvertisement::named("private"),
+        ],
+    };
+    // Ranges that hold the VIP: the same set, nothing new to publish.
+    running
+        .settings
+        .send_replace(ranged(&["198.51.100.0/24", "203.0.113.0/24"]));
+    running
+        .quiet(Duration::from_millis(300), "the set did not change")
+        .await;
+    // Narrowed past it: the file is read again and refused; the last good
+    // set stands.
+    running.settings.send_replace(ranged(&["203.0.113.0/24"]));
+    let snapshot = running.next().await;
+    assert_eq!(*snapshot.vips, two());
+    assert!(!snapshot.healthy && snapshot.synced);
+    let error = snapshot.error.expect("an error");
+    assert!(
+        error.starts_with(&format!(
+            "{}VIP 198.51.100.10 is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"public\" (the default: the entry names no advertisement)",
+            running.error_prefix(2, 11)
+        )),
+        "{error}"
+    );
+    // Widened again: healthy.
+    running
+        .settings
+        .send_replace(ranged(&["198.51.100.10-198.51.100.10"]));
+    assert_eq!(running.next().await, healthy(two()));
+}
+
+#[tokio::test]
 async fn the_source_stops_on_shutdown_and_when_nobody_listens() {
     let mut running = Running::start(Some(ONE), FAST);
     running.next().await;
