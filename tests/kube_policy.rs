@@ -520,7 +520,10 @@ fn vip_ranges_send_unlabelled_services_to_different_peers_by_address() {
         "an address in no range goes nowhere"
     );
     let (code, text) = node.explain("198.51.100.10");
-    assert_eq!(code, 1, "explain exits 1 for an address not advertised: {text}");
+    assert_eq!(
+        code, 1,
+        "explain exits 1 for an address not advertised: {text}"
+    );
     assert!(
         text.contains("demo/stray: advertisement \"public\": 198.51.100.10 is not in its vip_ranges [\"203.0.113.0/24\"]")
             && text.contains("demo/stray: advertisement \"internal\": 198.51.100.10 is not in its vip_ranges [\"10.96.200.0/24\"]"),

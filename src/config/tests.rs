@@ -1890,7 +1890,8 @@ fn a_vip_outside_its_advertisements_vip_ranges_is_an_error_at_its_address() {
         ]
     );
     let plain = "[[vip]]\naddress = \"203.0.113.7\"\n[[vip]]\naddress = \"203.0.114.1\"\n";
-    let diags = parse_vip_file(Path::new("vips.toml"), plain, &advertisements).expect_err("invalid");
+    let diags =
+        parse_vip_file(Path::new("vips.toml"), plain, &advertisements).expect_err("invalid");
     assert_eq!(
         diags[0].to_string(),
         "vips.toml:4:11: VIP 203.0.114.1 is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"public\" (the default: the entry names no advertisement)"

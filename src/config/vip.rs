@@ -451,7 +451,8 @@ mod plain {
         let mut accept = |address: IpAddr,
                           service: Option<&str>,
                           advertisement: Option<&VipFileAdvertisement>| {
-            if !super::routable_unicast(address) || advertisement.is_some_and(|a| !a.allows(address))
+            if !super::routable_unicast(address)
+                || advertisement.is_some_and(|a| !a.allows(address))
             {
                 return Err(Stop::Toml);
             }

@@ -198,11 +198,20 @@ mod tests {
     #[test]
     fn bad_entries_say_what_to_write() {
         let cases = [
-            ("192.0.2.5/24", "has host bits set; the prefix is \"192.0.2.0/24\""),
+            (
+                "192.0.2.5/24",
+                "has host bits set; the prefix is \"192.0.2.0/24\"",
+            ),
             ("2001:db8::1/64", "the prefix is \"2001:db8::/64\""),
-            ("192.0.2.0/33", "prefix length \"33\" is not a number from 0 to 32"),
+            (
+                "192.0.2.0/33",
+                "prefix length \"33\" is not a number from 0 to 32",
+            ),
             ("192.0.2.0/x", "prefix length \"x\""),
-            ("192.0.2.20-192.0.2.10", "ends before it starts; write \"192.0.2.10-192.0.2.20\""),
+            (
+                "192.0.2.20-192.0.2.10",
+                "ends before it starts; write \"192.0.2.10-192.0.2.20\"",
+            ),
             ("192.0.2.1-2001:db8::1", "mixes IPv4 and IPv6"),
             ("192.0.2.1-", "end \"\" is not an IPv4 or IPv6 address"),
             ("192.0.2.300/24", "address \"192.0.2.300\" is not"),

@@ -853,7 +853,11 @@ fn read_text(path: &Path) -> Result<String, String> {
 /// The VIP map of `text`. Takes the text to drop it before the map is
 /// built: with 100k VIPs the text (3 MB), the parsed records and the map's
 /// nodes were all held at the peak of the load.
-fn parse(path: &Path, text: String, advertisements: &[config::VipFileAdvertisement]) -> Result<VipMap, String> {
+fn parse(
+    path: &Path,
+    text: String,
+    advertisements: &[config::VipFileAdvertisement],
+) -> Result<VipMap, String> {
     let mut interner = Interner::default();
     let vips = config::parse_vip_file_into(
         path,

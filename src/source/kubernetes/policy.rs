@@ -659,8 +659,11 @@ fn apply_link_bandwidth(
 /// PodCIDR that merely disappears from the Node is held down like a
 /// vanished VIP.
 fn pod_cidrs(config: &Config, node: Option<&Node>, node_problem: bool, next: &mut Evaluation) {
-    let listing: Vec<&crate::config::Advertisement> =
-        config.advertisements.iter().filter(|a| a.pod_cidr).collect();
+    let listing: Vec<&crate::config::Advertisement> = config
+        .advertisements
+        .iter()
+        .filter(|a| a.pod_cidr)
+        .collect();
     if listing.is_empty() {
         return;
     }
@@ -1144,7 +1147,8 @@ impl Judge<'_> {
     ) -> JudgedGone {
         // The weakest reason: `max` with it changes nothing.
         let prior = before.map_or(Absence::Vanished, |g| g.reason);
-        let lenient = prior.max(self.fate(ip, givers, lookup, namespaces, local, Absence::Vanished));
+        let lenient =
+            prior.max(self.fate(ip, givers, lookup, namespaces, local, Absence::Vanished));
         let strict = if before.is_some_and(|g| g.mass) {
             lenient
         } else {

@@ -465,7 +465,10 @@ fn the_range_is_checked_before_the_selectors_and_both_must_hold() {
             "default/in-plain: advertisement \"public\": service_selector does not match: label \"bgp\" is missing, want \"on\""
         ]
     );
-    for (name, address) in [("out-labelled", "198.51.100.3"), ("out-plain", "198.51.100.4")] {
+    for (name, address) in [
+        ("out-labelled", "198.51.100.3"),
+        ("out-plain", "198.51.100.4"),
+    ] {
         assert_eq!(
             reasons(&e, address),
             [format!(
@@ -477,7 +480,10 @@ fn the_range_is_checked_before_the_selectors_and_both_must_hold() {
 
 #[test]
 fn a_config_change_that_puts_a_vip_out_of_range_is_definitive() {
-    let world = World::new(vec![lb("web", &["203.0.113.10"]), lb("db", &["10.96.200.10"])]);
+    let world = World::new(vec![
+        lb("web", &["203.0.113.10"]),
+        lb("db", &["10.96.200.10"]),
+    ]);
     let t = Instant::now();
     let first = world.eval(&Evaluation::default(), &two_pools(), t);
     assert_eq!(vips(&first).len(), 2);
@@ -1755,7 +1761,12 @@ fn a_pod_cidr_goes_only_under_advertisements_whose_ranges_hold_all_of_it() {
     let got: Vec<(String, Vec<String>)> = e
         .prefixes
         .iter()
-        .map(|(p, v)| (p.to_string(), v.route.advertisements.iter().cloned().collect()))
+        .map(|(p, v)| {
+            (
+                p.to_string(),
+                v.route.advertisements.iter().cloned().collect(),
+            )
+        })
         .collect();
     // 10.244.1.0/24 is wholly in "pods" but only half in "narrow".
     assert_eq!(
