@@ -217,7 +217,11 @@ pub fn desired<'s>(
         let Some(interface) = &ad.interface else {
             continue;
         };
+        // `vip_ranges` filter the interface's addresses as they do VIPs.
         for ip in snapshot.interfaces.get(interface).into_iter().flatten() {
+            if !ad.allows_address(*ip) {
+                continue;
+            }
             merge(&mut gathered, IpNet::from(*ip), [ad.name.clone()], || None);
         }
     }
@@ -322,10 +326,17 @@ pub fn explain(config: &Config, snapshot: &SourceSnapshot, ip: IpAddr) -> (IpNet
                 .get(interface)
                 .is_some_and(|ips| ips.contains(&ip))
         {
-            lines.push(format!(
-                "interface {interface} has it: announced under advertisement \"{}\"",
-                ad.name
-            ));
+            lines.push(match &ad.vip_ranges {
+                Some(ranges) if !ad.allows_address(ip) => format!(
+                    "interface {interface} has it, but it is not in the vip_ranges {} of advertisement \"{}\": not announced under it",
+                    crate::config::format_ranges(ranges),
+                    ad.name
+                ),
+                _ => format!(
+                    "interface {interface} has it: announced under advertisement \"{}\"",
+                    ad.name
+                ),
+            });
         }
     }
     for (p, vip) in &snapshot.prefixes {

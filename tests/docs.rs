@@ -55,7 +55,7 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
-use holdfast::config::{Diagnostic, Severity};
+use holdfast::config::{Diagnostic, Severity, VipFileAdvertisement};
 use pulldown_cmark::{BrokenLink, CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// Directories never read besides any `.git`, `target`, `node_modules` and
@@ -741,8 +741,9 @@ fn fragment_faults(text: &str) -> Vec<Diagnostic> {
         .collect()
 }
 
-/// The advertisements a VIP file's entries name: taken as defined.
-fn advertisements_named(root: &toml::Table) -> Vec<String> {
+/// The advertisements a VIP file's entries name: taken as defined, with
+/// no `vip_ranges`.
+fn advertisements_named(root: &toml::Table) -> Vec<VipFileAdvertisement> {
     let mut names = vec![holdfast::config::DEFAULT_ADVERTISEMENT.to_string()];
     if let Some(toml::Value::Array(vips)) = root.get("vip") {
         for vip in vips {
@@ -754,6 +755,9 @@ fn advertisements_named(root: &toml::Table) -> Vec<String> {
         }
     }
     names
+        .iter()
+        .map(|name| VipFileAdvertisement::named(name))
+        .collect()
 }
 
 fn check_vip_block(block: &Block<'_>, report: &mut Report) {

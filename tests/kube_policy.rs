@@ -439,3 +439,94 @@ fn pod_cidr_and_an_interface_address_are_seen_at_frr() {
         "{text}"
     );
 }
+
+/// A MetalLB setup migrated without relabelling: two IPAddressPools become
+/// two advertisements with `vip_ranges`, one per peer. Two Services without
+/// labels go to different peers by their address alone; one in neither
+/// range goes nowhere, and `explain` says why.
+#[test]
+fn vip_ranges_send_unlabelled_services_to_different_peers_by_address() {
+    let lab = Lab::pair();
+    testlab::require_root();
+    // A second session between the same two namespaces: the node's
+    // 192.0.2.4 to the router's 192.0.2.3.
+    lab.router.add_address("to-node", "192.0.2.3/24");
+    lab.node.add_address("to-router", "192.0.2.4/24");
+    let k = cluster::KubeApi::for_node(&lab.node, "node-1", NODE, &[]);
+    let frr = Frr::start_with_zebra(
+        &lab.router,
+        &frr_conf(
+            65000,
+            TOR,
+            &[(NODE, 65001), ("192.0.2.4", 65001)],
+            " neighbor 192.0.2.4 update-source 192.0.2.3\n",
+        ),
+    );
+    let config = format!(
+        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
+         [[peer]]\nname = \"tor\"\naddress = \"{TOR}\"\nsource_address = \"{NODE}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
+         [[peer]]\nname = \"internal\"\naddress = \"192.0.2.3\"\nsource_address = \"192.0.2.4\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
+         [source]\nkind = \"kubernetes\"\n\n\
+         [[advertisement]]\nname = \"public\"\nvip_ranges = [\"203.0.113.0/24\"]\npeers = [\"tor\"]\ncommunities = [\"65001:100\"]\n\n\
+         [[advertisement]]\nname = \"internal\"\nvip_ranges = [\"10.96.200.0/24\"]\npeers = [\"internal\"]\n"
+    );
+    let node = k.holdfast(&lab.node, "node-1", &config);
+    frr.wait_established(NODE.parse().unwrap(), LONG);
+    frr.wait_established("192.0.2.4".parse().unwrap(), LONG);
+    for (name, ip) in [
+        ("web", "203.0.113.10"),
+        ("db", "10.96.200.10"),
+        ("stray", "198.51.100.10"),
+    ] {
+        k.api
+            .create(&load_balancer_service("demo", name, &[ip]))
+            .unwrap();
+    }
+    let from = |prefix: &str| -> Vec<(String, String)> {
+        let p = frr.wait_prefix(prefix, LONG);
+        p["paths"]
+            .as_array()
+            .expect("paths")
+            .iter()
+            .map(|path| {
+                (
+                    field(path, "/peer/peerId").to_string(),
+                    path.pointer("/community/string")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                )
+            })
+            .collect()
+    };
+    let web = from("203.0.113.10/32");
+    let db = from("10.96.200.10/32");
+    // Both are in; give any wrong copy time to arrive, then look again.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(web, from("203.0.113.10/32"));
+    assert_eq!(db, from("10.96.200.10/32"));
+    assert_eq!(
+        web,
+        [(NODE.to_string(), "65001:100".to_string())],
+        "the public VIP from the node's session to the ToR only, with its community"
+    );
+    assert_eq!(
+        db,
+        [("192.0.2.4".to_string(), String::new())],
+        "the internal VIP from the internal session only"
+    );
+    assert!(
+        frr.prefix("198.51.100.10/32").is_none(),
+        "an address in no range goes nowhere"
+    );
+    let (code, text) = node.explain("198.51.100.10");
+    assert_eq!(
+        code, 1,
+        "explain exits 1 for an address not advertised: {text}"
+    );
+    assert!(
+        text.contains("demo/stray: advertisement \"public\": 198.51.100.10 is not in its vip_ranges [\"203.0.113.0/24\"]")
+            && text.contains("demo/stray: advertisement \"internal\": 198.51.100.10 is not in its vip_ranges [\"10.96.200.0/24\"]"),
+        "{text}"
+    );
+}

@@ -15,6 +15,7 @@ use super::schema::{
 };
 use super::selector::{LabelSelector, parse_selector};
 use super::tree::{self, Table, Value};
+use super::vip_range::{VipRange, in_ranges, parse_vip_range};
 
 /// The label the API server sets on every namespace (immutable, equal to
 /// its name). It is all holdfast knows of a namespace it does not watch:
@@ -36,6 +37,10 @@ pub struct Advertisement {
     /// Only Services in namespaces whose labels match; none means every
     /// namespace.
     pub namespace_selector: Option<LabelSelector>,
+    /// Only addresses in one of these ranges (MetalLB's IPAddressPool
+    /// `addresses`); none means every address. A PodCIDR must lie wholly
+    /// in one; an interface's addresses are filtered alike.
+    pub vip_ranges: Option<Vec<VipRange>>,
     /// Peers that receive these routes, by name; none means all peers.
     pub peers: Option<Vec<String>>,
     /// COMMUNITIES attribute values (RFC 1997).
@@ -158,6 +163,7 @@ impl Advertisement {
             addresses: DEFAULT_ADDRESSES.to_vec(),
             service_selector: None,
             namespace_selector: None,
+            vip_ranges: None,
             peers: None,
             communities: Vec::new(),
             large_communities: Vec::new(),
@@ -205,6 +211,18 @@ impl Advertisement {
             .map(String::as_str)
             .chain(s.match_expressions.iter().map(|e| e.key.as_str()))
             .find(|k| *k != NAMESPACE_NAME_LABEL)
+    }
+
+    /// True when this advertisement may carry `ip` (its `vip_ranges`).
+    pub fn allows_address(&self, ip: std::net::IpAddr) -> bool {
+        in_ranges(self.vip_ranges.as_deref(), ip)
+    }
+
+    /// True when this advertisement may carry every address of `prefix`.
+    pub fn allows_prefix(&self, prefix: &ipnet::IpNet) -> bool {
+        self.vip_ranges
+            .as_ref()
+            .is_none_or(|rs| rs.iter().any(|r| r.covers(prefix)))
     }
 
     /// True when routes of this advertisement go to the peer called `peer`.
@@ -424,6 +442,13 @@ pub(crate) const KEYS: &[Key] = &[
         range: Range::Any,
         meaning: "The attributes of a degraded route (see `probe.on_failure`): an inline table with at least one key, e.g. `degraded = { med = 1000, as_path_prepend = 3, communities = [\"65001:666\"] }`; its keys are in the degraded section.",
     },
+    Key {
+        name: "vip_ranges",
+        kind: "array of strings",
+        default: DefaultValue::Text("none (every address)"),
+        range: Range::Any,
+        meaning: "Only addresses in one of these, as MetalLB's IPAddressPool `addresses`: prefixes (`\"203.0.113.0/24\"`, `\"2001:db8:1::/64\"`, no host bits) or inclusive ranges (`\"198.51.100.10-198.51.100.20\"`, one family); overlapping entries are a union, the same addresses twice an error. In addition to `addresses` and the selectors: a Service address outside them is not selected (`explain` names the ranges); a PodCIDR must lie wholly inside one; an interface's addresses are filtered alike; a VIP file entry outside its advertisement's ranges makes the file invalid. Not empty (leave the key out to take every address).",
+    },
 ];
 
 /// The reference's section for these keys.
@@ -623,6 +648,32 @@ pub(crate) fn parse_advertisement(
     let service_selector = selector("service_selector", d);
     let namespace_selector = selector("namespace_selector", d);
 
+    let vip_ranges = match table.get("vip_ranges") {
+        None => Some(None),
+        Some(v) => tree::unique_list(
+            v,
+            "vip_ranges",
+            d,
+            |item, d| {
+                let text = tree::string(item, "each of vip_ranges", d)?;
+                parse_vip_range(text)
+                    .map_err(|why| d.error(&item.span(), why))
+                    .ok()
+            },
+            |r| format!("vip range \"{r}\""),
+        )
+        .and_then(|ranges| {
+            if ranges.is_empty() {
+                d.error(
+                    &v.span(),
+                    "vip_ranges is empty, so no address would be advertised; remove the key to allow every address",
+                );
+                return None;
+            }
+            Some(Some(ranges))
+        }),
+    };
+
     let peers = match table.get("peers") {
         None => Some(None),
         Some(v) => tree::unique_list(v, "peers", d, |item, d| {
@@ -796,6 +847,7 @@ pub(crate) fn parse_advertisement(
         addresses: addresses?,
         service_selector: service_selector?,
         namespace_selector: namespace_selector?,
+        vip_ranges: vip_ranges?,
         peers: peers?,
         communities: communities?,
         large_communities: large_communities?,

@@ -23,6 +23,7 @@ mod speaker;
 mod stability;
 mod tree;
 mod vip;
+mod vip_range;
 mod warnings;
 
 #[cfg(test)]
@@ -60,7 +61,8 @@ pub use speaker::{
     NodeNameFrom, RouterId, Speaker, node_name, read_token_file,
 };
 pub use stability::{Damping, Stability};
-pub use vip::{VipEntry, parse_vip_file, parse_vip_file_into};
+pub use vip::{VipEntry, VipFileAdvertisement, parse_vip_file, parse_vip_file_into};
+pub use vip_range::{VipRange, format_ranges, in_ranges, parse_vip_range};
 pub use warnings::{PROBED_API, SHIPPED_GRACE_PERIOD};
 
 use advertisement::{AdvertisementRegistry, parse_advertisement};
@@ -134,6 +136,18 @@ impl Config {
         self.advertisements.iter().map(|a| a.name.clone()).collect()
     }
 
+    /// The advertisements in order with their `vip_ranges`, as
+    /// [`parse_vip_file`] wants them.
+    pub fn vip_file_advertisements(&self) -> Vec<VipFileAdvertisement> {
+        self.advertisements
+            .iter()
+            .map(|a| VipFileAdvertisement {
+                name: a.name.clone(),
+                vip_ranges: a.vip_ranges.clone(),
+            })
+            .collect()
+    }
+
     /// The peer called `name`.
     pub fn peer(&self, name: &str) -> Option<&Peer> {
         self.peers.iter().find(|p| p.name == name)
@@ -177,10 +191,10 @@ pub fn parse_reading_passwords(
 /// config's advertisements.
 pub fn load_vip_file(
     path: &Path,
-    advertisement_names: &[String],
+    advertisements: &[VipFileAdvertisement],
 ) -> Result<Vec<VipEntry>, Vec<Diagnostic>> {
     let text = read_text(path, "VIP file", MAX_VIP_FILE_LEN)?;
-    parse_vip_file(path, &text, advertisement_names)
+    parse_vip_file(path, &text, advertisements)
 }
 
 /// Reads a config or VIP file (`what` names it in messages) with

@@ -1422,6 +1422,97 @@ fn advertisement_peers_must_exist() {
 }
 
 #[test]
+fn vip_ranges_take_prefixes_and_inclusive_ranges_of_either_family() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"public\"\nvip_ranges = [\"203.0.113.0/24\", \"2001:db8:1::/64\", \"198.51.100.10-198.51.100.20\", \"2001:db8:2::10 - 2001:db8:2::2f\", \"192.0.2.7/32\"]\n[[advertisement]]\nname = \"all\"\n",
+        with_peer("")
+    );
+    let config = valid(&text);
+    let public = config.advertisement("public").expect("public");
+    let shown: Vec<String> = public
+        .vip_ranges
+        .as_ref()
+        .expect("ranges")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "203.0.113.0/24",
+            "2001:db8:1::/64",
+            "198.51.100.10-198.51.100.20",
+            "2001:db8:2::10-2001:db8:2::2f",
+            "192.0.2.7/32"
+        ]
+    );
+    let ip = |t: &str| t.parse::<IpAddr>().expect("address");
+    for inside in [
+        "203.0.113.0",
+        "203.0.113.255",
+        "2001:db8:1::abcd",
+        "198.51.100.10",
+        "198.51.100.20",
+        "2001:db8:2::2f",
+        "192.0.2.7",
+    ] {
+        assert!(public.allows_address(ip(inside)), "{inside}");
+    }
+    for outside in [
+        "203.0.114.0",
+        "198.51.100.9",
+        "198.51.100.21",
+        "2001:db8:2::30",
+        "2001:db8:2::f",
+        "192.0.2.8",
+        "10.96.200.1",
+    ] {
+        assert!(!public.allows_address(ip(outside)), "{outside}");
+    }
+    // Absent: no restriction.
+    let all = config.advertisement("all").expect("all");
+    assert_eq!(all.vip_ranges, None);
+    assert!(all.allows_address(ip("10.96.200.1")));
+    assert_eq!(Advertisement::implicit_default().vip_ranges, None);
+}
+
+#[test]
+fn vip_ranges_entries_are_checked_where_they_are_written() {
+    let text = format!(
+        "{}[[advertisement]]\nname = \"public\"\nvip_ranges = [\n  \"203.0.113.5/24\",\n  \"2001:db8::1/64\",\n  \"198.51.100.20-198.51.100.10\",\n  \"192.0.2.1-2001:db8::1\",\n  \"192.0.2.1\",\n  \"10.0.0.0/33\",\n  \"10.0.0.300/24\",\n  \"::ffff:10.0.0.0/104\",\n  7,\n]\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "12:3: vip range \"203.0.113.5/24\" has host bits set; the prefix is \"203.0.113.0/24\" (or write \"203.0.113.5/32\" for the one address)",
+            "13:3: vip range \"2001:db8::1/64\" has host bits set; the prefix is \"2001:db8::/64\" (or write \"2001:db8::1/128\" for the one address)",
+            "14:3: vip range \"198.51.100.20-198.51.100.10\" ends before it starts; write \"198.51.100.10-198.51.100.20\"",
+            "15:3: vip range \"192.0.2.1-2001:db8::1\" mixes IPv4 and IPv6; both ends must be of one family",
+            "16:3: vip range \"192.0.2.1\" is neither a prefix such as \"192.0.2.0/24\" nor a range such as \"192.0.2.10-192.0.2.20\" (for one address, write \"192.0.2.1/32\")",
+            "17:3: vip range \"10.0.0.0/33\": prefix length \"33\" is not a number from 0 to 32",
+            "18:3: vip range \"10.0.0.300/24\": address \"10.0.0.300\" is not an IPv4 or IPv6 address; write a prefix such as \"192.0.2.0/24\" or a range such as \"192.0.2.10-192.0.2.20\"",
+            "19:3: vip range \"::ffff:10.0.0.0/104\": ::ffff:10.0.0.0 is an IPv4-mapped IPv6 address, which no VIP is (an IPv4 VIP is its IPv4 address); write \"10.0.0.0\"",
+            "20:3: each of vip_ranges must be a string, got an integer",
+        ]
+    );
+    // Empty, not an array, and a repeat (the same addresses however
+    // written), reported at the repeat.
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\nvip_ranges = []\n[[advertisement]]\nname = \"b\"\nvip_ranges = \"192.0.2.0/24\"\n[[advertisement]]\nname = \"c\"\nvip_ranges = [\"192.0.2.0/24\", \"198.51.100.0/24\", \"192.0.2.0-192.0.2.255\"]\n",
+        with_peer("")
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "11:14: vip_ranges is empty, so no address would be advertised; remove the key to allow every address",
+            "14:14: vip_ranges must be an array, got a string",
+            "17:50: vip range \"192.0.2.0/24\" is listed twice in vip_ranges",
+        ]
+    );
+}
+
+#[test]
 fn duplicate_advertisement_names() {
     let text = format!(
         "{}[[advertisement]]\nname = \"public\"\n[[advertisement]]\nname = \"public\"\n",
@@ -1727,8 +1818,11 @@ fn diagnostics_display_as_path_line_col_message() {
 
 const VIP_NAMES: [&str; 2] = ["public", "private"];
 
-fn vip_names() -> Vec<String> {
-    VIP_NAMES.iter().map(ToString::to_string).collect()
+fn vip_names() -> Vec<VipFileAdvertisement> {
+    VIP_NAMES
+        .iter()
+        .map(|n| VipFileAdvertisement::named(n))
+        .collect()
 }
 
 #[test]
@@ -1760,6 +1854,48 @@ fn empty_vip_file_is_an_empty_set() {
             Ok(vec![])
         );
     }
+}
+
+#[test]
+fn a_vip_outside_its_advertisements_vip_ranges_is_an_error_at_its_address() {
+    let config = valid(&format!(
+        "{}[[advertisement]]\nname = \"public\"\nvip_ranges = [\"203.0.113.0/24\"]\n[[advertisement]]\nname = \"internal\"\nvip_ranges = [\"10.96.200.10-10.96.200.20\"]\n[[advertisement]]\nname = \"any\"\n",
+        with_peer("")
+    ));
+    let advertisements = config.vip_file_advertisements();
+    let good = "[[vip]]\naddress = \"203.0.113.7\"\n[[vip]]\naddress = \"10.96.200.20\"\nadvertisement = \"internal\"\n[[vip]]\naddress = \"192.0.2.99\"\nadvertisement = \"any\"\n";
+    let vips = parse_vip_file(Path::new("vips.toml"), good, &advertisements).expect("valid");
+    let got: Vec<(String, &str)> = vips
+        .iter()
+        .map(|v| (v.address.to_string(), v.advertisement.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("203.0.113.7".to_string(), "public"),
+            ("10.96.200.20".to_string(), "internal"),
+            ("192.0.2.99".to_string(), "any"),
+        ]
+    );
+    // Each parser (the fast path hands these to the TOML parser).
+    let bad = "[[vip]]\naddress = \"10.96.200.5\"\n[[vip]]\naddress = \"10.96.200.21\"\nadvertisement = \"internal\"\n[[vip]]\nadvertisement = \"public\"\naddress = \"2001:db8::1\"\n";
+    let diags = parse_vip_file(Path::new("vips.toml"), bad, &advertisements).expect_err("invalid");
+    let lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "vips.toml:2:11: VIP 10.96.200.5 is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"public\" (the default: the entry names no advertisement)",
+            "vips.toml:4:11: VIP 10.96.200.21 is not in the vip_ranges [\"10.96.200.10-10.96.200.20\"] of advertisement \"internal\"",
+            "vips.toml:8:11: VIP 2001:db8::1 is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"public\"",
+        ]
+    );
+    let plain = "[[vip]]\naddress = \"203.0.113.7\"\n[[vip]]\naddress = \"203.0.114.1\"\n";
+    let diags =
+        parse_vip_file(Path::new("vips.toml"), plain, &advertisements).expect_err("invalid");
+    assert_eq!(
+        diags[0].to_string(),
+        "vips.toml:4:11: VIP 203.0.114.1 is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"public\" (the default: the entry names no advertisement)"
+    );
 }
 
 #[test]

@@ -10,6 +10,10 @@
 //! An IPv4-mapped address (`::ffff:198.51.100.10`) is the IPv4 VIP
 //! (crate::net): a generator that writes dual-stack socket addresses gets
 //! its /32, and the two spellings of one VIP are a duplicate.
+//!
+//! An entry whose advertisement (named, or the default) has `vip_ranges`
+//! that do not hold its address is an error, as an unknown advertisement
+//! is: the file is not used.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -23,6 +27,47 @@ use super::diagnostic::Diagnostics;
 use super::schema::{DefaultValue, Key, Range, Section};
 use super::syntax_errors;
 use super::tree::{self, Table};
+use super::vip_range::{VipRange, format_ranges, in_ranges};
+
+/// An `[[advertisement]]` as the VIP file sees it: the name an entry may
+/// give, and the addresses it may carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VipFileAdvertisement {
+    /// Its name.
+    pub name: String,
+    /// Its `vip_ranges`; `None`: any address.
+    pub vip_ranges: Option<Vec<VipRange>>,
+}
+
+impl VipFileAdvertisement {
+    /// An advertisement without `vip_ranges`.
+    pub fn named(name: &str) -> Self {
+        VipFileAdvertisement {
+            name: name.to_string(),
+            vip_ranges: None,
+        }
+    }
+
+    /// True when `ip` may be advertised under it.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        in_ranges(self.vip_ranges.as_deref(), ip)
+    }
+}
+
+/// Why `ip` may not be advertised under `advertisement` (`defaulted`: the
+/// entry named none, so it is the first).
+fn outside_ranges(ip: IpAddr, advertisement: &VipFileAdvertisement, defaulted: bool) -> String {
+    format!(
+        "VIP {ip} is not in the vip_ranges {} of advertisement \"{}\"{}",
+        format_ranges(advertisement.vip_ranges.as_deref().unwrap_or_default()),
+        advertisement.name,
+        if defaulted {
+            " (the default: the entry names no advertisement)"
+        } else {
+            ""
+        }
+    )
+}
 
 /// One `[[vip]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,18 +123,18 @@ pub(crate) const VIP_SECTION: Section = Section {
     keys: VIP_KEYS,
 };
 
-/// Parses and checks a VIP file. `advertisement_names` are the config's
-/// advertisements in order (see `Config::advertisement_names`); the first
-/// is the default. An empty file is an empty set.
+/// Parses and checks a VIP file. `advertisements` are the config's
+/// advertisements in order (see `Config::vip_file_advertisements`); the
+/// first is the default. An empty file is an empty set.
 pub fn parse_vip_file(
     path: &Path,
     text: &str,
-    advertisement_names: &[String],
+    advertisements: &[VipFileAdvertisement],
 ) -> Result<Vec<VipEntry>, Vec<Diagnostic>> {
     parse_vip_file_into(
         path,
         text,
-        advertisement_names,
+        advertisements,
         |address, service, advertisement| VipEntry {
             address,
             service: service.map(str::to_string),
@@ -105,13 +150,13 @@ pub fn parse_vip_file(
 pub fn parse_vip_file_into<T>(
     path: &Path,
     text: &str,
-    advertisement_names: &[String],
+    advertisements: &[VipFileAdvertisement],
     mut make: impl FnMut(IpAddr, Option<&str>, &str) -> T,
 ) -> Result<Vec<T>, Vec<Diagnostic>> {
-    if let Some(entries) = plain::parse(text, advertisement_names, &mut make) {
+    if let Some(entries) = plain::parse(text, advertisements, &mut make) {
         return Ok(entries);
     }
-    Ok(parse_toml(path, text, advertisement_names)?
+    Ok(parse_toml(path, text, advertisements)?
         .into_iter()
         .map(|e| make(e.address, e.service.as_deref(), &e.advertisement))
         .collect())
@@ -129,7 +174,7 @@ fn routable_unicast(ip: IpAddr) -> bool {
 fn parse_toml(
     path: &Path,
     text: &str,
-    advertisement_names: &[String],
+    advertisements: &[VipFileAdvertisement],
 ) -> Result<Vec<VipEntry>, Vec<Diagnostic>> {
     let mut d = Diagnostics::new(path, text);
     let (root, errors) = DeTable::parse_recoverable(text);
@@ -140,9 +185,8 @@ fn parse_toml(
     let root = Table::root(root.get_ref());
     root.reject_unknown_keys(FILE_KEYS, &mut d);
 
-    let default_advertisement = advertisement_names
-        .first()
-        .map_or(DEFAULT_ADVERTISEMENT, String::as_str);
+    let first = advertisements.first();
+    let default_advertisement = first.map_or(DEFAULT_ADVERTISEMENT, |a| a.name.as_str());
     let mut entries: Vec<VipEntry> = Vec::new();
     // Address → where it was first listed (byte offset). A map, not a
     // list searched per entry: that search made a 100k-VIP file cost
@@ -185,10 +229,10 @@ fn parse_toml(
             let advertisement = match table.get("advertisement") {
                 None => Some(default_advertisement.to_string()),
                 Some(v) => tree::string(v, "advertisement", &mut d).and_then(|name| {
-                    if advertisement_names.iter().any(|n| n == name) {
+                    if advertisements.iter().any(|a| a.name == name) {
                         return Some(name.to_string());
                     }
-                    let known: Vec<&str> = advertisement_names.iter().map(String::as_str).collect();
+                    let known: Vec<&str> = advertisements.iter().map(|a| a.name.as_str()).collect();
                     let hint = match tree::did_you_mean(name, &known) {
                         Some(s) => format!(" (did you mean \"{s}\"?)"),
                         None if known.is_empty() => String::new(),
@@ -201,6 +245,14 @@ fn parse_toml(
             if let (Some(address), Some(service), Some(advertisement)) =
                 (address, service, advertisement)
             {
+                let named = table.get("advertisement").is_some();
+                if let Some(a) = advertisements.iter().find(|a| a.name == advertisement)
+                    && !a.allows(address)
+                {
+                    let at = table.get("address").map_or(table.span(), |v| v.span());
+                    d.error(&at, outside_ranges(address, a, !named));
+                    continue;
+                }
                 entries.push(VipEntry {
                     address,
                     service,
@@ -232,7 +284,7 @@ fn parse_toml(
 /// address): the TOML parser then reads the file and reports exactly as
 /// before. So it changes how fast a file is read, never what it means.
 mod plain {
-    use super::DEFAULT_ADVERTISEMENT;
+    use super::{DEFAULT_ADVERTISEMENT, VipFileAdvertisement};
     use std::collections::HashSet;
     use std::net::IpAddr;
 
@@ -401,12 +453,12 @@ mod plain {
 
     pub(super) fn parse<T>(
         text: &str,
-        advertisement_names: &[String],
+        advertisements: &[VipFileAdvertisement],
         make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
     ) -> Option<Vec<T>> {
-        match read(text, advertisement_names, make, Seen::Ordered(None)) {
+        match read(text, advertisements, make, Seen::Ordered(None)) {
             Err(Stop::OutOfOrder) => {
-                read(text, advertisement_names, make, Seen::Set(HashSet::new())).ok()
+                read(text, advertisements, make, Seen::Set(HashSet::new())).ok()
             }
             read => read.ok(),
         }
@@ -424,25 +476,29 @@ mod plain {
     /// One reading of `text`: the entries, or why it stopped.
     fn read<T>(
         text: &str,
-        advertisement_names: &[String],
+        advertisements: &[VipFileAdvertisement],
         make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
         mut seen: Seen,
     ) -> Result<Vec<T>, Stop> {
-        let default = advertisement_names
-            .first()
-            .map_or(DEFAULT_ADVERTISEMENT, String::as_str);
+        let first = advertisements.first();
         // One entry per `[[vip]]` at most: the list is allocated once
         // (growing to 10k entries by doubling mapped, copied and unmapped
         // six lists on the way to the first UPDATE).
         let headers = memchr::memmem::find_iter(text.as_bytes(), b"[[vip]]").count();
         let mut entries = Vec::with_capacity(headers);
         // An entry read, kept; or why the reading stops: the address is
-        // not a routable unicast address or not new (the TOML parser then
-        // reports it), or out of order (read again with a set).
-        let mut accept = |address: IpAddr, service: Option<&str>, advertisement: &str| {
-            if !super::routable_unicast(address) {
+        // not a routable unicast address, not in the advertisement's
+        // vip_ranges or not new (the TOML parser then reports it), or out
+        // of order (read again with a set).
+        let mut accept = |address: IpAddr,
+                          service: Option<&str>,
+                          advertisement: Option<&VipFileAdvertisement>| {
+            if !super::routable_unicast(address)
+                || advertisement.is_some_and(|a| !a.allows(address))
+            {
                 return Err(Stop::Toml);
             }
+            let advertisement = advertisement.map_or(DEFAULT_ADVERTISEMENT, |a| a.name.as_str());
             match seen.note(address) {
                 Novelty::New => {}
                 Novelty::Duplicate => return Err(Stop::Toml),
@@ -457,7 +513,7 @@ mod plain {
         // shape.
         let mut plain_end = 0;
         while let Some((v4, len)) = plain_entry(&text.as_bytes()[plain_end..]) {
-            accept(IpAddr::V4(v4), None, default)?;
+            accept(IpAddr::V4(v4), None, first)?;
             plain_end += len;
         }
         let text = &text[plain_end..];
@@ -469,12 +525,13 @@ mod plain {
                 None => crate::net::unmap(text.parse().map_err(|_| Stop::Toml)?),
             };
             let advertisement = match p.advertisement {
-                None => default,
-                Some(name) => advertisement_names
-                    .iter()
-                    .find(|n| *n == name)
-                    .ok_or(Stop::Toml)?
-                    .as_str(),
+                None => first,
+                Some(name) => Some(
+                    advertisements
+                        .iter()
+                        .find(|a| a.name == name)
+                        .ok_or(Stop::Toml)?,
+                ),
             };
             accept(address, p.service, advertisement)
         };
@@ -571,8 +628,20 @@ mod plain {
             }
         }
 
-        fn names() -> Vec<String> {
-            vec!["public".to_string(), "internal".to_string()]
+        /// "internal" has `vip_ranges` that hold most addresses the tests
+        /// use, but not 198.51.100.11 or above.
+        fn names() -> Vec<super::VipFileAdvertisement> {
+            let ranges = ["198.51.100.0-198.51.100.10", "2001:db8::/32"]
+                .iter()
+                .map(|r| crate::config::parse_vip_range(r).expect("range"))
+                .collect();
+            vec![
+                super::VipFileAdvertisement::named("public"),
+                super::VipFileAdvertisement {
+                    name: "internal".to_string(),
+                    vip_ranges: Some(ranges),
+                },
+            ]
         }
 
         /// The list of entries is allocated once, at one entry per
@@ -681,6 +750,8 @@ mod plain {
         #[test]
         fn anything_else_is_left_to_the_toml_parser() {
             for text in [
+                // An address outside its advertisement's vip_ranges.
+                "[[vip]]\naddress = \"198.51.100.11\"\nadvertisement = \"internal\"\n",
                 // Other TOML syntax.
                 "[[vip]]\naddress = '198.51.100.10'\n",
                 "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"a\\\"b\"\n",

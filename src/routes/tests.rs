@@ -293,6 +293,30 @@ fn pod_cidrs_and_interface_addresses_become_routes() {
 }
 
 #[test]
+fn an_interface_advertisement_announces_only_the_addresses_in_its_vip_ranges() {
+    let c = config(
+        "[[advertisement]]\nname = \"loop\"\ninterface = \"lo\"\nvip_ranges = [\"203.0.113.0/24\"]\n",
+    );
+    let mut snap = snapshot(vec![]);
+    snap.interfaces = Arc::new(BTreeMap::from([(
+        "lo".to_string(),
+        vec![
+            "198.51.100.10".parse().unwrap(),
+            "203.0.113.9".parse().unwrap(),
+        ],
+    )]));
+    let (present, _) = desired(&c, &snap, |_| Gate::Pass);
+    assert_eq!(keys(&present), ["203.0.113.9/32"]);
+    let (_, lines) = explain(&c, &snap, "198.51.100.10".parse().unwrap());
+    assert_eq!(
+        lines,
+        [
+            "interface lo has it, but it is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"loop\": not announced under it"
+        ]
+    );
+}
+
+#[test]
 fn a_degraded_vip_stays_present_marked_degraded() {
     let d = "[[advertisement]]\nname = \"public\"\ndegraded = { med = 900 }\n";
     let bad: IpAddr = "198.51.100.11".parse().unwrap();

@@ -139,9 +139,10 @@ pub const MAX_FILE_LEN: u64 = config::MAX_VIP_FILE_LEN;
 pub struct FileSettings {
     /// The VIP file, as configured (diagnostics name it this way).
     pub path: PathBuf,
-    /// The config's advertisements in order; the first is the default for
-    /// entries that name none (see `Config::advertisement_names`).
-    pub advertisement_names: Vec<String>,
+    /// The config's advertisements in order, with their `vip_ranges`; the
+    /// first is the default for entries that name none (see
+    /// `Config::vip_file_advertisements`).
+    pub advertisements: Vec<config::VipFileAdvertisement>,
 }
 
 impl FileSettings {
@@ -150,7 +151,7 @@ impl FileSettings {
         match &config.source {
             Source::File { path } => Some(FileSettings {
                 path: path.clone(),
-                advertisement_names: config.advertisement_names(),
+                advertisements: config.vip_file_advertisements(),
             }),
             Source::Kubernetes(_) => None,
         }
@@ -264,7 +265,7 @@ impl Prepared {
     /// after the read; `last`: the digest of the last read.
     fn of(
         path: &Path,
-        advertisement_names: &[String],
+        advertisements: &[config::VipFileAdvertisement],
         stamp: Stamp,
         text: Result<String, String>,
         after: &Result<Stamp, String>,
@@ -272,7 +273,7 @@ impl Prepared {
     ) -> Prepared {
         let digest = text.as_deref().map(Digest::of).map_err(Clone::clone);
         let wanted = after.as_ref() == Ok(&stamp) && last != Some(&digest);
-        let parsed = wanted.then(|| text.and_then(|t| parse(path, t, advertisement_names)));
+        let parsed = wanted.then(|| text.and_then(|t| parse(path, t, advertisements)));
         Prepared { digest, parsed }
     }
 }
@@ -282,14 +283,14 @@ impl Prepared {
 /// yields, and the second stat. `last`: the digest of the last read.
 fn read_prepared(
     path: &Path,
-    advertisement_names: &[String],
+    advertisements: &[config::VipFileAdvertisement],
     stamp: Stamp,
     last: Option<&Result<Digest, String>>,
 ) -> Read {
     let at = now();
     let text = read_text(path);
     let after = stat(path);
-    let prepared = Prepared::of(path, advertisement_names, stamp, text, &after, last);
+    let prepared = Prepared::of(path, advertisements, stamp, text, &after, last);
     (at, prepared, after)
 }
 
@@ -354,14 +355,14 @@ impl FileSource {
         let path = &self.settings.path;
         stat(path)?;
         let text = read_text(path)?;
-        parse(path, text, &self.settings.advertisement_names)
+        parse(path, text, &self.settings.advertisements)
     }
 
     /// Applies a config reload; answers whether the file should be read
-    /// again at once. New advertisement names take effect at once: the
-    /// file is read again and parsed with them (a VIP naming an
-    /// advertisement that is gone makes the file unusable: the last good
-    /// set stands). A new path is read at the next checks, under the settle
+    /// again at once. New advertisement names or `vip_ranges` take effect
+    /// at once: the file is read again and parsed with them (a VIP naming
+    /// an advertisement that is gone, or outside its new ranges, makes the
+    /// file unusable: the last good set stands). A new path is read at the next checks, under the settle
     /// rule.
     pub fn reconfigure(&mut self, settings: FileSettings) -> bool {
         if settings == self.settings {
@@ -418,7 +419,7 @@ impl FileSource {
         // parse, which on the runtime's one thread would hold back every
         // session (keepalives, the OPEN exchange) meanwhile.
         let last = self.last_read.as_ref().map(|r| r.text.clone());
-        let names = self.settings.advertisement_names.clone();
+        let names = self.settings.advertisements.clone();
         let read =
             tokio::task::spawn_blocking(move || read_prepared(&path, &names, stamp, last.as_ref()))
                 .await;
@@ -468,7 +469,7 @@ impl FileSource {
         let last = self.last_read.as_ref().map(|r| r.text.clone());
         let prepared = Prepared::of(
             &self.settings.path,
-            &self.settings.advertisement_names,
+            &self.settings.advertisements,
             stamp,
             text,
             &after,
@@ -577,7 +578,7 @@ impl FirstRead {
         let read = match &stat {
             Ok(stamp) => Some(read_prepared(
                 &settings.path,
-                &settings.advertisement_names,
+                &settings.advertisements,
                 *stamp,
                 None,
             )),
@@ -852,12 +853,16 @@ fn read_text(path: &Path) -> Result<String, String> {
 /// The VIP map of `text`. Takes the text to drop it before the map is
 /// built: with 100k VIPs the text (3 MB), the parsed records and the map's
 /// nodes were all held at the peak of the load.
-fn parse(path: &Path, text: String, advertisement_names: &[String]) -> Result<VipMap, String> {
+fn parse(
+    path: &Path,
+    text: String,
+    advertisements: &[config::VipFileAdvertisement],
+) -> Result<VipMap, String> {
     let mut interner = Interner::default();
     let vips = config::parse_vip_file_into(
         path,
         &text,
-        advertisement_names,
+        advertisements,
         |address, service, advertisement| {
             let route = match service {
                 None => interner.plain(advertisement),

@@ -16,14 +16,16 @@ use super::*;
 // ---------------------------------------------------------------------------
 // Helpers
 
-fn names(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
+fn names(list: &[&str]) -> Vec<config::VipFileAdvertisement> {
+    list.iter()
+        .map(|s| config::VipFileAdvertisement::named(s))
+        .collect()
 }
 
 fn settings(path: &Path) -> FileSettings {
     FileSettings {
         path: path.to_path_buf(),
-        advertisement_names: names(&["public", "private"]),
+        advertisements: names(&["public", "private"]),
     }
 }
 
@@ -114,7 +116,7 @@ fn prepared(
     let s = settings(Path::new("/etc/holdfast/vips.toml"));
     Prepared::of(
         &s.path,
-        &s.advertisement_names,
+        &s.advertisements,
         stamp,
         Ok(text.to_string()),
         &Ok(after),
@@ -714,7 +716,7 @@ async fn a_reload_applies_new_advertisements_and_a_new_path() {
     let path = running.path.clone();
     running.settings.send_replace(FileSettings {
         path: path.clone(),
-        advertisement_names: names(&["public"]),
+        advertisements: names(&["public"]),
     });
     let snapshot = running.next().await;
     assert_eq!(*snapshot.vips, two());
@@ -733,7 +735,7 @@ async fn a_reload_applies_new_advertisements_and_a_new_path() {
     // text is kept): a new default applies to entries that name none.
     running.settings.send_replace(FileSettings {
         path: path.clone(),
-        advertisement_names: names(&["private", "public"]),
+        advertisements: names(&["private", "public"]),
     });
     assert_eq!(
         running.next().await,
@@ -744,7 +746,7 @@ async fn a_reload_applies_new_advertisements_and_a_new_path() {
     );
     running.settings.send_replace(FileSettings {
         path: path.clone(),
-        advertisement_names: names(&["private", "public"]),
+        advertisements: names(&["private", "public"]),
     });
     running
         .quiet(Duration::from_millis(300), "the settings did not change")
@@ -759,6 +761,54 @@ async fn a_reload_applies_new_advertisements_and_a_new_path() {
     // The old file is no longer watched; the new one is.
     std::fs::write(&path, ONE).expect("edit the old file");
     std::fs::write(&other, TWO).expect("edit the new file");
+    assert_eq!(running.next().await, healthy(two()));
+}
+
+#[tokio::test]
+async fn a_reload_that_puts_a_vip_outside_its_advertisements_vip_ranges_keeps_the_last_good_set() {
+    let mut running = Running::start(Some(TWO), FAST);
+    assert_eq!(running.next().await, healthy(two()));
+    let path = running.path.clone();
+    let ranged = |ranges: &[&str]| FileSettings {
+        path: path.clone(),
+        advertisements: vec![
+            config::VipFileAdvertisement {
+                name: "public".into(),
+                vip_ranges: Some(
+                    ranges
+                        .iter()
+                        .map(|r| config::parse_vip_range(r).expect("range"))
+                        .collect(),
+                ),
+            },
+            config::VipFileAdvertisement::named("private"),
+        ],
+    };
+    // Ranges that hold the VIP: the same set, nothing new to publish.
+    running
+        .settings
+        .send_replace(ranged(&["198.51.100.0/24", "203.0.113.0/24"]));
+    running
+        .quiet(Duration::from_millis(300), "the set did not change")
+        .await;
+    // Narrowed past it: the file is read again and refused; the last good
+    // set stands.
+    running.settings.send_replace(ranged(&["203.0.113.0/24"]));
+    let snapshot = running.next().await;
+    assert_eq!(*snapshot.vips, two());
+    assert!(!snapshot.healthy && snapshot.synced);
+    let error = snapshot.error.expect("an error");
+    assert!(
+        error.starts_with(&format!(
+            "{}VIP 198.51.100.10 is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"public\" (the default: the entry names no advertisement)",
+            running.error_prefix(2, 11)
+        )),
+        "{error}"
+    );
+    // Widened again: healthy.
+    running
+        .settings
+        .send_replace(ranged(&["198.51.100.10-198.51.100.10"]));
     assert_eq!(running.next().await, healthy(two()));
 }
 
@@ -849,7 +899,7 @@ async fn settings_sent_before_the_source_runs_replace_those_of_its_first_read() 
     std::fs::write(&path, TWO).expect("write");
     let old = FileSettings {
         path: path.clone(),
-        advertisement_names: names(&["public"]),
+        advertisements: names(&["public"]),
     };
     let start = Start::begin(old.clone(), Some(first_read(old)));
     let mut running = Running::from_start(dir, path, start, FAST);

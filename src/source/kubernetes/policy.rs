@@ -25,9 +25,12 @@
 //!    or unset while `source.require_class` → not advertised (definitive).
 //! 3. LoadBalancerIP on a Service whose type is not LoadBalancer → not
 //!    advertised (definitive): the ingress list is stale.
-//! 4. Advertisements that list the kind, and whose `service_selector` and
+//! 4. Advertisements that list the kind, whose `vip_ranges` (if any)
+//!    contain the address, and whose `service_selector` and
 //!    `namespace_selector` match → the VIP is advertised under each of them;
-//!    none → not advertised (definitive).
+//!    none → not advertised (definitive). Each advertisement that lists the
+//!    kind but does not take the address says why: the first of these
+//!    three that fails.
 //! 5. Traffic policy `Local` (`externalTrafficPolicy` for LoadBalancer and
 //!    external IPs, `internalTrafficPolicy` for cluster IPs) and no ready,
 //!    non-terminating endpoint on this node → not advertised (no local
@@ -99,7 +102,7 @@ use super::service::{
 };
 use crate::config::{
     AddressKind, Config, DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, LabelSelector, Source,
-    format_duration,
+    format_duration, format_ranges,
 };
 use crate::model::Absence;
 use crate::model::{Route, SourceSnapshot, Vip, VipMap};
@@ -426,13 +429,14 @@ impl<'a> NamespaceLabels<'a> {
 }
 
 /// The definitive rules (1–4 in the module doc): the advertisements that
-/// take addresses of `kind` from this Service, or why none does.
+/// take the address `ip` of `kind` from this Service, or why none does.
 fn selected_by(
     config: &Config,
     source: &KubernetesSource,
     service: &ServiceRecord,
     key: &ServiceKey,
     kind: AddressKind,
+    ip: IpAddr,
     namespace_labels: &BTreeMap<String, String>,
 ) -> Result<BTreeSet<String>, Vec<String>> {
     if opted_out(service) {
@@ -476,7 +480,13 @@ fn selected_by(
         let miss = |selector: &Option<LabelSelector>, labels: &BTreeMap<String, String>| {
             selector.as_ref().and_then(|s| s.first_mismatch(labels))
         };
-        if let Some(m) = miss(&adv.service_selector, service_labels) {
+        if !adv.allows_address(ip) {
+            misses.push(format!(
+                "{key}: advertisement \"{}\": {ip} is not in its vip_ranges {}",
+                adv.name,
+                format_ranges(adv.vip_ranges.as_deref().unwrap_or_default())
+            ));
+        } else if let Some(m) = miss(&adv.service_selector, service_labels) {
             misses.push(format!(
                 "{key}: advertisement \"{}\": service_selector does not match: {m}",
                 adv.name
@@ -642,18 +652,19 @@ fn apply_link_bandwidth(
     }
 }
 
-/// The Node's `spec.podCIDRs` under the advertisements that list "PodCIDR".
-/// A node that advertises nothing (drained, excluded) withdraws them at
-/// once, as it does its VIPs; a PodCIDR that merely disappears from the
-/// Node is held down like a vanished VIP.
+/// The Node's `spec.podCIDRs` under the advertisements that list "PodCIDR"
+/// and whose `vip_ranges`, if any, hold the whole prefix (a PodCIDR that
+/// none takes is skipped with a warning). A node that advertises nothing
+/// (drained, excluded) withdraws them at once, as it does its VIPs; a
+/// PodCIDR that merely disappears from the Node is held down like a
+/// vanished VIP.
 fn pod_cidrs(config: &Config, node: Option<&Node>, node_problem: bool, next: &mut Evaluation) {
-    let names: BTreeSet<String> = config
+    let listing: Vec<&crate::config::Advertisement> = config
         .advertisements
         .iter()
         .filter(|a| a.pod_cidr)
-        .map(|a| a.name.clone())
         .collect();
-    if names.is_empty() {
+    if listing.is_empty() {
         return;
     }
     let cidrs = node
@@ -664,7 +675,7 @@ fn pod_cidrs(config: &Config, node: Option<&Node>, node_problem: bool, next: &mu
             _ => Vec::new(),
         })
         .unwrap_or_default();
-    let advertisements = Arc::new(names);
+    let mut sets = SharedSets::default();
     for text in cidrs {
         let Ok(prefix) = text.parse::<ipnet::IpNet>() else {
             next.node_warnings.insert(format!(
@@ -673,12 +684,34 @@ fn pod_cidrs(config: &Config, node: Option<&Node>, node_problem: bool, next: &mu
             continue;
         };
         let prefix = prefix.trunc();
+        let names: BTreeSet<String> = listing
+            .iter()
+            .filter(|a| a.allows_prefix(&prefix))
+            .map(|a| a.name.clone())
+            .collect();
+        if names.is_empty() {
+            let ranges: Vec<String> = listing
+                .iter()
+                .map(|a| {
+                    format!(
+                        "\"{}\" {}",
+                        a.name,
+                        format_ranges(a.vip_ranges.as_deref().unwrap_or_default())
+                    )
+                })
+                .collect();
+            next.node_warnings.insert(format!(
+                "node spec.podCIDRs has {prefix}, which is not wholly inside the vip_ranges of any advertisement that lists \"PodCIDR\" ({}); not advertised",
+                ranges.join(", ")
+            ));
+            continue;
+        }
         if node_problem {
             next.prefix_absences.insert(prefix, Absence::Drained);
             continue;
         }
         next.prefixes
-            .insert(prefix, Vip::new(Arc::clone(&advertisements)));
+            .insert(prefix, Vip::new(sets.intern(Arc::new(names))));
     }
 }
 
@@ -752,6 +785,9 @@ struct Judge<'a> {
     kinds: BTreeSet<AddressKind>,
     /// The kinds looked at.
     seen_kinds: Vec<AddressKind>,
+    /// Some advertisement has `vip_ranges`: a Service's addresses of one
+    /// kind are judged one by one (else one verdict serves them all).
+    ranged: bool,
     node_name: &'a str,
     node_problem: Option<String>,
     /// The Node object is missing: what went goes as an absence.
@@ -794,6 +830,7 @@ impl<'a> Judge<'a> {
             source: source_settings(config),
             kinds,
             seen_kinds,
+            ranged: config.advertisements.iter().any(|a| a.vip_ranges.is_some()),
             node_name,
             node_problem,
             node_missing,
@@ -821,35 +858,56 @@ impl<'a> Judge<'a> {
                 continue;
             }
             let labels = namespaces.labels(&key.namespace);
-            let verdict = selected_by(self.config, &self.source, service, key, kind, labels)
-                .and_then(|advs| {
-                    if local_traffic_policy(service, kind) && !local.has(key) {
-                        let policy = match kind {
-                            AddressKind::ClusterIp => "internalTrafficPolicy",
-                            _ => "externalTrafficPolicy",
-                        };
-                        return Err(vec![format!(
-                            "{key}: {policy} is Local and node \"{}\" has no ready, non-terminating endpoint of it",
-                            self.node_name
-                        )]);
-                    }
-                    match &self.node_problem {
-                        Some(problem) => Err(vec![problem.clone()]),
-                        None => Ok(sets.intern(Arc::new(advs))),
-                    }
-                });
+            let mut shared = None;
             for ip in found.ips {
+                let verdict = if self.ranged {
+                    self.verdict(service, kind, ip, labels, local, sets)
+                } else {
+                    shared
+                        .get_or_insert_with(|| self.verdict(service, kind, ip, labels, local, sets))
+                        .clone()
+                };
                 judged.offers.push((
                     ip,
                     Offer {
                         record: Arc::clone(service),
                         kind,
-                        verdict: verdict.clone(),
+                        verdict,
                     },
                 ));
             }
         }
         judged
+    }
+
+    /// The verdict on one address of `kind` of a Service: rules 4 to 6 of
+    /// the module doc.
+    fn verdict(
+        &self,
+        service: &Arc<ServiceRecord>,
+        kind: AddressKind,
+        ip: IpAddr,
+        labels: &BTreeMap<String, String>,
+        local: &LocalEndpoints,
+        sets: &mut SharedSets,
+    ) -> Result<crate::model::Advertisements, Vec<String>> {
+        let key = &service.key;
+        selected_by(self.config, &self.source, service, key, kind, ip, labels).and_then(|advs| {
+            if local_traffic_policy(service, kind) && !local.has(key) {
+                let policy = match kind {
+                    AddressKind::ClusterIp => "internalTrafficPolicy",
+                    _ => "externalTrafficPolicy",
+                };
+                return Err(vec![format!(
+                    "{key}: {policy} is Local and node \"{}\" has no ready, non-terminating endpoint of it",
+                    self.node_name
+                )]);
+            }
+            match &self.node_problem {
+                Some(problem) => Err(vec![problem.clone()]),
+                None => Ok(sets.intern(Arc::new(advs))),
+            }
+        })
     }
 
     /// Why a VIP whose givers no longer give it went: the weakest verdict
@@ -858,6 +916,7 @@ impl<'a> Judge<'a> {
     /// in a mass disappearance).
     fn fate<'r>(
         &self,
+        ip: IpAddr,
         givers: &Givers,
         lookup: impl Fn(&ServiceKey) -> Option<&'r ServiceRecord>,
         namespaces: &mut NamespaceLabels<'_>,
@@ -886,6 +945,7 @@ impl<'a> Judge<'a> {
                     service,
                     &g.service,
                     g.kind,
+                    ip,
                     labels,
                 )
                 .is_err()
@@ -1087,11 +1147,12 @@ impl Judge<'_> {
     ) -> JudgedGone {
         // The weakest reason: `max` with it changes nothing.
         let prior = before.map_or(Absence::Vanished, |g| g.reason);
-        let lenient = prior.max(self.fate(givers, lookup, namespaces, local, Absence::Vanished));
+        let lenient =
+            prior.max(self.fate(ip, givers, lookup, namespaces, local, Absence::Vanished));
         let strict = if before.is_some_and(|g| g.mass) {
             lenient
         } else {
-            prior.max(self.fate(givers, lookup, namespaces, local, Absence::Deleted))
+            prior.max(self.fate(ip, givers, lookup, namespaces, local, Absence::Deleted))
         };
         JudgedGone {
             ip,

@@ -383,6 +383,121 @@ fn a_vip_is_advertised_under_every_advertisement_that_selects_it() {
     assert_eq!(advertisements(&e, "198.51.100.2"), ["all"]);
 }
 
+/// The MetalLB migration: two pools become two advertisements with
+/// `vip_ranges`, and Services without labels go by their address.
+fn two_pools() -> Config {
+    cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"public\"\nvip_ranges = [\"203.0.113.0/24\", \"2001:db8:113::/64\"]\ncommunities = [\"65001:100\"]\n\
+         [[advertisement]]\nname = \"internal\"\nvip_ranges = [\"10.96.200.10-10.96.200.20\"]\n",
+    )
+}
+
+#[test]
+fn vip_ranges_split_services_without_labels_by_their_address() {
+    let svc = with_spec(lb("both", &["203.0.113.11", "10.96.200.11"]), |s| {
+        s.external_ips = Some(vec!["10.96.200.21".into(), "2001:db8:113::5".into()]);
+    });
+    let world = World::new(vec![
+        lb("web", &["203.0.113.10"]),
+        lb("db", &["10.96.200.10"]),
+        lb("stray", &["192.0.2.50"]),
+        svc,
+    ]);
+    let e = once(&two_pools(), &world);
+    assert_eq!(
+        vips(&e),
+        [
+            ip("10.96.200.10"),
+            ip("10.96.200.11"),
+            ip("203.0.113.10"),
+            ip("203.0.113.11"),
+            ip("2001:db8:113::5"),
+        ]
+    );
+    assert_eq!(advertisements(&e, "203.0.113.10"), ["public"]);
+    assert_eq!(advertisements(&e, "203.0.113.11"), ["public"]);
+    assert_eq!(advertisements(&e, "2001:db8:113::5"), ["public"]);
+    assert_eq!(advertisements(&e, "10.96.200.10"), ["internal"]);
+    assert_eq!(advertisements(&e, "10.96.200.11"), ["internal"]);
+    // Each advertisement says why it does not take the address.
+    assert_eq!(
+        reasons(&e, "192.0.2.50"),
+        [
+            "default/stray: advertisement \"public\": 192.0.2.50 is not in its vip_ranges [\"203.0.113.0/24\", \"2001:db8:113::/64\"]",
+            "default/stray: advertisement \"internal\": 192.0.2.50 is not in its vip_ranges [\"10.96.200.10-10.96.200.20\"]",
+        ]
+    );
+    // One past the end of the inclusive range.
+    assert_eq!(
+        reasons(&e, "10.96.200.21"),
+        [
+            "default/both: advertisement \"public\": 10.96.200.21 is not in its vip_ranges [\"203.0.113.0/24\", \"2001:db8:113::/64\"]",
+            "default/both: advertisement \"internal\": 10.96.200.21 is not in its vip_ranges [\"10.96.200.10-10.96.200.20\"]",
+        ]
+    );
+    let explained = e.explain(ip("192.0.2.50"));
+    assert_eq!(
+        explained[0],
+        "not advertised: default/stray: advertisement \"public\": 192.0.2.50 is not in its vip_ranges [\"203.0.113.0/24\", \"2001:db8:113::/64\"]"
+    );
+}
+
+#[test]
+fn the_range_is_checked_before_the_selectors_and_both_must_hold() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"public\"\nvip_ranges = [\"203.0.113.0/24\"]\nservice_selector = { match_labels = { bgp = \"on\" } }\n",
+    );
+    let world = World::new(vec![
+        with_labels(lb("in-labelled", &["203.0.113.1"]), &[("bgp", "on")]),
+        lb("in-plain", &["203.0.113.2"]),
+        with_labels(lb("out-labelled", &["198.51.100.3"]), &[("bgp", "on")]),
+        lb("out-plain", &["198.51.100.4"]),
+    ]);
+    let e = once(&config, &world);
+    assert_eq!(vips(&e), [ip("203.0.113.1")]);
+    assert_eq!(
+        reasons(&e, "203.0.113.2"),
+        [
+            "default/in-plain: advertisement \"public\": service_selector does not match: label \"bgp\" is missing, want \"on\""
+        ]
+    );
+    for (name, address) in [
+        ("out-labelled", "198.51.100.3"),
+        ("out-plain", "198.51.100.4"),
+    ] {
+        assert_eq!(
+            reasons(&e, address),
+            [format!(
+                "default/{name}: advertisement \"public\": {address} is not in its vip_ranges [\"203.0.113.0/24\"]"
+            )]
+        );
+    }
+}
+
+#[test]
+fn a_config_change_that_puts_a_vip_out_of_range_is_definitive() {
+    let world = World::new(vec![
+        lb("web", &["203.0.113.10"]),
+        lb("db", &["10.96.200.10"]),
+    ]);
+    let t = Instant::now();
+    let first = world.eval(&Evaluation::default(), &two_pools(), t);
+    assert_eq!(vips(&first).len(), 2);
+    let narrowed = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"public\"\nvip_ranges = [\"203.0.113.128/25\"]\n\
+         [[advertisement]]\nname = \"internal\"\nvip_ranges = [\"10.96.200.10-10.96.200.20\"]\n",
+    );
+    let second = world.eval(&first, &narrowed, t);
+    assert_eq!(vips(&second), [ip("10.96.200.10")]);
+    assert_eq!(absences(&second), [(ip("203.0.113.10"), Absence::Deleted)]);
+}
+
 #[test]
 fn the_namespace_selector_reads_the_name_label_without_watching_namespaces() {
     let config = cfg(
@@ -1631,6 +1746,45 @@ fn with_pod_cidrs(mut n: Node, cidrs: &[&str]) -> Node {
 }
 
 #[test]
+fn a_pod_cidr_goes_only_under_advertisements_whose_ranges_hold_all_of_it() {
+    let config = cfg(
+        "",
+        "",
+        "[[advertisement]]\nname = \"pods\"\naddresses = [\"PodCIDR\"]\nvip_ranges = [\"10.244.0.0/16\"]\n\
+         [[advertisement]]\nname = \"narrow\"\naddresses = [\"PodCIDR\"]\nvip_ranges = [\"10.244.1.0-10.244.1.127\", \"fd00:1::/48\"]\n",
+    );
+    let w = World::new(vec![]).node(Some(with_pod_cidrs(
+        node(&[]),
+        &["10.244.1.0/24", "fd00:1::/64", "fd00:2::/64"],
+    )));
+    let e = w.eval(&Evaluation::default(), &config, Instant::now());
+    let got: Vec<(String, Vec<String>)> = e
+        .prefixes
+        .iter()
+        .map(|(p, v)| {
+            (
+                p.to_string(),
+                v.route.advertisements.iter().cloned().collect(),
+            )
+        })
+        .collect();
+    // 10.244.1.0/24 is wholly in "pods" but only half in "narrow".
+    assert_eq!(
+        got,
+        [
+            ("10.244.1.0/24".to_string(), vec!["pods".to_string()]),
+            ("fd00:1::/64".to_string(), vec!["narrow".to_string()]),
+        ]
+    );
+    assert_eq!(
+        e.warnings.iter().collect::<Vec<_>>(),
+        [
+            "node spec.podCIDRs has fd00:2::/64, which is not wholly inside the vip_ranges of any advertisement that lists \"PodCIDR\" (\"pods\" [\"10.244.0.0/16\"], \"narrow\" [\"10.244.1.0/25\", \"fd00:1::/48\"]); not advertised"
+        ]
+    );
+}
+
+#[test]
 fn pod_cidrs_are_announced_when_an_advertisement_lists_them() {
     let config = cfg(
         "",
@@ -1808,7 +1962,8 @@ mod incremental {
             "",
             "[stability]\nwithdraw_hold_down = \"10s\"\ndelete_delay = \"5s\"\nlocal_endpoint_delay = \"5s\"\n\
              [[advertisement]]\nname = \"all\"\naddresses = [\"LoadBalancerIP\", \"ExternalIP\"]\n\
-             [[advertisement]]\nname = \"public\"\nservice_selector = { match_labels = { bgp = \"on\" } }\n",
+             [[advertisement]]\nname = \"public\"\nservice_selector = { match_labels = { bgp = \"on\" } }\n\
+             vip_ranges = [\"198.51.100.1-198.51.100.2\", \"2001:db8::/64\"]\n",
         )
     }
 
