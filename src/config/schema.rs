@@ -178,6 +178,11 @@ pub fn reference() -> String {
     out.push('\n');
     for section in sections() {
         let _ = writeln!(out, "## {}\n", section.title);
+        // mdBook's `{{#include reference/config.md:ANCHOR}}` takes what is
+        // between these lines: the configuration pages show their table's
+        // keys from here, so the keys are written in one place.
+        let anchor = anchor_name(section.title);
+        let _ = writeln!(out, "<!-- ANCHOR: {anchor} -->");
         for paragraph in section.intro.split("\n\n").filter(|p| !p.trim().is_empty()) {
             let _ = writeln!(out, "{}\n", paragraph.trim());
         }
@@ -192,7 +197,25 @@ pub fn reference() -> String {
                 inline(key.meaning)
             );
         }
+        let _ = writeln!(out, "<!-- ANCHOR_END: {anchor} -->");
         out.push('\n');
     }
     out
+}
+
+/// The mdBook include anchor of a section: the table's name as the file
+/// writes it (the first code span of the title, else the title), in
+/// lower case, every run of other characters one `_`:
+/// "`[[peer]] graceful_restart`" → `peer_graceful_restart`.
+pub fn anchor_name(title: &str) -> String {
+    let name = title.split('`').nth(1).unwrap_or(title);
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    out.trim_end_matches('_').to_string()
 }
