@@ -335,6 +335,59 @@ fn check_file(tree: &mut Tree, file: &Path, text: &str, report: &mut Report) {
     for (line, dest) in links {
         check_link(tree, file, line, &dest, report);
     }
+    check_metric_names(file, text, report);
+}
+
+/// Every metric the text names (`holdfast_…`, in prose, code spans and
+/// PromQL alike) is one `/metrics` has; a name with `*` must match one.
+fn check_metric_names(file: &Path, text: &str, report: &mut Report) {
+    let known: Vec<&str> = holdfast::api::metrics::FAMILIES
+        .iter()
+        .map(|f| f.name)
+        .collect();
+    for (n, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("holdfast_") {
+            let before = rest[..at].chars().next_back();
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_*".contains(*c))
+                .collect();
+            rest = &rest[at + name.len()..];
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+                || NOT_METRICS.contains(&name.as_str())
+            {
+                continue; // part of another word (`.text.holdfast_hot`), or a crate
+            }
+            let found = if name.contains('*') {
+                known.iter().any(|k| glob_matches(&name, k))
+            } else {
+                known.contains(&name.as_str())
+            };
+            if !found {
+                report.fail(
+                    file,
+                    n + 1,
+                    format!("metric {name} is not one /metrics has (src/api/metrics.rs FAMILIES)"),
+                );
+            }
+        }
+    }
+}
+
+/// Names that look like metrics and are not: the workspace's crates.
+const NOT_METRICS: &[&str] = &["holdfast_sockopt"];
+
+/// `*` matches any run of characters.
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            name.starts_with(head)
+                && (0..=name.len() - head.len())
+                    .any(|i| glob_matches(tail, &name[head.len() + i..]))
+        }
+    }
 }
 
 /// A fence with text after it does not close a code block (CommonMark
@@ -1108,6 +1161,10 @@ fn each_lie_is_reported_at_its_line() {
         (
             "docs/src/page.md:42:11: ",
             "address must be an IPv4 or IPv6 address (a single address, not a prefix)",
+        ),
+        (
+            "docs/src/page.md:45: ",
+            "metric holdfast_peers_down is not one /metrics has",
         ),
     ];
     let mut unmatched: Vec<&String> = failures.iter().collect();
