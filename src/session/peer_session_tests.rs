@@ -206,12 +206,16 @@ fn hold_timer_expiry_sends_notification_4_0_and_closes() {
             (4, 0),
             "Hold Timer Expired"
         );
-        let write = out
-            .iter()
-            .position(|o| matches!(o, Output::Write { notification: Some((4, 0)), .. }));
-        let close = out
-            .iter()
-            .position(|o| *o == Output::Close { conn: CONN });
+        let write = out.iter().position(|o| {
+            matches!(
+                o,
+                Output::Write {
+                    notification: Some((4, 0)),
+                    ..
+                }
+            )
+        });
+        let close = out.iter().position(|o| *o == Output::Close { conn: CONN });
         assert!(
             write.is_some() && close > write,
             "the NOTIFICATION, then the close: {out:?}"
@@ -255,11 +259,7 @@ fn a_desired_table_change_sends_one_update() {
 #[test]
 fn restart_bit_set_when_started_as_restarted_until_end_of_rib() {
     let restart_bit = |open: &Open| {
-        open.graceful_restart()
-            .expect("the GR capability")
-            .flags
-            & GrCap::RESTART_STATE
-            != 0
+        open.graceful_restart().expect("the GR capability").flags & GrCap::RESTART_STATE != 0
     };
     let t0 = Instant::now();
     let (_, not_restarted) = spec(false);
@@ -315,5 +315,5 @@ fn restart_bit_set_when_started_as_restarted_until_end_of_rib() {
     let [Message::Open(open)] = messages.as_slice() else {
         panic!("one OPEN: {messages:?}");
     };
-    assert!(!restart_bit(&open), "R bit on a later connection");
+    assert!(!restart_bit(open), "R bit on a later connection");
 }
