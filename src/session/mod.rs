@@ -1,11 +1,25 @@
-//! The session driver: one tokio task per peer around the sans-IO FSM of
-//! `bgp_proto::fsm`. It owns the sockets and the timers, feeds bytes and
-//! instants to the FSM and carries out what it asks, and feeds the peer's
-//! speaker ([`crate::speaker::PeerSpeaker`], sans IO as well: the
-//! Adj-RIB-Out, MRAI, End-of-RIB and route refresh) the desired table the
-//! daemon publishes, handing what it outputs to the FSM to send.
+//! One peer's BGP session: a sans-IO core and the tokio driver around it.
+//!
+//! [`PeerSession`] (`peer_session.rs`) makes every protocol decision: it
+//! owns the FSM of `bgp_proto::fsm`, the peer's speaker
+//! ([`crate::speaker::PeerSpeaker`]: the Adj-RIB-Out, MRAI, End-of-RIB and
+//! route refresh) and the graceful-restart R bit; bytes, connection events,
+//! the desired table, the daemon's commands, BFD's state and instants go
+//! in as values, and what to write, which connection to open or close,
+//! the status view and its next deadline come out. It logs through
+//! `tracing`, and asks the node's interface addresses of a function it is
+//! given; it touches no socket, task or clock.
+//!
+//! The driver here (one tokio task per peer, [`spawn`]) owns the IO and
+//! decides nothing about BGP: the connection attempt, each connection's
+//! reader and writer tasks with their bounded queues (the GTSM and TTL
+//! checks of an accepted connection, the RFC 9687 SendHoldTime of its
+//! writes, the linger after a close), the one timer — at the session's
+//! next deadline —, the channels from the daemon, and the status view it
+//! publishes after each input.
 
 mod deadline;
+mod peer_session;
 pub mod socket;
 mod spec;
 
@@ -15,19 +29,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bgp_proto::consts::notify::cease;
-use bgp_proto::fsm::{self, Action, ConnId, Direction, Event, Negotiated, Session, State};
-use bgp_proto::{Family, Message, Notification};
+use bgp_proto::Notification;
+use bgp_proto::fsm::{self, ConnId, Direction, Negotiated, State};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, warn};
 
 use crate::bfd::driver::BfdStatus;
-use crate::logging::{self, DownLog, DownVerdict, Kind};
+use crate::logging::{self, Kind};
 pub use crate::speaker::pick_next_hops;
-use crate::speaker::{Budget, EncodeParams, NextHops, Output, PeerSpeaker, PeerTable, SessionUp};
+use crate::speaker::{NextHops, PeerTable};
+pub use peer_session::{Input, InterfaceAddresses, Output, PeerSession};
 pub use spec::{Interface, PeerSpec, socket_options};
 
 pub use crate::speaker::OUTPUT_LIMIT;
@@ -86,14 +100,6 @@ impl StopHow {
     }
 }
 
-/// A session end we cause ourselves.
-enum Stopping {
-    /// The daemon asked (shutdown, reload): it logs that itself.
-    Planned,
-    /// BFD went down (its diagnostic).
-    Bfd(String),
-}
-
 enum Command {
     Incoming(TcpStream),
     /// The restart is over (its time passed): later OPENs go without R.
@@ -109,8 +115,8 @@ enum Io {
     ConnectFailed(String),
     Read(ConnId, Vec<u8>),
     Closed(ConnId, String),
-    /// A write completed: output held back may go now.
-    Written,
+    /// A write completed on the connection: output held back may go now.
+    Written(ConnId),
     /// No write progress for the SendHoldTime (RFC 9687).
     SendStalled(ConnId),
 }
@@ -194,22 +200,13 @@ pub fn spawn(
     bfd: Option<watch::Receiver<BfdStatus>>,
 ) -> PeerHandle {
     let (cmd_tx, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
-    let now = Instant::now();
-    let runtime = Arc::new(Mutex::new(PeerRuntime {
-        state: State::Idle,
-        state_since: now,
-        established_since: None,
-        down_since: None,
-        stats: fsm::Stats::default(),
-        last_error: None,
-        negotiated: None,
-        local_address: None,
-        advertised: Arc::default(),
-        advertised_counts: (0, 0),
-        end_of_rib_sent: false,
-        restarting: spec.restarting,
-    }));
-    let mut driver = Driver::new(spec.clone(), table, routes_ready, runtime.clone());
+    let session = PeerSession::new(
+        spec.clone(),
+        Instant::now(),
+        Box::new(|| holdfast_sockopt::interface_addresses().unwrap_or_default()),
+    );
+    let runtime = Arc::new(Mutex::new(session.status().clone()));
+    let mut driver = Driver::new(spec.clone(), session, table, routes_ready, runtime.clone());
     driver.bfd = bfd;
     let task = tokio::spawn(driver.run(cmd_rx));
     PeerHandle {
@@ -222,14 +219,13 @@ pub fn spawn(
 
 struct ConnIo {
     /// Whole messages to write. Unbounded as a channel, bounded in bytes:
-    /// bulk output is produced only while `queue.queued()` is under
-    /// [`OUTPUT_LIMIT`].
+    /// the session produces bulk output only while what it queued and
+    /// the socket has not taken yet is under [`OUTPUT_LIMIT`].
     writer: mpsc::UnboundedSender<Queued>,
     queue: Arc<OutQueue>,
     /// Dropped when the session lets the connection go: its reader then
     /// stops handing octets to the session and lingers ([`read_loop`]).
     _release: oneshot::Sender<()>,
-    local: SocketAddr,
     flushed: Option<oneshot::Receiver<()>>,
 }
 
@@ -237,11 +233,10 @@ struct ConnIo {
 /// of a NOTIFICATION (counted once it is written).
 type Queued = (Vec<u8>, Option<(u8, u8)>);
 
-/// What a connection's writer has been given and has written, in octets.
+/// What a connection's writer has written, in octets, and how long it
+/// may wait for the socket.
 #[derive(Default)]
 struct OutQueue {
-    /// Queued by the session (counted when sent into the channel).
-    enqueued: AtomicU64,
     /// Written to the socket.
     written: AtomicU64,
     /// The RFC 9687 SendHoldTime in milliseconds (0 until the session
@@ -280,22 +275,14 @@ fn count_written(written: &Written, runtime: &Mutex<PeerRuntime>, code: u8, subc
         .notifications_sent = list;
 }
 
-/// The established session, as the driver needs it.
-struct Up {
-    negotiated: Negotiated,
-}
-
+/// The IO around one [`PeerSession`]: its connections (reader and writer
+/// tasks), the connection attempt, the timer, the channels from the
+/// daemon, and the status view it publishes.
 struct Driver {
     spec: PeerSpec,
+    session: PeerSession,
     /// The peer's BFD session, when it has one.
     bfd: Option<watch::Receiver<BfdStatus>>,
-    /// ManualStart given (and not stopped by BFD since).
-    started: bool,
-    /// BFD was Up at its last change.
-    bfd_was_up: bool,
-    fsm: Session,
-    /// What the peer is sent: Adj-RIB-Out, MRAI, End-of-RIB, route refresh.
-    speaker: PeerSpeaker,
     table: watch::Receiver<Arc<PeerTable>>,
     /// The daemon's table is complete: End-of-RIB may go out.
     routes_ready: watch::Receiver<bool>,
@@ -305,14 +292,6 @@ struct Driver {
     conns: HashMap<ConnId, ConnIo>,
     next_conn: u64,
     connecting: Option<JoinHandle<()>>,
-    /// Failures while the session is not up: the first is logged, then a
-    /// summary every few minutes, so that a peer that stays unreachable
-    /// does not fill the log every ConnectRetryTime.
-    down_log: DownLog,
-    /// Why the next Down happens, when we bring it about (the FSM only
-    /// sees a ManualStop).
-    stopping: Option<Stopping>,
-    up: Option<Up>,
     /// NOTIFICATIONs written, shared with the writers.
     written: Written,
 }
@@ -320,18 +299,16 @@ struct Driver {
 impl Driver {
     fn new(
         spec: PeerSpec,
+        session: PeerSession,
         table: watch::Receiver<Arc<PeerTable>>,
         routes_ready: watch::Receiver<bool>,
         runtime: Arc<Mutex<PeerRuntime>>,
     ) -> Self {
         let (io_tx, io_rx) = mpsc::channel(READ_QUEUE * 2);
         Driver {
-            fsm: Session::new(spec.fsm_config()),
-            speaker: PeerSpeaker::new(spec.peer.min_route_advertisement_interval),
             spec,
+            session,
             bfd: None,
-            started: false,
-            bfd_was_up: false,
             table,
             routes_ready,
             runtime,
@@ -340,9 +317,6 @@ impl Driver {
             conns: HashMap::new(),
             next_conn: 1,
             connecting: None,
-            down_log: DownLog::new(crate::logging::DOWN_SUMMARY_EVERY),
-            stopping: None,
-            up: None,
             written: Written::default(),
         }
     }
@@ -352,29 +326,18 @@ impl Driver {
     }
 
     async fn run(mut self, mut cmds: mpsc::Receiver<Command>) {
-        info!(peer = %self.name(), address = %self.spec.display_address(), asn = %self.spec.peer.asn, "session starting");
-        // BGP starts at once; BFD, once it has been up, decides from then
-        // on (RFC 5882 §4.3). Waiting for BFD before the first session
-        // would deadlock with routers that start BFD only for established
-        // BGP sessions — FRR does for multihop peers, whose local address
-        // it learns from the TCP connection.
-        self.bfd_was_up = self
+        let bfd_up = self
             .bfd
             .as_ref()
             .is_some_and(|b| b.borrow().state == crate::bfd::packet::State::Up);
-        self.event(Event::ManualStart);
-        self.started = true;
+        self.step(Input::Start { bfd_up });
         let mut timer = deadline::Deadline::new();
         loop {
-            let deadline = [self.fsm.next_deadline(), self.speaker.next_deadline()]
-                .into_iter()
-                .flatten()
-                .min();
-            let sleep = timer.until(deadline);
+            let sleep = timer.until(self.session.next_deadline());
             tokio::select! {
                 cmd = cmds.recv() => match cmd {
                     Some(Command::Incoming(stream)) => self.incoming(stream),
-                    Some(Command::EndRestart) => self.end_restart(),
+                    Some(Command::EndRestart) => self.step(Input::EndRestart),
                     Some(Command::Stop { how, done }) => {
                         self.stop(how).await;
                         let _ = done.send(());
@@ -387,61 +350,91 @@ impl Driver {
                     if changed.is_err() {
                         return;
                     }
-                    self.speaker.set_table(self.table.borrow_and_update().clone());
+                    let table = self.table.borrow_and_update().clone();
+                    self.step(Input::Table(table));
                 }
-                Ok(()) = self.routes_ready.changed(), if self.speaker.end_of_rib_pending() => {}
+                Ok(()) = self.routes_ready.changed(), if self.session.end_of_rib_pending() => {
+                    let ready = *self.routes_ready.borrow_and_update();
+                    self.step(Input::RoutesReady(ready));
+                }
                 Some(changed) = async { match self.bfd.as_mut() { Some(b) => Some(b.changed().await), None => None } }, if self.bfd.is_some() => {
                     if changed.is_err() {
                         self.bfd = None;
                     }
-                    self.follow_bfd();
+                    // No BFD any more counts as up.
+                    let (up, diag) = match &self.bfd {
+                        Some(b) => {
+                            let s = b.borrow();
+                            (s.state == crate::bfd::packet::State::Up, s.diag.as_str().to_owned())
+                        }
+                        None => (true, "gone".to_owned()),
+                    };
+                    self.step(Input::Bfd { up, diag });
                 }
-                () = sleep => self.event(Event::Tick),
+                () = sleep => self.step(Input::Timer),
             }
-            self.poll_speaker();
         }
     }
 
-    /// No BFD, or BFD Up.
-    fn bfd_up(&self) -> bool {
-        self.bfd
-            .as_ref()
-            .is_none_or(|b| b.borrow().state == crate::bfd::packet::State::Up)
-    }
-
-    /// BFD going down (from Up) tears the session down at once with
-    /// Cease/BFD Down (RFC 9384), and BGP does not come back until BFD is up
-    /// again (RFC 5882 §4.3).
-    fn follow_bfd(&mut self) {
-        let up = self.bfd_up();
-        let was_up = std::mem::replace(&mut self.bfd_was_up, up);
-        if up && !self.started {
-            info!(peer = %self.name(), "BFD is up again: starting the BGP session");
-            self.started = true;
-            self.event(Event::ManualStart);
-        } else if !up && was_up && self.started {
-            let diag = self
-                .bfd
-                .as_ref()
-                .map(|b| b.borrow().diag.as_str())
-                .unwrap_or("gone");
-            self.started = false;
-            self.stopping = Some(Stopping::Bfd(diag.to_owned()));
-            let n = Notification::cease(cease::BFD_DOWN);
-            self.event(Event::ManualStop {
-                notification: Some(n),
-            });
-            if let Some(Stopping::Bfd(_)) = self.stopping.take() {
-                // Not Established: no Down line said it.
-                warn!(peer = %self.name(), address = %self.spec.address, %diag, "BFD went down: BGP waits for it");
-            }
-            self.set_error(format!("BFD down ({diag}): waiting for BFD to come back"));
+    /// Hands the session one input (after the latest table, whether it is
+    /// complete, and how far each connection's writer has got), carries
+    /// out what it asks, and publishes its status.
+    fn step(&mut self, input: Input) {
+        if self.table.has_changed().unwrap_or(false) {
+            self.session
+                .set_table(self.table.borrow_and_update().clone());
         }
+        self.session.set_routes_ready(*self.routes_ready.borrow());
+        for (&id, c) in &self.conns {
+            self.session
+                .set_written(id, c.queue.written.load(Ordering::Relaxed));
+        }
+        let out = self.session.handle(Instant::now(), input);
+        for o in out {
+            match o {
+                Output::Connect => self.connect(),
+                Output::AbortConnect => {
+                    if let Some(h) = self.connecting.take() {
+                        h.abort();
+                    }
+                }
+                Output::Write {
+                    conn,
+                    bytes,
+                    notification,
+                } => {
+                    if let Some(c) = self.conns.get(&conn) {
+                        let _ = c.writer.send((bytes, notification));
+                    }
+                }
+                // Dropping the writer's sender flushes what is queued and
+                // shuts the socket's sending side down; the reader lingers.
+                Output::Close { conn } => {
+                    self.conns.remove(&conn);
+                }
+                Output::SendHoldTime { conn, time } => {
+                    if let Some(c) = self.conns.get(&conn) {
+                        c.queue
+                            .send_hold_ms
+                            .store(time.as_millis() as u64, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        self.publish();
     }
 
-    fn event(&mut self, e: Event) {
-        let actions = self.fsm.handle(Instant::now(), e);
-        self.actions(actions);
+    /// The session's status, with the NOTIFICATIONs counted as the writers
+    /// counted them: those written.
+    fn publish(&self) {
+        let written = self
+            .written
+            .lock()
+            .expect("written notifications lock")
+            .clone();
+        let mut rt = self.runtime.lock().expect("peer runtime lock");
+        *rt = self.session.status().clone();
+        rt.stats.notifications_sent = written;
     }
 
     fn incoming(&mut self, stream: TcpStream) {
@@ -460,16 +453,17 @@ impl Driver {
             }
             return;
         }
-        let id = self.register(stream);
-        debug!(peer = %self.name(), conn = id.0, "connection from {peer}");
-        self.event(Event::TcpConnected {
-            conn: id,
+        let (conn, local) = self.register(stream);
+        debug!(peer = %self.name(), conn = conn.0, "connection from {peer}");
+        self.step(Input::Connected {
+            conn,
             direction: Direction::Incoming,
+            local,
         });
     }
 
     /// Starts the reader and writer tasks of a connection.
-    fn register(&mut self, stream: TcpStream) -> ConnId {
+    fn register(&mut self, stream: TcpStream) -> (ConnId, SocketAddr) {
         let id = ConnId(self.next_conn);
         self.next_conn += 1;
         let local = stream
@@ -499,11 +493,10 @@ impl Driver {
                 writer: wtx,
                 queue,
                 _release: release,
-                local,
                 flushed: Some(flushed_rx),
             },
         );
-        id
+        (id, local)
     }
 
     fn io(&mut self, io: Io) {
@@ -514,255 +507,28 @@ impl Driver {
                     .peer_addr()
                     .map(|a| a.to_string())
                     .unwrap_or_default();
-                let id = self.register(stream);
-                debug!(peer = %self.name(), conn = id.0, "connected to {to}");
-                self.event(Event::TcpConnected {
-                    conn: id,
+                let (conn, local) = self.register(stream);
+                debug!(peer = %self.name(), conn = conn.0, "connected to {to}");
+                self.step(Input::Connected {
+                    conn,
                     direction: Direction::Outgoing,
+                    local,
                 });
             }
             Io::ConnectFailed(why) => {
                 self.connecting = None;
-                self.connect_failed(why);
-                self.event(Event::TcpConnectFailed);
+                self.step(Input::ConnectFailed(why));
             }
-            Io::Read(conn, bytes) => {
-                if self.conns.contains_key(&conn) {
-                    self.event(Event::Data { conn, bytes });
-                }
+            Io::Read(conn, bytes) => self.step(Input::Data { conn, bytes }),
+            Io::Written(conn) => {
+                let total = self
+                    .conns
+                    .get(&conn)
+                    .map_or(0, |c| c.queue.written.load(Ordering::Relaxed));
+                self.step(Input::Written { conn, total });
             }
-            Io::Written => {}
-            Io::SendStalled(conn) => {
-                if self.conns.contains_key(&conn) {
-                    self.set_error("the peer stopped reading (send hold timer expired)".into());
-                    self.event(Event::SendHoldTimerExpired { conn });
-                }
-            }
-            Io::Closed(conn, why) => {
-                if self.conns.contains_key(&conn) {
-                    debug!(peer = %self.name(), conn = conn.0, "connection closed: {why}");
-                    self.close(conn);
-                    if self.fsm.state() >= State::OpenSent {
-                        self.set_error(format!("TCP connection lost: {why}"));
-                    }
-                    self.event(Event::TcpClosed { conn });
-                }
-            }
-        }
-    }
-
-    /// Queues one whole message for the connection's writer; a
-    /// NOTIFICATION's code and subcode go beside it, to be counted once
-    /// written.
-    fn write(&self, conn: ConnId, bytes: Vec<u8>, notification: Option<(u8, u8)>) {
-        if let Some(c) = self.conns.get(&conn) {
-            let len = bytes.len() as u64;
-            if c.writer.send((bytes, notification)).is_ok() {
-                c.queue.enqueued.fetch_add(len, Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn close(&mut self, conn: ConnId) {
-        // Dropping the writer's sender flushes what is queued and shuts
-        // the socket's sending side down; the reader lingers.
-        self.conns.remove(&conn);
-    }
-
-    /// An outgoing connection attempt failed: say why in the status, and
-    /// in the log when the reason is new (a router that stays unreachable
-    /// would otherwise fill the log every ConnectRetryTime).
-    fn connect_failed(&mut self, why: String) {
-        let why = format!("connect: {why}");
-        self.failure(&why);
-        self.set_error(why);
-    }
-
-    /// A failure while the session is not up (a connection attempt, an
-    /// OPEN refused): the first of a run is logged, then a summary every
-    /// few minutes while the peer stays down.
-    fn failure(&mut self, why: &str) {
-        let address = self.spec.address;
-        match self.down_log.failure(Instant::now()) {
-            DownVerdict::First => warn!(
-                peer = %self.name(),
-                %address,
-                error = why,
-                "session not established; retrying (repeats are summarised every {})",
-                logging::duration(logging::DOWN_SUMMARY_EVERY)
-            ),
-            DownVerdict::Summary { failures, since } => warn!(
-                peer = %self.name(),
-                %address,
-                failures,
-                last_error = why,
-                "peer still down: {failures} failed attempts in {}",
-                logging::duration(Duration::from_secs(since.elapsed().as_secs()))
-            ),
-            DownVerdict::Quiet => debug!(peer = %self.name(), error = why, "peer still down"),
-        }
-    }
-
-    fn set_error(&self, e: String) {
-        self.runtime.lock().expect("peer runtime lock").last_error = Some(e);
-    }
-
-    fn actions(&mut self, actions: Vec<Action>) {
-        // A NOTIFICATION that ends an Established session is said in its
-        // Down line.
-        let ends_session = actions.iter().any(|a| matches!(a, Action::Down { .. }));
-        for a in actions {
-            match a {
-                Action::Connect => self.connect(),
-                Action::AbortConnect => {
-                    if let Some(h) = self.connecting.take() {
-                        h.abort();
-                        // Still trying (Connect or Active, not stopping or
-                        // gone Idle): the ConnectRetryTimer expired with the
-                        // attempt unanswered (RFC 4271 §8.2.2, Connect state,
-                        // Event 9). No error ever reaches us then — a
-                        // mis-signed (MD5) or low-TTL (GTSM) SYN is dropped
-                        // silently — so this is the only place to say so.
-                        if matches!(self.fsm.state(), State::Connect | State::Active) {
-                            let why = socket::no_answer(
-                                self.spec.socket_addr(),
-                                self.spec.peer.connect_retry,
-                                &self.spec.socket_options(),
-                            );
-                            self.connect_failed(why);
-                        }
-                    }
-                }
-                // The FSM's own messages are encoded here, at the edge.
-                Action::Send { conn, message, ctx } => match message.encode(&ctx) {
-                    Ok(bytes) => {
-                        let notification = match &message {
-                            Message::Notification(n) => Some((n.code, n.subcode)),
-                            _ => None,
-                        };
-                        self.write(conn, bytes, notification);
-                    }
-                    // The FSM cuts a NOTIFICATION to fit, and an OPEN or
-                    // KEEPALIVE fits 4096 octets: this cannot happen, and
-                    // is not papered over if it does.
-                    Err(e) => error!(peer = %self.name(), "{} not sent: {e}", message.name()),
-                },
-                Action::SendEncoded { conn, bytes } => self.write(conn, bytes, None),
-                Action::Close { conn } => self.close(conn),
-                Action::StateChange { from, to, reason } => self.state_changed(from, to, &reason),
-                Action::Up { conn, negotiated } => self.session_up(conn, *negotiated),
-                Action::Down { reason } => self.session_down(&reason),
-                Action::NotificationSent { conn, notification } => {
-                    let what = format!("sent NOTIFICATION: {}", notification.describe());
-                    self.notification_line(Some(conn), ends_session, &notification, &what);
-                }
-                Action::NotificationReceived { notification } => {
-                    let what = format!("received NOTIFICATION: {}", notification.describe());
-                    self.notification_line(None, ends_session, &notification, &what);
-                    self.set_error(format!("received NOTIFICATION {}", notification.describe()));
-                }
-                Action::UpdateReceived(u) => {
-                    if let Some(action) = u.action
-                        && let Some(note) = logging::allow(Kind::MalformedUpdate, self.name())
-                    {
-                        warn!(
-                            peer = %self.name(),
-                            %action,
-                            errors = u.errors.join("; ").as_str(),
-                            "malformed UPDATE from the peer (RFC 7606){note}"
-                        );
-                    }
-                }
-                Action::RouteRefresh { family, enhanced } => {
-                    let out = self.speaker.route_refresh(family, enhanced, self.budget());
-                    self.speaker_output(out);
-                }
-            }
-        }
-        // What the FSM counted, but NOTIFICATIONs as the writers counted
-        // them: those written.
-        let written = self
-            .written
-            .lock()
-            .expect("written notifications lock")
-            .clone();
-        let mut rt = self.runtime.lock().expect("peer runtime lock");
-        rt.stats = self.fsm.stats().clone();
-        rt.stats.notifications_sent = written;
-    }
-
-    /// The FSM moved between states: the status view follows.
-    fn state_changed(&mut self, from: State, to: State, reason: &fsm::Reason) {
-        // The steps are detail: the Up and Down lines are
-        // what an operator reads.
-        debug!(peer = %self.name(), %from, %to, %reason, "state change");
-        let mut rt = self.runtime.lock().expect("peer runtime lock");
-        rt.state = to;
-        rt.state_since = Instant::now();
-        rt.established_since = self.fsm.established_since();
-        if from == State::Established {
-            rt.down_since = Some(rt.state_since);
-        }
-        if to == State::Established {
-            rt.last_error = None;
-        }
-    }
-
-    /// The session left Established: said in one line (why, when we
-    /// brought it about), and nothing is advertised any more.
-    fn session_down(&mut self, reason: &fsm::Reason) {
-        let address = self.spec.address;
-        match self.stopping.take() {
-            Some(Stopping::Planned) => {
-                debug!(peer = %self.name(), %address, "session Down: stopped")
-            }
-            Some(Stopping::Bfd(diag)) => warn!(
-                peer = %self.name(),
-                %address,
-                reason = format!("BFD down ({diag})").as_str(),
-                "session Down"
-            ),
-            None => warn!(
-                peer = %self.name(),
-                %address,
-                reason = reason.to_string().as_str(),
-                "session Down"
-            ),
-        }
-        self.up = None;
-        self.speaker.down();
-        let mut rt = self.runtime.lock().expect("peer runtime lock");
-        rt.last_error = Some(reason.to_string());
-        rt.negotiated = None;
-        rt.advertised = Arc::default();
-        rt.advertised_counts = (0, 0);
-        rt.end_of_rib_sent = false;
-    }
-
-    /// A NOTIFICATION sent or received: said by the Down line when it ends
-    /// the session; a failure to reach the session when it is not up; and
-    /// otherwise a line of its own, limited like anything a peer can
-    /// repeat. Collision resolution (RFC 4271 §6.8) closing the second of
-    /// two connections is routine: debug only.
-    /// `conn`: the connection a NOTIFICATION we sent went out on (which of
-    /// two a collision closed is in the debug line).
-    fn notification_line(
-        &mut self,
-        conn: Option<ConnId>,
-        ends_session: bool,
-        n: &Notification,
-        what: &str,
-    ) {
-        let collision = n.code == bgp_proto::consts::notify::CEASE
-            && n.subcode == cease::CONNECTION_COLLISION_RESOLUTION;
-        if ends_session || collision {
-            debug!(peer = %self.name(), conn = conn.map(|c| c.0), "{what}");
-        } else if self.up.is_none() {
-            if self.stopping.is_none() {
-                self.failure(what);
-            }
-        } else if let Some(note) = logging::allow(Kind::Notification, self.name()) {
-            info!(peer = %self.name(), "{what}{note}");
+            Io::SendStalled(conn) => self.step(Input::SendStalled { conn }),
+            Io::Closed(conn, why) => self.step(Input::Closed { conn, why }),
         }
     }
 
@@ -783,188 +549,15 @@ impl Driver {
         }));
     }
 
-    fn session_up(&mut self, conn: ConnId, negotiated: Negotiated) {
-        let local = self.conns.get(&conn).map(|c| c.local);
-        let mut next_hops = local
-            .map(|l| {
-                next_hops(
-                    l.ip(),
-                    self.spec.address,
-                    self.spec.interface.as_ref().map(|i| i.name.as_str()),
-                )
-            })
-            .unwrap_or_default();
-        next_hops.ipv4_via_ipv6 = negotiated.ipv4_over_ipv6_next_hop;
-        let configured = self.spec.families();
-        let families: Vec<Family> = negotiated
-            .families
-            .iter()
-            .copied()
-            .filter(|f| configured.contains(f))
-            .collect();
-        let failures = self.down_log.up();
-        info!(
-            peer = %self.name(),
-            address = %self.spec.address,
-            hold_time = negotiated.hold_time,
-            families = %families.iter().map(|f| f.name()).collect::<Vec<_>>().join(","),
-            peer_hostname = negotiated.peer_hostname.as_deref().map(tracing::field::display),
-            failed_attempts = (failures > 0).then_some(failures),
-            "session Up"
-        );
-        let params = EncodeParams {
-            local_asn: self.spec.local_asn,
-            // RFC 4271 §5.1.2, §5.1.5: internal or external as the peer's
-            // OPEN turned out ("external" / "internal" peers are only
-            // known then).
-            ibgp: !negotiated.is_external(),
-            ctx: negotiated.tx,
-            next_hops,
-        };
-        if let Some(c) = self.conns.get(&conn) {
-            let ms = send_hold_time(negotiated.hold_time).as_millis() as u64;
-            c.queue.send_hold_ms.store(ms, Ordering::Relaxed);
-        }
-        {
-            let mut rt = self.runtime.lock().expect("peer runtime lock");
-            rt.negotiated = Some(negotiated.clone());
-            rt.local_address = local;
-            rt.end_of_rib_sent = false;
-        }
-        self.up = Some(Up { negotiated });
-        self.follow_table();
-        let out = self.speaker.up(
-            Instant::now(),
-            SessionUp { params, families },
-            self.budget(),
-        );
-        self.speaker_output(out);
-    }
-
-    /// The desired table, if the daemon published a new one, and whether
-    /// it is complete.
-    fn follow_table(&mut self) {
-        if self.table.has_changed().unwrap_or(false) {
-            self.speaker
-                .set_table(self.table.borrow_and_update().clone());
-        }
-        self.speaker.set_routes_ready(*self.routes_ready.borrow());
-    }
-
-    /// What the speaker may send now (held back changes whose MRAI
-    /// expired, End-of-RIB once the table is complete, ROUTE-REFRESH
-    /// answers that waited for room).
-    fn poll_speaker(&mut self) {
-        self.follow_table();
-        let out = self.speaker.poll(Instant::now(), self.budget());
-        self.speaker_output(out);
-    }
-
-    /// Hands the speaker's messages to the FSM, in order, and says what
-    /// they were.
-    fn speaker_output(&mut self, out: Vec<Output>) {
-        for o in out {
-            match &o {
-                Output::Updates {
-                    messages,
-                    announced,
-                    withdrawn,
-                    unsendable,
-                } => {
-                    if let Some(first) = unsendable.first() {
-                        warn!(peer = %self.name(), count = unsendable.len(), %first, "routes not sent: no next hop of their family on this session");
-                    }
-                    debug!(peer = %self.name(), announced, withdrawn, messages = messages.len(), "UPDATEs");
-                }
-                Output::EndOfRib { .. } => debug!(peer = %self.name(), "End-of-RIB"),
-                Output::EndOfRibWaits => {
-                    info!(peer = %self.name(), "End-of-RIB waits for the source's first complete view");
-                    continue;
-                }
-                Output::Refresh {
-                    family, enhanced, ..
-                } => {
-                    if let Some(note) = logging::allow(Kind::RouteRefresh, self.name()) {
-                        info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH{note}");
-                    }
-                }
-            }
-            let eor = matches!(o, Output::EndOfRib { .. });
-            self.event(Event::SendUpdates(o.into_messages()));
-            if eor {
-                self.runtime
-                    .lock()
-                    .expect("peer runtime lock")
-                    .end_of_rib_sent = true;
-                // RFC 4724 §4.1: the restart is over for this peer once it
-                // has our End-of-RIB; later OPENs go without R.
-                self.end_restart();
-            }
-        }
-        self.publish_rib();
-    }
-
-    fn end_restart(&mut self) {
-        if self.spec.restarting {
-            self.spec.restarting = false;
-            self.fsm.set_capabilities(self.spec.capabilities());
-            self.runtime.lock().expect("peer runtime lock").restarting = false;
-        }
-    }
-
-    fn publish_rib(&self) {
-        let mut rt = self.runtime.lock().expect("peer runtime lock");
-        rt.advertised = self.speaker.advertised();
-        rt.advertised_counts = self.speaker.advertised_counts();
-    }
-
-    /// How far the established connection's output has got.
-    fn budget(&self) -> Budget {
-        self.fsm
-            .established()
-            .and_then(|(conn, _)| self.conns.get(&conn))
-            .map_or_else(Budget::default, |c| Budget {
-                enqueued: c.queue.enqueued.load(Ordering::Relaxed),
-                written: c.queue.written.load(Ordering::Relaxed),
-            })
-    }
-
+    /// Ends the session as `how` says, then waits (at most 2 s for each)
+    /// until the connections it had have written what was queued.
     async fn stop(&mut self, how: StopHow) {
-        let notification = match &how {
-            StopHow::Graceful => None,
-            StopHow::Withdraw(message) => {
-                // Withdraw everything first, then say why we leave.
-                if let Some(messages) = self.speaker.withdraw_all() {
-                    if !messages.is_empty() {
-                        self.event(Event::SendUpdates(messages));
-                    }
-                    self.publish_rib();
-                }
-                Some(shutdown_notification(
-                    self.up.as_ref().map(|u| &u.negotiated),
-                    cease::ADMINISTRATIVE_SHUTDOWN,
-                    message,
-                ))
-            }
-            // The peer is gone from the config (or moved): its routes must
-            // go too — a hard reset under RFC 8538.
-            StopHow::Deconfigured => Some(hard_reset(
-                self.up.as_ref().map(|u| &u.negotiated),
-                Notification::cease(cease::PEER_DECONFIGURED),
-            )),
-            // Its settings changed: reconnect at once; with the N bit the
-            // router keeps our routes as stale meanwhile (RFC 8538 §3), so
-            // the reset costs the datapath nothing.
-            StopHow::Reconfigured => Some(Notification::cease(cease::OTHER_CONFIGURATION_CHANGE)),
-        };
-        debug!(peer = %self.name(), how = how.describe(), "stopping session");
-        self.stopping = Some(Stopping::Planned);
         let flushes: Vec<oneshot::Receiver<()>> = self
             .conns
             .values_mut()
             .filter_map(|c| c.flushed.take())
             .collect();
-        self.event(Event::ManualStop { notification });
+        self.step(Input::Stop(how));
         if let Some(h) = self.connecting.take() {
             h.abort();
         }
@@ -1079,7 +672,7 @@ async fn write_loop(
                 for &(code, subcode) in &notifications {
                     count_written(&written, &runtime, code, subcode);
                 }
-                let _ = io.try_send(Io::Written);
+                let _ = io.try_send(Io::Written(id));
             }
             Ok(Err(e)) => {
                 let _ = io.send(Io::Closed(id, e.to_string())).await;

@@ -7,8 +7,10 @@ use std::path::Path;
 
 use bgp_proto::Context;
 use bgp_proto::capability::GracefulRestart as GrCap;
+use bgp_proto::consts::notify::cease;
 use bgp_proto::message::check_header;
 use bgp_proto::open::Open;
+use bgp_proto::{Family, Message};
 use tokio::net::TcpListener;
 
 use super::*;
