@@ -189,6 +189,41 @@ fn generate(seed: u64, n: usize) -> Vec<Ev> {
         .collect()
 }
 
+/// What the runs went through, to see that the events reach the paths
+/// the invariants guard.
+#[derive(Clone, Copy, Debug, Default)]
+struct Coverage {
+    sessions: u64,
+    end_of_ribs: u64,
+    announced: u64,
+    withdrawn: u64,
+    /// Connections lost with the routes kept as stale (RFC 4724 §4.2).
+    stale_kept: u64,
+    /// Stale routes dropped by End-of-RIB, or when the restart time ran out.
+    stale_swept: u64,
+    stale_expired: u64,
+    /// Steps of the routes core that ended with the guard holding
+    /// withdrawals back.
+    guard_steps: u64,
+    /// Withdrawals written while the source was unhealthy (failed probes,
+    /// drains).
+    unhealthy_withdrawals: u64,
+}
+
+impl Coverage {
+    fn add(&mut self, o: &Coverage) {
+        self.sessions += o.sessions;
+        self.end_of_ribs += o.end_of_ribs;
+        self.announced += o.announced;
+        self.withdrawn += o.withdrawn;
+        self.stale_kept += o.stale_kept;
+        self.stale_swept += o.stale_swept;
+        self.stale_expired += o.stale_expired;
+        self.guard_steps += o.guard_steps;
+        self.unhealthy_withdrawals += o.unhealthy_withdrawals;
+    }
+}
+
 // --- the network ---
 
 #[derive(Debug)]
@@ -263,6 +298,7 @@ struct Router {
     /// NLRI (announced or withdrawn) received per prefix.
     updates: BTreeMap<IpNet, u64>,
     establishments: u64,
+    coverage: Coverage,
 }
 
 impl Router {
@@ -283,6 +319,7 @@ impl Router {
             restarted: false,
             updates: BTreeMap::new(),
             establishments: 0,
+            coverage: Coverage::default(),
         }
     }
 
@@ -328,6 +365,7 @@ impl Router {
     fn drop_conn(&mut self, now: Duration, notification: bool) {
         match self.helped_restart_time().filter(|_| !notification) {
             Some(t) => {
+                self.coverage.stale_kept += 1;
                 for stale in self.rib.values_mut() {
                     *stale = true;
                 }
@@ -347,7 +385,9 @@ impl Router {
     }
 
     fn flush_stale(&mut self) {
+        let before = self.rib.len();
         self.rib.retain(|_, stale| !*stale);
+        self.coverage.stale_swept += (before - self.rib.len()) as u64;
         self.stale_until = None;
     }
 }
@@ -374,6 +414,16 @@ fn vip_ip(i: usize) -> IpAddr {
 
 fn vip_prefix(i: usize) -> IpNet {
     IpNet::from(vip_ip(i))
+}
+
+impl VipTruth {
+    /// The changes counted so far, and the withdrawal of a VIP absent
+    /// with no reason for the hold-down (which happens then or, paced by
+    /// the guard, later; never earlier).
+    fn bound(&self, now: Duration) -> u64 {
+        let withdrawn = matches!(self.gone, Some((at, Absence::Vanished)) if now >= at + HOLD_DOWN);
+        self.transitions + u64::from(withdrawn)
+    }
 }
 
 fn probed(i: usize) -> bool {
@@ -420,6 +470,7 @@ struct Sim {
     undrained_at: Option<Duration>,
     reappear: BTreeMap<(Duration, usize), ()>,
     checks: u64,
+    coverage: Coverage,
     violation: Option<String>,
     /// A digest of every octet written, for the replay check.
     digest: u64,
@@ -500,6 +551,7 @@ impl Sim {
             undrained_at: None,
             reappear: BTreeMap::new(),
             checks: 0,
+            coverage: Coverage::default(),
             violation: None,
             digest: 0xcbf2_9ce4_8422_2325,
         };
@@ -537,6 +589,10 @@ impl Sim {
             return;
         }
         let held = matches!(v.gone, Some((at, Absence::Vanished)) if now < at + HOLD_DOWN);
+        if matches!(v.gone, Some((_, Absence::Vanished))) && !held {
+            // Withdrawn while away, after the hold-down.
+            v.transitions += 1;
+        }
         if !(held && v.covered_since.is_some()) {
             // A probed VIP whose datapath fails is never advertised: its
             // fresh probe stays Unknown (RFC-free: the probe's rule).
@@ -579,9 +635,11 @@ impl Sim {
         }
         v.present = false;
         v.gone = Some((self.now, why));
-        // Withdrawn at once (or after the hold-down): either way one
-        // change, counted now as an upper bound.
-        v.transitions += 1;
+        // A definitive absence is withdrawn at once; one with no reason
+        // only once it outlasts the hold-down (see `bound`).
+        if why != Absence::Vanished {
+            v.transitions += 1;
+        }
         // A probed VIP whose probe fails is not advertised for this
         // absence (or held from an earlier one the model no longer knows).
         if why != Absence::Vanished || (probed(i) && v.probe_failing) {
@@ -631,6 +689,7 @@ impl Sim {
         f(&mut self.routes, at);
         let after: BTreeSet<IpNet> = {
             let st = self.stability.lock().unwrap();
+            self.coverage.guard_steps += u64::from(st.guard_view().is_some());
             st.advertised().map(|(p, _)| *p).collect()
         };
         // (5) The mass-withdrawal guard: one step withdraws at most
@@ -763,6 +822,7 @@ impl Sim {
         if !self.healthy {
             self.checks += 1;
             for n in u.withdrawals() {
+                self.coverage.unhealthy_withdrawals += 1;
                 let exempt =
                     self.drained || index_of(&n.prefix).is_some_and(|i| self.vips[i].probe_failing);
                 if !exempt {
@@ -832,6 +892,7 @@ impl Sim {
                     rt.phase = Phase::KeepaliveSeen;
                     rt.established_since = Some(now);
                     rt.establishments += 1;
+                    rt.coverage.sessions += 1;
                     rt.keepalive_at = Some(now + KEEPALIVE);
                     // RFC 4724 §4.2: the restart timer stops; stale routes
                     // wait for End-of-RIB.
@@ -851,6 +912,7 @@ impl Sim {
                         return self.fail(format!("(6) r{r}: a second End-of-RIB"));
                     }
                     rt.phase = Phase::EndOfRibSeen;
+                    rt.coverage.end_of_ribs += 1;
                     rt.flush_stale();
                     if let Some(table) = table
                         && table != rt.on_conn
@@ -863,11 +925,13 @@ impl Sim {
                     return;
                 }
                 for n in u.withdrawals() {
+                    rt.coverage.withdrawn += 1;
                     rt.rib.remove(&n.prefix);
                     rt.on_conn.remove(&n.prefix);
                     *rt.updates.entry(n.prefix).or_default() += 1;
                 }
                 for n in u.announced() {
+                    rt.coverage.announced += 1;
                     rt.rib.insert(n.prefix, false);
                     rt.on_conn.insert(n.prefix);
                     *rt.updates.entry(n.prefix).or_default() += 1;
@@ -888,6 +952,7 @@ impl Sim {
     fn router_timers(&mut self, r: usize) {
         let now = self.now;
         if self.routers[r].stale_until.is_some_and(|t| t <= now) {
+            self.routers[r].coverage.stale_expired += 1;
             self.routers[r].flush_stale();
         }
         if self.routers[r].keepalive_at.is_some_and(|t| t <= now) {
@@ -1210,7 +1275,7 @@ impl Sim {
             for (p, &n) in &rt.updates {
                 checks += 1;
                 if let Some(i) = index_of(p) {
-                    let bound = self.vips[i].transitions + rt.establishments;
+                    let bound = self.vips[i].bound(now) + rt.establishments;
                     if n > bound {
                         let v = self.vips[i].clone();
                         bad.push(format!(
@@ -1272,6 +1337,7 @@ fn holdfast_sockopt_addr() -> holdfast_sockopt::InterfaceAddress {
 /// The outcome of one run.
 struct Run {
     events: u64,
+    coverage: Coverage,
     checks: u64,
     digest: u64,
     /// The violation, and the index of the event after which it showed.
@@ -1282,6 +1348,7 @@ fn run(seed: u64, events: &[Ev]) -> Run {
     let mut done = 0u64;
     let mut checks = 0u64;
     let mut digest = 0;
+    let mut coverage = Coverage::default();
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut sim = Sim::new(seed);
         if let Some(v) = sim.violation.take() {
@@ -1293,6 +1360,10 @@ fn run(seed: u64, events: &[Ev]) -> Run {
             done += 1;
             checks = sim.checks;
             digest = sim.digest;
+            coverage = sim.coverage;
+            for rt in &sim.routers {
+                coverage.add(&rt.coverage);
+            }
             if let Some(v) = sim.violation.take() {
                 return Some((v, k));
             }
@@ -1312,6 +1383,7 @@ fn run(seed: u64, events: &[Ev]) -> Run {
     };
     Run {
         events: done,
+        coverage,
         checks,
         digest,
         violation,
@@ -1361,15 +1433,18 @@ fn simulation() {
     let per_seed = env("HOLDFAST_SIM_EVENTS").unwrap_or(2_000) as usize;
     let seeds: Vec<u64> = match env("HOLDFAST_SIM_SEED") {
         Some(s) => vec![s],
-        None => {
-            (0..env("HOLDFAST_SIM_SEEDS").unwrap_or(if cfg!(debug_assertions) { 20 } else { 600 }))
-                .collect()
-        }
+        None => (0..env("HOLDFAST_SIM_SEEDS").unwrap_or(if cfg!(debug_assertions) {
+            20
+        } else {
+            2_000
+        }))
+            .collect(),
     };
     let replay = seeds.len() == 1;
     let started = Instant::now();
     let (mut events, mut checks, mut violations) = (0u64, 0u64, 0u64);
     let mut report = String::new();
+    let mut coverage = Coverage::default();
     for &seed in &seeds {
         let list = generate(seed, per_seed);
         if replay {
@@ -1377,6 +1452,7 @@ fn simulation() {
         }
         let out = run(seed, &list);
         events += out.events;
+        coverage.add(&out.coverage);
         checks += out.checks;
         if let Some((msg, at)) = out.violation {
             violations += 1;
@@ -1404,5 +1480,6 @@ fn simulation() {
         seeds.len(),
         events as f64 / secs
     );
+    println!("{coverage:?}");
     assert_eq!(violations, 0, "{report}");
 }
