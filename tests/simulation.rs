@@ -1458,8 +1458,12 @@ fn simulation() {
             violations += 1;
             if violations <= 3 {
                 let shrunk = shrink(seed, &list, &msg, at);
+                let again = run(seed, &shrunk)
+                    .violation
+                    .map(|(m, _)| m)
+                    .unwrap_or_default();
                 let line = format!(
-                    "seed {seed}: {msg}\n  after event {at}; shrunk to {} events: {shrunk:?}\n",
+                    "seed {seed}: {msg}\n  after event {at}; shrunk to {} events: {shrunk:?}\n  which fail with: {again}\n",
                     shrunk.len()
                 );
                 eprint!("{line}");
