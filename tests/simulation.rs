@@ -290,6 +290,9 @@ struct Router {
     /// RFC 4724 §4.2: the stale routes go at this time unless the session
     /// is back by then.
     stale_until: Option<Duration>,
+    /// Helping the node's restart since the connection dropped at this
+    /// time, and the session had been up since then.
+    helping: Option<(Duration, Duration)>,
     keepalive_at: Option<Duration>,
     /// Restarting: connections refused until then.
     down_until: Duration,
@@ -314,6 +317,7 @@ impl Router {
             rib: BTreeMap::new(),
             on_conn: BTreeSet::new(),
             stale_until: None,
+            helping: None,
             keepalive_at: None,
             down_until: Duration::ZERO,
             restarted: false,
@@ -366,6 +370,7 @@ impl Router {
         match self.helped_restart_time().filter(|_| !notification) {
             Some(t) => {
                 self.coverage.stale_kept += 1;
+                self.helping = self.established_since.map(|up| (now, up));
                 for stale in self.rib.values_mut() {
                     *stale = true;
                 }
@@ -374,6 +379,7 @@ impl Router {
             None => {
                 self.rib.clear();
                 self.stale_until = None;
+                self.helping = None;
             }
         }
         self.conn = None;
@@ -388,6 +394,7 @@ impl Router {
         let before = self.rib.len();
         self.rib.retain(|_, stale| !*stale);
         self.coverage.stale_swept += (before - self.rib.len()) as u64;
+        self.helping = None;
         self.stale_until = None;
     }
 }
@@ -900,6 +907,7 @@ impl Sim {
                         rt.stale_until = Some(Duration::MAX);
                     }
                     rt.restarted = false;
+                    rt.helping = None;
                 }
             }
             Message::Update(u) => {
@@ -1234,6 +1242,34 @@ impl Sim {
             if rt.rib.len() > VIPS {
                 let n = rt.rib.len();
                 bad.push(format!("(7) r{r} holds {n} routes of {VIPS} VIPs"));
+            }
+            // (1') Graceful restart (RFC 4724 §4.2): while a helping router
+            // waits for the node's session to come back (within the restart
+            // time, before End-of-RIB), every VIP (1) required before the
+            // connection dropped is still in its table, as stale; so the
+            // node's OPEN offered graceful restart for the family with F.
+            if let Some((dropped, up_since)) = rt.helping
+                && dropped >= up_since + SETTLE
+                && !self.drained
+                && self.undrained_at.is_none_or(|t| dropped >= t + SETTLE)
+            {
+                for (i, v) in self.vips.iter().enumerate() {
+                    checks += 1;
+                    // Wanted when the connection dropped: present, or held
+                    // down then (what happened since does not matter).
+                    let held = match v.gone {
+                        None => v.present,
+                        Some((at, Absence::Vanished)) => at >= dropped || dropped < at + HOLD_DOWN,
+                        Some(_) => false,
+                    };
+                    let wanted = held && v.covered_since.is_some_and(|t| dropped >= t + SETTLE);
+                    let probe_ok = !probed(i) || !v.probe_failing;
+                    if wanted && probe_ok && !rt.rib.contains_key(&vip_prefix(i)) {
+                        let p = vip_prefix(i);
+                        bad.push(format!("(1') {p} not kept at r{r} during the node's restart: {v:?}"));
+                        break;
+                    }
+                }
             }
             if !up {
                 continue;
