@@ -54,6 +54,8 @@ const MAX_DELAY_MS: u64 = 400;
 /// Time a change needs to reach a router: MRAI 0, advertise_delay 0, so
 /// only the network's delay, twice (a reply), with room to spare.
 const SETTLE: Duration = Duration::from_millis(2 * MAX_DELAY_MS + 200);
+/// r1's `graceful_restart.restart_time`.
+const RESTART_TIME: Duration = Duration::from_secs(20);
 /// Router keepalive interval (a third of the 9 s hold time).
 const KEEPALIVE: Duration = Duration::from_secs(3);
 /// (7): deliveries in flight at most (each router link carries a bounded
@@ -290,8 +292,9 @@ struct Router {
     /// RFC 4724 §4.2: the stale routes go at this time unless the session
     /// is back by then.
     stale_until: Option<Duration>,
-    /// Helping the node's restart since the connection dropped at this
-    /// time, and the session had been up since then.
+    /// The connection of a session up since the second time dropped
+    /// without a NOTIFICATION at the first: the node's config has graceful
+    /// restart for this router (r1), so the router is to help.
     helping: Option<(Duration, Duration)>,
     keepalive_at: Option<Duration>,
     /// Restarting: connections refused until then.
@@ -367,10 +370,13 @@ impl Router {
     /// failing. Helping a graceful restart (RFC 4724 §4.2), the routes stay
     /// as stale for the restart time; otherwise they go.
     fn drop_conn(&mut self, now: Duration, notification: bool) {
+        self.helping = self
+            .established_since
+            .filter(|_| self.gr && !notification)
+            .map(|up| (now, up));
         match self.helped_restart_time().filter(|_| !notification) {
             Some(t) => {
                 self.coverage.stale_kept += 1;
-                self.helping = self.established_since.map(|up| (now, up));
                 for stale in self.rib.values_mut() {
                     *stale = true;
                 }
@@ -379,7 +385,6 @@ impl Router {
             None => {
                 self.rib.clear();
                 self.stale_until = None;
-                self.helping = None;
             }
         }
         self.conn = None;
@@ -1249,6 +1254,7 @@ impl Sim {
             // connection dropped is still in its table, as stale; so the
             // node's OPEN offered graceful restart for the family with F.
             if let Some((dropped, up_since)) = rt.helping
+                && now < dropped + RESTART_TIME
                 && dropped >= up_since + SETTLE
                 && !self.drained
                 && self.undrained_at.is_none_or(|t| dropped >= t + SETTLE)
