@@ -547,7 +547,7 @@ impl Sim {
             last_routes_call: Duration::ZERO,
             sessions,
             names,
-            tables: vec![Arc::new(PeerTable::new()); n],
+            tables: (0..n).map(|_| Arc::new(PeerTable::new())).collect(),
             routes_ready: false,
             routers,
             net: BTreeMap::new(),
@@ -850,7 +850,7 @@ impl Sim {
 
     // --- the routers ---
 
-    fn to_router(
+    fn router_receives(
         &mut self,
         r: usize,
         conn: ConnId,
@@ -1019,7 +1019,7 @@ impl Sim {
                 conn,
                 bytes,
                 table,
-            } => self.to_router(r, conn, bytes, table),
+            } => self.router_receives(r, conn, bytes, table),
             Delivery::RouterClosed { r, conn } => {
                 if self.routers[r].conn == Some(conn) {
                     self.routers[r].drop_conn(self.now, false);
@@ -1272,7 +1272,9 @@ impl Sim {
                     let probe_ok = !probed(i) || !v.probe_failing;
                     if wanted && probe_ok && !rt.rib.contains_key(&vip_prefix(i)) {
                         let p = vip_prefix(i);
-                        bad.push(format!("(1') {p} not kept at r{r} during the node's restart: {v:?}"));
+                        bad.push(format!(
+                            "(1') {p} not kept at r{r} during the node's restart: {v:?}"
+                        ));
                         break;
                     }
                 }
