@@ -33,10 +33,12 @@ use bgp_proto::capability::{GrFamily, GracefulRestart as GrCap};
 use bgp_proto::fsm::{ConnId, Direction, State};
 use bgp_proto::open::Open;
 use bgp_proto::{Capability, Context, Family, Message, Notification};
-use holdfast::daemon::sim::{Routes, SharedStability, drain_control, stability_params};
+use holdfast::daemon::sim::{
+    Routes, SharedControl, SharedStability, drain_control, stability_params,
+};
 use holdfast::model::{Absence, Route, SourceSnapshot, Vip, VipMap};
 use holdfast::probe::{Observation, ProbeResult};
-use holdfast::session::{Input, Output, PeerSession, PeerSpec};
+use holdfast::session::{Input, Output, PeerSession, PeerSpec, StopHow};
 use holdfast::speaker::PeerTable;
 use holdfast::stability::Stability;
 use ipnet::IpNet;
@@ -156,6 +158,8 @@ enum Ev {
     Restart(usize, bool),
     /// The one-way delay of the router's link, in ms.
     Delay(usize, u64),
+    /// holdfast restarts gracefully (the number: its jitter seed).
+    NodeRestart(u64),
 }
 
 fn generate(seed: u64, n: usize) -> Vec<Ev> {
@@ -185,6 +189,7 @@ fn generate(seed: u64, n: usize) -> Vec<Ev> {
                 80..=84 => Ev::ProbePass(vip),
                 85..=88 => Ev::Reset(r),
                 89..=91 => Ev::Restart(r, rng.below(2) == 0),
+                92 => Ev::NodeRestart(rng.next()),
                 _ => Ev::Delay(r, rng.below(MAX_DELAY_MS + 1)),
             }
         })
@@ -301,6 +306,12 @@ struct Router {
     down_until: Duration,
     /// Our next OPEN sets R (RFC 4724 §3): we restarted.
     restarted: bool,
+    /// The node restarted and has not had End-of-RIB through since: its
+    /// OPENs may carry R.
+    node_restarting: bool,
+    /// The first connection of the node's current process (what the old
+    /// one still had in flight does not end the restart).
+    first_conn: u64,
     /// NLRI (announced or withdrawn) received per prefix.
     updates: BTreeMap<IpNet, u64>,
     establishments: u64,
@@ -324,6 +335,8 @@ impl Router {
             keepalive_at: None,
             down_until: Duration::ZERO,
             restarted: false,
+            node_restarting: false,
+            first_conn: 0,
             updates: BTreeMap::new(),
             establishments: 0,
             coverage: Coverage::default(),
@@ -455,10 +468,12 @@ fn index_of(p: &IpNet) -> Option<usize> {
 // --- the node and its world ---
 
 struct Sim {
+    config: Arc<holdfast::config::Config>,
+    seed: u64,
     t0: Instant,
     now: Duration,
     stability: SharedStability,
-    drain: holdfast::daemon::sim::SharedControl,
+    drain: SharedControl,
     routes: Routes,
     last_routes_call: Duration,
     sessions: Vec<PeerSession>,
@@ -493,52 +508,19 @@ impl Sim {
         let config = Arc::new(
             holdfast::config::parse(Path::new("sim.toml"), CONFIG).expect("a valid config"),
         );
-        let stability: SharedStability = Arc::new(Mutex::new(
-            Stability::new(stability_params(&config)).expect("valid parameters"),
-        ));
-        let drain = drain_control(config.speaker.graceful_shutdown_wait);
-        let mut routes = Routes::new(
-            config.clone(),
-            stability.clone(),
-            drain.clone(),
-            false,
-            false,
-        );
         let t0 = Instant::now();
         let names: Vec<String> = config.peers.iter().map(|p| p.name.clone()).collect();
-        let mut sessions = Vec::new();
-        let mut routers = Vec::new();
-        for (i, p) in config.peers.iter().enumerate() {
-            routes.attach(&p.name);
-            let address: IpAddr = if i == 0 {
-                "192.0.2.1".parse().unwrap()
-            } else {
-                "192.0.2.3".parse().unwrap()
-            };
-            let spec = PeerSpec {
-                peer: p.clone(),
-                address,
-                interface: None,
-                local_asn: 65001,
-                router_id: Ipv4Addr::new(192, 0, 2, 2),
-                hostname: "node-1".into(),
-                restarting: false,
-            };
-            sessions.push(PeerSession::with_jitter_seed(
-                spec,
-                t0,
-                Box::new(|| vec![holdfast_sockopt_addr()]),
-                seed ^ (i as u64 + 1).wrapping_mul(0x1234_5678_9abc_def1),
-            ));
-            let asn = if i == 0 { 65000 } else { 65002 };
-            routers.push(Router::new(
-                asn,
-                Ipv4Addr::new(192, 0, 2, 1 + 2 * i as u8),
-                i == 0,
-            ));
-        }
+        let (stability, drain, routes, sessions) = boot(&config, t0, seed, false);
+        let routers = (0..names.len())
+            .map(|i| {
+                let asn = if i == 0 { 65000 } else { 65002 };
+                Router::new(asn, Ipv4Addr::new(192, 0, 2, 1 + 2 * i as u8), i == 0)
+            })
+            .collect();
         let n = names.len();
         let mut sim = Sim {
+            config,
+            seed,
             t0,
             now: Duration::ZERO,
             stability,
@@ -571,15 +553,77 @@ impl Sim {
         for i in 0..VIPS / 2 {
             sim.appear_truth(i);
         }
-        sim.snapshot();
-        for i in 0..VIPS {
-            sim.report_probe(i);
-        }
-        for r in 0..n {
-            sim.node_input(r, Input::Start { bfd_up: false });
-        }
-        sim.pump();
+        sim.start_node();
         sim
+    }
+
+    /// The node's first snapshot, its probes' first results, its sessions
+    /// started.
+    fn start_node(&mut self) {
+        self.snapshot();
+        for i in 0..VIPS {
+            self.report_probe(i);
+        }
+        for r in 0..self.sessions.len() {
+            self.node_input(r, Input::Start { bfd_up: false });
+        }
+        self.pump();
+    }
+
+    /// The holdfast process restarts, gracefully (RFC 4724): its sessions
+    /// close without a NOTIFICATION (the helping router keeps the routes
+    /// as stale), and the new process starts from nothing — a new routes
+    /// core, held-down VIPs forgotten, probes unknown, no drain — with the
+    /// R bit in its OPENs to the peers with graceful restart until
+    /// End-of-RIB has gone out.
+    fn restart_node(&mut self, generation: u64) {
+        let at = self.at();
+        for r in 0..self.sessions.len() {
+            let out = self.sessions[r].handle(at, Input::Stop(StopHow::Graceful));
+            for o in out {
+                if let Output::Close { conn } = o {
+                    self.send(Delivery::RouterClosed { r, conn });
+                }
+            }
+            self.connecting[r] = None;
+        }
+        let (stability, drain, routes, sessions) = boot(
+            &self.config,
+            self.t0 + self.now,
+            self.seed ^ generation,
+            true,
+        );
+        self.stability = stability;
+        self.drain = drain;
+        self.routes = routes;
+        self.sessions = sessions;
+        self.routes_ready = false;
+        self.tables = (0..self.sessions.len())
+            .map(|_| Arc::new(PeerTable::new()))
+            .collect();
+        self.written.clear();
+        if self.drained {
+            self.drained = false;
+            self.undrained_at = Some(self.now);
+        }
+        for (i, v) in self.vips.iter_mut().enumerate() {
+            if !v.present {
+                // Held down in the old process only: the new one never
+                // advertises it, and End-of-RIB sweeps it at the router.
+                v.covered_since = None;
+                v.gone = None;
+            } else if probed(i) {
+                // Unknown until its first result (which follows at once).
+                v.covered_since = (!v.probe_failing).then_some(self.now);
+            }
+        }
+        for rt in &mut self.routers {
+            // Its R bit is due until End-of-RIB (graceful restart peers).
+            rt.node_restarting = rt.gr;
+            rt.first_conn = self.next_conn;
+        }
+        self.last_routes_call = self.now;
+        self.start_node();
     }
 
     fn at(&self) -> Instant {
@@ -875,6 +919,14 @@ impl Sim {
                     return self.fail(format!("(6) r{r}: OPEN in phase {phase:?}"));
                 }
                 let rt = &mut self.routers[r];
+                // (6) RFC 4724 §3, §4.1: R only after the node restarted,
+                // until its End-of-RIB.
+                let r_bit = open
+                    .graceful_restart()
+                    .is_some_and(|c| c.flags & GrCap::RESTART_STATE != 0);
+                if r_bit && !rt.node_restarting {
+                    return self.fail(format!("(6) r{r}: R bit with no restart under way"));
+                }
                 // RFC 4724 §4.2: stale routes go at once when the new OPEN
                 // has no graceful restart for the family (or F is clear).
                 let keeps = open.graceful_restart().is_some_and(|c| {
@@ -925,6 +977,7 @@ impl Sim {
                         return self.fail(format!("(6) r{r}: a second End-of-RIB"));
                     }
                     rt.phase = Phase::EndOfRibSeen;
+                    rt.node_restarting &= conn.0 < rt.first_conn;
                     rt.coverage.end_of_ribs += 1;
                     rt.flush_stale();
                     if let Some(table) = table
@@ -1228,6 +1281,7 @@ impl Sim {
                 rt.down_until = now + Duration::from_millis(500 + (r as u64 + 1) * 700);
             }
             Ev::Delay(r, ms) => self.delay[r] = Duration::from_millis(ms),
+            Ev::NodeRestart(generation) => self.restart_node(generation),
         }
         self.pump();
     }
@@ -1368,6 +1422,53 @@ impl Sim {
             self.fail(b);
         }
     }
+}
+
+/// A new node process: its stability layer, drain control, routes core
+/// and one session per peer (`restarting`: the R bit for the peers with
+/// graceful restart), at `at`.
+fn boot(
+    config: &Arc<holdfast::config::Config>,
+    at: Instant,
+    seed: u64,
+    restarting: bool,
+) -> (SharedStability, SharedControl, Routes, Vec<PeerSession>) {
+    let stability: SharedStability = Arc::new(Mutex::new(
+        Stability::new(stability_params(config)).expect("valid parameters"),
+    ));
+    let drain = drain_control(config.speaker.graceful_shutdown_wait);
+    let mut routes = Routes::new(
+        config.clone(),
+        stability.clone(),
+        drain.clone(),
+        false,
+        false,
+    );
+    let mut sessions = Vec::new();
+    for (i, p) in config.peers.iter().enumerate() {
+        routes.attach(&p.name);
+        let address: IpAddr = if i == 0 {
+            "192.0.2.1".parse().unwrap()
+        } else {
+            "192.0.2.3".parse().unwrap()
+        };
+        let spec = PeerSpec {
+            peer: p.clone(),
+            address,
+            interface: None,
+            local_asn: 65001,
+            router_id: Ipv4Addr::new(192, 0, 2, 2),
+            hostname: "node-1".into(),
+            restarting: restarting && p.graceful_restart.enabled,
+        };
+        sessions.push(PeerSession::with_jitter_seed(
+            spec,
+            at,
+            Box::new(|| vec![holdfast_sockopt_addr()]),
+            seed ^ (i as u64 + 1).wrapping_mul(0x1234_5678_9abc_def1),
+        ));
+    }
+    (stability, drain, routes, sessions)
 }
 
 fn holdfast_sockopt_addr() -> holdfast_sockopt::InterfaceAddress {
