@@ -1552,15 +1552,22 @@ fn shrink(seed: u64, events: &[Ev], msg: &str, at: usize) -> Vec<Ev> {
             .violation
             .is_some_and(|(m, _)| invariant(&m) == want)
     };
-    let mut i = list.len();
+    // Passes from the end, until one drops nothing (or enough runs).
     let mut tries = 0;
-    while i > 0 && tries < 5_000 {
-        i -= 1;
-        let mut shorter = list.clone();
-        shorter.remove(i);
-        tries += 1;
-        if fails(&shorter) {
-            list = shorter;
+    loop {
+        let before = list.len();
+        let mut i = list.len();
+        while i > 0 && tries < 5_000 {
+            i -= 1;
+            let mut shorter = list.clone();
+            shorter.remove(i);
+            tries += 1;
+            if fails(&shorter) {
+                list = shorter;
+            }
+        }
+        if list.len() == before || tries >= 5_000 {
+            break;
         }
     }
     list
