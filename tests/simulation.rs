@@ -1603,6 +1603,13 @@ fn simulation() {
             println!("seed {seed}: {list:?}");
         }
         let out = run(seed, &list);
+        if replay {
+            // The same on every run of the seed, in any process.
+            println!(
+                "seed {seed}: digest of the octets written {:016x}",
+                out.digest
+            );
+        }
         events += out.events;
         coverage.add(&out.coverage);
         checks += out.checks;
