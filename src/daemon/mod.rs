@@ -44,6 +44,15 @@ use start::{Accepted, Api, Listener, View};
 pub use start::{Options, node_name, router_id, run};
 pub use state::{PeerView, RouteView, Shared, SharedState};
 
+/// The daemon's sans-IO cores, for the deterministic simulation of a node
+/// (`tests/simulation.rs`) only: not an API, free to change with them.
+#[doc(hidden)]
+pub mod sim {
+    pub use super::drain::{Control as DrainControl, SharedControl, shared as drain_control};
+    pub use super::routes::{Event, Routes, stability_params};
+    pub use super::state::SharedStability;
+}
+
 /// The periodic reconcile leaves a session alone for this long (plus its
 /// MRAI) after its table changed: it may still be sending.
 const RESYNC_SETTLE: Duration = Duration::from_secs(2);

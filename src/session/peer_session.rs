@@ -164,8 +164,24 @@ pub struct PeerSession {
 impl PeerSession {
     /// The session of `spec`'s peer, Idle until [`Input::Start`].
     pub fn new(spec: PeerSpec, now: Instant, addresses: InterfaceAddresses) -> Self {
+        let seed = spec.fsm_config().jitter_seed;
+        Self::with_jitter_seed(spec, now, addresses, seed)
+    }
+
+    /// As [`PeerSession::new`], with the seed of the FSM's RFC 4271 §10
+    /// jitter given rather than taken from the peer's name and the process
+    /// id: a simulation replays a run with the same timers.
+    pub fn with_jitter_seed(
+        spec: PeerSpec,
+        now: Instant,
+        addresses: InterfaceAddresses,
+        jitter_seed: u64,
+    ) -> Self {
         PeerSession {
-            fsm: Session::new(spec.fsm_config()),
+            fsm: Session::new(bgp_proto::fsm::Config {
+                jitter_seed,
+                ..spec.fsm_config()
+            }),
             speaker: PeerSpeaker::new(spec.peer.min_route_advertisement_interval),
             status: PeerRuntime {
                 state: State::Idle,
