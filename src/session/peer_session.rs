@@ -42,6 +42,11 @@ use bgp_proto::fsm::{self, Action, ConnId, Direction, Event, Negotiated, Session
 use bgp_proto::{Family, Message, Notification};
 use tracing::{debug, error, info, warn};
 
+/// The log target of the session's lines: the session module's, as the
+/// documented log lines and `--log holdfast::session=debug` name it, although
+/// they are written here.
+const LOG_TARGET: &str = "holdfast::session";
+
 use super::{PeerRuntime, PeerSpec, StopHow, hard_reset, send_hold_time, shutdown_notification};
 use crate::logging::{self, DownLog, DownVerdict, Kind};
 use crate::speaker::{
@@ -254,7 +259,7 @@ impl PeerSession {
             }
             Input::Closed { conn, why } => {
                 if self.conns.contains_key(&conn) {
-                    debug!(peer = %self.name(), conn = conn.0, "connection closed: {why}");
+                    debug!(target: LOG_TARGET, peer = %self.name(), conn = conn.0, "connection closed: {why}");
                     self.close(conn);
                     if self.fsm.state() >= State::OpenSent {
                         self.set_error(format!("TCP connection lost: {why}"));
@@ -335,7 +340,7 @@ impl PeerSession {
     }
 
     fn start(&mut self, bfd_up: bool) {
-        info!(peer = %self.name(), address = %self.spec.display_address(), asn = %self.spec.peer.asn, "session starting");
+        info!(target: LOG_TARGET, peer = %self.name(), address = %self.spec.display_address(), asn = %self.spec.peer.asn, "session starting");
         // BGP starts at once; BFD, once it has been up, decides from then
         // on (RFC 5882 §4.3). Waiting for BFD before the first session
         // would deadlock with routers that start BFD only for established
@@ -352,7 +357,7 @@ impl PeerSession {
     fn follow_bfd(&mut self, up: bool, diag: &str) {
         let was_up = std::mem::replace(&mut self.bfd_was_up, up);
         if up && !self.started {
-            info!(peer = %self.name(), "BFD is up again: starting the BGP session");
+            info!(target: LOG_TARGET, peer = %self.name(), "BFD is up again: starting the BGP session");
             self.started = true;
             self.event(Event::ManualStart);
         } else if !up && was_up && self.started {
@@ -364,7 +369,7 @@ impl PeerSession {
             });
             if let Some(Stopping::Bfd(_)) = self.stopping.take() {
                 // Not Established: no Down line said it.
-                warn!(peer = %self.name(), address = %self.spec.address, %diag, "BFD went down: BGP waits for it");
+                warn!(target: LOG_TARGET, peer = %self.name(), address = %self.spec.address, %diag, "BFD went down: BGP waits for it");
             }
             self.set_error(format!("BFD down ({diag}): waiting for BFD to come back"));
         }
@@ -408,14 +413,14 @@ impl PeerSession {
     fn failure(&mut self, why: &str) {
         let address = self.spec.address;
         match self.down_log.failure(self.now) {
-            DownVerdict::First => warn!(
+            DownVerdict::First => warn!(target: LOG_TARGET,
                 peer = %self.name(),
                 %address,
                 error = why,
                 "session not established; retrying (repeats are summarised every {})",
                 logging::duration(logging::DOWN_SUMMARY_EVERY)
             ),
-            DownVerdict::Summary { failures, since } => warn!(
+            DownVerdict::Summary { failures, since } => warn!(target: LOG_TARGET,
                 peer = %self.name(),
                 %address,
                 failures,
@@ -425,7 +430,9 @@ impl PeerSession {
                     self.now.saturating_duration_since(since).as_secs()
                 ))
             ),
-            DownVerdict::Quiet => debug!(peer = %self.name(), error = why, "peer still down"),
+            DownVerdict::Quiet => {
+                debug!(target: LOG_TARGET, peer = %self.name(), error = why, "peer still down")
+            }
         }
     }
 
@@ -474,7 +481,9 @@ impl PeerSession {
                     // The FSM cuts a NOTIFICATION to fit, and an OPEN or
                     // KEEPALIVE fits 4096 octets: this cannot happen, and
                     // is not papered over if it does.
-                    Err(e) => error!(peer = %self.name(), "{} not sent: {e}", message.name()),
+                    Err(e) => {
+                        error!(target: LOG_TARGET, peer = %self.name(), "{} not sent: {e}", message.name())
+                    }
                 },
                 Action::SendEncoded { conn, bytes } => self.write(conn, bytes, None),
                 Action::Close { conn } => self.close(conn),
@@ -494,7 +503,7 @@ impl PeerSession {
                     if let Some(action) = u.action
                         && let Some(note) = logging::allow(Kind::MalformedUpdate, self.name())
                     {
-                        warn!(
+                        warn!(target: LOG_TARGET,
                             peer = %self.name(),
                             %action,
                             errors = u.errors.join("; ").as_str(),
@@ -514,7 +523,7 @@ impl PeerSession {
     fn state_changed(&mut self, from: State, to: State, reason: &fsm::Reason) {
         // The steps are detail: the Up and Down lines are
         // what an operator reads.
-        debug!(peer = %self.name(), %from, %to, %reason, "state change");
+        debug!(target: LOG_TARGET, peer = %self.name(), %from, %to, %reason, "state change");
         let rt = &mut self.status;
         rt.state = to;
         rt.state_since = self.now;
@@ -550,7 +559,7 @@ impl PeerSession {
             .filter(|f| configured.contains(f))
             .collect();
         let failures = self.down_log.up();
-        info!(
+        info!(target: LOG_TARGET,
             peer = %self.name(),
             address = %self.spec.address,
             hold_time = negotiated.hold_time,
@@ -596,20 +605,22 @@ impl PeerSession {
                     unsendable,
                 } => {
                     if let Some(first) = unsendable.first() {
-                        warn!(peer = %self.name(), count = unsendable.len(), %first, "routes not sent: no next hop of their family on this session");
+                        warn!(target: LOG_TARGET, peer = %self.name(), count = unsendable.len(), %first, "routes not sent: no next hop of their family on this session");
                     }
-                    debug!(peer = %self.name(), announced, withdrawn, messages = messages.len(), "UPDATEs");
+                    debug!(target: LOG_TARGET, peer = %self.name(), announced, withdrawn, messages = messages.len(), "UPDATEs");
                 }
-                SpeakerOutput::EndOfRib { .. } => debug!(peer = %self.name(), "End-of-RIB"),
+                SpeakerOutput::EndOfRib { .. } => {
+                    debug!(target: LOG_TARGET, peer = %self.name(), "End-of-RIB")
+                }
                 SpeakerOutput::EndOfRibWaits => {
-                    info!(peer = %self.name(), "End-of-RIB waits for the source's first complete view");
+                    info!(target: LOG_TARGET, peer = %self.name(), "End-of-RIB waits for the source's first complete view");
                     continue;
                 }
                 SpeakerOutput::Refresh {
                     family, enhanced, ..
                 } => {
                     if let Some(note) = logging::allow(Kind::RouteRefresh, self.name()) {
-                        info!(peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH{note}");
+                        info!(target: LOG_TARGET, peer = %self.name(), family = %family, enhanced, "answering ROUTE-REFRESH{note}");
                     }
                 }
             }
@@ -678,7 +689,7 @@ impl PeerSession {
             // the reset costs the datapath nothing.
             StopHow::Reconfigured => Some(Notification::cease(cease::OTHER_CONFIGURATION_CHANGE)),
         };
-        debug!(peer = %self.name(), how = how.describe(), "stopping session");
+        debug!(target: LOG_TARGET, peer = %self.name(), how = how.describe(), "stopping session");
         self.stopping = Some(Stopping::Planned);
         self.event(Event::ManualStop { notification });
         if std::mem::take(&mut self.connecting) {
@@ -692,15 +703,15 @@ impl PeerSession {
         let address = self.spec.address;
         match self.stopping.take() {
             Some(Stopping::Planned) => {
-                debug!(peer = %self.name(), %address, "session Down: stopped")
+                debug!(target: LOG_TARGET, peer = %self.name(), %address, "session Down: stopped")
             }
-            Some(Stopping::Bfd(diag)) => warn!(
+            Some(Stopping::Bfd(diag)) => warn!(target: LOG_TARGET,
                 peer = %self.name(),
                 %address,
                 reason = format!("BFD down ({diag})").as_str(),
                 "session Down"
             ),
-            None => warn!(
+            None => warn!(target: LOG_TARGET,
                 peer = %self.name(),
                 %address,
                 reason = reason.to_string().as_str(),
@@ -734,13 +745,13 @@ impl PeerSession {
         let collision = n.code == bgp_proto::consts::notify::CEASE
             && n.subcode == cease::CONNECTION_COLLISION_RESOLUTION;
         if ends_session || collision {
-            debug!(peer = %self.name(), conn = conn.map(|c| c.0), "{what}");
+            debug!(target: LOG_TARGET, peer = %self.name(), conn = conn.map(|c| c.0), "{what}");
         } else if self.up.is_none() {
             if self.stopping.is_none() {
                 self.failure(what);
             }
         } else if let Some(note) = logging::allow(Kind::Notification, self.name()) {
-            info!(peer = %self.name(), "{what}{note}");
+            info!(target: LOG_TARGET, peer = %self.name(), "{what}{note}");
         }
     }
 }
