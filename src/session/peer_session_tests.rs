@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,22 +23,7 @@ const CONN: ConnId = ConnId(1);
 /// Peer "tor" (AS 65000 at 192.0.2.1, IPv4 unicast, hold time 9 s) of
 /// a speaker in AS 65001, and the config it comes from.
 fn spec(restarting: bool) -> (config::Config, PeerSpec) {
-    let text = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"192.0.2.1\"\nasn = 65000\n\
-         hold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\n\
-         [source]\nkind = \"file\"\npath = \"vips.toml\"\n\n\
-         [[advertisement]]\nname = \"public\"\n";
-    let config = config::parse(Path::new("test.toml"), text).expect("a valid config");
-    let spec = PeerSpec {
-        peer: config.peers[0].clone(),
-        address: "192.0.2.1".parse().unwrap(),
-        interface: None,
-        local_asn: 65001,
-        router_id: Ipv4Addr::new(192, 0, 2, 2),
-        hostname: "node-1".into(),
-        restarting,
-    };
-    (config, spec)
+    crate::session::tests::peer_spec("address = \"192.0.2.1\"", restarting)
 }
 
 /// The node has 192.0.2.2/24 on eth0: the IPv4 next hop.

@@ -52,17 +52,13 @@ async fn next_non_keepalive(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Messag
 }
 
 /// A listening socket standing in for the router, and the spec of a peer
-/// "tor" (AS 65000, IPv4 unicast) that connects to it, with the config it
-/// comes from; `peer_keys` are added to its `[[peer]]` table.
-async fn scripted_peer(
-    peer_keys: &str,
-    restarting: bool,
-) -> (TcpListener, config::Config, PeerSpec) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+/// Peer "tor" (AS 65000, IPv4 unicast, hold time 9 s) of a speaker in AS
+/// 65001 as node-1, and the config it comes from; `peer_keys` (its
+/// `address` among them) are added to its `[[peer]]` table.
+pub(crate) fn peer_spec(peer_keys: &str, restarting: bool) -> (config::Config, PeerSpec) {
     let text = format!(
         "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"127.0.0.1\"\nport = {port}\nasn = 65000\n\
+         [[peer]]\nname = \"tor\"\nasn = 65000\n\
          hold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\
          {peer_keys}\n\
          [source]\nkind = \"file\"\npath = \"vips.toml\"\n\n\
@@ -71,13 +67,31 @@ async fn scripted_peer(
     let config = config::parse(Path::new("test.toml"), &text).expect("a valid config");
     let spec = PeerSpec {
         peer: config.peers[0].clone(),
-        address: "127.0.0.1".parse().unwrap(),
+        address: match config.peers[0].address {
+            config::PeerAddress::Ip(ip) => ip,
+            ref other => panic!("a fixed address, got {other:?}"),
+        },
         interface: None,
         local_asn: 65001,
         router_id: Ipv4Addr::new(192, 0, 2, 2),
         hostname: "node-1".into(),
         restarting,
     };
+    (config, spec)
+}
+
+/// "tor" (AS 65000, IPv4 unicast) that connects to it, with the config it
+/// comes from; `peer_keys` are added to its `[[peer]]` table.
+async fn scripted_peer(
+    peer_keys: &str,
+    restarting: bool,
+) -> (TcpListener, config::Config, PeerSpec) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (config, spec) = peer_spec(
+        &format!("address = \"127.0.0.1\"\nport = {port}\n{peer_keys}"),
+        restarting,
+    );
     (listener, config, spec)
 }
 
