@@ -31,7 +31,7 @@ pub fn pages() -> Vec<Page> {
         },
         Page {
             path: "docs/src/reference/config.md",
-            text: crate::config::schema::reference(),
+            text: crate::config::schema::reference(&all_sections()),
         },
         Page {
             path: "docs/src/reference/metrics.md",
@@ -219,4 +219,12 @@ fn argument(out: &mut String, cmd: &Command, arg: &Arg) {
         let _ = write!(out, " ({})", facts.join("; "));
     }
     let _ = writeln!(out, ": {}", inline(&help));
+}
+
+/// The tables of the configuration reference: the config file's, then the
+/// VIP file's.
+pub fn all_sections() -> Vec<crate::config::schema::Section> {
+    let mut sections = crate::config::schema::sections();
+    sections.push(crate::source::file::parse::VIP_SECTION);
+    sections
 }

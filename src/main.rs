@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::CommandFactory;
 use holdfast::cli;
 use holdfast::cli::args::{Cli, Command};
-use holdfast::logging::Format;
+use holdfast::report::logging::Format;
 
 /// `holdfast completions SHELL`.
 fn version(json: bool, out: &mut impl io::Write) -> io::Result<i32> {

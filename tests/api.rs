@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use holdfast::api::{StateView, serve_listener};
 use holdfast::cli::http;
 use holdfast::cli::status::render_status;
-use holdfast::status::{Explanation, PeerExplanation, Status};
+use holdfast::report::status::{Explanation, PeerExplanation, Status};
 use testlab::exposition;
 
 const ADVERTISED_VIP: &str = "198.51.100.10";

@@ -62,15 +62,16 @@ fn every_example_config_checks_cleanly() {
         );
         // A file source's VIP file must exist and fit the advertisements.
         if let Source::File { path: vips } = &config.source {
-            let entries = config::load_vip_file(vips, &config.vip_file_advertisements())
-                .unwrap_or_else(|diags| {
-                    let lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
-                    panic!(
-                        "{} is not a valid VIP file:\n{}",
-                        vips.display(),
-                        lines.join("\n")
-                    )
-                });
+            let entries =
+                holdfast::source::file::load_vip_file(vips, &config.vip_file_advertisements())
+                    .unwrap_or_else(|diags| {
+                        let lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
+                        panic!(
+                            "{} is not a valid VIP file:\n{}",
+                            vips.display(),
+                            lines.join("\n")
+                        )
+                    });
             assert!(!entries.is_empty(), "{} lists no VIP", vips.display());
         }
     }
@@ -169,10 +170,11 @@ fn bad_vip_file_fixture() {
     in_package_root();
     let config = config::load(Path::new("config/lab.toml")).expect("lab checks");
     let path = Path::new("tests/fixtures/bad-vips/lab-vips.toml");
-    let actual: Vec<String> = match config::load_vip_file(path, &config.vip_file_advertisements()) {
-        Ok(entries) => panic!("{} was accepted: {entries:?}", path.display()),
-        Err(diags) => diags.iter().map(ToString::to_string).collect(),
-    };
+    let actual: Vec<String> =
+        match holdfast::source::file::load_vip_file(path, &config.vip_file_advertisements()) {
+            Ok(entries) => panic!("{} was accepted: {entries:?}", path.display()),
+            Err(diags) => diags.iter().map(ToString::to_string).collect(),
+        };
     let expected_path = path.with_extension("expected");
     let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|err| {
         panic!(

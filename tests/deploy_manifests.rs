@@ -186,7 +186,7 @@ fn every_part_renders_into_typed_objects() {
 /// reading fields the writer fills in.
 #[test]
 fn the_node_status_crd_matches_what_holdfast_writes() {
-    use holdfast::source::kubernetes::node_status::{self, NodeStatusBody};
+    use holdfast::report::node_status::{self, NodeStatusBody};
     let r = render(CLUSTER);
     let crd = the(
         &r.custom_resource_definitions,
@@ -241,7 +241,7 @@ fn the_node_status_crd_matches_what_holdfast_writes() {
         .and_then(|s| s.properties.as_ref())
         .and_then(|p| p.get("status"))
         .expect("a status schema");
-    let status: holdfast::status::Status =
+    let status: holdfast::report::status::Status =
         serde_json::from_str(include_str!("fixtures/api/status.json")).expect("the fixture");
     let full = node_status::build(&status, k8s_openapi::jiff::Timestamp::UNIX_EPOCH, None);
     let full = serde_json::to_value(&full).expect("JSON");

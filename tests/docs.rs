@@ -777,7 +777,7 @@ fn fragment_faults(text: &str) -> Vec<Diagnostic> {
     let root: toml::Table = text.parse().unwrap_or_default();
     let diagnostics = if root.contains_key("vip") && !SECTIONS.iter().any(|s| root.contains_key(*s))
     {
-        match holdfast::config::parse_vip_file(path, text, &advertisements_named(&root)) {
+        match holdfast::source::file::parse_vip_file(path, text, &advertisements_named(&root)) {
             Ok(_) => Vec::new(),
             Err(d) => d,
         }
@@ -815,7 +815,7 @@ fn advertisements_named(root: &toml::Table) -> Vec<VipFileAdvertisement> {
 
 fn check_vip_block(block: &Block<'_>, report: &mut Report) {
     let root: toml::Table = block.body.parse().unwrap_or_default();
-    if let Err(diags) = holdfast::config::parse_vip_file(
+    if let Err(diags) = holdfast::source::file::parse_vip_file(
         Path::new("vips.toml"),
         block.body,
         &advertisements_named(&root),

@@ -201,7 +201,8 @@ fn status_with_400k_vips_is_under_a_megabyte_per_answer() {
         let r = d.get(path).expect("status answers");
         let took = asked.elapsed();
         assert_eq!(r.status, 200, "{path}");
-        let s: holdfast::status::Status = serde_json::from_slice(&r.body).expect("a status");
+        let s: holdfast::report::status::Status =
+            serde_json::from_slice(&r.body).expect("a status");
         println!(
             "{path}: {} bytes, {} routes of {:?}, in {took:?}",
             r.body.len(),

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use holdfast::source::kubernetes::NodeStatusWriter;
-use holdfast::status::Status;
+use holdfast::report::NodeStatusWriter;
+use holdfast::report::status::Status;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_standin::StandIn;
@@ -361,7 +361,7 @@ fn the_file_source_writes_no_node_status() {
     });
     assert!(ready.contains("ready"));
     // Two write intervals of the Kubernetes source's writer.
-    std::thread::sleep(holdfast::source::kubernetes::node_status::DEFAULT_INTERVAL * 2);
+    std::thread::sleep(holdfast::report::node_status::DEFAULT_INTERVAL * 2);
     let _ = child.kill();
     let _ = child.wait();
     let requests = standin.requests();

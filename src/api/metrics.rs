@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
-use crate::status::{NotificationCount, PeerStatus, Status};
+use crate::report::status::{NotificationCount, PeerStatus, Status};
 
 /// The RFC 4271 §8.2.2 states, in the spelling `PeerStatus::state` uses.
 /// `holdfast_peer_state` has one series for each.

@@ -86,7 +86,7 @@ use tokio::net::{TcpListener, UnixListener};
 
 pub use metrics::render_metrics;
 
-use crate::status::{DrainStatus, Explanation, ROUTE_PAGE_MAX, RoutePage, Status};
+use crate::report::status::{DrainStatus, Explanation, ROUTE_PAGE_MAX, RoutePage, Status};
 
 /// What the daemon shows the API. Each call returns a snapshot; the API
 /// holds no state of its own. The calls run on the runtime's worker

@@ -36,12 +36,12 @@ impl StateView for View {
     fn ready(&self) -> Result<(), String> {
         self.ready.lock().unwrap().clone()
     }
-    fn drain(&self, on: bool) -> Result<crate::status::DrainStatus, String> {
+    fn drain(&self, on: bool) -> Result<crate::report::status::DrainStatus, String> {
         self.drains.lock().unwrap().push(on);
         if !on {
             return Err("shutting down".into());
         }
-        Ok(crate::status::DrainStatus {
+        Ok(crate::report::status::DrainStatus {
             state: "draining".into(),
             seconds_left: Some(15.0),
             exiting: false,
@@ -226,7 +226,7 @@ impl StateView for Routes {
     fn status(&self) -> Status {
         Status {
             routes: (0..self.0)
-                .map(|i| crate::status::RouteStatus {
+                .map(|i| crate::report::status::RouteStatus {
                     prefix: format!("198.18.{}.{}/32", i / 256, i % 256),
                     state: "advertised".into(),
                     ..Default::default()
@@ -343,7 +343,7 @@ fn drain_and_undrain_take_post_only() {
     let local = |method, uri| call_on(Surface::Local, &v, method, uri, None);
     let (s, t, b) = local("POST", "/v1/drain");
     assert_eq!((s, t.as_str()), (StatusCode::OK, "application/json"));
-    let d: crate::status::DrainStatus = serde_json::from_str(&b).unwrap();
+    let d: crate::report::status::DrainStatus = serde_json::from_str(&b).unwrap();
     assert_eq!((d.state.as_str(), d.seconds_left), ("draining", Some(15.0)));
     // A refusal is a conflict with the daemon's state, with the reason.
     let (s, _, b) = local("POST", "/v1/undrain");

@@ -30,7 +30,7 @@ use tracing::{debug, info, warn};
 use super::auth::{Key, Rejected};
 use super::packet::{Diag, MAX_LEN, Received, State};
 use super::session::{AuthConfig, Config, Output, Session};
-use crate::net::unmap;
+use crate::model::net::unmap;
 
 pub const SINGLE_HOP_PORT: u16 = 3784;
 pub const MULTIHOP_PORT: u16 = 4784;

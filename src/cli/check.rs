@@ -62,7 +62,8 @@ pub fn run(
         }
     };
     if let Source::File { path: vips } = &config.source
-        && let Err(diags) = config::load_vip_file(vips, &config.vip_file_advertisements())
+        && let Err(diags) =
+            crate::source::file::load_vip_file(vips, &config.vip_file_advertisements())
     {
         let mut all = config.warnings.clone();
         all.extend(diags);

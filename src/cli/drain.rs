@@ -9,7 +9,7 @@ use std::io::{self, Write};
 
 use super::http;
 use super::table::time_left;
-use crate::status::DrainStatus;
+use crate::report::status::DrainStatus;
 
 /// The environment variable `holdfast drain --api` takes the token from
 /// when `--token-file` is not given.

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use super::http;
 use super::table::{Align, table};
 use crate::api::parse_vip;
-use crate::status::Explanation;
+use crate::report::status::Explanation;
 
 /// `json`: the API's JSON as it came (the exit code still says whether the
 /// VIP is advertised).
@@ -115,7 +115,7 @@ fn reason_beside(verdict: &str, why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::PeerExplanation;
+    use crate::report::status::PeerExplanation;
 
     #[test]
     fn renders_summary_reasons_and_peers() {

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 
 use super::http;
 use super::table::{Align, table, time_left, up_down};
-use crate::status::{PeerStatus, RouteStatus, Status};
+use crate::report::status::{PeerStatus, RouteStatus, Status};
 
 /// Fetches and prints; `json`: the API's JSON as it came. Exit code 0; a
 /// daemon that cannot be reached or answers nonsense is an `Err` (exit 2).

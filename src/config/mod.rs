@@ -9,9 +9,9 @@
 //! each section module reads its table with the helpers in `tree` and
 //! returns `None` when it found a problem (already recorded).
 
-mod advertisement;
+pub(crate) mod advertisement;
 mod community;
-mod diagnostic;
+pub(crate) mod diagnostic;
 mod duration;
 mod node_override;
 mod peer;
@@ -21,9 +21,8 @@ mod selector;
 mod source;
 mod speaker;
 mod stability;
-mod tree;
-mod vip;
-mod vip_range;
+pub(crate) mod tree;
+pub(crate) mod vip_range;
 mod warnings;
 
 #[cfg(test)]
@@ -61,8 +60,7 @@ pub use speaker::{
     NodeNameFrom, RouterId, Speaker, node_name, read_token_file,
 };
 pub use stability::{Damping, Stability};
-pub use vip::{VipEntry, VipFileAdvertisement, parse_vip_file, parse_vip_file_into};
-pub use vip_range::{VipRange, format_ranges, in_ranges, parse_vip_range};
+pub use vip_range::{VipFileAdvertisement, VipRange, format_ranges, in_ranges, parse_vip_range};
 pub use warnings::{PROBED_API, SHIPPED_GRACE_PERIOD};
 
 use advertisement::{AdvertisementRegistry, parse_advertisement};
@@ -185,16 +183,6 @@ pub fn parse_reading_passwords(
     text: &str,
 ) -> Result<Config, Vec<Diagnostic>> {
     parse_with(path_for_messages, text, true)
-}
-
-/// Reads and checks the VIP file of a `kind = "file"` source against the
-/// config's advertisements.
-pub fn load_vip_file(
-    path: &Path,
-    advertisements: &[VipFileAdvertisement],
-) -> Result<Vec<VipEntry>, Vec<Diagnostic>> {
-    let text = read_text(path, "VIP file", MAX_VIP_FILE_LEN)?;
-    parse_vip_file(path, &text, advertisements)
 }
 
 /// Reads a config or VIP file (`what` names it in messages) with

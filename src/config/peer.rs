@@ -750,7 +750,7 @@ pub(crate) fn parse_peer(
     let source_address = match table.get("source_address") {
         None => Some(None),
         Some(v) => tree::ip_address(v, "source_address", d).and_then(|ip| {
-            if let Some(v4) = crate::net::v4_mapped(ip) {
+            if let Some(v4) = crate::model::net::v4_mapped(ip) {
                 d.error(
                     &v.span(),
                     format!(
@@ -927,9 +927,9 @@ pub(crate) fn peer_address(
         );
         return None;
     };
-    // One spelling per address (crate::net): the listener sees an IPv4
+    // One spelling per address (crate::model::net): the listener sees an IPv4
     // router as its IPv4 address, and a mapped one here would never match.
-    if let Some(v4) = crate::net::v4_mapped(ip) {
+    if let Some(v4) = crate::model::net::v4_mapped(ip) {
         d.error(
             &v.span(),
             format!(

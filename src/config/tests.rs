@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::*;
+// The VIP file is parsed by the file source; its tests here share this
+// file's config builders.
+use crate::source::file::{VipEntry, parse_vip_file};
 
 /// Lines 1–4: a valid [speaker] and [source].
 const HEAD: &str = "[speaker]\nasn = 65001\n[source]\nkind = \"kubernetes\"\n";
@@ -1984,9 +1987,9 @@ fn the_schema_documents_every_table_the_parser_reads() {
         ("node_override peer", super::node_override::PEER_KEYS),
         ("selector", super::selector::SELECTOR_KEYS),
         ("match_expressions", super::selector::REQUIREMENT_KEYS),
-        ("vip", super::vip::VIP_KEYS),
+        ("vip", crate::source::file::parse::VIP_KEYS),
     ];
-    let sections = super::schema::sections();
+    let sections = crate::docs::all_sections();
     for (name, keys) in tables {
         assert!(
             sections.iter().any(|s| {
@@ -1998,7 +2001,7 @@ fn the_schema_documents_every_table_the_parser_reads() {
             "the {name} keys are not a section of the configuration reference"
         );
     }
-    let page = super::schema::reference();
+    let page = super::schema::reference(&crate::docs::all_sections());
     for section in &sections {
         let mut seen = std::collections::HashSet::new();
         for key in section.keys {

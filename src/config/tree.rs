@@ -302,7 +302,7 @@ pub(crate) fn duration_checked(
 
 /// An IPv4 or IPv6 address (no prefix length, no port), as written: an
 /// IPv4-mapped one stays IPv6 here; each caller applies its rule
-/// (crate::net).
+/// (crate::model::net).
 pub(crate) fn ip_address(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> Option<IpAddr> {
     let text = string(value, key, d)?;
     match text.parse::<IpAddr>() {
@@ -323,7 +323,7 @@ pub(crate) fn ip_address(value: &Value<'_>, key: &str, d: &mut Diagnostics) -> O
 }
 
 /// An address and port: "127.0.0.1:9179" or "[::1]:9179"; an IPv4-mapped
-/// address is refused (crate::net).
+/// address is refused (crate::model::net).
 pub(crate) fn socket_address(
     value: &Value<'_>,
     key: &str,
@@ -332,10 +332,10 @@ pub(crate) fn socket_address(
     let text = string(value, key, d)?;
     match text.parse::<SocketAddr>() {
         Ok(addr) => {
-            let Some(v4) = crate::net::v4_mapped(addr.ip()) else {
+            let Some(v4) = crate::model::net::v4_mapped(addr.ip()) else {
                 return Some(addr);
             };
-            // One spelling per address (crate::net): a mapped address
+            // One spelling per address (crate::model::net): a mapped address
             // here is the IPv4 one, which is what to write.
             d.error(
                 &value.span(),

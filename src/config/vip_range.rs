@@ -98,7 +98,7 @@ pub fn parse_vip_range(text: &str) -> Result<VipRange, String> {
                 "vip range \"{text}\": {what} \"{part}\" is not an IPv4 or IPv6 address; write a prefix such as \"192.0.2.0/24\" or a range such as \"192.0.2.10-192.0.2.20\""
             )
         })?;
-        if let Some(v4) = crate::net::v4_mapped(ip) {
+        if let Some(v4) = crate::model::net::v4_mapped(ip) {
             return Err(format!(
                 "vip range \"{text}\": {part} is an IPv4-mapped IPv6 address, which no VIP is (an IPv4 VIP is its IPv4 address); write \"{v4}\""
             ));
@@ -144,6 +144,31 @@ pub fn parse_vip_range(text: &str) -> Result<VipRange, String> {
         ));
     }
     Ok(VipRange::of_net(network))
+}
+
+/// An `[[advertisement]]` as the VIP file sees it: the name an entry may
+/// give, and the addresses it may carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VipFileAdvertisement {
+    /// Its name.
+    pub name: String,
+    /// Its `vip_ranges`; `None`: any address.
+    pub vip_ranges: Option<Vec<VipRange>>,
+}
+
+impl VipFileAdvertisement {
+    /// An advertisement without `vip_ranges`.
+    pub fn named(name: &str) -> Self {
+        VipFileAdvertisement {
+            name: name.to_string(),
+            vip_ranges: None,
+        }
+    }
+
+    /// True when `ip` may be advertised under it.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        in_ranges(self.vip_ranges.as_deref(), ip)
+    }
 }
 
 #[cfg(test)]

@@ -13,14 +13,13 @@
 //!    └── config reload ────┴──────────── SIGHUP / file change ───────────────┘
 //! ```
 
-mod drain;
+mod exit;
 mod gateway;
 mod peers;
 mod reload;
 mod restart;
-mod routes;
 mod start;
-mod state;
+pub(crate) mod state;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -32,9 +31,9 @@ use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 use crate::config::{self, Config, PeerAddress, RouterId};
-use crate::logging::{self, Kind};
 use crate::model::SourceSnapshot;
 use crate::probe;
+use crate::report::logging::{self, Kind};
 use crate::session::{self, PeerHandle, PeerSpec, StopHow};
 use crate::speaker::PeerTable;
 use crate::stability::Stability;
@@ -48,9 +47,11 @@ pub use state::{PeerView, RouteView, Shared, SharedState};
 /// (`tests/simulation.rs`) only: not an API, free to change with them.
 #[doc(hidden)]
 pub mod sim {
-    pub use super::drain::{Control as DrainControl, SharedControl, shared as drain_control};
-    pub use super::routes::{Event, Routes, stability_params};
     pub use super::state::SharedStability;
+    pub use crate::routes::drain::{
+        Control as DrainControl, SharedControl, shared as drain_control,
+    };
+    pub use crate::routes::{Event, Routes, stability_params};
 }
 
 /// The periodic reconcile leaves a session alone for this long (plus its
@@ -73,7 +74,7 @@ struct Daemon {
     restart: restart::Restart,
     /// The routes core: snapshots, probe results, drains and time in;
     /// per-peer tables, Events and status out.
-    routes: routes::Routes,
+    routes: crate::routes::Routes,
     peers: BTreeMap<String, Peer>,
     shared: SharedState,
     file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
@@ -92,11 +93,11 @@ struct Daemon {
     /// End-of-RIB only once it is true (RFC 4724 §4.1).
     routes_ready: watch::Sender<bool>,
     /// The periodic reconcile (`[source] resync`).
-    resync: crate::source::resync::Schedule,
+    resync: crate::routes::reconcile::Schedule,
     /// Routes and VIPs the reconciles have repaired.
     reconcile_repairs: u64,
     /// `holdfast drain` and the shutdown sequence (shared with the API).
-    drain: drain::SharedControl,
+    drain: crate::routes::drain::SharedControl,
     /// The passive side (`speaker.listen`), whose TTL settings and MD5
     /// keys follow the peers.
     listener: Option<Listener>,
@@ -171,7 +172,7 @@ impl Chores {
 /// The next change in the config file's directories; never without a
 /// watch.
 async fn next_change(
-    watch: &mut Option<crate::source::dirwatch::PathWatch>,
+    watch: &mut Option<crate::source::file::dirwatch::PathWatch>,
 ) -> std::io::Result<()> {
     match watch {
         Some(w) => w.changed().await,
@@ -192,7 +193,7 @@ impl Daemon {
         let drain = self.drain.clone();
         // The config file's directories, watched: a change is seen at once
         // and nothing polls while the watch is complete.
-        let mut config_watch = crate::source::dirwatch::PathWatch::new(&self.opts.config)
+        let mut config_watch = crate::source::file::dirwatch::PathWatch::new(&self.opts.config)
             .map_err(|e| warn!("inotify unavailable ({e}): the config file is polled every second"))
             .ok();
         let mut config_settled: Option<Instant> = None;
@@ -337,8 +338,12 @@ impl Daemon {
         if let Some(k) = &self.kube {
             for e in events {
                 match e {
-                    routes::Event::Advertised { vip, peers } => k.events().advertised(vip, &peers),
-                    routes::Event::Withdrawn { vip, peers } => k.events().withdrawn(vip, &peers),
+                    crate::routes::Event::Advertised { vip, peers } => {
+                        k.events().advertised(vip, &peers)
+                    }
+                    crate::routes::Event::Withdrawn { vip, peers } => {
+                        k.events().withdrawn(vip, &peers)
+                    }
                 }
             }
         }
@@ -383,11 +388,11 @@ impl Daemon {
             info!("second signal: stopping without waiting");
             return true;
         }
-        // Pod restart or node going away: drain::exit_plan.
+        // Pod restart or node going away: crate::routes::drain::exit_plan.
         let withdrawing: std::collections::BTreeSet<String> = self
-            .decide_exit(drain::ExitReason::Signal)
+            .decide_exit(crate::routes::drain::ExitReason::Signal)
             .into_iter()
-            .filter(|(_, plan)| matches!(plan, drain::ExitPlan::Withdraw(_)))
+            .filter(|(_, plan)| matches!(plan, crate::routes::drain::ExitPlan::Withdraw(_)))
             .map(|(name, _)| name)
             .collect();
         self.routes.begin_exit(Instant::now(), withdrawing)
@@ -398,7 +403,8 @@ impl Daemon {
     /// Adj-RIB-Out compared with its desired table. What differs is
     /// repaired, logged once per resync and counted.
     async fn reconcile(&mut self) {
-        use crate::source::resync::{PeerCheck, check_peer, set_differences};
+        use crate::model::set_differences;
+        use crate::routes::reconcile::{PeerCheck, check_peer};
         let mut repaired = 0u64;
         // The file, read from scratch, whatever its watch and polls saw —
         // unless it changed in the last few seconds (the source is still on

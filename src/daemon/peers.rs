@@ -244,11 +244,11 @@ impl Daemon {
         let names: Vec<String> = self.peers.keys().cloned().collect();
         let mut any_graceful = false;
         let (mut graceful, mut withdrawn) = (0, 0);
-        let plans = self.decide_exit(super::drain::ExitReason::Failure);
+        let plans = self.decide_exit(crate::routes::drain::ExitReason::Failure);
         for name in names {
             let keep = plans
                 .get(&name)
-                .is_some_and(|p| *p == super::drain::ExitPlan::KeepThroughRestart);
+                .is_some_and(|p| *p == crate::routes::drain::ExitPlan::KeepThroughRestart);
             let how = if keep {
                 any_graceful = true;
                 graceful += 1;

@@ -3,8 +3,8 @@
 //! hands over to the main loop ([`Daemon::drive`]).
 
 use super::*;
+use crate::routes::stability_params;
 use reload::stamp;
-use routes::stability_params;
 
 /// Options of `holdfast run`.
 #[derive(Clone, Debug)]
@@ -252,7 +252,7 @@ struct Source {
     file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
     kube: Option<Arc<crate::source::kubernetes::Handle>>,
     kube_config: Option<watch::Sender<Arc<Config>>>,
-    node_status: Option<crate::source::kubernetes::NodeStatusWriter>,
+    node_status: Option<crate::report::NodeStatusWriter>,
     interfaces_wanted: watch::Sender<bool>,
 }
 
@@ -271,7 +271,7 @@ async fn start_source(
     first_read: FirstRead,
     node: &str,
     shared: &SharedState,
-    drain_control: &drain::SharedControl,
+    drain_control: &crate::routes::drain::SharedControl,
     stops: &watch::Receiver<bool>,
 ) -> Result<Source, String> {
     let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
@@ -304,14 +304,17 @@ async fn start_source(
             // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
             // (the Kubernetes source only: the file source has no cluster).
             let view = View(shared.clone(), drain_control.clone());
-            node_status = Some(kubernetes::NodeStatusWriter::spawn(
+            node_status = Some(crate::report::NodeStatusWriter::spawn(
                 client.clone(),
                 options.node_name.clone(),
-                kubernetes::node_status::DEFAULT_INTERVAL,
+                crate::report::node_status::DEFAULT_INTERVAL,
                 // The counts, not the route list: built every few seconds
                 // on the runtime's thread, it must not walk every route.
                 Arc::new(move || {
-                    crate::api::StateView::status_page(&view, crate::status::RoutePage::NONE)
+                    crate::api::StateView::status_page(
+                        &view,
+                        crate::report::status::RoutePage::NONE,
+                    )
                 }),
             ));
             let (tx, rx) = watch::channel(config.clone());
@@ -387,7 +390,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
 
     // Not kept across a restart: a restarted holdfast advertises normally
     // (docs/src/operations/drain.md).
-    let drain_control = drain::shared(config.speaker.graceful_shutdown_wait);
+    let drain_control = crate::routes::drain::shared(config.speaker.graceful_shutdown_wait);
 
     // The API first: /healthz answers while everything else starts.
     let api_listener = crate::api::bind(config.speaker.api)
@@ -436,7 +439,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
 
     let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
     let (accept_tx, accept_rx) = tokio::sync::mpsc::unbounded_channel();
-    let routes = routes::Routes::new(
+    let routes = crate::routes::Routes::new(
         config.clone(),
         stability,
         drain_control.clone(),
@@ -464,7 +467,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         probe_tx,
         routes_ready: watch::channel(false).0,
         listener: None,
-        resync: crate::source::resync::Schedule::new(config.resync, Instant::now()),
+        resync: crate::routes::reconcile::Schedule::new(config.resync, Instant::now()),
         reconcile_repairs: 0,
         drain: drain_control.clone(),
         accept_tx,
@@ -545,11 +548,14 @@ pub async fn run(opts: Options) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) struct View(SharedState, drain::SharedControl);
+pub(super) struct View(SharedState, crate::routes::drain::SharedControl);
 
 impl View {
     /// The status with the drain, while there is one.
-    pub(super) fn with_drain(&self, mut status: crate::status::Status) -> crate::status::Status {
+    pub(super) fn with_drain(
+        &self,
+        mut status: crate::report::status::Status,
+    ) -> crate::report::status::Status {
         let control = self.1.0.lock().expect("drain lock");
         if control.drain.draining() || control.exiting {
             status.drain = Some(control.status(Instant::now()));
@@ -559,15 +565,15 @@ impl View {
 }
 
 impl crate::api::StateView for View {
-    fn status(&self) -> crate::status::Status {
+    fn status(&self) -> crate::report::status::Status {
         let status = self.0.lock().expect("shared state lock").status();
         self.with_drain(status)
     }
-    fn status_page(&self, page: crate::status::RoutePage) -> crate::status::Status {
+    fn status_page(&self, page: crate::report::status::RoutePage) -> crate::report::status::Status {
         let status = self.0.lock().expect("shared state lock").status_page(page);
         self.with_drain(status)
     }
-    fn explain(&self, vip: IpAddr) -> crate::status::Explanation {
+    fn explain(&self, vip: IpAddr) -> crate::report::status::Explanation {
         let mut explanation = self.0.lock().expect("shared state lock").explain(vip);
         let control = self.1.0.lock().expect("drain lock");
         let d = control.status(Instant::now());
@@ -585,7 +591,7 @@ impl crate::api::StateView for View {
         }
         explanation
     }
-    fn drain(&self, on: bool) -> Result<crate::status::DrainStatus, String> {
+    fn drain(&self, on: bool) -> Result<crate::report::status::DrainStatus, String> {
         let (control, wake) = &*self.1;
         let answer = control.lock().expect("drain lock").set(on, Instant::now());
         if answer.is_ok() {

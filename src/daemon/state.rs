@@ -14,12 +14,12 @@ use crate::config::{Config, Source};
 use crate::model::Absence;
 use crate::model::Route;
 use crate::model::SourceSnapshot;
-use crate::session::{PeerRuntime, PeerSpec};
-use crate::stability::KeyState;
-use crate::status::{
+use crate::report::status::{
     Explanation, NotificationCount, PeerExplanation, PeerStatus, RoutePage, RouteStatus,
     SourceStatus, StabilityCounters, Status,
 };
+use crate::session::{PeerRuntime, PeerSpec};
+use crate::stability::KeyState;
 
 /// One peer as the API sees it.
 #[derive(Clone)]
@@ -177,7 +177,7 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
     }
     if let Some(view) = &p.bfd {
         let b = view.borrow().clone();
-        s.bfd = Some(crate::status::BfdStatus {
+        s.bfd = Some(crate::report::status::BfdStatus {
             discarded: view
                 .counters()
                 .discarded()
@@ -859,8 +859,7 @@ mod scrape_tests {
         let config = Arc::new(config());
         let now = Instant::now();
         let mut st =
-            crate::stability::Stability::new(super::super::routes::stability_params(&config))
-                .unwrap();
+            crate::stability::Stability::new(crate::routes::stability_params(&config)).unwrap();
         st.update(now, present(0..ROUTES), &BTreeMap::new(), true);
         st.update(now, present(0..ROUTES - 10), &BTreeMap::new(), true);
         let peers = ["a", "b"]
@@ -936,7 +935,7 @@ mod scrape_tests {
     /// many withdrawals deferred, and walks no route.
     #[test]
     fn the_node_status_counts_damped_and_deferred_without_a_route_list() {
-        use crate::source::kubernetes::node_status;
+        use crate::report::node_status;
         use crate::stability::{DampingParams, GuardParams};
         let mut shared = shared();
         let secs = Duration::from_secs;

@@ -1,353 +1,595 @@
+//! The routes core on simulated time: every input carries an `Instant`
+//! made from a fixed origin plus a duration, nothing sleeps, and each
+//! timer is checked at the instant just before it is due and at the
+//! instant it is due.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bgp_proto::community::well_known::GRACEFUL_SHUTDOWN;
 
 use super::*;
+use crate::model::Vip;
 
-/// [`super::desired`] as maps, after checking the contract of its routes:
-/// in strictly ascending prefix order, one route per prefix, each one
-/// `contains` answers for, as many as the size hint allows. `gate` is asked of every VIP of the snapshot;
-/// those it passes are left out of the gates handed over, as the daemon
-/// leaves out the VIPs no probe watches.
-fn desired(
-    config: &Config,
-    snapshot: &SourceSnapshot,
-    gate: impl Fn(IpAddr) -> Gate,
-) -> (BTreeMap<IpNet, Route>, BTreeMap<IpNet, Absence>) {
-    let gates: BTreeMap<IpAddr, Gate> = snapshot
-        .vips
-        .keys()
-        .map(|ip| (*ip, gate(*ip)))
-        .filter(|(_, g)| *g != Gate::Pass)
-        .collect();
-    let (present, absences) = super::desired(config, snapshot, &gates);
-    let answers: Vec<bool> = snapshot
-        .vips
-        .keys()
-        .map(|ip| present.contains(&IpNet::from(*ip)))
-        .collect();
-    let (least, most) = present.size_hint();
-    let present: Vec<(IpNet, Route)> = present.collect();
-    assert!(
-        least <= present.len() && most.is_none_or(|most| present.len() <= most),
-        "{} routes against a size hint of {least}..{most:?}",
-        present.len()
-    );
-    for (ip, answer) in snapshot.vips.keys().zip(answers) {
-        let host = IpNet::from(*ip);
-        let held = present.iter().any(|(p, _)| *p == host);
-        assert_eq!(answer, held, "contains({host}) says {answer}");
-    }
-    assert!(
-        present.windows(2).all(|w| w[0].0 < w[1].0),
-        "not in strictly ascending order: {:?}",
-        present.iter().map(|(p, _)| p).collect::<Vec<_>>()
-    );
-    (present.into_iter().collect(), absences)
+const MS: Duration = Duration::from_millis(1);
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
 }
 
-fn config(ads: &str) -> Config {
+/// Peers `tor1` and `rr`; the advertisement `public` goes to both, `tor1`
+/// only to tor1, `probed` to both and only while its TCP probe passes,
+/// `degrading` to both, with MED 1000 while its probe fails.
+/// `extra` is added to the `[stability]` section.
+fn config(speaker_extra: &str, stability_extra: &str) -> Arc<Config> {
     let text = format!(
-        "[speaker]\nasn = 65001\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"kubernetes\"\n{ads}"
+        r#"
+[speaker]
+asn = 65001
+router_id = "192.0.2.2"
+{speaker_extra}
+[[peer]]
+name = "tor1"
+address = "192.0.2.1"
+asn = 65000
+[[peer]]
+name = "rr"
+address = "192.0.2.9"
+asn = 65001
+[source]
+kind = "kubernetes"
+[stability]
+{stability_extra}
+[[advertisement]]
+name = "public"
+communities = ["65001:100"]
+[[advertisement]]
+name = "tor1"
+peers = ["tor1"]
+[[advertisement]]
+name = "probed"
+probe = {{ port = 443, fail_after = 2 }}
+[[advertisement]]
+name = "degrading"
+probe = {{ port = 443, fail_after = 2, on_failure = "degrade" }}
+degraded = {{ med = 1000 }}
+"#
     );
-    crate::config::parse(Path::new("t.toml"), &text).expect("test config")
+    Arc::new(crate::config::parse(Path::new("t.toml"), &text).expect("a valid config"))
 }
 
-const AGG: &str =
-    "[[advertisement]]\nname = \"public\"\naggregation_length = 24\naggregation_length_v6 = 64\n";
-
-fn vip(ip: &str, ads: &[&str], local: bool) -> (IpAddr, Vip) {
-    let mut v = Vip::new(Arc::new(ads.iter().map(|s| s.to_string()).collect()));
-    let facts = v.route.make_mut();
-    facts.local_traffic = local;
-    facts.service = Some(format!("demo/{ip}").into());
-    (ip.parse().unwrap(), v)
+/// A core for `config` with both peers' sessions attached, recording
+/// Events (as with the Kubernetes source).
+fn core(config: Arc<Config>) -> Routes {
+    let stability = Stability::new(stability_params(&config)).expect("valid parameters");
+    let drain = crate::routes::drain::shared(config.speaker.graceful_shutdown_wait);
+    let mut r = Routes::new(config, Arc::new(Mutex::new(stability)), drain, true, false);
+    r.attach("tor1");
+    r.attach("rr");
+    r
 }
 
-fn snapshot(vips: Vec<(IpAddr, Vip)>) -> SourceSnapshot {
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// A complete, healthy snapshot of these VIPs and their advertisements.
+fn snapshot(vips: &[(&str, &str)]) -> SourceSnapshot {
+    let vips: crate::model::VipMap = vips
+        .iter()
+        .map(|(addr, ad)| {
+            (
+                ip(addr),
+                Vip::of(Route::new(
+                    Arc::new(BTreeSet::from([ad.to_string()])),
+                    Some("default/web".into()),
+                    None,
+                )),
+            )
+        })
+        .collect();
     SourceSnapshot {
-        vips: Arc::new(vips.into_iter().collect()),
+        vips: Arc::new(vips),
         healthy: true,
         synced: true,
         ..SourceSnapshot::default()
     }
 }
 
-fn keys(m: &BTreeMap<IpNet, Route>) -> Vec<String> {
-    m.keys().map(ToString::to_string).collect()
+/// The prefixes of a peer's table, as addresses.
+fn routes_of(r: &Routes, peer: &str) -> Vec<IpAddr> {
+    r.table(peer)
+        .expect("an attached peer")
+        .keys()
+        .map(|p| p.addr())
+        .collect()
 }
 
-fn net(s: &str) -> IpNet {
-    s.parse().unwrap()
+/// The changed tables, by peer name, as prefix lists.
+fn changed(r: &mut Routes) -> BTreeMap<String, Vec<IpAddr>> {
+    r.take_changed_tables()
+        .into_iter()
+        .map(|(name, t)| (name, t.keys().map(|p| p.addr()).collect()))
+        .collect()
 }
 
 #[test]
-fn cluster_vips_are_aggregated_and_local_ones_stay_host_routes() {
-    let c = config(AGG);
-    let snap = snapshot(vec![
-        vip("198.51.100.10", &["public"], false),
-        vip("198.51.100.11", &["public"], false),
-        vip("198.51.100.12", &["public"], true),
-        vip("203.0.113.5", &["public"], false),
-        vip("2001:db8:1::5", &["public"], false),
-        vip("2001:db8:1::6", &["public"], true),
-    ]);
-    let (present, absences) = desired(&c, &snap, |_| Gate::Pass);
+fn a_snapshot_gives_each_peer_the_routes_its_advertisements_send_it() {
+    let mut r = core(config("", ""));
+    let t0 = Instant::now();
+    r.on_snapshot(
+        t0,
+        snapshot(&[("192.0.2.10", "public"), ("192.0.2.11", "tor1")]),
+    );
+    assert_eq!(routes_of(&r, "tor1"), [ip("192.0.2.10"), ip("192.0.2.11")]);
+    assert_eq!(routes_of(&r, "rr"), [ip("192.0.2.10")]);
     assert_eq!(
-        keys(&present),
+        changed(&mut r),
+        BTreeMap::from([
+            ("rr".to_string(), vec![ip("192.0.2.10")]),
+            ("tor1".to_string(), vec![ip("192.0.2.10"), ip("192.0.2.11")]),
+        ])
+    );
+    // One Event per VIP, naming the peers whose tables hold it.
+    assert_eq!(
+        r.take_events(),
         [
-            "198.51.100.0/24",
-            "198.51.100.12/32",
-            "203.0.113.0/24",
-            "2001:db8:1::/64",
-            "2001:db8:1::6/128"
+            Event::Advertised {
+                vip: ip("192.0.2.10"),
+                peers: vec!["rr".into(), "tor1".into()]
+            },
+            Event::Advertised {
+                vip: ip("192.0.2.11"),
+                peers: vec!["tor1".into()]
+            },
         ]
     );
-    assert!(absences.is_empty());
-    let agg = &present[&net("198.51.100.0/24")];
-    assert_eq!(agg.service, None, "an aggregate covers several Services");
-    assert_eq!(agg.attributes, None);
-    assert_eq!(
-        present[&net("198.51.100.12/32")].service.as_deref(),
-        Some("demo/198.51.100.12")
+    // The same snapshot again changes nothing and tells nobody.
+    r.on_snapshot(
+        t0 + secs(1),
+        snapshot(&[("192.0.2.10", "public"), ("192.0.2.11", "tor1")]),
     );
-
-    // The aggregate stays while one VIP of it is present: the same route.
-    let fewer = snapshot(vec![vip("198.51.100.11", &["public"], false)]);
-    let (p2, _) = desired(&c, &fewer, |_| Gate::Pass);
-    assert_eq!(p2[&net("198.51.100.0/24")], *agg);
-
-    // explain names what the aggregate covers.
-    let (prefix, lines) = explain(&c, &snap, "198.51.100.10".parse().unwrap());
-    assert_eq!(prefix, net("198.51.100.0/24"));
-    assert_eq!(
-        lines,
-        [
-            "advertisement \"public\" announces it as the aggregate 198.51.100.0/24, which covers 198.51.100.10, 198.51.100.11"
-        ]
-    );
-    let (prefix, lines) = explain(&c, &snap, "198.51.100.12".parse().unwrap());
-    assert_eq!(prefix, net("198.51.100.12/32"));
-    assert!(lines[0].contains("traffic policy is Local"), "{lines:?}");
+    assert!(changed(&mut r).is_empty());
+    assert!(r.take_events().is_empty());
 }
 
 #[test]
-fn without_aggregation_every_vip_is_a_host_route() {
-    let c = config("[[advertisement]]\nname = \"public\"\n");
-    let snap = snapshot(vec![
-        vip("198.51.100.10", &["public"], false),
-        vip("198.51.100.11", &["public"], false),
-    ]);
-    let (present, _) = desired(&c, &snap, |_| Gate::Pass);
-    assert_eq!(keys(&present), ["198.51.100.10/32", "198.51.100.11/32"]);
+fn a_vanished_vip_stays_in_the_tables_until_the_hold_down_instant() {
+    let mut r = core(config("", "withdraw_hold_down = \"30s\""));
+    let t0 = Instant::now();
+    r.on_snapshot(
+        t0,
+        snapshot(&[("192.0.2.10", "public"), ("192.0.2.11", "public")]),
+    );
+    r.take_changed_tables();
+    r.take_events();
+
+    let t1 = t0 + secs(5);
+    r.on_snapshot(t1, snapshot(&[("192.0.2.10", "public")]));
+    assert!(
+        changed(&mut r).is_empty(),
+        "held down: nothing changes on the wire"
+    );
+    assert_eq!(r.next_deadline(), Some(t1 + secs(30)));
+
+    assert!(!r.poll(t1 + secs(30) - MS));
+    assert!(changed(&mut r).is_empty(), "not yet due");
+
+    assert!(!r.poll(t1 + secs(30)));
+    assert_eq!(
+        changed(&mut r),
+        BTreeMap::from([
+            ("rr".to_string(), vec![ip("192.0.2.10")]),
+            ("tor1".to_string(), vec![ip("192.0.2.10")]),
+        ])
+    );
+    assert_eq!(
+        r.take_events(),
+        [Event::Withdrawn {
+            vip: ip("192.0.2.11"),
+            peers: vec!["rr".into(), "tor1".into()]
+        }]
+    );
+    assert_eq!(r.next_deadline(), None, "nothing left to wait for");
 }
 
 #[test]
-fn host_routes_without_probes_say_how_many_come() {
-    // The stability layer allocates its table once, from the lower bound.
-    let c = config("[[advertisement]]\nname = \"public\"\n");
-    let snap = snapshot(
-        (10..20)
-            .map(|i| vip(&format!("198.51.100.{i}"), &["public"], false))
-            .collect(),
+fn a_probed_vip_is_advertised_once_its_probe_passes_and_withdrawn_at_once_when_it_fails() {
+    let mut r = core(config("", "withdraw_hold_down = \"30s\""));
+    let vip = ip("192.0.2.20");
+    let t0 = Instant::now();
+    r.on_snapshot(t0, snapshot(&[("192.0.2.20", "probed")]));
+    assert!(
+        r.take_probes_changed(),
+        "the driver is told to start a probe"
     );
-    let none = BTreeMap::new();
-    let (mut present, _) = super::desired(&c, &snap, &none);
-    assert_eq!(present.size_hint(), (10, Some(10)));
-    present.next();
-    assert_eq!(present.size_hint(), (9, Some(9)));
-    // A gated VIP may not come: only the upper bound is known.
-    let gated = BTreeMap::from([("198.51.100.15".parse().unwrap(), Gate::Fail)]);
-    let (present, _) = super::desired(&c, &snap, &gated);
-    assert_eq!(present.size_hint(), (0, Some(10)));
+    assert_eq!(r.probes().keys().copied().collect::<Vec<_>>(), [vip]);
+    assert!(routes_of(&r, "tor1").is_empty(), "no probe result yet");
+
+    let result = |result| probe::ProbeResult { vip, result };
+    r.on_probe(t0 + secs(1), result(probe::Observation::Probed(Ok(()))));
+    assert_eq!(routes_of(&r, "tor1"), [vip]);
+    assert_eq!(routes_of(&r, "rr"), [vip]);
+
+    r.on_probe(
+        t0 + secs(3),
+        result(probe::Observation::Probed(Err("refused".into()))),
+    );
+    assert_eq!(
+        routes_of(&r, "tor1"),
+        [vip],
+        "one failure of fail_after = 2"
+    );
+    r.on_probe(
+        t0 + secs(5),
+        result(probe::Observation::Probed(Err("refused".into()))),
+    );
+    // A datapath fact: no hold-down.
+    assert!(routes_of(&r, "tor1").is_empty());
+    assert!(routes_of(&r, "rr").is_empty());
+    assert!(!r.take_probes_changed(), "the VIP is still probed");
+
+    // The VIP gone from the source: its probe stops.
+    r.on_snapshot(t0 + secs(6), snapshot(&[]));
+    assert!(r.take_probes_changed());
+    assert!(r.probes().is_empty());
 }
 
-#[test]
-fn a_vip_under_an_aggregating_and_a_plain_advertisement_gives_both_routes() {
-    let c = config(&format!("{AGG}[[advertisement]]\nname = \"plain\"\n"));
-    let snap = snapshot(vec![vip("198.51.100.10", &["plain", "public"], false)]);
-    let (present, _) = desired(&c, &snap, |_| Gate::Pass);
-    assert_eq!(keys(&present), ["198.51.100.0/24", "198.51.100.10/32"]);
-    let names =
-        |p: &str| -> Vec<String> { present[&net(p)].advertisements.iter().cloned().collect() };
-    assert_eq!(names("198.51.100.0/24"), ["public"]);
-    assert_eq!(names("198.51.100.10/32"), ["plain"]);
-}
-
-#[test]
-fn probes_gate_vips_before_aggregation() {
-    let c = config(AGG);
-    let snap = snapshot(vec![
-        vip("198.51.100.10", &["public"], false),
-        vip("198.51.100.11", &["public"], true),
-    ]);
-    let fail: IpAddr = "198.51.100.11".parse().unwrap();
-    let (present, absences) = desired(
-        &c,
-        &snap,
-        |ip| {
-            if ip == fail { Gate::Fail } else { Gate::Pass }
-        },
-    );
-    assert_eq!(keys(&present), ["198.51.100.0/24"]);
-    assert_eq!(
-        absences.get(&net("198.51.100.11/32")),
-        Some(&Absence::ProbeFailed)
-    );
-}
-
-#[test]
-fn probes_gate_plain_host_routes() {
-    // No aggregation: the routes are read from the snapshot as they are
-    // taken, and the gates still apply.
-    let c = config("[[advertisement]]\nname = \"public\"\n");
-    let snap = snapshot(vec![
-        vip("198.51.100.10", &["public"], false),
-        vip("198.51.100.11", &["public"], false),
-        vip("198.51.100.12", &["public"], false),
-    ]);
-    let (fail, unknown): (IpAddr, IpAddr) = (
-        "198.51.100.11".parse().unwrap(),
-        "198.51.100.12".parse().unwrap(),
-    );
-    let (present, absences) = desired(&c, &snap, |ip| match ip {
-        ip if ip == fail => Gate::Fail,
-        ip if ip == unknown => Gate::Unknown,
-        _ => Gate::Pass,
-    });
-    assert_eq!(keys(&present), ["198.51.100.10/32"]);
-    assert_eq!(
-        absences,
-        BTreeMap::from([(net("198.51.100.11/32"), Absence::ProbeFailed)]),
-        "the failed VIP went for its probe; the one not yet probed, for no reason"
-    );
-}
-
-#[test]
-fn an_aggregate_goes_at_once_only_when_the_node_drained() {
-    let c = config(AGG);
-    let mut snap = snapshot(vec![]);
-    snap.absences = BTreeMap::from([
-        ("198.51.100.10".parse().unwrap(), Absence::Drained),
-        ("198.51.100.11".parse().unwrap(), Absence::Drained),
-        ("203.0.113.1".parse().unwrap(), Absence::Drained),
-        ("203.0.113.2".parse().unwrap(), Absence::Deleted),
-    ]);
-    let (present, absences) = desired(&c, &snap, |_| Gate::Pass);
-    assert!(present.is_empty());
-    assert_eq!(
-        absences.get(&net("198.51.100.0/24")),
-        Some(&Absence::Drained)
-    );
-    // A Service deleted is not the aggregate deleted: held down.
-    assert_eq!(
-        absences.get(&net("203.0.113.0/24")),
-        Some(&Absence::Vanished)
-    );
-    // While another VIP keeps it present, no absence at all.
-    let mut snap = snapshot(vec![vip("198.51.100.12", &["public"], false)]);
-    snap.absences = BTreeMap::from([("198.51.100.10".parse().unwrap(), Absence::Drained)]);
-    let (_, absences) = desired(&c, &snap, |_| Gate::Pass);
-    assert_eq!(absences.get(&net("198.51.100.0/24")), None);
-}
-
-#[test]
-fn pod_cidrs_and_interface_addresses_become_routes() {
-    let c = config(
-        "[[advertisement]]\nname = \"public\"\n\
-         [[advertisement]]\nname = \"pods\"\naddresses = [\"PodCIDR\"]\n\
-         [[advertisement]]\nname = \"loop\"\ninterface = \"lo\"\n",
-    );
-    let mut snap = snapshot(vec![vip("198.51.100.10", &["public"], false)]);
-    let pods = net("10.244.1.0/24");
-    snap.prefixes = BTreeMap::from([(pods, Vip::new(Arc::new(["pods".to_string()].into())))]);
-    snap.interfaces = Arc::new(BTreeMap::from([
-        (
-            "lo".to_string(),
-            vec![
-                "198.51.100.10".parse().unwrap(),
-                "203.0.113.9".parse().unwrap(),
-            ],
-        ),
-        ("eth0".to_string(), vec!["192.0.2.2".parse().unwrap()]),
-    ]));
-    let (present, _) = desired(&c, &snap, |_| Gate::Pass);
-    assert_eq!(
-        keys(&present),
-        ["10.244.1.0/24", "198.51.100.10/32", "203.0.113.9/32"]
-    );
-    let names =
-        |p: &str| -> Vec<String> { present[&net(p)].advertisements.iter().cloned().collect() };
-    assert_eq!(names("10.244.1.0/24"), ["pods"]);
-    // The VIP also on lo: one route under both advertisements, still the
-    // Service's.
-    assert_eq!(names("198.51.100.10/32"), ["loop", "public"]);
-    assert_eq!(
-        present[&net("198.51.100.10/32")].service.as_deref(),
-        Some("demo/198.51.100.10")
-    );
-    assert_eq!(names("203.0.113.9/32"), ["loop"]);
-    let (_, lines) = explain(&c, &snap, "203.0.113.9".parse().unwrap());
-    assert_eq!(
-        lines,
-        ["interface lo has it: announced under advertisement \"loop\""]
-    );
-}
-
-#[test]
-fn an_interface_advertisement_announces_only_the_addresses_in_its_vip_ranges() {
-    let c = config(
-        "[[advertisement]]\nname = \"loop\"\ninterface = \"lo\"\nvip_ranges = [\"203.0.113.0/24\"]\n",
-    );
-    let mut snap = snapshot(vec![]);
-    snap.interfaces = Arc::new(BTreeMap::from([(
-        "lo".to_string(),
-        vec![
-            "198.51.100.10".parse().unwrap(),
-            "203.0.113.9".parse().unwrap(),
-        ],
-    )]));
-    let (present, _) = desired(&c, &snap, |_| Gate::Pass);
-    assert_eq!(keys(&present), ["203.0.113.9/32"]);
-    let (_, lines) = explain(&c, &snap, "198.51.100.10".parse().unwrap());
-    assert_eq!(
-        lines,
-        [
-            "interface lo has it, but it is not in the vip_ranges [\"203.0.113.0/24\"] of advertisement \"loop\": not announced under it"
-        ]
-    );
-}
-
-#[test]
-fn a_degraded_vip_stays_present_marked_degraded() {
-    let d = "[[advertisement]]\nname = \"public\"\ndegraded = { med = 900 }\n";
-    let bad: IpAddr = "198.51.100.11".parse().unwrap();
-    let gate = |ip| {
-        if ip == bad {
-            Gate::Degraded
-        } else {
-            Gate::Pass
-        }
+/// One probe round's result.
+fn probed(vip: IpAddr, ok: bool) -> probe::ProbeResult {
+    let result = if ok {
+        Ok(())
+    } else {
+        Err("connection refused".to_string())
     };
-    // Both paths of `desired`: plain host routes, and with aggregation.
-    for ads in [d.to_string(), format!("{d}aggregation_length = 24\n")] {
-        let c = config(&ads);
-        let snap = snapshot(vec![
-            vip("198.51.100.10", &["public"], true),
-            vip("198.51.100.11", &["public"], true),
-        ]);
-        let (present, absences) = desired(&c, &snap, gate);
-        assert_eq!(
-            keys(&present),
-            ["198.51.100.10/32", "198.51.100.11/32"],
-            "{ads}"
-        );
-        assert!(absences.is_empty(), "never a withdrawal: {absences:?}");
-        let flag = |p: &str| {
-            present[&net(p)]
-                .attributes
-                .as_ref()
-                .is_some_and(|a| a.degraded)
-        };
-        assert!(flag("198.51.100.11/32"), "{ads}");
-        assert!(!flag("198.51.100.10/32"), "{ads}");
+    probe::ProbeResult {
+        vip,
+        result: probe::Observation::Probed(result),
     }
+}
+
+#[test]
+fn a_failing_probe_withdraws_or_degrades_while_the_source_is_unhealthy() {
+    let mut r = core(config("", "withdraw_hold_down = \"30s\""));
+    let (plain, withdrawing, degrading) = (ip("192.0.2.10"), ip("192.0.2.20"), ip("192.0.2.21"));
+    let t0 = Instant::now();
+    r.on_snapshot(
+        t0,
+        snapshot(&[
+            ("192.0.2.10", "public"),
+            ("192.0.2.20", "probed"),
+            ("192.0.2.21", "degrading"),
+        ]),
+    );
+    for vip in [withdrawing, degrading] {
+        r.on_probe(t0 + secs(1), probed(vip, true));
+    }
+    assert_eq!(routes_of(&r, "tor1"), [plain, withdrawing, degrading]);
+
+    // The source breaks (a VIP file made invalid, the API server gone) and
+    // its snapshot lacks `plain`: the last known set stands.
+    let mut broken = snapshot(&[("192.0.2.20", "probed"), ("192.0.2.21", "degrading")]);
+    broken.healthy = false;
+    r.on_snapshot(t0 + secs(2), broken);
+    assert_eq!(routes_of(&r, "tor1"), [plain, withdrawing, degrading]);
+
+    // Both probes fail fail_after (2) times: the datapath does not serve
+    // them, whatever the source says.
+    for vip in [withdrawing, degrading] {
+        r.on_probe(t0 + secs(3), probed(vip, false));
+    }
+    assert_eq!(routes_of(&r, "tor1"), [plain, withdrawing, degrading]);
+    for vip in [withdrawing, degrading] {
+        r.on_probe(t0 + secs(4), probed(vip, false));
+    }
+    assert_eq!(
+        routes_of(&r, "tor1"),
+        [plain, degrading],
+        "the failed probe withdraws at once; the source's absence waits"
+    );
+    assert_eq!(routes_of(&r, "rr"), [plain, degrading]);
+    let med = |peer: &str, vip: IpAddr| {
+        r.table(peer)
+            .expect("attached")
+            .get(&IpNet::from(vip))
+            .expect("advertised")
+            .med
+    };
+    assert_eq!(
+        med("tor1", degrading),
+        Some(1000),
+        "degraded, not withdrawn"
+    );
+    assert_eq!(
+        r.take_events().last(),
+        Some(&Event::Withdrawn {
+            vip: withdrawing,
+            peers: vec!["rr".into(), "tor1".into()]
+        })
+    );
+    // `plain`'s absence has no timer while the source is unhealthy.
+    assert_eq!(r.next_deadline(), None);
+    assert!(!r.poll(t0 + secs(600)));
+    assert_eq!(routes_of(&r, "tor1"), [plain, degrading]);
+
+    // The probe passes again (recover_after, 2): back, still unhealthy.
+    for at in [secs(601), secs(602)] {
+        r.on_probe(t0 + at, probed(withdrawing, true));
+    }
+    assert_eq!(routes_of(&r, "tor1"), [plain, withdrawing, degrading]);
+}
+
+#[test]
+fn the_probes_views_are_written_only_where_a_probe_or_the_probed_set_changed() {
+    let mut r = core(config("", ""));
+    let views = r.probe_views();
+    let (a, b) = (ip("192.0.2.20"), ip("192.0.2.21"));
+    let t0 = Instant::now();
+    let base = [
+        ("192.0.2.10", "public"),
+        ("192.0.2.20", "probed"),
+        ("192.0.2.21", "probed"),
+    ];
+    r.on_snapshot(t0, snapshot(&base));
+    assert_eq!(r.probe_view_writes(), 2, "one per probed VIP");
+    assert_eq!(
+        views.lock().unwrap().keys().copied().collect::<Vec<_>>(),
+        [a, b]
+    );
+
+    // A probe's first success changes its view: that entry only.
+    r.on_probe(t0 + secs(1), probed(a, true));
+    assert_eq!(r.probe_view_writes(), 3);
+    assert_eq!(views.lock().unwrap()[&a].verdict, probe::Verdict::Passing);
+    assert_eq!(views.lock().unwrap()[&b].verdict, probe::Verdict::Unknown);
+    // Another success of a passing probe changes nothing: no write.
+    r.on_probe(t0 + secs(2), probed(a, true));
+    assert_eq!(r.probe_view_writes(), 3);
+    // A failure: its count and error, that entry only.
+    r.on_probe(t0 + secs(3), probed(a, false));
+    assert_eq!(r.probe_view_writes(), 4);
+    let view = views.lock().unwrap()[&a].clone();
+    assert_eq!(
+        (view.failures, view.error.as_deref()),
+        (1, Some("connection refused"))
+    );
+
+    // Events that leave the probed set as it is write nothing: a snapshot
+    // that adds an unprobed VIP, the same snapshot again, a timer, a
+    // drain, the tables published again.
+    let mut more = base.to_vec();
+    more.push(("192.0.2.11", "public"));
+    r.on_snapshot(t0 + secs(4), snapshot(&more));
+    r.on_snapshot(t0 + secs(5), snapshot(&more));
+    r.poll(t0 + secs(6));
+    r.request_drain(t0 + secs(7), true).expect("a drain");
+    r.publish_tables();
+    r.refresh(t0 + secs(8));
+    assert_eq!(
+        r.probe_view_writes(),
+        4,
+        "an unrelated event rewrote the views"
+    );
+
+    // One probed VIP gone: its entry only.
+    r.on_snapshot(
+        t0 + secs(9),
+        snapshot(&[("192.0.2.10", "public"), ("192.0.2.20", "probed")]),
+    );
+    assert_eq!(r.probe_view_writes(), 5);
+    assert_eq!(
+        views.lock().unwrap().keys().copied().collect::<Vec<_>>(),
+        [a]
+    );
+    assert_eq!(views.lock().unwrap()[&a].failures, 1, "its state kept");
+}
+
+#[test]
+fn the_guard_paces_a_mass_withdrawal_over_time() {
+    let mut r = core(config(
+        "",
+        "withdraw_hold_down = \"0s\"\nmax_withdraw_fraction = 0.5\nwithdraw_rate = \"1/s\"",
+    ));
+    let vips: Vec<String> = (10..20).map(|i| format!("192.0.2.{i}")).collect();
+    let all: Vec<(&str, &str)> = vips.iter().map(|v| (v.as_str(), "public")).collect();
+    let t0 = Instant::now();
+    r.on_snapshot(t0, snapshot(&all));
+    assert_eq!(routes_of(&r, "rr").len(), 10);
+
+    // Everything gone in one step: half goes at once, the rest one a second.
+    let t1 = t0 + secs(1);
+    r.on_snapshot(t1, snapshot(&[]));
+    assert_eq!(routes_of(&r, "rr").len(), 5);
+    for k in 1..=5u32 {
+        let due = t1 + secs(1) * k;
+        assert_eq!(r.next_deadline(), Some(due), "release {k}");
+        r.poll(due - MS);
+        assert_eq!(
+            routes_of(&r, "rr").len(),
+            5 - k as usize + 1,
+            "before release {k}"
+        );
+        r.poll(due);
+        assert_eq!(
+            routes_of(&r, "rr").len(),
+            5 - k as usize,
+            "after release {k}"
+        );
+    }
+    assert_eq!(r.next_deadline(), None);
+}
+
+#[test]
+fn a_drain_marks_graceful_shutdown_then_withdraws_after_the_wait() {
+    let mut r = core(config("graceful_shutdown_wait = \"15s\"", ""));
+    let t0 = Instant::now();
+    r.on_snapshot(t0, snapshot(&[("192.0.2.10", "public")]));
+    r.take_changed_tables();
+    let gshut = |r: &Routes, peer: &str| {
+        r.table(peer)
+            .expect("an attached peer")
+            .values()
+            .all(|a| a.communities.contains(&GRACEFUL_SHUTDOWN))
+    };
+    assert!(!gshut(&r, "tor1"));
+
+    let t1 = t0 + secs(2);
+    r.request_drain(t1, true).expect("a drain starts");
+    // RFC 8326 §3: re-advertised with GRACEFUL_SHUTDOWN, still on the wire.
+    assert_eq!(routes_of(&r, "tor1"), [ip("192.0.2.10")]);
+    assert!(gshut(&r, "tor1") && gshut(&r, "rr"));
+    assert_eq!(changed(&mut r).len(), 2);
+    assert_eq!(r.next_deadline(), Some(t1 + secs(15)));
+
+    assert!(!r.poll(t1 + secs(15) - MS));
+    assert_eq!(routes_of(&r, "tor1"), [ip("192.0.2.10")]);
+    assert!(!r.poll(t1 + secs(15)), "a drain is no exit");
+    assert!(routes_of(&r, "tor1").is_empty());
+    assert!(routes_of(&r, "rr").is_empty());
+
+    // Undrained: back, without the community.
+    r.request_drain(t1 + secs(20), false).expect("undrain");
+    assert_eq!(routes_of(&r, "tor1"), [ip("192.0.2.10")]);
+    assert!(!gshut(&r, "tor1"));
+}
+
+#[test]
+fn an_exit_drains_only_the_peers_that_lose_the_routes_then_stops() {
+    let mut r = core(config("graceful_shutdown_wait = \"15s\"", ""));
+    let t0 = Instant::now();
+    r.on_snapshot(t0, snapshot(&[("192.0.2.10", "public")]));
+    let t1 = t0 + secs(1);
+    assert!(!r.begin_exit(t1, BTreeSet::from(["rr".to_string()])));
+    let community = |peer: &str| {
+        r.table(peer)
+            .expect("attached")
+            .values()
+            .next()
+            .expect("a route")
+            .communities
+            .contains(&GRACEFUL_SHUTDOWN)
+    };
+    assert!(community("rr"), "rr loses the routes: GRACEFUL_SHUTDOWN");
+    assert!(!community("tor1"), "tor1 keeps them by graceful restart");
+    assert_eq!(r.next_deadline(), Some(t1 + secs(15)));
+    assert!(!r.poll(t1 + secs(15) - MS));
+    assert!(r.poll(t1 + secs(15)), "the wait is over: stop");
+}
+
+#[test]
+fn routes_are_ready_only_after_the_first_complete_snapshot_and_its_advertise_delay() {
+    let mut r = core(config("", "advertise_delay = \"5s\""));
+    let t0 = Instant::now();
+    let mut partial = snapshot(&[("192.0.2.10", "public")]);
+    partial.synced = false;
+    r.on_snapshot(t0, partial);
+    assert!(!r.routes_ready());
+    assert!(
+        !r.poll(t0 + secs(60)) && !r.routes_ready(),
+        "not without a complete view"
+    );
+
+    let t1 = t0 + secs(61);
+    r.on_snapshot(t1, snapshot(&[("192.0.2.10", "public")]));
+    assert!(!r.routes_ready());
+    assert_eq!(r.next_deadline(), Some(t1 + secs(5)));
+    r.poll(t1 + secs(5) - MS);
+    assert!(!r.routes_ready());
+    r.poll(t1 + secs(5));
+    assert!(r.routes_ready());
+    assert_eq!(routes_of(&r, "rr"), [ip("192.0.2.10")]);
+}
+
+#[test]
+fn next_deadline_is_the_next_due_instant_and_none_when_idle() {
+    let mut r = core(config(
+        "",
+        "withdraw_hold_down = \"30s\"\ndelete_delay = \"10s\"",
+    ));
+    let t0 = Instant::now();
+    assert_eq!(r.next_deadline(), None, "idle: no tick");
+    r.on_snapshot(
+        t0,
+        snapshot(&[("192.0.2.10", "public"), ("192.0.2.11", "public")]),
+    );
+    assert_eq!(r.next_deadline(), None, "advertised, nothing pending");
+
+    // One vanished (hold-down 30 s), one deleted 3 s later (delete_delay
+    // 10 s): the deleted one is due first.
+    let t1 = t0 + secs(1);
+    r.on_snapshot(t1, snapshot(&[("192.0.2.10", "public")]));
+    assert_eq!(r.next_deadline(), Some(t1 + secs(30)));
+    let t2 = t1 + secs(3);
+    let mut deleted = snapshot(&[]);
+    deleted
+        .absences
+        .insert(ip("192.0.2.10"), crate::model::Absence::Deleted);
+    r.on_snapshot(t2, deleted);
+    assert_eq!(r.next_deadline(), Some(t2 + secs(10)));
+    r.poll(t2 + secs(10));
+    assert_eq!(routes_of(&r, "rr"), [ip("192.0.2.11")]);
+    assert_eq!(r.next_deadline(), Some(t1 + secs(30)));
+    r.poll(t1 + secs(30));
+    assert!(routes_of(&r, "rr").is_empty());
+    assert_eq!(r.next_deadline(), None);
+}
+
+#[test]
+fn a_detached_peer_gets_no_table_and_a_reattached_one_starts_full() {
+    let mut r = core(config("", ""));
+    let t0 = Instant::now();
+    r.on_snapshot(t0, snapshot(&[("192.0.2.10", "public")]));
+    r.take_changed_tables();
+    r.detach("rr");
+    r.on_snapshot(
+        t0 + secs(1),
+        snapshot(&[("192.0.2.10", "public"), ("192.0.2.12", "public")]),
+    );
+    assert_eq!(changed(&mut r).keys().collect::<Vec<_>>(), ["tor1"]);
+    // A reset session: attached again, empty, filled by the next publish.
+    r.attach("rr");
+    assert!(routes_of(&r, "rr").is_empty());
+    r.publish_tables();
+    assert_eq!(
+        changed(&mut r),
+        BTreeMap::from([("rr".to_string(), vec![ip("192.0.2.10"), ip("192.0.2.12")])])
+    );
+}
+
+#[test]
+fn a_drained_node_keeps_its_routes_marked_graceful_shutdown_until_the_wait_is_over() {
+    let mut r = core(config("graceful_shutdown_wait = \"15s\"", ""));
+    let t0 = Instant::now();
+    r.on_snapshot(t0, snapshot(&[("192.0.2.10", "public")]));
+    r.take_changed_tables();
+    // The node cordoned: the source reports its VIPs absent, drained.
+    let t1 = t0 + secs(3);
+    let mut drained = snapshot(&[]);
+    drained
+        .absences
+        .insert(ip("192.0.2.10"), crate::model::Absence::Drained);
+    r.on_snapshot(t1, drained.clone());
+    // RFC 8326 §3: still advertised, now with GRACEFUL_SHUTDOWN.
+    let marked = |r: &Routes, peer: &str| {
+        r.table(peer)
+            .expect("attached")
+            .values()
+            .map(|a| a.communities.contains(&GRACEFUL_SHUTDOWN))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(marked(&r, "tor1"), [true]);
+    assert_eq!(marked(&r, "rr"), [true]);
+    assert_eq!(changed(&mut r).len(), 2);
+    assert_eq!(r.next_deadline(), Some(t1 + secs(15)));
+    // The same facts again: nothing new to send.
+    r.on_snapshot(t1 + secs(1), drained);
+    assert!(changed(&mut r).is_empty());
+    r.poll(t1 + secs(15) - MS);
+    assert_eq!(marked(&r, "tor1"), [true]);
+    r.poll(t1 + secs(15));
+    assert!(routes_of(&r, "tor1").is_empty());
+    assert!(routes_of(&r, "rr").is_empty());
 }

@@ -38,7 +38,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::bfd::driver::BfdStatus;
-use crate::logging::{self, Kind};
+use crate::report::logging::{self, Kind};
 pub use crate::speaker::pick_next_hops;
 use crate::speaker::{NextHops, PeerTable};
 pub use peer_session::{Input, InterfaceAddresses, Output, PeerSession};

@@ -48,7 +48,7 @@ use tracing::{debug, error, info, warn};
 const LOG_TARGET: &str = "holdfast::session";
 
 use super::{PeerRuntime, PeerSpec, StopHow, hard_reset, send_hold_time, shutdown_notification};
-use crate::logging::{self, DownLog, DownVerdict, Kind};
+use crate::report::logging::{self, DownLog, DownVerdict, Kind};
 use crate::speaker::{
     Budget, EncodeParams, Output as SpeakerOutput, PeerSpeaker, PeerTable, SessionUp,
     pick_next_hops,

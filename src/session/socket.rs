@@ -269,8 +269,8 @@ fn bind_service_port(sock: &Socket, addr: SocketAddr) -> io::Result<()> {
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is (the one rule,
-/// in `crate::net`).
-pub use crate::net::unmap;
+/// in `crate::model::net`).
+pub use crate::model::net::unmap;
 
 #[cfg(test)]
 mod tests {

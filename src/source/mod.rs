@@ -8,11 +8,9 @@
 //! server) publishes its last known set with `healthy: false` and the
 //! problem in `error`, so the stability layer keeps every route.
 
-pub mod dirwatch;
 pub mod file;
 pub mod interface;
 pub mod kubernetes;
-pub mod resync;
 
 use std::future::Future;
 

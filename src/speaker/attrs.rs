@@ -147,9 +147,9 @@ impl EncodeParams {
         if !a.extended_communities.is_empty() || a.link_bandwidth.is_some() {
             // draft-ietf-idr-link-bandwidth §3: one link-bandwidth
             // community in the EXTENDED_COMMUNITIES attribute.
-            let bandwidth = a
-                .link_bandwidth
-                .map(|units| crate::steering::link_bandwidth_community(self.local_asn, units));
+            let bandwidth = a.link_bandwidth.map(|units| {
+                crate::model::link_bandwidth::link_bandwidth_community(self.local_asn, units)
+            });
             out.push(PathAttribute::new(AttrValue::ExtendedCommunities(
                 a.extended_communities
                     .iter()

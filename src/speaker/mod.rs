@@ -31,7 +31,7 @@ use crate::model::ServiceAttributes;
 pub use crate::model::Route;
 
 /// The desired routes of one peer.
-pub type PeerTable = crate::sorted::SortedMap<IpNet, Arc<RouteAttrs>>;
+pub type PeerTable = crate::model::sorted::SortedMap<IpNet, Arc<RouteAttrs>>;
 
 /// The attributes a peer gets for a route under these advertisements, or
 /// `None` when none of them is for this peer. Several advertisements for
@@ -171,7 +171,7 @@ pub fn peer_tables<'a>(
             last = Some((route, attrs.clone()));
             attrs
         };
-        // In prefix order, straight into the table (crate::sorted).
+        // In prefix order, straight into the table (crate::model::sorted).
         let table = PeerTable::from_sorted(
             routes
                 .clone()

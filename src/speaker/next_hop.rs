@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv6Addr};
 
 use super::NextHops;
-use crate::net::unmap;
+use crate::model::net::unmap;
 
 /// The next hops of a session, given the node's interface addresses:
 ///

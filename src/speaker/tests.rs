@@ -489,7 +489,9 @@ fn the_endpoint_count_goes_out_as_the_link_bandwidth_community() {
     let ext: Vec<[u8; 8]> = ups[0].extended_communities().iter().map(|c| c.0).collect();
     assert_eq!(
         ext,
-        vec![crate::steering::link_bandwidth_community(65001, 3)]
+        vec![crate::model::link_bandwidth::link_bandwidth_community(
+            65001, 3
+        )]
     );
 }
 

@@ -133,7 +133,7 @@ pub use params::{DampingParams, MAX_TIMER, Params, ParamsError};
 pub use view::{Counters, KeyState};
 
 use crate::model::Absence;
-use crate::sorted::SortedMap;
+use crate::model::sorted::SortedMap;
 
 /// One change for the speaker's RIB.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,7 +150,7 @@ pub enum Change<K, V> {
 #[derive(Debug, Clone)]
 pub struct Stability<K, V> {
     params: Params,
-    /// One sorted list (crate::sorted): built at its final size on a
+    /// One sorted list (crate::model::sorted): built at its final size on a
     /// bulk load, walked on every call.
     entries: SortedMap<K, Entry<V>>,
     source_healthy: bool,

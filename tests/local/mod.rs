@@ -150,7 +150,7 @@ impl Daemon {
     }
 
     /// The status, parsed.
-    pub fn status(&self) -> holdfast::status::Status {
+    pub fn status(&self) -> holdfast::report::status::Status {
         let r = self.get("/v1/status").expect("/v1/status answers");
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         serde_json::from_slice(&r.body).expect("a status")

@@ -1,5 +1,5 @@
 use super::*;
-use crate::status::{BfdStatus, PeerStatus};
+use crate::report::status::{BfdStatus, PeerStatus};
 use testlab::exposition::{self, Exposition};
 
 fn fixture() -> Status {

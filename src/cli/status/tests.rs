@@ -1,5 +1,5 @@
 use super::*;
-use crate::status::{BfdStatus, SourceStatus};
+use crate::report::status::{BfdStatus, SourceStatus};
 
 fn fixture() -> Status {
     serde_json::from_str(include_str!("../../../tests/fixtures/api/status.json"))

@@ -44,26 +44,22 @@
 
 mod backoff;
 mod endpoints;
-mod events;
-mod forbidden;
-mod limit;
+pub(crate) mod forbidden;
+pub(crate) mod limit;
 mod link;
 mod node;
-pub mod node_status;
 mod policy;
 mod policy_attrs;
 mod records;
-mod service;
+pub(crate) mod service;
 mod watch;
 
 #[cfg(test)]
 mod policy_tests;
 
 pub use endpoints::SERVICE_NAME_LABEL;
-pub use events::{EventRecorder, REPORTING_CONTROLLER, RouteChange, service_reference};
 pub use limit::EventLimits;
 pub use node::{EXCLUDE_LABEL, NodeFacts, OUT_OF_SERVICE_TAINT, SHUTTING_DOWN_MESSAGE, node_facts};
-pub use node_status::NodeStatusWriter;
 pub use policy::{
     Changes, Cluster, Evaluation, Giver, NAMESPACE_NAME_LABEL, evaluate, needs_full_evaluation,
     needs_namespace_labels, update,

@@ -227,7 +227,7 @@ pub struct Evaluation {
     interner: SharedSets,
     /// The endpoint counts the link-bandwidth community carries, and the
     /// changes waiting to be published (steering::Settle).
-    bandwidth: crate::steering::Settle,
+    bandwidth: crate::model::link_bandwidth::Settle,
 }
 
 impl Evaluation {

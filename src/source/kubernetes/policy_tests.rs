@@ -1923,7 +1923,7 @@ fn a_scale_up_burst_reaches_the_route_once_it_settles() {
     );
     assert_eq!(
         e2.bandwidth_due(),
-        Some(t0 + Duration::from_millis(600) + crate::steering::SETTLE)
+        Some(t0 + Duration::from_millis(600) + crate::model::link_bandwidth::SETTLE)
     );
     assert!(
         e2.explain(ip("198.51.100.10"))

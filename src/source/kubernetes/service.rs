@@ -116,8 +116,8 @@ pub(crate) fn addresses(service: &ServiceRecord, kind: AddressKind) -> Addresses
     let mut out = Addresses::default();
     let push = |text: &str, at: String, out: &mut Addresses| match text.parse::<IpAddr>() {
         Ok(ip) => {
-            // An IPv4-mapped address is the IPv4 VIP (crate::net).
-            let ip = crate::net::unmap(ip);
+            // An IPv4-mapped address is the IPv4 VIP (crate::model::net).
+            let ip = crate::model::net::unmap(ip);
             if !out.ips.contains(&ip) {
                 out.ips.push(ip);
             }

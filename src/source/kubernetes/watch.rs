@@ -48,7 +48,6 @@ use tokio::task::JoinHandle;
 
 use super::backoff::RetryBackoff;
 use super::endpoints::SERVICE_NAME_LABEL;
-use super::events::{EventRecorder, service_reference};
 use super::limit::EventLimits;
 use super::link::{Link, Signal};
 use super::policy::{
@@ -59,6 +58,7 @@ use super::records::{ServiceRecord, SliceRecord};
 use super::service::ServiceKey;
 use crate::config::Config;
 use crate::model::SourceSnapshot;
+use crate::report::events::{EventRecorder, service_reference};
 
 /// How the source talks to the API server. [`Options::new`] gives the
 /// defaults for production; tests shorten the timers.
@@ -1016,7 +1016,7 @@ impl Runner {
             });
         }
         if let Some(watched) = watched {
-            let n = crate::source::resync::set_differences(&watched, &next.vips);
+            let n = crate::model::set_differences(&watched, &next.vips);
             if n > 0 {
                 tracing::warn!(
                     differences = n,

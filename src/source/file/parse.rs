@@ -8,7 +8,7 @@
 //! ```
 //!
 //! An IPv4-mapped address (`::ffff:198.51.100.10`) is the IPv4 VIP
-//! (crate::net): a generator that writes dual-stack socket addresses gets
+//! (crate::model::net): a generator that writes dual-stack socket addresses gets
 //! its /32, and the two spellings of one VIP are a duplicate.
 //!
 //! An entry whose advertisement (named, or the default) has `vip_ranges`
@@ -21,38 +21,13 @@ use std::path::Path;
 
 use toml::de::DeTable;
 
-use super::Diagnostic;
-use super::advertisement::DEFAULT_ADVERTISEMENT;
-use super::diagnostic::Diagnostics;
-use super::schema::{DefaultValue, Key, Range, Section};
-use super::syntax_errors;
-use super::tree::{self, Table};
-use super::vip_range::{VipRange, format_ranges, in_ranges};
-
-/// An `[[advertisement]]` as the VIP file sees it: the name an entry may
-/// give, and the addresses it may carry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VipFileAdvertisement {
-    /// Its name.
-    pub name: String,
-    /// Its `vip_ranges`; `None`: any address.
-    pub vip_ranges: Option<Vec<VipRange>>,
-}
-
-impl VipFileAdvertisement {
-    /// An advertisement without `vip_ranges`.
-    pub fn named(name: &str) -> Self {
-        VipFileAdvertisement {
-            name: name.to_string(),
-            vip_ranges: None,
-        }
-    }
-
-    /// True when `ip` may be advertised under it.
-    pub fn allows(&self, ip: IpAddr) -> bool {
-        in_ranges(self.vip_ranges.as_deref(), ip)
-    }
-}
+use crate::config::advertisement::DEFAULT_ADVERTISEMENT;
+use crate::config::diagnostic::Diagnostics;
+use crate::config::schema::{DefaultValue, Key, Range, Section};
+use crate::config::syntax_errors;
+use crate::config::tree::{self, Table};
+use crate::config::vip_range::format_ranges;
+use crate::config::{Diagnostic, VipFileAdvertisement};
 
 /// Why `ip` may not be advertised under `advertisement` (`defaulted`: the
 /// entry named none, so it is the first).
@@ -203,7 +178,7 @@ fn parse_toml(
             };
             table.reject_unknown_keys(VIP_KEYS, &mut d);
             let address = table.required("address", &mut d).and_then(|v| {
-                let ip = crate::net::unmap(tree::ip_address(v, "address", &mut d)?);
+                let ip = crate::model::net::unmap(tree::ip_address(v, "address", &mut d)?);
                 if !routable_unicast(ip) {
                     d.error(
                         &v.span(),
@@ -522,7 +497,7 @@ mod plain {
             let text = p.address.ok_or(Stop::Toml)?;
             let address = match dotted_quad(text.as_bytes()) {
                 Some(v4) => IpAddr::V4(v4),
-                None => crate::net::unmap(text.parse().map_err(|_| Stop::Toml)?),
+                None => crate::model::net::unmap(text.parse().map_err(|_| Stop::Toml)?),
             };
             let advertisement = match p.advertisement {
                 None => first,
@@ -836,4 +811,14 @@ mod plain {
             assert!(agree(&text));
         }
     }
+}
+
+/// Reads and checks the VIP file of a `kind = "file"` source against the
+/// config's advertisements.
+pub fn load_vip_file(
+    path: &Path,
+    advertisements: &[VipFileAdvertisement],
+) -> Result<Vec<VipEntry>, Vec<Diagnostic>> {
+    let text = crate::config::read_text(path, "VIP file", crate::config::MAX_VIP_FILE_LEN)?;
+    parse_vip_file(path, &text, advertisements)
 }

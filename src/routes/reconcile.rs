@@ -130,15 +130,5 @@ pub fn compare<'t, V: PartialEq + 't>(
     r
 }
 
-/// The VIPs on which a freshly read set differs from the one in force:
-/// added, removed or changed.
-pub fn set_differences(current: &VipMap, fresh: &VipMap) -> usize {
-    let changed = fresh
-        .iter()
-        .filter(|(ip, v)| current.get(ip) != Some(v))
-        .count();
-    changed + current.keys().filter(|ip| !fresh.contains_key(ip)).count()
-}
-
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-use crate::status::Status;
+use crate::report::status::Status;
 
 pub const GROUP: &str = "holdfast.dev";
 pub const VERSION: &str = "v1alpha1";
@@ -288,7 +288,7 @@ impl Writer {
                 Err(error) => {
                     // Once per cause: a cluster without the CRD must not
                     // get a warning every interval.
-                    let told = super::forbidden::describe(&error);
+                    let told = crate::source::kubernetes::forbidden::describe(&error);
                     if failing.as_deref() == Some(told.as_str()) {
                         tracing::debug!(node = %self.node, error = %told, "BGPNodeStatus not written");
                     } else {
@@ -340,7 +340,7 @@ mod tests {
     use super::*;
 
     fn fixture() -> Status {
-        serde_json::from_str(include_str!("../../../tests/fixtures/api/status.json"))
+        serde_json::from_str(include_str!("../../tests/fixtures/api/status.json"))
             .expect("tests/fixtures/api/status.json is a Status")
     }
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::report::status::DrainStatus;
 use crate::speaker::{Drain, DrainPhase, PeerTable};
-use crate::status::DrainStatus;
 
 /// Which peers a drain applies to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,91 +209,6 @@ impl Control {
                 true
             }
             _ => false,
-        }
-    }
-}
-
-impl super::Daemon {
-    /// [`exit_plan`] for every peer, from what the daemon knows now.
-    pub(super) fn exit_plans(&self, reason: ExitReason) -> BTreeMap<String, ExitPlan> {
-        let draining = self.drain.0.lock().expect("drain lock").drain.draining();
-        let node = self.kube.as_ref().and_then(|k| k.node_facts());
-        self.peers
-            .values()
-            .map(|p| {
-                let plan = exit_plan(
-                    reason,
-                    p.config.graceful_restart.enabled,
-                    self.opts.withdraw_on_exit,
-                    draining,
-                    node.as_ref(),
-                );
-                (p.config.name.clone(), plan)
-            })
-            .collect()
-    }
-
-    /// Decides the exit once (SIGTERM, or the failure that ends the main
-    /// loop) and logs it; later calls answer the same plan.
-    pub(super) fn decide_exit(&self, reason: ExitReason) -> BTreeMap<String, ExitPlan> {
-        if let Some(plans) = self.drain.0.lock().expect("drain lock").exit.clone() {
-            return plans;
-        }
-        let plans = self.exit_plans(reason);
-        let mut by_why: BTreeMap<Option<&str>, Vec<&str>> = BTreeMap::new();
-        for (peer, plan) in &plans {
-            let why = match plan {
-                ExitPlan::KeepThroughRestart => None,
-                ExitPlan::Withdraw(why) => Some(why.as_str()),
-            };
-            by_why.entry(why).or_default().push(peer);
-        }
-        for (why, peers) in by_why {
-            match why {
-                None => tracing::info!(
-                    ?peers,
-                    "exit: routes kept through graceful restart (RFC 4724): the datapath stays up"
-                ),
-                Some(why) => tracing::info!(
-                    ?peers,
-                    "exit: routes withdrawn after graceful shutdown (RFC 8326): {why}"
-                ),
-            }
-        }
-        self.drain.0.lock().expect("drain lock").exit = Some(plans.clone());
-        plans
-    }
-
-    /// Starts the drain when the Kubernetes API shows this node going
-    /// away, and ends the drain it started if that stops being so. A Node
-    /// missing from the API server changes nothing here: a drain it started
-    /// stays (a Node deleted after its deletionTimestamp is gone for good),
-    /// and its VIPs go as an absence (the policy: hold-down, then the
-    /// mass-withdrawal guard), not through a drain.
-    pub(super) fn follow_node(&mut self) {
-        let Some(kube) = &self.kube else {
-            return;
-        };
-        let Some(facts) = kube.node_facts() else {
-            return;
-        };
-        let why = facts.going_away();
-        let changed = self
-            .drain
-            .0
-            .lock()
-            .expect("drain lock")
-            .follow_node(why, Instant::now());
-        if changed {
-            match why {
-                Some(why) => tracing::warn!(
-                    "{why}: routes marked GRACEFUL_SHUTDOWN (RFC 8326), withdrawn after graceful_shutdown_wait"
-                ),
-                None => tracing::info!(
-                    "this node is no longer going away: routes advertised normally again"
-                ),
-            }
-            self.routes.publish_tables();
         }
     }
 }

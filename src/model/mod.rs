@@ -2,6 +2,10 @@
 //! speaker → sessions): the shared vocabulary every layer imports from
 //! here, downward; this module imports no layer.
 
+pub mod link_bandwidth;
+pub mod net;
+pub mod sorted;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -174,9 +178,9 @@ impl Interner {
 }
 
 /// A source's VIPs by address: one list sorted by address
-/// (`crate::sorted`). The VIP file's parser hands over its list as it is,
+/// (`crate::model::sorted`). The VIP file's parser hands over its list as it is,
 /// with no tree built beside it.
-pub type VipMap = crate::sorted::SortedMap<IpAddr, Vip>;
+pub type VipMap = crate::model::sorted::SortedMap<IpAddr, Vip>;
 
 /// The full desired set of a source at one moment. Sources send whole
 /// snapshots; the stability layer works out what changed.
@@ -312,6 +316,16 @@ pub enum Gate {
     Fail,
     /// The probe has not passed yet: absent, no reason.
     Unknown,
+}
+
+/// The VIPs on which a freshly read set differs from the one in force:
+/// added, removed or changed.
+pub fn set_differences(current: &VipMap, fresh: &VipMap) -> usize {
+    let changed = fresh
+        .iter()
+        .filter(|(ip, v)| current.get(ip) != Some(v))
+        .count();
+    changed + current.keys().filter(|ip| !fresh.contains_key(ip)).count()
 }
 
 #[cfg(test)]

@@ -25,17 +25,23 @@ use std::time::Instant;
 use ipnet::IpNet;
 use tracing::{debug, info, warn};
 
-use super::drain::{Scope, SharedControl};
-use super::state::{ProbeView, SharedProbes, SharedStability};
 use crate::config::{self, Config};
-use crate::logging::WithdrawCause;
+use crate::daemon::state::{ProbeView, SharedProbes, SharedStability};
 use crate::model::{Absence, Route, SourceSnapshot};
 use crate::probe;
+use crate::report::logging::WithdrawCause;
+use crate::routes::drain::{Scope, SharedControl};
 use crate::speaker::{self, DrainPhase, PeerTable};
 use crate::stability::{self, Stability};
 
 #[cfg(test)]
 mod tests;
+
+pub mod desired;
+pub mod drain;
+pub mod reconcile;
+
+pub use desired::*;
 
 /// Up to this many route changes at once are logged one by one at info
 /// level; more are summed up in one line.

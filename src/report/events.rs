@@ -28,8 +28,8 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::Notify;
 
-use super::limit::{EventLimits, Limiter, Notice};
-use super::service::ServiceKey;
+use crate::source::kubernetes::limit::{EventLimits, Limiter, Notice};
+use crate::source::kubernetes::service::ServiceKey;
 
 /// The reporting controller named in Events.
 pub const REPORTING_CONTROLLER: &str = "holdfast";
@@ -411,7 +411,7 @@ async fn publish(inner: std::sync::Weak<Inner>, wake: Arc<Notify>, mut writer: W
                 tracing::warn!(
                     %service,
                     %address,
-                    error = %super::forbidden::describe(&error),
+                    error = %crate::source::kubernetes::forbidden::describe(&error),
                     "could not record the Event (it needs create and patch on events.k8s.io events)"
                 );
             }

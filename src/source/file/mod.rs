@@ -95,10 +95,15 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::{self, MissedTickBehavior};
 use tracing::{info, warn};
 
+pub mod dirwatch;
+pub mod parse;
+
+pub use parse::{VipEntry, load_vip_file, parse_vip_file, parse_vip_file_into};
+
 use super::SnapshotSink;
-use super::dirwatch::PathWatch;
 use crate::config::{self, Config, Diagnostic, Source};
 use crate::model::{Interner, Route, SourceSnapshot, Vip, VipMap};
+use dirwatch::PathWatch;
 
 #[cfg(test)]
 mod tests;
@@ -859,7 +864,7 @@ fn parse(
     advertisements: &[config::VipFileAdvertisement],
 ) -> Result<VipMap, String> {
     let mut interner = Interner::default();
-    let vips = config::parse_vip_file_into(
+    let vips = parse::parse_vip_file_into(
         path,
         &text,
         advertisements,

@@ -83,7 +83,7 @@ fn merge(
 pub enum Present<'s> {
     Hosts {
         vips: &'s VipMap,
-        next: crate::sorted::Iter<'s, IpAddr, Vip>,
+        next: crate::model::sorted::Iter<'s, IpAddr, Vip>,
         gates: &'s BTreeMap<IpAddr, Gate>,
     },
     Gathered(std::vec::IntoIter<(IpNet, Route)>),
