@@ -61,7 +61,7 @@ pub struct Advertisement {
     /// default: tenants do not steer the fabric unless the operator says so.
     pub allow_service_attributes: Vec<ServiceAttribute>,
     /// eTP Cluster IPv4 VIPs are announced as their covering prefix of this
-    /// length instead of /32 (src/routes.rs).
+    /// length instead of /32 (src/routes/desired.rs).
     pub aggregation_length: Option<u8>,
     /// The same for IPv6 VIPs (instead of /128).
     pub aggregation_length_v6: Option<u8>,
@@ -72,7 +72,7 @@ pub struct Advertisement {
     pub interface: Option<String>,
     /// `link_bandwidth = "per-endpoint"`: the routes carry the
     /// link-bandwidth extended community, proportional to this node's ready
-    /// local endpoints (src/steering.rs).
+    /// local endpoints (src/model/link_bandwidth.rs).
     pub link_bandwidth: Option<LinkBandwidth>,
     /// What a VIP whose probe has `on_failure = "degrade"` is re-announced
     /// with while the probe fails, instead of being withdrawn.

@@ -22,7 +22,7 @@ pub struct RouteAttrs {
     /// Our AS this many extra times in the AS_PATH towards eBGP peers.
     pub as_path_prepend: u8,
     /// Endpoints behind this route, sent as the link-bandwidth extended
-    /// community (src/steering.rs); its global administrator is our AS,
+    /// community (src/model/link_bandwidth.rs); its global administrator is our AS,
     /// known only per session.
     pub link_bandwidth: Option<u32>,
 }

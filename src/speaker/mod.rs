@@ -45,7 +45,7 @@ pub type PeerTable = crate::model::sorted::SortedMap<IpNet, Arc<RouteAttrs>>;
 /// advertisement's (none).
 ///
 /// An advertisement with `link_bandwidth` sends the route's endpoint count
-/// (src/steering.rs); one with `degraded` adds its degraded attributes to a
+/// (src/model/link_bandwidth.rs); one with `degraded` adds its degraded attributes to a
 /// route whose probe degrades it: its MED replaces the route's, its prepend
 /// and communities add to them.
 pub fn attrs_for_peer<'a>(

@@ -579,7 +579,7 @@ fn apply_service_attributes(
 }
 
 /// The endpoint count of each VIP under an advertisement with
-/// `link_bandwidth` (src/steering.rs): the ready local endpoints of the
+/// `link_bandwidth` (src/model/link_bandwidth.rs): the ready local endpoints of the
 /// Services with traffic policy Local that give it, added up; one for a
 /// VIP only Services with policy Cluster give (each node serves all of
 /// it). Counts pass the limiter before they reach the route's attributes.
