@@ -23,3 +23,4 @@ pub mod speaker;
 pub mod stability;
 pub mod status;
 pub mod steering;
+mod suggest;

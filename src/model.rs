@@ -2,6 +2,8 @@
 //! speaker → sessions): the shared vocabulary every layer imports from
 //! here, downward; this module imports no layer.
 
+pub mod community;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;

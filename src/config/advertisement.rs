@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::community::{
+use crate::model::community::{
     ExtendedCommunity, format_community, parse_community, parse_extended_community,
     parse_large_community,
 };

@@ -10,7 +10,6 @@
 //! returns `None` when it found a problem (already recorded).
 
 mod advertisement;
-mod community;
 mod diagnostic;
 mod duration;
 mod node_override;
@@ -37,7 +36,7 @@ pub use advertisement::{
     AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Degraded, LinkBandwidth,
     NAMESPACE_NAME_LABEL, OnFailure, Probe, ServiceAttribute,
 };
-pub use community::{
+pub use crate::model::community::{
     ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,
     parse_community, parse_extended_community, parse_large_community,
 };
