@@ -32,13 +32,13 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
-pub use advertisement::{
-    AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Degraded, LinkBandwidth,
-    NAMESPACE_NAME_LABEL, OnFailure, Probe, ServiceAttribute,
-};
 pub use crate::model::community::{
     ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,
     parse_community, parse_extended_community, parse_large_community,
+};
+pub use advertisement::{
+    AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Degraded, LinkBandwidth,
+    NAMESPACE_NAME_LABEL, OnFailure, Probe, ServiceAttribute,
 };
 pub use diagnostic::{Diagnostic, MAX_LISTED, Severity, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};
