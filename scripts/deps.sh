@@ -22,13 +22,15 @@ all=false
 declare -A ALLOWED=(
   # Shared vocabulary (what flows between the layers, the sorted map,
   # address rules, link bandwidth) and the deadline sleep: no layer.
-  [model]=""
+  [model]="suggest"
   [sleep]=""
+  # "Did you mean": the nearest name in a list (used by model and config).
+  [suggest]=""
   [build_info]=""
   # Every layer's settings: a `[stability]` table *is* stability::Params,
   # a BFD key is bfd::auth::Key, checked as it is read; docs: the
   # reference's cell formatting.
-  [config]="bfd docs model stability"
+  [config]="bfd docs model stability suggest"
   # Sources: the settings, the model. `report`: the Kubernetes watcher
   # records its policy's refusals as Events (report::events).
   [source]="config model report sleep"

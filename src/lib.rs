@@ -19,3 +19,4 @@ pub mod sleep;
 pub mod source;
 pub mod speaker;
 pub mod stability;
+mod suggest;

@@ -3,10 +3,6 @@
 
 use std::time::Duration;
 
-use super::community::{
-    ExtendedCommunity, format_community, parse_community, parse_extended_community,
-    parse_large_community,
-};
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
 use super::peer::name_problem;
@@ -16,6 +12,11 @@ use super::schema::{
 use super::selector::{LabelSelector, parse_selector};
 use super::tree::{self, Table, Value};
 use super::vip_range::{VipRange, in_ranges, parse_vip_range};
+use crate::model::RouteAttrs;
+use crate::model::community::{
+    ExtendedCommunity, format_community, parse_community, parse_extended_community,
+    parse_large_community,
+};
 
 /// The label the API server sets on every namespace (immutable, equal to
 /// its name). It is all holdfast knows of a namespace it does not watch:
@@ -103,56 +104,11 @@ pub struct Degraded {
 
 /// Longest `degraded.as_path_prepend`: as long as the per-Service
 /// annotation allows (a longer path only ever loses).
-pub const MAX_DEGRADED_PREPEND: u8 = 10;
+pub const MAX_DEGRADED_PREPEND: u8 = crate::model::attributes::MAX_PREPEND;
 
-/// A Service annotation an advertisement may honour
-/// (`allow_service_attributes`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ServiceAttribute {
-    /// `holdfast.dev/communities`: added to the advertisement's.
-    Communities,
-    /// `holdfast.dev/large-communities`: added to the advertisement's.
-    LargeCommunities,
-    /// `holdfast.dev/local-pref`: replaces the advertisement's.
-    LocalPref,
-    /// `holdfast.dev/med`: replaces the advertisement's.
-    Med,
-    /// `holdfast.dev/as-path-prepend`: our AS this many more times.
-    AsPathPrepend,
-}
-
-impl ServiceAttribute {
-    /// Every attribute, in the order the config and docs list them.
-    pub const ALL: [ServiceAttribute; 5] = [
-        ServiceAttribute::Communities,
-        ServiceAttribute::LargeCommunities,
-        ServiceAttribute::LocalPref,
-        ServiceAttribute::Med,
-        ServiceAttribute::AsPathPrepend,
-    ];
-
-    /// The name in `allow_service_attributes` ("local-pref").
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ServiceAttribute::Communities => "communities",
-            ServiceAttribute::LargeCommunities => "large-communities",
-            ServiceAttribute::LocalPref => "local-pref",
-            ServiceAttribute::Med => "med",
-            ServiceAttribute::AsPathPrepend => "as-path-prepend",
-        }
-    }
-
-    /// The Service annotation ("holdfast.dev/local-pref").
-    pub fn annotation(&self) -> &'static str {
-        match self {
-            ServiceAttribute::Communities => "holdfast.dev/communities",
-            ServiceAttribute::LargeCommunities => "holdfast.dev/large-communities",
-            ServiceAttribute::LocalPref => "holdfast.dev/local-pref",
-            ServiceAttribute::Med => "holdfast.dev/med",
-            ServiceAttribute::AsPathPrepend => "holdfast.dev/as-path-prepend",
-        }
-    }
-}
+/// A per-Service path attribute an advertisement may honour
+/// (`allow_service_attributes`): a row of the per-Service attribute table.
+pub use crate::model::ServiceAttribute;
 
 impl Advertisement {
     /// The advertisement in force when the config has none: every peer, no
@@ -181,9 +137,31 @@ impl Advertisement {
         }
     }
 
-    /// True when this advertisement honours the annotation of `attribute`.
+    /// True when this advertisement lets a Service's value of `attribute`
+    /// onto its routes: an annotation's when `allow_service_attributes`
+    /// lists it, the endpoint count when `link_bandwidth` is set.
     pub fn allows(&self, attribute: ServiceAttribute) -> bool {
+        if attribute == ServiceAttribute::LinkBandwidth {
+            return self.link_bandwidth.is_some();
+        }
         self.allow_service_attributes.contains(&attribute)
+    }
+
+    /// The path attributes its own keys give every route it carries,
+    /// before a Service's (`model::attributes::with_service`).
+    pub fn own_attributes(&self) -> RouteAttrs {
+        RouteAttrs {
+            communities: self.communities.clone(),
+            large_communities: self.large_communities.clone(),
+            extended_communities: self
+                .extended_communities
+                .iter()
+                .map(ExtendedCommunity::to_bytes)
+                .collect(),
+            local_pref: self.local_pref,
+            med: self.med,
+            ..RouteAttrs::default()
+        }
     }
 
     /// The covering prefix length for a VIP of this address family, when
@@ -766,9 +744,8 @@ pub(crate) fn parse_advertisement(
     let allow_service_attributes = match table.get("allow_service_attributes") {
         None => Some(Vec::new()),
         Some(v) => {
-            let choices: Vec<(&str, ServiceAttribute)> = ServiceAttribute::ALL
-                .iter()
-                .map(|a| (a.as_str(), *a))
+            let choices: Vec<(&str, ServiceAttribute)> = ServiceAttribute::annotated()
+                .map(|(a, _)| (a.as_str(), a))
                 .collect();
             tree::unique_list(
                 v,

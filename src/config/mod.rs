@@ -10,7 +10,6 @@
 //! returns `None` when it found a problem (already recorded).
 
 pub(crate) mod advertisement;
-mod community;
 pub(crate) mod diagnostic;
 mod duration;
 mod node_override;
@@ -32,13 +31,13 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
+pub use crate::model::community::{
+    ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,
+    parse_community, parse_extended_community, parse_large_community,
+};
 pub use advertisement::{
     AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Degraded, LinkBandwidth,
     NAMESPACE_NAME_LABEL, OnFailure, Probe, ServiceAttribute,
-};
-pub use community::{
-    ExtendedCommunity, ExtendedCommunityKind, WELL_KNOWN_COMMUNITIES, format_community,
-    parse_community, parse_extended_community, parse_large_community,
 };
 pub use diagnostic::{Diagnostic, MAX_LISTED, Severity, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};

@@ -2,9 +2,13 @@
 //! speaker → sessions): the shared vocabulary every layer imports from
 //! here, downward; this module imports no layer.
 
+pub mod attributes;
+pub mod community;
 pub mod link_bandwidth;
 pub mod net;
 pub mod sorted;
+
+pub use attributes::{RouteAttrs, ServiceAttribute, ServiceAttributes};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -31,37 +35,6 @@ impl Vip {
     /// A VIP whose route is `route`.
     pub fn of(route: Route) -> Vip {
         Vip { route }
-    }
-}
-
-/// Path attributes a Service asks for (`holdfast.dev/communities` and the
-/// other annotations of `ServiceAttribute`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ServiceAttributes {
-    /// Added to the advertisement's COMMUNITIES (RFC 1997).
-    pub communities: Vec<u32>,
-    /// Added to the advertisement's LARGE_COMMUNITY (RFC 8092).
-    pub large_communities: Vec<(u32, u32, u32)>,
-    /// Replaces the advertisement's LOCAL_PREF (iBGP only).
-    pub local_pref: Option<u32>,
-    /// Replaces the advertisement's MULTI_EXIT_DISC.
-    pub med: Option<u32>,
-    /// Our AS this many more times in the AS_PATH (eBGP only).
-    pub as_path_prepend: Option<u8>,
-    /// This node's share of the Service's traffic, in units of the
-    /// link-bandwidth extended community (ready local endpoints for eTP
-    /// Local, 1 for eTP Cluster); set only when an advertisement of the VIP
-    /// has `link_bandwidth = "per-endpoint"`, and rate-limited
-    /// (steering::Settle).
-    pub endpoints: Option<u32>,
-    /// The VIP's probe fails with `on_failure = "degrade"` (or its disable
-    /// file exists): each advertisement applies its `degraded` attributes.
-    pub degraded: bool,
-}
-
-impl ServiceAttributes {
-    pub fn is_empty(&self) -> bool {
-        *self == ServiceAttributes::default()
     }
 }
 

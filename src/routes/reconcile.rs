@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 
-
 /// When the next reconcile is due.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Schedule {

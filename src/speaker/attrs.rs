@@ -7,25 +7,7 @@ use bgp_proto::{
     AsPath, AttrValue, Community, Context, ExtCommunity, LargeCommunity, Origin, PathAttribute,
 };
 
-/// What an advertisement adds to a route.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RouteAttrs {
-    pub communities: Vec<u32>,
-    pub large_communities: Vec<(u32, u32, u32)>,
-    pub extended_communities: Vec<[u8; 8]>,
-    /// Sent to iBGP peers only (RFC 4271 §5.1.5).
-    pub local_pref: Option<u32>,
-    /// We originate the route, so the MED we set is ours to send; one
-    /// learned from a neighbouring AS would not be passed on (RFC 4271
-    /// §5.1.4), and holdfast learns none.
-    pub med: Option<u32>,
-    /// Our AS this many extra times in the AS_PATH towards eBGP peers.
-    pub as_path_prepend: u8,
-    /// Endpoints behind this route, sent as the link-bandwidth extended
-    /// community (src/model/link_bandwidth.rs); its global administrator is our AS,
-    /// known only per session.
-    pub link_bandwidth: Option<u32>,
-}
+use crate::model::RouteAttrs;
 
 impl RouteAttrs {
     /// The same route marked for a planned withdrawal: RFC 8326 §3 has the
@@ -42,17 +24,6 @@ impl RouteAttrs {
             .push(bgp_proto::community::well_known::GRACEFUL_SHUTDOWN);
         out.local_pref = Some(0);
         out.canonical()
-    }
-
-    /// Sorted and without duplicates, so that equal sets compare equal.
-    pub fn canonical(mut self) -> Self {
-        self.communities.sort_unstable();
-        self.communities.dedup();
-        self.large_communities.sort_unstable();
-        self.large_communities.dedup();
-        self.extended_communities.sort_unstable();
-        self.extended_communities.dedup();
-        self
     }
 }
 

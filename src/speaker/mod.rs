@@ -12,7 +12,7 @@ mod next_hop;
 pub mod peer;
 mod rib;
 
-pub use attrs::{EncodeParams, NextHops, RouteAttrs};
+pub use attrs::{EncodeParams, NextHops};
 pub use drain::{Drain, DrainPhase};
 pub use next_hop::pick_next_hops;
 pub use peer::{Budget, OUTPUT_LIMIT, Output, PeerSpeaker, SessionUp};
@@ -24,70 +24,45 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::config::{Advertisement, Config};
-use crate::model::ServiceAttributes;
+use crate::model::{ServiceAttributes, attributes};
 
 /// The route the stability layer hands over (defined with the shared
 /// vocabulary; also reachable here, where the session's tests name it).
 pub use crate::model::Route;
+/// What a peer is sent for a route (defined with the per-Service attribute
+/// table, `model::attributes`).
+pub use crate::model::RouteAttrs;
 
 /// The desired routes of one peer.
 pub type PeerTable = crate::model::sorted::SortedMap<IpNet, Arc<RouteAttrs>>;
 
 /// The attributes a peer gets for a route under these advertisements, or
 /// `None` when none of them is for this peer. Several advertisements for
-/// the same peer merge: communities add up, the highest LOCAL_PREF, the
-/// lowest MED and the longest prepend win.
+/// the same peer merge ([`RouteAttrs::merge`]): communities add up, the
+/// highest LOCAL_PREF, the lowest MED and the longest prepend win.
 ///
 /// Within one advertisement, the Service's own attributes (`service`)
-/// apply where `allow_service_attributes` lets them: its communities and
-/// large communities are added to the advertisement's, its LOCAL_PREF and
-/// MED replace the advertisement's, and its prepend is added to the
-/// advertisement's (none).
+/// apply where the advertisement allows them, each as its row of the
+/// per-Service attribute table says (`model::attributes::TABLE`): its
+/// communities and large communities are added to the advertisement's,
+/// its LOCAL_PREF and MED replace the advertisement's, its prepend is
+/// added to the advertisement's (none), and under `link_bandwidth` its
+/// endpoint count is sent (src/model/link_bandwidth.rs).
 ///
-/// An advertisement with `link_bandwidth` sends the route's endpoint count
-/// (src/model/link_bandwidth.rs); one with `degraded` adds its degraded attributes to a
-/// route whose probe degrades it: its MED replaces the route's, its prepend
-/// and communities add to them.
+/// An advertisement with `degraded` adds its degraded attributes to a
+/// route whose probe degrades it: its MED replaces the route's, its
+/// prepend and communities add to them.
 pub fn attrs_for_peer<'a>(
     peer: &str,
     ads: impl Iterator<Item = &'a Advertisement>,
     service: Option<&ServiceAttributes>,
 ) -> Option<RouteAttrs> {
-    use crate::config::ServiceAttribute as S;
     let mut out: Option<RouteAttrs> = None;
     for ad in ads.filter(|a| a.applies_to_peer(peer)) {
+        let one = attributes::with_service(ad.own_attributes(), service, |attr| ad.allows(attr));
+        let prepend = one.as_path_prepend;
         let a = out.get_or_insert_with(RouteAttrs::default);
-        let svc = |attr: S| service.filter(|_| ad.allows(attr));
-        a.communities.extend(ad.communities.iter().copied());
-        a.large_communities
-            .extend(ad.large_communities.iter().copied());
-        a.extended_communities
-            .extend(ad.extended_communities.iter().map(|e| e.to_bytes()));
-        if let Some(s) = svc(S::Communities) {
-            a.communities.extend(s.communities.iter().copied());
-        }
-        if let Some(s) = svc(S::LargeCommunities) {
-            a.large_communities
-                .extend(s.large_communities.iter().copied());
-        }
-        let local_pref = svc(S::LocalPref)
-            .and_then(|s| s.local_pref)
-            .or(ad.local_pref);
-        let med = svc(S::Med).and_then(|s| s.med).or(ad.med);
-        let prepend = svc(S::AsPathPrepend)
-            .and_then(|s| s.as_path_prepend)
-            .unwrap_or(0);
-        a.local_pref = a.local_pref.max(local_pref);
-        a.med = match (a.med, med) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        };
-        a.as_path_prepend = a.as_path_prepend.max(prepend);
-        if ad.link_bandwidth.is_some()
-            && let Some(n) = service.and_then(|s| s.endpoints)
-        {
-            a.link_bandwidth = Some(a.link_bandwidth.map_or(n, |m| m.max(n)));
-        }
+        a.merge(one);
         // A degraded route (probe on_failure = "degrade") carries this
         // advertisement's degraded attributes on top of its own.
         if let Some(d) = ad

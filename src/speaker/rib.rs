@@ -8,7 +8,8 @@ use bgp_proto::{Family, Message, Nlri, pack};
 use ipnet::IpNet;
 
 use super::PeerTable;
-use super::attrs::{EncodeParams, RouteAttrs};
+use super::RouteAttrs;
+use super::attrs::EncodeParams;
 
 /// What changed: announcements grouped by their attributes, and
 /// withdrawals.

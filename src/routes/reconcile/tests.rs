@@ -4,7 +4,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::*;
-use crate::model::{Route, Vip, set_differences};
+use crate::model::{Route, Vip, VipMap, set_differences};
 use crate::speaker::{PeerTable, RouteAttrs};
 
 fn p(s: &str) -> IpNet {

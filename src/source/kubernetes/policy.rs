@@ -552,7 +552,7 @@ fn apply_service_attributes(
         if let Some(a) = &verdict.attributes {
             notes.push(format!(
                 "attributes from the annotations of {name}: {}",
-                policy_attrs::describe(a)
+                crate::model::attributes::describe(a)
             ));
         }
         for why in &verdict.refused {

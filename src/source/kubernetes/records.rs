@@ -49,7 +49,7 @@ pub struct ServiceRecord {
 
 /// True for the annotations a [`ServiceRecord`] keeps.
 pub(crate) fn read_annotation(name: &str) -> bool {
-    name == ADVERTISE_ANNOTATION || ServiceAttribute::ALL.iter().any(|a| a.annotation() == name)
+    name == ADVERTISE_ANNOTATION || ServiceAttribute::annotated().any(|(_, a)| a.name == name)
 }
 
 impl ServiceRecord {

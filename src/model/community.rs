@@ -1,8 +1,9 @@
-//! BGP communities as written in the config: standard (RFC 1997) "ASN:N"
-//! or a well-known name, large (RFC 8092) "A:B:C", and extended (RFC 4360,
-//! RFC 5668) route-target / route-origin "rt:ASN:N" / "ro:ASN:N".
+//! BGP communities as operators write them, in the config and in Service
+//! annotations: standard (RFC 1997) "ASN:N" or a well-known name, large
+//! (RFC 8092) "A:B:C", and extended (RFC 4360, RFC 5668) route-target /
+//! route-origin "rt:ASN:N" / "ro:ASN:N".
 
-use super::tree::did_you_mean;
+use crate::suggest::did_you_mean;
 
 /// Well-known standard communities, by the names operators use.
 pub const WELL_KNOWN_COMMUNITIES: [(&str, u32); 5] = {
