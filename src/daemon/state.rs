@@ -541,7 +541,7 @@ impl Facts<'_> {
     /// source's rules), when the source gives one.
     pub fn explain(&self, ip: IpAddr, from_source: Option<Vec<String>>) -> Explanation {
         // An aggregated VIP's fate is its aggregate's (crate::routes).
-        let (prefix, placed) = crate::routes::explain(&self.config, &self.snapshot, ip);
+        let (prefix, placed) = crate::routes::explain(self.config, self.snapshot, ip);
         let now = Instant::now();
         let mut reasons = Vec::new();
         let (route_owned, guard) = (
