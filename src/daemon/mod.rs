@@ -6,8 +6,9 @@
 //! the API's requests (`view.rs`) from the values it owns, and handles
 //! signals, config reloads (`reload.rs`) and the peers' sessions and
 //! default gateways (`peers.rs`). Values pass between the tasks — on
-//! channels, as replies, on `watch`es —; no state is shared under a lock.
-//! `start.rs` wires it all up.
+//! channels, as replies, on `watch`es —: what the loop owns is shared with
+//! no other task under a lock (ARCHITECTURE.md lists the few locks left,
+//! each private to its module). `start.rs` wires it all up.
 //!
 //! ```text
 //!  source ──snapshot──▶ routes core: stability ─▶ peer tables ──watch──▶ sessions
