@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use holdfast::api::{StateView, serve_listener};
+use holdfast::api::{Answer, StateView, answer, serve_listener};
 use holdfast::cli::http;
 use holdfast::cli::status::render_status;
 use holdfast::report::status::{Explanation, PeerExplanation, Status};
@@ -31,12 +31,12 @@ struct Daemon {
 }
 
 impl StateView for Daemon {
-    fn status(&self) -> Status {
-        self.status.clone()
+    fn status(&self) -> Answer<Status> {
+        answer(self.status.clone())
     }
-    fn explain(&self, vip: IpAddr) -> Explanation {
+    fn explain(&self, vip: IpAddr) -> Answer<Explanation> {
         let advertised = vip.to_string() == ADVERTISED_VIP;
-        Explanation {
+        answer(Explanation {
             vip: vip.to_string(),
             advertised,
             summary: if advertised {
@@ -57,7 +57,7 @@ impl StateView for Daemon {
                     "nothing to advertise".into()
                 },
             }],
-        }
+        })
     }
     fn ready(&self) -> Result<(), String> {
         self.ready.lock().unwrap().clone()

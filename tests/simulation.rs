@@ -26,16 +26,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bgp_proto::capability::{GrFamily, GracefulRestart as GrCap};
 use bgp_proto::fsm::{ConnId, Direction, State};
 use bgp_proto::open::Open;
 use bgp_proto::{Capability, Context, Family, Message, Notification};
-use holdfast::daemon::sim::{
-    Routes, SharedControl, SharedStability, drain_control, stability_params,
-};
+use holdfast::daemon::sim::{Routes, stability_params};
 use holdfast::model::{Absence, Route, SourceSnapshot, Vip, VipMap};
 use holdfast::probe::{Observation, ProbeResult};
 use holdfast::session::{Input, Output, PeerSession, PeerSpec, StopHow};
@@ -472,8 +470,6 @@ struct Sim {
     seed: u64,
     t0: Instant,
     now: Duration,
-    stability: SharedStability,
-    drain: SharedControl,
     routes: Routes,
     last_routes_call: Duration,
     sessions: Vec<PeerSession>,
@@ -510,7 +506,7 @@ impl Sim {
         );
         let t0 = Instant::now();
         let names: Vec<String> = config.peers.iter().map(|p| p.name.clone()).collect();
-        let (stability, drain, routes, sessions) = boot(&config, t0, seed, false);
+        let (routes, sessions) = boot(&config, t0, seed, false);
         let routers = (0..names.len())
             .map(|i| {
                 let asn = if i == 0 { 65000 } else { 65002 };
@@ -523,8 +519,6 @@ impl Sim {
             seed,
             t0,
             now: Duration::ZERO,
-            stability,
-            drain,
             routes,
             last_routes_call: Duration::ZERO,
             sessions,
@@ -587,14 +581,12 @@ impl Sim {
             }
             self.connecting[r] = None;
         }
-        let (stability, drain, routes, sessions) = boot(
+        let (routes, sessions) = boot(
             &self.config,
             self.t0 + self.now,
             self.seed ^ generation,
             true,
         );
-        self.stability = stability;
-        self.drain = drain;
         self.routes = routes;
         self.sessions = sessions;
         self.routes_ready = false;
@@ -738,13 +730,13 @@ impl Sim {
     fn routes_call(&mut self, f: impl FnOnce(&mut Routes, Instant)) {
         let at = self.at();
         let (before, on_wire, episode) = {
-            let st = self.stability.lock().unwrap();
+            let st = self.routes.stability();
             let before: BTreeSet<IpNet> = st.advertised().map(|(p, _)| *p).collect();
             (before, st.on_wire(), st.guard_view().is_some())
         };
         f(&mut self.routes, at);
         let after: BTreeSet<IpNet> = {
-            let st = self.stability.lock().unwrap();
+            let st = self.routes.stability();
             self.coverage.guard_steps += u64::from(st.guard_view().is_some());
             st.advertised().map(|(p, _)| *p).collect()
         };
@@ -1223,7 +1215,7 @@ impl Sim {
                 let on = ev == Ev::Drain;
                 if on != self.drained {
                     let at = self.at();
-                    let ok = self.drain.0.lock().unwrap().set(on, at).is_ok();
+                    let ok = self.routes.set_drain(at, on).is_ok();
                     if ok {
                         self.drained = on;
                         if !on {
@@ -1356,7 +1348,7 @@ impl Sim {
                     if wanted && probe_ok && !rt.rib.contains_key(&vip_prefix(i)) {
                         let p = vip_prefix(i);
                         let v = v.clone();
-                        let state = self.stability.lock().unwrap().state(&p);
+                        let state = self.routes.stability().state(&p);
                         let desired = self.tables[r].contains_key(&p);
                         let sent = self.sessions[r].status().advertised.contains_key(&p);
                         bad.push(format!(
@@ -1424,26 +1416,17 @@ impl Sim {
     }
 }
 
-/// A new node process: its stability layer, drain control, routes core
-/// and one session per peer (`restarting`: the R bit for the peers with
+/// A new node process: its routes core (with its stability layer and
+/// drain control) and one session per peer (`restarting`: the R bit for the peers with
 /// graceful restart), at `at`.
 fn boot(
     config: &Arc<holdfast::config::Config>,
     at: Instant,
     seed: u64,
     restarting: bool,
-) -> (SharedStability, SharedControl, Routes, Vec<PeerSession>) {
-    let stability: SharedStability = Arc::new(Mutex::new(
-        Stability::new(stability_params(config)).expect("valid parameters"),
-    ));
-    let drain = drain_control(config.speaker.graceful_shutdown_wait);
-    let mut routes = Routes::new(
-        config.clone(),
-        stability.clone(),
-        drain.clone(),
-        false,
-        false,
-    );
+) -> (Routes, Vec<PeerSession>) {
+    let stability = Stability::new(stability_params(config)).expect("valid parameters");
+    let mut routes = Routes::new(config.clone(), stability, false, false);
     let mut sessions = Vec::new();
     for (i, p) in config.peers.iter().enumerate() {
         routes.attach(&p.name);
@@ -1468,7 +1451,7 @@ fn boot(
             seed ^ (i as u64 + 1).wrapping_mul(0x1234_5678_9abc_def1),
         ));
     }
-    (stability, drain, routes, sessions)
+    (routes, sessions)
 }
 
 fn holdfast_sockopt_addr() -> holdfast_sockopt::InterfaceAddress {

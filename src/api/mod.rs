@@ -1,5 +1,5 @@
 //! The HTTP API on `speaker.api` (default 127.0.0.1:9179): metrics, health,
-//! status and explain, read from the daemon through a [`StateView`].
+//! status and explain, asked of the daemon through a [`StateView`].
 //!
 //! | endpoint | answer |
 //! |---|---|
@@ -47,7 +47,12 @@
 //!   keep-alive connections included), and [`WRITE_TIMEOUT`] to take an
 //!   answer: one that sends requests and never reads is closed;
 //! - answers are bounded: `/v1/status` lists a page of routes, and the
-//!   error lists it carries show their first problems and a count.
+//!   error lists it carries show their first problems and a count;
+//! - the daemon answers a request with a value (its main loop builds it
+//!   at that moment), and the request's own task serialises and sends it:
+//!   a slow client holds up only itself. A daemon that cannot answer in
+//!   time is a 503 with the reason ([`Unavailable`]), never a wait
+//!   without end.
 //!
 //! HEAD is answered like GET (RFC 9110 §9.3.2: a server that supports GET
 //! supports HEAD); the drain endpoints take POST only (they change state,
@@ -68,8 +73,11 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::AsFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -88,24 +96,45 @@ pub use metrics::render_metrics;
 
 use crate::report::status::{DrainStatus, Explanation, ROUTE_PAGE_MAX, RoutePage, Status};
 
-/// What the daemon shows the API. Each call returns a snapshot; the API
-/// holds no state of its own. The calls run on the runtime's worker
-/// threads, once per request: they should copy state out from under a lock
-/// and not wait on anything (no `.await`, no I/O). A panic in one costs that
+/// Why the daemon gave no answer: it did not answer in time, or it is
+/// stopping. The API answers 503 with these words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+/// The daemon's answer to one request, to be awaited by the request's own
+/// task: the value, or why there is none. It must complete in bounded time
+/// (the daemon's view gives up with [`Unavailable`]).
+pub type Answer<T> = Pin<Box<dyn Future<Output = Result<T, Unavailable>> + Send>>;
+
+/// An answer that is already there (a view with fixed values).
+pub fn answer<T: Send + 'static>(value: T) -> Answer<T> {
+    Box::pin(std::future::ready(Ok(value)))
+}
+
+/// What the daemon shows the API. Each call gives a value — the daemon's
+/// state at the moment of the request, a copy the API owns — or why
+/// there is none; the API holds no state of its own and shares none. The
+/// answers that need the daemon's routes (status, explain, metrics,
+/// drain) are [`Answer`]s, which the daemon's main loop fulfils; readiness
+/// and the token are read at once, and must not wait on anything (no I/O,
+/// no lock another task holds for long). A panic in a call costs that
 /// request a 500, nothing more.
 pub trait StateView: Send + Sync + 'static {
     /// The whole state, every route included.
-    fn status(&self) -> Status;
+    fn status(&self) -> Answer<Status>;
     /// The state with one page of its routes, marked as a page when it is
     /// not the whole list (`/v1/status`; `/metrics` asks for no routes).
     /// A view that can build just the page should.
-    fn status_page(&self, page: RoutePage) -> Status {
-        let mut status = self.status();
-        page.apply(&mut status);
-        status
+    fn status_page(&self, page: RoutePage) -> Answer<Status> {
+        let whole = self.status();
+        Box::pin(async move {
+            let mut status = whole.await?;
+            page.apply(&mut status);
+            Ok(status)
+        })
     }
     /// Why this node does or does not advertise `vip`.
-    fn explain(&self, vip: IpAddr) -> Explanation;
+    fn explain(&self, vip: IpAddr) -> Answer<Explanation>;
     /// `Ok` once the config is loaded and the source has synced; else why
     /// not, in words (`/readyz` answers 503 with it).
     fn ready(&self) -> Result<(), String>;
@@ -116,9 +145,9 @@ pub trait StateView: Send + Sync + 'static {
     }
     /// `holdfast drain` (`on`) or `undrain`: the drain as it stands after
     /// the call, or why it was refused (a 409).
-    fn drain(&self, on: bool) -> Result<DrainStatus, String> {
+    fn drain(&self, on: bool) -> Answer<Result<DrainStatus, String>> {
         let _ = on;
-        Err("this daemon does not drain".into())
+        answer(Err("this daemon does not drain".into()))
     }
     /// The token a TCP client must send (`Authorization: Bearer …`) to
     /// call a state-changing endpoint: `speaker.api_token_file`'s, as the
@@ -388,8 +417,8 @@ async fn serve_on<L: Listen>(
                     tokio::task::yield_now().await;
                 }
                 Ok::<_, Infallible>(match lane {
-                    guard::Lane::General => respond_on(surface, &*view, &req),
-                    guard::Lane::Health => respond_health_only(surface, &*view, &req),
+                    guard::Lane::General => respond_on(surface, &*view, &req).await,
+                    guard::Lane::Health => respond_health_only(surface, &*view, &req).await,
                 })
             }
         });
@@ -454,19 +483,22 @@ fn route(path: &str, surface: Surface) -> Option<Endpoint<'_>> {
     }
 }
 
+/// A response to come: the request's own task awaits it.
+pub type Responding<'v> = Pin<Box<dyn Future<Output = Response<Full<Bytes>>> + Send + 'v>>;
+
 /// On a connection of the health lane: `/healthz` and `/readyz` as ever,
 /// anything else 503 (the client may try again when the API is less busy).
-fn respond_health_only<B>(
+fn respond_health_only<'v, B>(
     surface: Surface,
-    view: &dyn StateView,
+    view: &'v dyn StateView,
     req: &Request<B>,
-) -> Response<Full<Bytes>> {
+) -> Responding<'v> {
     match route(req.uri().path(), surface) {
         Some(Endpoint::Healthz | Endpoint::Readyz) => respond_on(surface, view, req),
-        _ => json_error(
+        _ => Box::pin(std::future::ready(json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "the API is busy: every connection slot is taken, and the ones left answer only /healthz and /readyz",
-        ),
+        ))),
     }
 }
 
@@ -500,19 +532,55 @@ pub fn route_page(query: Option<&str>) -> Result<RoutePage, String> {
 
 /// One request, one response; never panics, whatever the request or the
 /// view does.
-pub fn respond<B>(view: &dyn StateView, req: &Request<B>) -> Response<Full<Bytes>> {
+pub fn respond<'v, B>(view: &'v dyn StateView, req: &Request<B>) -> Responding<'v> {
     respond_on(Surface::Full, view, req)
 }
 
-/// [`respond`] for a listener serving `surface`.
-pub fn respond_on<B>(
+/// What a request asks of the daemon, once it has been routed and checked.
+enum Ask {
+    /// An answer needs nothing more of the daemon.
+    Done(Response<Full<Bytes>>),
+    Metrics,
+    Status(RoutePage),
+    Explain(IpAddr),
+    Drain(bool),
+}
+
+/// [`respond`] for a listener serving `surface`. The request is read
+/// before anything is awaited; the future holds only the view.
+pub fn respond_on<'v, B>(
     surface: Surface,
-    view: &dyn StateView,
+    view: &'v dyn StateView,
     req: &Request<B>,
-) -> Response<Full<Bytes>> {
+) -> Responding<'v> {
+    // A panic in the daemon's view is a bug there; it costs this request a
+    // 500, not the connection or the server.
+    let ask = catch_unwind(AssertUnwindSafe(|| ask(surface, view, req)))
+        .unwrap_or_else(|_| Ask::Done(panicked()));
+    Box::pin(async move {
+        AssertUnwindSafe(answer_to(view, ask))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| panicked())
+    })
+}
+
+fn panicked() -> Response<Full<Bytes>> {
+    json_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal error: the daemon's state view panicked (see its log)",
+    )
+}
+
+/// Routes and checks a request: what it asks of the daemon, or the
+/// answer already (an error, health, readiness).
+fn ask<B>(surface: Surface, view: &dyn StateView, req: &Request<B>) -> Ask {
     let path = req.uri().path();
     let Some(endpoint) = route(path, surface) else {
-        return json_error(StatusCode::NOT_FOUND, &format!("no such endpoint: {path}"));
+        return Ask::Done(json_error(
+            StatusCode::NOT_FOUND,
+            &format!("no such endpoint: {path}"),
+        ));
     };
     if matches!(endpoint, Endpoint::Drain(_)) {
         if req.method() != Method::POST {
@@ -522,7 +590,7 @@ pub fn respond_on<B>(
             );
             r.headers_mut()
                 .insert(ALLOW, HeaderValue::from_static("POST"));
-            return r;
+            return Ask::Done(r);
         }
     } else if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = json_error(
@@ -531,51 +599,65 @@ pub fn respond_on<B>(
         );
         r.headers_mut()
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
+        return Ask::Done(r);
     }
-    // A panic in the daemon's view is a bug there; it costs this request a
-    // 500, not the connection or the server.
-    let guarded = catch_unwind(AssertUnwindSafe(|| match endpoint {
+    match endpoint {
         // The metrics show no route one by one.
-        Endpoint::Metrics => response(
-            StatusCode::OK,
-            metrics::CONTENT_TYPE,
-            render_metrics(&view.status_page(RoutePage {
-                offset: 0,
-                limit: 0,
-            })) + &process::render_current(),
-        ),
-        Endpoint::Healthz => text(StatusCode::OK, "ok\n".into()),
-        Endpoint::Readyz => match view.readiness() {
+        Endpoint::Metrics => Ask::Metrics,
+        Endpoint::Healthz => Ask::Done(text(StatusCode::OK, "ok\n".into())),
+        // Never waits for the daemon's main loop: the kubelet's probe is
+        // answered while it is busy.
+        Endpoint::Readyz => Ask::Done(match view.readiness() {
             Ok(None) => text(StatusCode::OK, "ready\n".into()),
             Ok(Some(note)) => text(StatusCode::OK, format!("ready: {note}\n")),
             Err(why) => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("not ready: {why}\n"),
             ),
-        },
+        }),
         Endpoint::Status => match route_page(req.uri().query()) {
-            Ok(page) => json(&view.status_page(page)),
-            Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
+            Ok(page) => Ask::Status(page),
+            Err(e) => Ask::Done(json_error(StatusCode::BAD_REQUEST, &e)),
         },
         Endpoint::Explain(raw) => match parse_vip(raw) {
-            Ok(vip) => json(&view.explain(vip)),
-            Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
+            Ok(vip) => Ask::Explain(vip),
+            Err(e) => Ask::Done(json_error(StatusCode::BAD_REQUEST, &e)),
         },
         Endpoint::Drain(on) => match refusal(surface, view, req) {
-            Some(refused) => refused,
-            None => match view.drain(on) {
-                Ok(status) => json(&status),
-                Err(why) => json_error(StatusCode::CONFLICT, &why),
-            },
+            Some(refused) => Ask::Done(refused),
+            None => Ask::Drain(on),
         },
-    }));
-    guarded.unwrap_or_else(|_| {
-        json_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal error: the daemon's state view panicked (see its log)",
-        )
-    })
+    }
+}
+
+/// Asks the daemon and turns its answer into the response: serialised
+/// here, in the request's task. No answer in time is a 503 saying why.
+async fn answer_to(view: &dyn StateView, ask: Ask) -> Response<Full<Bytes>> {
+    let unavailable = |Unavailable(why)| json_error(StatusCode::SERVICE_UNAVAILABLE, &why);
+    match ask {
+        Ask::Done(response) => response,
+        Ask::Metrics => match view.status_page(RoutePage::NONE).await {
+            Ok(status) => response(
+                StatusCode::OK,
+                metrics::CONTENT_TYPE,
+                render_metrics(&status) + &process::render_current(),
+            ),
+            Err(why) => unavailable(why),
+        },
+        Ask::Status(page) => match view.status_page(page).await {
+            Ok(status) => json(&status),
+            Err(why) => unavailable(why),
+        },
+        Ask::Explain(vip) => match view.explain(vip).await {
+            Ok(explanation) => json(&explanation),
+            Err(why) => unavailable(why),
+        },
+        Ask::Drain(on) => match view.drain(on).await {
+            Ok(Ok(status)) => json(&status),
+            Ok(Err(why)) => json_error(StatusCode::CONFLICT, &why),
+            Err(why) => unavailable(why),
+        },
+    }
 }
 
 /// Whether a state-changing request may be served on `surface`: `None`

@@ -4,48 +4,60 @@ use http_body_util::BodyExt;
 
 use super::*;
 
-/// A stand-in for the daemon's state: fixed answers, and a switch to make
-/// the view panic.
+/// A stand-in for the daemon's state: fixed answers, and switches to make
+/// the view panic or give no answer.
 struct View {
     ready: Mutex<Result<(), String>>,
     panics: bool,
+    /// The daemon did not answer (its answers are this error).
+    unavailable: Option<Unavailable>,
     /// Drain calls seen (`true`: drain); an undrain is refused.
     drains: Mutex<Vec<bool>>,
     /// `speaker.api_token_file`'s token.
     token: Option<Vec<u8>>,
 }
 
+impl View {
+    /// `value`, or the error the view is set to give.
+    fn give<T: Send + 'static>(&self, value: T) -> Answer<T> {
+        match &self.unavailable {
+            Some(why) => Box::pin(std::future::ready(Err(why.clone()))),
+            None => answer(value),
+        }
+    }
+}
+
 impl StateView for View {
-    fn status(&self) -> Status {
+    fn status(&self) -> Answer<Status> {
         if self.panics {
             panic!("a bug in the daemon");
         }
-        Status {
+        self.give(Status {
             node: "worker-1".into(),
             asn: 65001,
             ..Default::default()
-        }
+        })
     }
-    fn explain(&self, vip: IpAddr) -> Explanation {
-        Explanation {
+    fn explain(&self, vip: IpAddr) -> Answer<Explanation> {
+        self.give(Explanation {
             vip: vip.to_string(),
             advertised: vip.is_ipv4(),
             ..Default::default()
-        }
+        })
     }
     fn ready(&self) -> Result<(), String> {
         self.ready.lock().unwrap().clone()
     }
-    fn drain(&self, on: bool) -> Result<crate::report::status::DrainStatus, String> {
+    fn drain(&self, on: bool) -> Answer<Result<crate::report::status::DrainStatus, String>> {
         self.drains.lock().unwrap().push(on);
         if !on {
-            return Err("shutting down".into());
+            return self.give(Err("shutting down".into()));
         }
-        Ok(crate::report::status::DrainStatus {
+        self.give(Ok(crate::report::status::DrainStatus {
             state: "draining".into(),
             seconds_left: Some(15.0),
             exiting: false,
-        })
+        }))
     }
     fn api_token(&self) -> Option<Vec<u8>> {
         self.token.clone()
@@ -56,9 +68,19 @@ fn view() -> View {
     View {
         ready: Mutex::new(Ok(())),
         panics: false,
+        unavailable: None,
         drains: Mutex::new(Vec::new()),
         token: None,
     }
+}
+
+/// Runs a future to its end (a response, its body).
+fn now<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 fn call(view: &View, method: &str, uri: &str) -> (StatusCode, String, String) {
@@ -78,20 +100,14 @@ fn call_on(
         req = req.header(AUTHORIZATION, a);
     }
     let req = req.body(()).unwrap();
-    let resp = respond_on(surface, view, &req);
+    let resp = now(respond_on(surface, view, &req));
     let status = resp.status();
     let ctype = resp
         .headers()
         .get(CONTENT_TYPE)
         .map(|v| v.to_str().unwrap().to_string())
         .unwrap_or_default();
-    let body = resp.into_body();
-    let bytes = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(body.collect())
-        .unwrap()
-        .to_bytes();
+    let bytes = now(resp.into_body().collect()).unwrap().to_bytes();
     (status, ctype, String::from_utf8(bytes.to_vec()).unwrap())
 }
 
@@ -159,7 +175,7 @@ fn errors_are_statuses_with_reasons() {
         ("OPTIONS", "/healthz"),
     ] {
         let req = Request::builder().method(method).uri(uri).body(()).unwrap();
-        let resp = respond(&v, &req);
+        let resp = now(respond(&v, &req));
         assert_eq!(
             resp.status(),
             StatusCode::METHOD_NOT_ALLOWED,
@@ -195,6 +211,35 @@ fn a_panicking_view_costs_a_500_not_the_server() {
     assert_eq!(call(&v, "GET", "/healthz").0, StatusCode::OK);
 }
 
+/// When the daemon gives no answer (its main loop did not answer in time,
+/// or it is stopping), every endpoint that asks it is a 503 with the
+/// daemon's reason; health and readiness do not ask it and answer as ever.
+#[test]
+fn no_answer_from_the_daemon_is_a_503_with_the_reason() {
+    let why = "holdfast did not answer within 3.0s: its main loop is busy";
+    let v = View {
+        unavailable: Some(Unavailable(why.into())),
+        ..view()
+    };
+    for (method, uri) in [
+        ("GET", "/metrics"),
+        ("GET", "/v1/status"),
+        ("GET", "/v1/explain/198.51.100.10"),
+        ("POST", "/v1/drain"),
+    ] {
+        let (s, t, b) = call_on(Surface::Local, &v, method, uri, None);
+        assert_eq!(
+            (s, t.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "application/json"),
+            "{method} {uri}"
+        );
+        let error: serde_json::Value = serde_json::from_str(&b).unwrap();
+        assert_eq!(error["error"], why, "{method} {uri}");
+    }
+    assert_eq!(call(&v, "GET", "/healthz").0, StatusCode::OK);
+    assert_eq!(call(&v, "GET", "/readyz").0, StatusCode::OK);
+}
+
 #[test]
 fn vips_parse_as_addresses_or_host_prefixes() {
     assert_eq!(
@@ -223,8 +268,8 @@ fn vips_parse_as_addresses_or_host_prefixes() {
 struct Routes(usize);
 
 impl StateView for Routes {
-    fn status(&self) -> Status {
-        Status {
+    fn status(&self) -> Answer<Status> {
+        answer(Status {
             routes: (0..self.0)
                 .map(|i| crate::report::status::RouteStatus {
                     prefix: format!("198.18.{}.{}/32", i / 256, i % 256),
@@ -233,10 +278,10 @@ impl StateView for Routes {
                 })
                 .collect(),
             ..Default::default()
-        }
+        })
     }
-    fn explain(&self, _: IpAddr) -> Explanation {
-        Explanation::default()
+    fn explain(&self, _: IpAddr) -> Answer<Explanation> {
+        answer(Explanation::default())
     }
     fn ready(&self) -> Result<(), String> {
         Ok(())
@@ -245,14 +290,9 @@ impl StateView for Routes {
 
 fn get_status(view: &dyn StateView, uri: &str) -> (StatusCode, String) {
     let req = Request::builder().uri(uri).body(()).unwrap();
-    let resp = respond(view, &req);
+    let resp = now(respond(view, &req));
     let status = resp.status();
-    let bytes = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(resp.into_body().collect())
-        .unwrap()
-        .to_bytes();
+    let bytes = now(resp.into_body().collect()).unwrap().to_bytes();
     (status, String::from_utf8(bytes.to_vec()).unwrap())
 }
 
@@ -329,7 +369,7 @@ fn the_health_lane_answers_health_checks_only() {
     let v = view();
     let lane = |uri: &str| {
         let req = Request::builder().uri(uri).body(()).unwrap();
-        respond_health_only(Surface::Full, &v, &req).status()
+        now(respond_health_only(Surface::Full, &v, &req)).status()
     };
     assert_eq!(lane("/healthz"), StatusCode::OK);
     assert_eq!(lane("/readyz"), StatusCode::OK);
@@ -357,7 +397,7 @@ fn drain_and_undrain_take_post_only() {
             .uri("/v1/drain")
             .body(())
             .unwrap();
-        let resp = respond_on(Surface::Local, &v, &req);
+        let resp = now(respond_on(Surface::Local, &v, &req));
         assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED, "{method}");
         assert_eq!(resp.headers().get(ALLOW).unwrap(), "POST");
     }
@@ -462,7 +502,7 @@ fn tcp_with_a_token_drains_only_with_it() {
         if let Some(a) = authorization {
             req = req.header(AUTHORIZATION, a);
         }
-        let resp = respond_on(Surface::Full, &v, &req.body(()).unwrap());
+        let resp = now(respond_on(Surface::Full, &v, &req.body(()).unwrap()));
         (
             resp.status(),
             resp.headers()

@@ -10,7 +10,7 @@ use crate::routes::drain::{ExitPlan, ExitReason, exit_plan};
 impl super::Daemon {
     /// [`exit_plan`] for every peer, from what the daemon knows now.
     pub(super) fn exit_plans(&self, reason: ExitReason) -> BTreeMap<String, ExitPlan> {
-        let draining = self.drain.0.lock().expect("drain lock").drain.draining();
+        let draining = self.routes.drain().drain.draining();
         let node = self.kube.as_ref().and_then(|k| k.node_facts());
         self.peers
             .values()
@@ -29,8 +29,8 @@ impl super::Daemon {
 
     /// Decides the exit once (SIGTERM, or the failure that ends the main
     /// loop) and logs it; later calls answer the same plan.
-    pub(super) fn decide_exit(&self, reason: ExitReason) -> BTreeMap<String, ExitPlan> {
-        if let Some(plans) = self.drain.0.lock().expect("drain lock").exit.clone() {
+    pub(super) fn decide_exit(&mut self, reason: ExitReason) -> BTreeMap<String, ExitPlan> {
+        if let Some(plans) = self.routes.drain().exit.clone() {
             return plans;
         }
         let plans = self.exit_plans(reason);
@@ -54,7 +54,7 @@ impl super::Daemon {
                 ),
             }
         }
-        self.drain.0.lock().expect("drain lock").exit = Some(plans.clone());
+        self.routes.set_exit(plans.clone());
         plans
     }
 
@@ -72,12 +72,7 @@ impl super::Daemon {
             return;
         };
         let why = facts.going_away();
-        let changed = self
-            .drain
-            .0
-            .lock()
-            .expect("drain lock")
-            .follow_node(why, Instant::now());
+        let changed = self.routes.follow_node(why, Instant::now());
         if changed {
             match why {
                 Some(why) => tracing::warn!(
@@ -87,7 +82,6 @@ impl super::Daemon {
                     "this node is no longer going away: routes advertised normally again"
                 ),
             }
-            self.routes.publish_tables();
         }
     }
 }

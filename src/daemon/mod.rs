@@ -2,10 +2,13 @@
 //! main loop ([`Daemon::drive`]) is a thin driver: it feeds the routes core
 //! (`routes/`, sans-IO: snapshots, probe results, drains and instants in;
 //! per-peer tables, Events, routes ready and its next deadline out) and
-//! carries its outputs to the sessions, the Event recorder and the shared
-//! status; it also handles signals, config reloads (`reload.rs`) and the
-//! peers' sessions and default gateways (`peers.rs`). `start.rs` wires it
-//! all up.
+//! carries its outputs to the sessions and the Event recorder; it answers
+//! the API's requests (`view.rs`) from the values it owns, and handles
+//! signals, config reloads (`reload.rs`) and the peers' sessions and
+//! default gateways (`peers.rs`). Values pass between the tasks — on
+//! channels, as replies, on `watch`es —: what the loop owns is shared with
+//! no other task under a lock (ARCHITECTURE.md lists the few locks left,
+//! each private to its module). `start.rs` wires it all up.
 //!
 //! ```text
 //!  source ──snapshot──▶ routes core: stability ─▶ peer tables ──watch──▶ sessions
@@ -19,12 +22,15 @@ mod peers;
 mod reload;
 mod restart;
 mod start;
-pub(crate) mod state;
+mod state;
+#[cfg(test)]
+mod tests;
+mod view;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -39,18 +45,16 @@ use crate::speaker::PeerTable;
 use crate::stability::Stability;
 use peers::Peer;
 use reload::Stamp;
-use start::{Accepted, Api, Listener, View};
+use start::{Accepted, Api, Listener};
 pub use start::{Options, node_name, router_id, run};
-pub use state::{PeerView, RouteView, Shared, SharedState};
+use state::{PeerView, Published};
+use view::{Request, View};
 
 /// The daemon's sans-IO cores, for the deterministic simulation of a node
 /// (`tests/simulation.rs`) only: not an API, free to change with them.
 #[doc(hidden)]
 pub mod sim {
-    pub use super::state::SharedStability;
-    pub use crate::routes::drain::{
-        Control as DrainControl, SharedControl, shared as drain_control,
-    };
+    pub use crate::routes::drain::Control as DrainControl;
     pub use crate::routes::{Event, Routes, stability_params};
 }
 
@@ -63,6 +67,8 @@ const RESYNC_FILE_QUIET: Duration = Duration::from_secs(5);
 
 struct Daemon {
     opts: Options,
+    /// When the daemon started (uptime, readiness's wait for the peers).
+    started: Instant,
     config: Arc<Config>,
     config_error: Option<String>,
     node: String,
@@ -73,10 +79,12 @@ struct Daemon {
     /// Whether OPENs carry graceful restart's R bit (RFC 4724 §3).
     restart: restart::Restart,
     /// The routes core: snapshots, probe results, drains and time in;
-    /// per-peer tables, Events and status out.
+    /// per-peer tables, Events and status out. It owns the stability
+    /// layer, the probes and the drain control.
     routes: crate::routes::Routes,
     peers: BTreeMap<String, Peer>,
-    shared: SharedState,
+    /// What the API reads without asking the loop (`/readyz`, the token).
+    published: watch::Sender<Published>,
     file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
     /// BFD (RFC 5880), started when a peer first needs it.
     bfd: Option<crate::bfd::driver::Bfd>,
@@ -96,8 +104,6 @@ struct Daemon {
     resync: crate::routes::reconcile::Schedule,
     /// Routes and VIPs the reconciles have repaired.
     reconcile_repairs: u64,
-    /// `holdfast drain` and the shutdown sequence (shared with the API).
-    drain: crate::routes::drain::SharedControl,
     /// The passive side (`speaker.listen`), whose TTL settings and MD5
     /// keys follow the peers.
     listener: Option<Listener>,
@@ -108,7 +114,7 @@ struct Daemon {
     /// The metrics-only listener (`speaker.metrics`); rebound when it
     /// changes.
     metrics: Option<Api>,
-    /// What the API serves.
+    /// What the API serves: its requests come to this loop.
     view: Arc<View>,
     /// Turns true when the daemon stops.
     shutdown: watch::Receiver<bool>,
@@ -124,11 +130,54 @@ struct Inputs {
     snapshots: watch::Receiver<SourceSnapshot>,
     probes: tokio::sync::mpsc::UnboundedReceiver<probe::ProbeResult>,
     accepted: tokio::sync::mpsc::UnboundedReceiver<Accepted>,
+    /// The API's requests (bounded: `view::REQUEST_QUEUE`).
+    requests: tokio::sync::mpsc::Receiver<Request>,
     sigterm: tokio::signal::unix::Signal,
     sigint: tokio::signal::unix::Signal,
     sighup: tokio::signal::unix::Signal,
     /// This node's labels (the Kubernetes source only).
     labels: Option<watch::Receiver<Option<crate::source::kubernetes::NodeLabels>>>,
+    /// The config file's directories, watched (set up by the loop): a
+    /// change is seen at once and nothing polls while the watch is
+    /// complete.
+    config_watch: Option<crate::source::file::dirwatch::PathWatch>,
+    /// When a burst of changes of the config file is over.
+    config_settled: Option<Instant>,
+    /// When the chores last ran.
+    chores: Chores,
+}
+
+/// One input of the main loop, as [`Daemon::next_input`] takes it; each
+/// has its handler in [`Daemon::handle`].
+enum Input {
+    /// Only to arm the chore timer for the summary of suppressed log lines
+    /// ([`Daemon::next_chore`]).
+    SummaryWanted,
+    /// The routes core's next deadline.
+    RoutesDue,
+    Snapshot(SourceSnapshot),
+    SourceStopped,
+    Probe(probe::ProbeResult),
+    Accepted(Accepted),
+    /// SIGTERM or SIGINT.
+    Signal(&'static str),
+    Labels(crate::source::kubernetes::NodeLabels),
+    Sighup,
+    /// Something changed in the config file's directories (or the watch
+    /// failed).
+    ConfigChanged(std::io::Result<()>),
+    /// A burst of changes of the config file is over.
+    ConfigSettled,
+    Chores,
+    /// A request of the API.
+    Request(Request),
+}
+
+/// Whether the loop goes on after an input.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Stop,
 }
 
 /// The Node's labels when they change; never without the Kubernetes source.
@@ -181,113 +230,205 @@ async fn next_change(
 }
 
 impl Daemon {
-    /// The main loop, a thin driver: it waits for the next input — a
-    /// snapshot, a probe result, a drain changed by the API, the routes
-    /// core's next deadline, a connection, a signal, a change of the config
-    /// file, the next chore that is due ([`Daemon::next_chore`]) — feeds it
-    /// to its owner and carries the routes core's outputs. Every timer is
-    /// armed for its next deadline only: an idle daemon with nothing due
-    /// sleeps until a peer speaks. Returns the signal that stopped the
-    /// daemon, if one did.
+    /// The main loop, a thin driver: it waits for the next input
+    /// ([`Self::next_input`]) — a snapshot, a probe result, a request of
+    /// the API, the routes core's next deadline, a connection, a signal, a
+    /// change of the config file, the next chore that is due
+    /// ([`Daemon::next_chore`]) —, hands it to its one handler
+    /// ([`Self::handle`]) and carries the routes core's outputs. Every
+    /// timer is armed for its next deadline only: an idle daemon with
+    /// nothing due sleeps until a peer speaks. Returns the signal that
+    /// stopped the daemon, if one did.
     async fn drive(&mut self, mut inputs: Inputs) -> Option<&'static str> {
-        let drain = self.drain.clone();
-        // The config file's directories, watched: a change is seen at once
-        // and nothing polls while the watch is complete.
-        let mut config_watch = crate::source::file::dirwatch::PathWatch::new(&self.opts.config)
+        inputs.config_watch = crate::source::file::dirwatch::PathWatch::new(&self.opts.config)
             .map_err(|e| warn!("inotify unavailable ({e}): the config file is polled every second"))
             .ok();
-        let mut config_settled: Option<Instant> = None;
-        let mut chores = Chores::new(Instant::now());
         let mut signal = None;
         loop {
-            let deadline = self.routes.next_deadline();
-            let routes_timer = crate::sleep::until(deadline);
-            let watched = config_watch.as_ref().is_some_and(|w| w.complete());
-            let chore_timer = crate::sleep::until(self.next_chore(&chores, watched));
-            tokio::select! {
-                () = drain.1.notified() => self.routes.publish_tables(),
-                // Only to arm the chore timer for the summary (next_chore).
-                () = logging::summary_wanted() => {}
-                () = routes_timer => {
-                    if self.routes.poll(Instant::now()) {
-                        break;
-                    }
-                }
-                changed = inputs.snapshots.changed() => {
-                    if changed.is_err() {
-                        error!("the source stopped");
-                        break;
-                    }
-                    let snap = inputs.snapshots.borrow_and_update().clone();
-                    self.routes.on_snapshot(Instant::now(), snap);
-                }
-                Some(r) = inputs.probes.recv() => self.routes.on_probe(Instant::now(), r),
-                Some((stream, from)) = inputs.accepted.recv() => self.accept(stream, from),
-                _ = inputs.sigterm.recv() => {
-                    signal = Some("SIGTERM");
-                    if self.begin_exit() {
-                        break;
-                    }
-                }
-                _ = inputs.sigint.recv() => {
-                    signal = Some("SIGINT");
-                    if self.begin_exit() {
-                        break;
-                    }
-                }
-                Some(labels) = next_labels(&mut inputs.labels) => self.on_node_labels(labels).await,
-                _ = inputs.sighup.recv() => {
-                    info!("SIGHUP: reloading the config");
-                    self.config_stamp = self.reload().await;
-                }
-                changed = next_change(&mut config_watch) => match changed {
-                    // An editor's save is a burst of events: check once it
-                    // is over.
-                    Ok(()) => {
-                        config_settled =
-                            Some(Instant::now() + crate::source::file::SETTLE);
-                    }
-                    Err(e) => {
-                        warn!("inotify failed ({e}): the config file is polled every second");
-                        config_watch = None;
-                    }
-                },
-                () = crate::sleep::until(config_settled) => {
-                    config_settled = None;
-                    self.poll_config_file().await;
-                    if let Some(w) = config_watch.as_mut() {
-                        w.rewatch();
-                    }
-                }
-                () = chore_timer => {
-                    let now = Instant::now();
-                    chores.last = now;
-                    logging::flush();
-                    if !watched {
-                        self.poll_config_file().await;
-                        if let Some(w) = config_watch.as_mut() {
-                            w.rewatch();
-                        }
-                    }
-                    self.follow_restart();
-                    self.follow_node();
-                    if self.resync.due(now) {
-                        self.reconcile().await;
-                    }
-                    if now.saturating_duration_since(chores.gateways) >= GATEWAY_CHECK {
-                        chores.gateways = now;
-                        self.check_gateways().await;
-                    }
-                }
+            let input = self.next_input(&mut inputs).await;
+            if let Input::Signal(name) = input {
+                signal = Some(name);
+            }
+            if self.handle(input, &mut inputs).await == Flow::Stop {
+                break;
             }
             self.resync.set_every(self.config.resync, Instant::now());
             let wanted = crate::source::interface::wanted(&self.config);
             self.interfaces_wanted
                 .send_if_modified(|w| std::mem::replace(w, wanted) != wanted);
             self.carry();
-            self.refresh_shared();
+            self.publish();
         }
         signal
+    }
+
+    /// Waits for the main loop's next input.
+    async fn next_input(&mut self, inputs: &mut Inputs) -> Input {
+        let routes_timer = crate::sleep::until(self.routes.next_deadline());
+        let watched = inputs.config_watch.as_ref().is_some_and(|w| w.complete());
+        let chore_timer = crate::sleep::until(self.next_chore(&inputs.chores, watched));
+        tokio::select! {
+            () = logging::summary_wanted() => Input::SummaryWanted,
+            () = routes_timer => Input::RoutesDue,
+            changed = inputs.snapshots.changed() => match changed {
+                Ok(()) => Input::Snapshot(inputs.snapshots.borrow_and_update().clone()),
+                Err(_) => Input::SourceStopped,
+            },
+            Some(r) = inputs.probes.recv() => Input::Probe(r),
+            Some(request) = inputs.requests.recv() => Input::Request(request),
+            Some(accepted) = inputs.accepted.recv() => Input::Accepted(accepted),
+            _ = inputs.sigterm.recv() => Input::Signal("SIGTERM"),
+            _ = inputs.sigint.recv() => Input::Signal("SIGINT"),
+            Some(labels) = next_labels(&mut inputs.labels) => Input::Labels(labels),
+            _ = inputs.sighup.recv() => Input::Sighup,
+            changed = next_change(&mut inputs.config_watch) => Input::ConfigChanged(changed),
+            () = crate::sleep::until(inputs.config_settled) => Input::ConfigSettled,
+            () = chore_timer => Input::Chores,
+        }
+    }
+
+    /// One handler per input.
+    async fn handle(&mut self, input: Input, inputs: &mut Inputs) -> Flow {
+        match input {
+            Input::SummaryWanted => Flow::Continue,
+            Input::RoutesDue => self.on_routes_due(),
+            Input::Snapshot(snap) => self.on_snapshot(snap),
+            Input::SourceStopped => {
+                error!("the source stopped");
+                Flow::Stop
+            }
+            Input::Probe(r) => self.on_probe(r),
+            Input::Request(request) => self.on_request(request),
+            Input::Accepted((stream, from)) => self.accept(stream, from),
+            Input::Signal(_) => self.on_signal(),
+            Input::Labels(labels) => {
+                self.on_node_labels(labels).await;
+                Flow::Continue
+            }
+            Input::Sighup => self.on_sighup().await,
+            Input::ConfigChanged(changed) => Self::on_config_changed(changed, inputs),
+            Input::ConfigSettled => self.on_config_settled(inputs).await,
+            Input::Chores => self.on_chores(inputs).await,
+        }
+    }
+
+    /// The routes core's deadline: whatever is due.
+    fn on_routes_due(&mut self) -> Flow {
+        if self.routes.poll(Instant::now()) {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    }
+
+    fn on_snapshot(&mut self, snap: SourceSnapshot) -> Flow {
+        self.routes.on_snapshot(Instant::now(), snap);
+        Flow::Continue
+    }
+
+    fn on_probe(&mut self, r: probe::ProbeResult) -> Flow {
+        self.routes.on_probe(Instant::now(), r);
+        Flow::Continue
+    }
+
+    /// A request of the API, answered from the values the loop owns now.
+    /// The answer goes back as a value: the API's task serialises it.
+    fn on_request(&mut self, request: Request) -> Flow {
+        if request.abandoned() {
+            return Flow::Continue;
+        }
+        match request {
+            Request::Status { page, reply } => {
+                let _ = reply.send(self.facts().status_page(page));
+            }
+            Request::Explain { vip, reply } => {
+                // The Kubernetes source's own account of the VIP.
+                let from_source = self.kube.as_ref().map(|k| k.explain(vip));
+                let _ = reply.send(self.facts().explain(vip, from_source));
+            }
+            Request::Drain { on, reply } => {
+                let _ = reply.send(self.on_drain(on));
+            }
+        }
+        Flow::Continue
+    }
+
+    /// `holdfast drain` (`on`) or `undrain`: the tables follow at once.
+    fn on_drain(&mut self, on: bool) -> Result<crate::report::status::DrainStatus, String> {
+        let answer = self.routes.set_drain(Instant::now(), on);
+        if answer.is_ok() {
+            info!(
+                "{}",
+                if on {
+                    "holdfast drain: routes marked GRACEFUL_SHUTDOWN, withdrawn after graceful_shutdown_wait"
+                } else {
+                    "holdfast undrain: routes advertised normally again"
+                }
+            );
+        }
+        answer
+    }
+
+    /// SIGTERM or SIGINT.
+    fn on_signal(&mut self) -> Flow {
+        if self.begin_exit() {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    }
+
+    async fn on_sighup(&mut self) -> Flow {
+        info!("SIGHUP: reloading the config");
+        self.config_stamp = self.reload().await;
+        Flow::Continue
+    }
+
+    /// An editor's save is a burst of events: the file is checked once it
+    /// is over.
+    fn on_config_changed(changed: std::io::Result<()>, inputs: &mut Inputs) -> Flow {
+        match changed {
+            Ok(()) => {
+                inputs.config_settled = Some(Instant::now() + crate::source::file::SETTLE);
+            }
+            Err(e) => {
+                warn!("inotify failed ({e}): the config file is polled every second");
+                inputs.config_watch = None;
+            }
+        }
+        Flow::Continue
+    }
+
+    async fn on_config_settled(&mut self, inputs: &mut Inputs) -> Flow {
+        inputs.config_settled = None;
+        self.poll_config_file().await;
+        if let Some(w) = inputs.config_watch.as_mut() {
+            w.rewatch();
+        }
+        Flow::Continue
+    }
+
+    /// The chores that are due ([`Self::next_chore`]).
+    async fn on_chores(&mut self, inputs: &mut Inputs) -> Flow {
+        let now = Instant::now();
+        inputs.chores.last = now;
+        logging::flush();
+        if !inputs.config_watch.as_ref().is_some_and(|w| w.complete()) {
+            self.poll_config_file().await;
+            if let Some(w) = inputs.config_watch.as_mut() {
+                w.rewatch();
+            }
+        }
+        self.follow_restart();
+        self.follow_node();
+        if self.resync.due(now) {
+            self.reconcile().await;
+        }
+        if now.saturating_duration_since(inputs.chores.gateways) >= GATEWAY_CHECK {
+            inputs.chores.gateways = now;
+            self.check_gateways().await;
+        }
+        Flow::Continue
     }
 
     /// When the main loop next has a chore to do; `None`: none is due,
@@ -362,7 +503,7 @@ impl Daemon {
 
     /// A connection the passive side accepted goes to the session of the
     /// peer it comes from.
-    fn accept(&self, stream: tokio::net::TcpStream, from: std::net::SocketAddr) {
+    fn accept(&self, stream: tokio::net::TcpStream, from: std::net::SocketAddr) -> Flow {
         match self
             .peers
             .values()
@@ -379,6 +520,7 @@ impl Daemon {
                 }
             }
         }
+        Flow::Continue
     }
 
     /// SIGTERM or SIGINT: answers whether the daemon stops now (see
@@ -468,33 +610,69 @@ impl Daemon {
         }
     }
 
-    fn refresh_shared(&mut self) {
-        let mut s = self.shared.lock().expect("shared state lock");
-        s.config = self.config.clone();
-        s.config_error = self.config_error.clone();
-        // A reload (or a node override) may change both.
-        s.node = self.node.clone();
-        s.router_id = self.router_id.to_string();
-        s.snapshot = self.routes.snapshot().clone();
-        s.reconcile_repairs =
-            self.reconcile_repairs + self.kube.as_ref().map_or(0, |k| k.resync_repairs());
-        // The probes' views are the routes core's to keep (Shared::probes).
-        s.peers = self
-            .config
-            .peers
-            .iter()
-            .filter_map(|cp| {
-                let p = self.peers.get(&cp.name)?;
-                Some(PeerView {
-                    spec: p.handle.as_ref().map(|h| h.spec.clone()),
-                    name: cp.name.clone(),
-                    configured: cp.address.to_string(),
-                    runtime: p.handle.as_ref().map(|h| h.runtime.clone()),
-                    waiting: p.waiting.clone(),
-                    bfd: p.bfd.as_ref().map(|b| b.view()),
-                    carried: p.carried.clone(),
+    /// The values a status or explain request is answered from, as they
+    /// are now: the routes core's, the peers' (each session's status as it
+    /// last published it) and the daemon's own.
+    fn facts(&self) -> state::Facts<'_> {
+        state::Facts {
+            config: &self.config,
+            config_error: self.config_error.as_deref(),
+            node: &self.node,
+            router_id: self.router_id.to_string(),
+            started: self.started,
+            snapshot: self.routes.snapshot(),
+            stability: self.routes.stability(),
+            probes: self.routes.probes(),
+            drain: self.routes.drain(),
+            peers: self
+                .config
+                .peers
+                .iter()
+                .filter_map(|cp| {
+                    let p = self.peers.get(&cp.name)?;
+                    Some(PeerView {
+                        spec: p.handle.as_ref().map(|h| h.spec.clone()),
+                        name: cp.name.clone(),
+                        configured: cp.address.to_string(),
+                        runtime: p.handle.as_ref().map(PeerHandle::snapshot),
+                        waiting: p.waiting.clone(),
+                        bfd: p.bfd.as_ref().map(|b| b.view()),
+                        carried: p.carried.clone(),
+                    })
                 })
-            })
-            .collect();
+                .collect(),
+            reconcile_repairs: self.reconcile_repairs
+                + self.kube.as_ref().map_or(0, |k| k.resync_repairs()),
+        }
+    }
+
+    /// Publishes what the API reads without asking (`/readyz`, the
+    /// token), when it changed: a reload (or a node override), the
+    /// snapshot's state, the peers' sessions.
+    fn publish(&mut self) {
+        let snapshot = self.routes.snapshot();
+        let now = Published {
+            config: self.config.clone(),
+            started: self.started,
+            synced: snapshot.synced,
+            source_error: snapshot.error.clone(),
+            peers: self
+                .config
+                .peers
+                .iter()
+                .filter_map(|cp| {
+                    let p = self.peers.get(&cp.name)?;
+                    Some((cp.name.clone(), p.handle.as_ref().map(|h| h.status.clone())))
+                })
+                .collect(),
+        };
+        self.published.send_if_modified(|p| {
+            if p.same(&now) {
+                false
+            } else {
+                *p = now;
+                true
+            }
+        });
     }
 }

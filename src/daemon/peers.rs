@@ -151,17 +151,18 @@ impl Daemon {
     /// Stops a peer's session and starts a new one from `p`; its counters
     /// carry over.
     pub(super) async fn reset_peer(&mut self, p: &config::Peer, how: StopHow) {
-        let (mut carried, runtime) = match self.peers.get(&p.name) {
+        let (mut carried, status) = match self.peers.get(&p.name) {
             Some(cur) => (
                 cur.carried.clone(),
-                cur.handle.as_ref().map(|h| h.runtime.clone()),
+                cur.handle.as_ref().map(|h| h.status.clone()),
             ),
             None => Default::default(),
         };
         self.stop_peer(&p.name, how).await;
-        // Read after the stop: its NOTIFICATION counts.
-        if let Some(rt) = runtime {
-            state::add_stats(&mut carried, &rt.lock().expect("peer runtime lock").stats);
+        // Read after the stop (the session's last publication): its
+        // NOTIFICATION counts.
+        if let Some(status) = status {
+            state::add_stats(&mut carried, &status.borrow().stats);
         }
         self.start_peer(p);
         if let Some(new) = self.peers.get_mut(&p.name) {

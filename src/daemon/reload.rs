@@ -414,8 +414,8 @@ impl Daemon {
                 let _ = old.stop.send(true);
             }
         }
-        self.drain.0.lock().expect("drain lock").wait = self.config.speaker.graceful_shutdown_wait;
-        // Stability parameters (validated in `prepare`).
+        // Stability parameters (validated in `prepare`) and the drain's
+        // wait.
         self.routes.set_config(Instant::now(), self.config.clone());
         self.carry();
         self.follow_peers(identity_changed).await;

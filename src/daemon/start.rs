@@ -5,6 +5,7 @@
 use super::*;
 use crate::routes::stability_params;
 use reload::stamp;
+use tokio::sync::mpsc;
 
 /// Options of `holdfast run`.
 #[derive(Clone, Debug)]
@@ -270,8 +271,7 @@ async fn start_source(
     config: &Arc<Config>,
     first_read: FirstRead,
     node: &str,
-    shared: &SharedState,
-    drain_control: &crate::routes::drain::SharedControl,
+    view: &Arc<View>,
     stops: &watch::Receiver<bool>,
 ) -> Result<Source, String> {
     let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
@@ -303,29 +303,22 @@ async fn start_source(
             let client = kubernetes::connect(&options).await?;
             // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
             // (the Kubernetes source only: the file source has no cluster).
-            let view = View(shared.clone(), drain_control.clone());
-            node_status = Some(crate::report::NodeStatusWriter::spawn(
+            let view = view.clone();
+            node_status = Some(crate::report::NodeStatusWriter::spawn_asking(
                 client.clone(),
                 options.node_name.clone(),
                 crate::report::node_status::DEFAULT_INTERVAL,
                 // The counts, not the route list: built every few seconds
-                // on the runtime's thread, it must not walk every route.
+                // by the main loop, it must not walk every route.
                 Arc::new(move || {
-                    crate::api::StateView::status_page(
-                        &view,
-                        crate::report::status::RoutePage::NONE,
-                    )
+                    let counts = view.counts();
+                    Box::pin(async move { counts.await.ok() })
                 }),
             ));
             let (tx, rx) = watch::channel(config.clone());
             kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
             kube_config = Some(tx);
         }
-    }
-    if let Some(k) = &kube {
-        let k = k.clone();
-        shared.lock().expect("shared state lock").source_explain =
-            Some(Arc::new(move |ip| k.explain(ip)));
     }
     Ok(Source {
         snapshots: snap_rx,
@@ -366,38 +359,27 @@ pub async fn run(opts: Options) -> Result<(), String> {
         commit = %crate::build_info::COMMIT,
         "holdfast starting"
     );
-    let stability = Arc::new(Mutex::new(
-        Stability::new(stability_params(&config))
-            .map_err(|e| format!("{}: stability: {e}", opts.config.display()))?,
-    ));
+    let stability = Stability::new(stability_params(&config))
+        .map_err(|e| format!("{}: stability: {e}", opts.config.display()))?;
     let config = Arc::new(config);
     let started = Instant::now();
-    let shared = Arc::new(Mutex::new(Shared {
+    let (published, published_rx) = watch::channel(Published {
         config: config.clone(),
-        config_error: None,
-        node: node.clone(),
-        router_id: router_id.to_string(),
         started,
-        snapshot: Arc::new(SourceSnapshot::default()),
-        stability: stability.clone(),
+        synced: false,
+        source_error: None,
         peers: Vec::new(),
-        // The routes core's, set below once it exists.
-        probes: Default::default(),
-        source_explain: None,
-        reconcile_repairs: 0,
-    }));
+    });
     let (shutdown_tx, stops) = watch::channel(false);
 
-    // Not kept across a restart: a restarted holdfast advertises normally
-    // (docs/src/operations/drain.md).
-    let drain_control = crate::routes::drain::shared(config.speaker.graceful_shutdown_wait);
-
-    // The API first: /healthz answers while everything else starts.
+    // The API first: /healthz answers while everything else starts; its
+    // requests wait for the main loop (at most view::ANSWER_WAIT).
     let api_listener = crate::api::bind(config.speaker.api)
         .await
         .map_err(|e| e.to_string())?;
     info!(api = %config.speaker.api, "HTTP API listening");
-    let view = Arc::new(View(shared.clone(), drain_control.clone()));
+    let (view, mut requests) = View::new(published_rx);
+    let view = Arc::new(view);
     let api = spawn_server(
         api_listener,
         config.speaker.api,
@@ -435,20 +417,21 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube_config,
         node_status,
         interfaces_wanted,
-    } = start_source(&config, first_read, &node, &shared, &drain_control, &stops).await?;
+    } = start_source(&config, first_read, &node, &view, &stops).await?;
 
     let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
     let (accept_tx, accept_rx) = tokio::sync::mpsc::unbounded_channel();
+    // The drain control, the routes core's, is not kept across a restart:
+    // a restarted holdfast advertises normally (docs/src/operations/drain.md).
     let routes = crate::routes::Routes::new(
         config.clone(),
         stability,
-        drain_control.clone(),
         kube.is_some(),
         file_settings.is_some(),
     );
-    shared.lock().expect("shared state lock").probes = routes.probe_views();
     let mut d = Daemon {
         opts: opts.clone(),
+        started,
         config: config.clone(),
         config_error: None,
         node,
@@ -457,7 +440,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         restart,
         routes,
         peers: BTreeMap::new(),
-        shared,
+        published,
         file_settings,
         bfd: None,
         kube,
@@ -469,7 +452,6 @@ pub async fn run(opts: Options) -> Result<(), String> {
         listener: None,
         resync: crate::routes::reconcile::Schedule::new(config.resync, Instant::now()),
         reconcile_repairs: 0,
-        drain: drain_control.clone(),
         accept_tx,
         api,
         metrics: metrics_api,
@@ -479,7 +461,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         config_reader: reload::FileReader::default(),
     };
     // Overrides by label: the sessions start with them, not with the
-    // file's values and a reset a moment later.
+    // file's values and a reset a moment later. The API's requests are
+    // answered meanwhile.
     let mut labels_rx = d.kube.as_ref().map(|k| k.node_labels());
     if let Some(rx) = labels_rx.as_mut()
         && config
@@ -487,7 +470,12 @@ pub async fn run(opts: Options) -> Result<(), String> {
             .iter()
             .any(|o| matches!(o.matcher, config::NodeMatch::Selector(_)))
     {
-        let first = tokio::time::timeout(NODE_LABELS_WAIT, rx.wait_for(Option::is_some)).await;
+        let first = d
+            .answering(
+                &mut requests,
+                tokio::time::timeout(NODE_LABELS_WAIT, rx.wait_for(Option::is_some)),
+            )
+            .await;
         match first.ok().and_then(|r| r.ok()).and_then(|l| l.clone()) {
             Some(labels) => d.on_node_labels(labels).await,
             None => warn!(
@@ -520,13 +508,19 @@ pub async fn run(opts: Options) -> Result<(), String> {
         snapshots: snap_rx,
         probes: probe_rx,
         accepted: accept_rx,
+        requests,
         sigterm: signal(SignalKind::terminate())?,
         sigint: signal(SignalKind::interrupt())?,
         sighup: signal(SignalKind::hangup())?,
         labels: labels_rx,
+        config_watch: None,
+        config_settled: None,
+        chores: Chores::new(Instant::now()),
     };
     d.config_stamp = config_stamp;
-    d.refresh_shared();
+    d.publish();
+    // The main loop; once it returns, its requests are dropped and the API
+    // answers that holdfast is stopping.
     let signal = d.drive(inputs).await;
     let (graceful, withdrawn) = d.shutdown().await;
     let _ = shutdown_tx.send(true);
@@ -548,77 +542,22 @@ pub async fn run(opts: Options) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) struct View(SharedState, crate::routes::drain::SharedControl);
-
-impl View {
-    /// The status with the drain, while there is one.
-    pub(super) fn with_drain(
-        &self,
-        mut status: crate::report::status::Status,
-    ) -> crate::report::status::Status {
-        let control = self.1.0.lock().expect("drain lock");
-        if control.drain.draining() || control.exiting {
-            status.drain = Some(control.status(Instant::now()));
-        }
-        status
-    }
-}
-
-impl crate::api::StateView for View {
-    fn status(&self) -> crate::report::status::Status {
-        let status = self.0.lock().expect("shared state lock").status();
-        self.with_drain(status)
-    }
-    fn status_page(&self, page: crate::report::status::RoutePage) -> crate::report::status::Status {
-        let status = self.0.lock().expect("shared state lock").status_page(page);
-        self.with_drain(status)
-    }
-    fn explain(&self, vip: IpAddr) -> crate::report::status::Explanation {
-        let mut explanation = self.0.lock().expect("shared state lock").explain(vip);
-        let control = self.1.0.lock().expect("drain lock");
-        let d = control.status(Instant::now());
-        let why = match (d.state.as_str(), d.seconds_left) {
-            ("draining", Some(left)) => Some(format!(
-                "this node is draining: its routes carry GRACEFUL_SHUTDOWN (RFC 8326) and are withdrawn in {left:.1}s"
-            )),
-            ("drained", _) => Some(
-                "this node is drained (holdfast drain): its routes are withdrawn until holdfast undrain".to_string(),
-            ),
-            _ => None,
-        };
-        if let Some(why) = why {
-            explanation.reasons.push(why);
-        }
-        explanation
-    }
-    fn drain(&self, on: bool) -> Result<crate::report::status::DrainStatus, String> {
-        let (control, wake) = &*self.1;
-        let answer = control.lock().expect("drain lock").set(on, Instant::now());
-        if answer.is_ok() {
-            info!(
-                "{}",
-                if on {
-                    "holdfast drain: routes marked GRACEFUL_SHUTDOWN, withdrawn after graceful_shutdown_wait"
-                } else {
-                    "holdfast undrain: routes advertised normally again"
+impl Daemon {
+    /// Waits for `until`, answering the API's requests meanwhile (before
+    /// the main loop runs).
+    async fn answering<T>(
+        &mut self,
+        requests: &mut mpsc::Receiver<Request>,
+        until: impl std::future::Future<Output = T>,
+    ) -> T {
+        let mut until = std::pin::pin!(until);
+        loop {
+            tokio::select! {
+                out = &mut until => return out,
+                Some(request) = requests.recv() => {
+                    self.on_request(request);
                 }
-            );
-            wake.notify_one();
-        }
-        answer
-    }
-    fn ready(&self) -> Result<(), String> {
-        self.readiness().map(|_| ())
-    }
-    fn api_token(&self) -> Option<Vec<u8>> {
-        let shared = self.0.lock().expect("shared state lock");
-        let token = shared.config.speaker.api_token.as_ref()?.token.as_ref()?;
-        Some(token.as_bytes().to_vec())
-    }
-    fn readiness(&self) -> Result<Option<String>, String> {
-        match self.0.lock().expect("shared state lock").readiness() {
-            state::Readiness::Ready(note) => Ok(note),
-            state::Readiness::NotReady(why) => Err(why),
+            }
         }
     }
 }

@@ -1,14 +1,17 @@
-//! What the daemon shows: the shared state behind `/v1/status`,
-//! `/v1/explain/{vip}`, `/metrics` and `/readyz`, and the words of
+//! What the daemon shows: `/v1/status`, `/v1/explain/{vip}` and
+//! `/metrics`, built by the main loop from the values it owns at the
+//! moment a request comes ([`Facts`]); `/readyz`, answered by the API from
+//! a value the main loop publishes ([`Published`]); and the words of
 //! `holdfast explain`.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bgp_proto::fsm::Stats;
 use ipnet::IpNet;
+use tokio::sync::watch;
 
 use crate::config::{Config, Source};
 use crate::model::Absence;
@@ -18,16 +21,20 @@ use crate::report::status::{
     Explanation, NotificationCount, PeerExplanation, PeerStatus, RoutePage, RouteStatus,
     SourceStatus, StabilityCounters, Status,
 };
+use crate::routes::drain::Control;
+use crate::routes::{ProbeView, Probing};
 use crate::session::{PeerRuntime, PeerSpec};
-use crate::stability::KeyState;
+use crate::stability::{KeyState, Stability};
 
-/// One peer as the API sees it.
+/// One peer as a request sees it.
 #[derive(Clone)]
 pub struct PeerView {
     pub spec: Option<PeerSpec>,
     pub name: String,
     pub configured: String,
-    pub runtime: Option<Arc<Mutex<PeerRuntime>>>,
+    /// Its session's status as the session last published it (taken from
+    /// the session's watch when the request is answered).
+    pub runtime: Option<PeerRuntime>,
     /// Why there is no session (a default gateway not found).
     pub waiting: Option<String>,
     /// Its BFD session's state, when it has one.
@@ -73,19 +80,6 @@ pub struct RouteView {
     pub deferred: bool,
 }
 
-/// A probed VIP (TCP-probe gating).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProbeView {
-    pub port: u16,
-    pub verdict: crate::probe::Verdict,
-    pub failures: u32,
-    pub fail_after: u32,
-    pub error: Option<String>,
-    pub on_failure: crate::config::OnFailure,
-    /// The disable file, while it exists.
-    pub disabled: Option<std::path::PathBuf>,
-}
-
 /// How the probe steers its VIP, for `holdfast status`.
 fn steering_word(p: &ProbeView) -> Option<String> {
     if let Some(file) = &p.disabled {
@@ -96,41 +90,106 @@ fn steering_word(p: &ProbeView) -> Option<String> {
         .then(|| "degraded".to_string())
 }
 
-/// Everything `status()` and `explain()` read, replaced by the daemon's
-/// main loop after each change.
-#[derive(Clone)]
-pub struct Shared {
-    pub config: Arc<Config>,
-    pub config_error: Option<String>,
-    pub node: String,
+/// Everything `status_page()` and `explain()` read: the main loop's own
+/// values, borrowed while it answers one request, so the answer is the
+/// state at that moment. Nothing is copied ahead of a request (a copy of
+/// the routes kept up to date for the views was 10 MB with 100k VIPs), and
+/// nothing here is shared with another task: the API gets the answer as a
+/// value.
+pub struct Facts<'a> {
+    pub config: &'a Config,
+    pub config_error: Option<&'a str>,
+    pub node: &'a str,
     pub router_id: String,
     pub started: Instant,
-    pub snapshot: Arc<SourceSnapshot>,
-    /// The stability layer itself, shared with the daemon: the status and
-    /// explain views are computed from it on request. A copy of its
-    /// routes kept up to date for them was 10 MB with 100k VIPs.
-    pub stability: SharedStability,
+    pub snapshot: &'a SourceSnapshot,
+    /// The routes core's stability layer.
+    pub stability: &'a Stability<IpNet, Route>,
+    /// The routes core's probes, whose views are built from their
+    /// trackers as a route row or an explanation asks for one.
+    pub probes: &'a BTreeMap<IpAddr, Probing>,
+    /// The routes core's drain control.
+    pub drain: &'a Control,
     pub peers: Vec<PeerView>,
-    /// The probed VIPs, kept by the routes core: it writes the entry of a
-    /// VIP whose probe's view changed, and adds or removes entries as the
-    /// probed set changes. Copied whole per main-loop event, it was
-    /// O(probed VIPs) per probe result.
-    pub probes: SharedProbes,
-    /// The source's own account of a VIP (the Kubernetes source's rules).
-    pub source_explain: Option<Arc<dyn Fn(IpAddr) -> Vec<String> + Send + Sync>>,
     /// Routes and VIPs the periodic reconciles repaired.
     pub reconcile_repairs: u64,
 }
 
-pub type SharedState = Arc<Mutex<Shared>>;
+/// What the API answers without asking the main loop: `/readyz` (cheap,
+/// and answered while the loop is busy) and the API token. The main loop
+/// publishes it on a `watch` whenever one of its parts changes; the peers'
+/// parts are the sessions' own status channels, read when `/readyz` is
+/// asked.
+#[derive(Clone)]
+pub struct Published {
+    pub config: Arc<Config>,
+    pub started: Instant,
+    /// The snapshot in force: whether it is the source's first complete
+    /// view, and the source's error.
+    pub synced: bool,
+    pub source_error: Option<String>,
+    /// Each configured peer that exists, by name, with its session's
+    /// status channel (none while it waits for a gateway or BFD).
+    pub peers: Vec<(String, Option<watch::Receiver<PeerRuntime>>)>,
+}
 
-/// The daemon's stability layer. Lock order: [`SharedState`] first, then
-/// this.
-pub type SharedStability = Arc<Mutex<crate::stability::Stability<IpNet, Route>>>;
+impl Published {
+    /// Whether `self` says what `other` says (the same config, the same
+    /// source state, the same sessions): the main loop publishes only a
+    /// change.
+    pub fn same(&self, other: &Published) -> bool {
+        Arc::ptr_eq(&self.config, &other.config)
+            && self.started == other.started
+            && self.synced == other.synced
+            && self.source_error == other.source_error
+            && self.peers.len() == other.peers.len()
+            && self.peers.iter().zip(&other.peers).all(|(a, b)| {
+                a.0 == b.0
+                    && match (&a.1, &b.1) {
+                        (Some(a), Some(b)) => a.same_channel(b),
+                        (None, None) => true,
+                        _ => false,
+                    }
+            })
+    }
 
-/// The probed VIPs' views ([`Shared::probes`]). Lock order: after
-/// [`SharedState`] and [`SharedStability`].
-pub type SharedProbes = Arc<Mutex<BTreeMap<IpAddr, ProbeView>>>;
+    /// The readiness rule ([`readiness`]) applied to the daemon's state
+    /// now: the peers' sessions as they last published themselves.
+    pub fn readiness(&self) -> Readiness {
+        let peers: Vec<PeerReadiness> = self
+            .peers
+            .iter()
+            .map(|(name, status)| {
+                let rt = status.as_ref().map(|rx| {
+                    let rt = rx.borrow();
+                    (
+                        rt.state == bgp_proto::fsm::State::Established,
+                        rt.end_of_rib_sent,
+                    )
+                });
+                PeerReadiness {
+                    name: name.clone(),
+                    established: rt.is_some_and(|r| r.0),
+                    end_of_rib_sent: rt.is_some_and(|r| r.1),
+                }
+            })
+            .collect();
+        readiness(
+            self.synced,
+            self.source_error.as_deref(),
+            &peers,
+            Instant::now().saturating_duration_since(self.started),
+            peer_wait(&self.config),
+        )
+    }
+
+    /// The token a TCP client must send for a state-changing call, as the
+    /// running config has it.
+    pub fn api_token(&self) -> Option<Vec<u8>> {
+        let token = self.config.speaker.api_token.as_ref()?.token.as_ref()?;
+        Some(token.as_bytes().to_vec())
+    }
+}
 
 fn absence_word(a: Absence) -> &'static str {
     match a {
@@ -192,11 +251,8 @@ fn peer_status(p: &PeerView, now: Instant) -> PeerStatus {
         });
     }
     let mut stats = p.carried.clone();
-    let rt = p
-        .runtime
-        .as_ref()
-        .map(|rt| rt.lock().expect("peer runtime lock").clone());
-    if let Some(rt) = &rt {
+    let rt = p.runtime.as_ref();
+    if let Some(rt) = rt {
         add_stats(&mut stats, &rt.stats);
     }
     s.established_transitions = stats.established_transitions;
@@ -343,51 +399,20 @@ pub fn readiness(
     }))
 }
 
-impl Shared {
-    /// The readiness rule ([`readiness`]) applied to the daemon's state.
-    pub fn readiness(&self) -> Readiness {
-        let peers: Vec<PeerReadiness> = self
-            .peers
-            .iter()
-            .map(|p| {
-                let rt = p.runtime.as_ref().map(|rt| {
-                    let rt = rt.lock().expect("peer runtime lock");
-                    (
-                        rt.state == bgp_proto::fsm::State::Established,
-                        rt.end_of_rib_sent,
-                    )
-                });
-                PeerReadiness {
-                    name: p.name.clone(),
-                    established: rt.is_some_and(|r| r.0),
-                    end_of_rib_sent: rt.is_some_and(|r| r.1),
-                }
-            })
-            .collect();
-        readiness(
-            self.snapshot.synced,
-            self.snapshot.error.as_deref(),
-            &peers,
-            Instant::now().saturating_duration_since(self.started),
-            peer_wait(&self.config),
-        )
-    }
-
+impl Facts<'_> {
     fn advertised_to(&self, prefix: &IpNet) -> Vec<String> {
         self.peers
             .iter()
             .filter(|p| {
-                p.runtime.as_ref().is_some_and(|rt| {
-                    rt.lock()
-                        .expect("peer runtime lock")
-                        .advertised
-                        .contains_key(prefix)
-                })
+                p.runtime
+                    .as_ref()
+                    .is_some_and(|rt| rt.advertised.contains_key(prefix))
             })
             .map(|p| p.name.clone())
             .collect()
     }
 
+    #[cfg(test)]
     pub fn status(&self) -> Status {
         self.status_page(RoutePage::ALL)
     }
@@ -403,18 +428,15 @@ impl Shared {
             Source::File { .. } => "file",
             Source::Kubernetes(_) => "kubernetes",
         };
-        let (views, c, total, on_wire) = {
-            let st = self.stability.lock().expect("stability lock");
-            let total = st.shown();
-            let range = page.range(total);
-            let views = if range.is_empty() {
-                Vec::new()
-            } else {
-                route_views(&st, range)
-            };
-            (views, st.counters(), total, st.on_wire())
+        let st = self.stability;
+        let total = st.shown();
+        let range = page.range(total);
+        let views = if range.is_empty() {
+            Vec::new()
+        } else {
+            route_views(st, range)
         };
-        let probes = self.probes.lock().expect("probes lock");
+        let (c, on_wire) = (st.counters(), st.on_wire());
         let routes = views
             .iter()
             .map(|r| {
@@ -446,7 +468,7 @@ impl Shared {
                         .unwrap_or_default(),
                     peers: self.advertised_to(&r.prefix),
                     figure_of_merit: r.figure_of_merit.filter(|f| *f > 0.0),
-                    steering: probes.get(&ip).and_then(steering_word),
+                    steering: self.probes.get(&ip).and_then(|p| steering_word(&p.view())),
                     link_bandwidth: r
                         .route
                         .as_ref()
@@ -454,15 +476,14 @@ impl Shared {
                 }
             })
             .collect();
-        drop(probes);
         let mut status = Status {
-            node: self.node.clone(),
+            node: self.node.to_string(),
             asn: self.config.speaker.asn,
             router_id: self.router_id.clone(),
             version: env!("CARGO_PKG_VERSION").into(),
             uptime_seconds: now.saturating_duration_since(self.started).as_secs(),
             config_path: self.config.path.display().to_string(),
-            config_error: self.config_error.clone(),
+            config_error: self.config_error.map(str::to_string),
             node_overrides: self
                 .config
                 .applied_overrides
@@ -481,8 +502,9 @@ impl Shared {
             routes_total: None,
             routes_offset: None,
             routes_truncated: None,
-            // The daemon's view adds the drain (daemon::drain).
-            drain: None,
+            // While there is one.
+            drain: (self.drain.drain.draining() || self.drain.exiting)
+                .then(|| self.drain.status(now)),
             counters: StabilityCounters {
                 routes_advertised: on_wire as u64,
                 routes_held_down: c.held_down,
@@ -502,22 +524,21 @@ impl Shared {
     }
 
     /// Why this node does or doesn't advertise `vip`, in plain words.
-    pub fn explain(&self, ip: IpAddr) -> Explanation {
+    /// `from_source`: the source's own account of it (the Kubernetes
+    /// source's rules), when the source gives one.
+    pub fn explain(&self, ip: IpAddr, from_source: Option<Vec<String>>) -> Explanation {
         // An aggregated VIP's fate is its aggregate's (crate::routes).
-        let (prefix, placed) = crate::routes::explain(&self.config, &self.snapshot, ip);
+        let (prefix, placed) = crate::routes::explain(self.config, self.snapshot, ip);
         let now = Instant::now();
         let mut reasons = Vec::new();
-        let (route_owned, guard) = {
-            let st = self.stability.lock().expect("stability lock");
-            (route_view(&st, &prefix), st.guard_view())
-        };
+        let (route_owned, guard) = (
+            route_view(self.stability, &prefix),
+            self.stability.guard_view(),
+        );
         let route = route_owned.as_ref();
         let at_source = self.snapshot.vips.get(&ip);
-        let from_source = self
-            .source_explain
-            .as_ref()
-            .map(|f| f(ip))
-            .filter(|l| !l.is_empty());
+        let source_explains = from_source.is_some();
+        let from_source = from_source.filter(|l| !l.is_empty());
         match at_source {
             _ if from_source.is_some() => reasons.extend(from_source.into_iter().flatten()),
             Some(v) => reasons.push(format!(
@@ -546,12 +567,12 @@ impl Shared {
             None => reasons.push("the source does not have it".to_string()),
         }
         reasons.extend(placed);
-        if self.source_explain.is_none() {
+        if !source_explains {
             for why in self.snapshot.excluded.get(&ip).into_iter().flatten() {
                 reasons.push(why.clone());
             }
         }
-        if let Some(p) = self.probes.lock().expect("probes lock").get(&ip) {
+        if let Some(p) = self.probes.get(&ip).map(Probing::view) {
             reasons.push(match p.verdict {
                 crate::probe::Verdict::Passing => format!("its TCP probe to port {} passes", p.port),
                 crate::probe::Verdict::Unknown => format!(
@@ -637,7 +658,7 @@ impl Shared {
                 } else if !self.config.advertisements.iter().filter(|a| ads.contains(&a.name)).any(|a| a.applies_to_peer(&p.name)) {
                     format!("not advertised: advertisement{} {} not for this peer", if ads.len() == 1 { "" } else { "s" }, ads.join(", "))
                 } else {
-                    let state = p.runtime.as_ref().map(|rt| rt.lock().expect("peer runtime lock").state.to_string());
+                    let state = p.runtime.as_ref().map(|rt| rt.state.to_string());
                     let bfd_down = p.bfd.as_ref().map(|b| b.borrow().clone()).filter(|b| b.state != crate::bfd::packet::State::Up);
                     if let Some(b) = bfd_down {
                         return PeerExplanation {
@@ -667,6 +688,16 @@ impl Shared {
         } else {
             format!("{ip} is not advertised by {}.", self.node)
         };
+        let d = self.drain.status(now);
+        match (d.state.as_str(), d.seconds_left) {
+            ("draining", Some(left)) => reasons.push(format!(
+                "this node is draining: its routes carry GRACEFUL_SHUTDOWN (RFC 8326) and are withdrawn in {left:.1}s"
+            )),
+            ("drained", _) => reasons.push(
+                "this node is drained (holdfast drain): its routes are withdrawn until holdfast undrain".to_string(),
+            ),
+            _ => {}
+        }
         Explanation {
             vip: ip.to_string(),
             advertised,
@@ -677,7 +708,6 @@ impl Shared {
     }
 }
 
-/// Routes as the stability layer holds them, for the shared state.
 /// One route's view, for `explain`.
 fn route_view(st: &crate::stability::Stability<IpNet, Route>, prefix: &IpNet) -> Option<RouteView> {
     let state = st.state(prefix)?;
@@ -851,11 +881,40 @@ mod scrape_tests {
             .collect()
     }
 
+    /// What the main loop owns, for [`Facts`] to borrow.
+    struct Owned {
+        config: Arc<Config>,
+        stability: Stability<IpNet, Route>,
+        snapshot: SourceSnapshot,
+        probes: BTreeMap<IpAddr, Probing>,
+        drain: Control,
+        peers: Vec<PeerView>,
+        started: Instant,
+    }
+
+    impl Owned {
+        fn facts(&self) -> Facts<'_> {
+            Facts {
+                config: &self.config,
+                config_error: None,
+                node: "n1",
+                router_id: "192.0.2.2".into(),
+                started: self.started,
+                snapshot: &self.snapshot,
+                stability: &self.stability,
+                probes: &self.probes,
+                drain: &self.drain,
+                peers: self.peers.clone(),
+                reconcile_repairs: 0,
+            }
+        }
+    }
+
     /// `ROUTES` routes, the last 10 gone from the source (held down), and
     /// two Established peers whose sessions published counts of
     /// (`ROUTES`, 0) — beside an empty table, so that a scrape which
     /// counted the table would read 0.
-    fn shared() -> Shared {
+    fn shared() -> Owned {
         let config = Arc::new(config());
         let now = Instant::now();
         let mut st =
@@ -868,7 +927,7 @@ mod scrape_tests {
                 spec: None,
                 name: name.to_string(),
                 configured: "192.0.2.1".into(),
-                runtime: Some(Arc::new(Mutex::new(PeerRuntime {
+                runtime: Some(PeerRuntime {
                     state: bgp_proto::fsm::State::Established,
                     state_since: now,
                     established_since: Some(now),
@@ -881,24 +940,20 @@ mod scrape_tests {
                     advertised_counts: (ROUTES as usize, 0),
                     end_of_rib_sent: true,
                     restarting: false,
-                }))),
+                }),
                 waiting: None,
                 bfd: None,
                 carried: Stats::default(),
             })
             .collect();
-        Shared {
+        Owned {
+            drain: Control::new(config.speaker.graceful_shutdown_wait),
             config,
-            config_error: None,
-            node: "n1".into(),
-            router_id: "192.0.2.2".into(),
             started: now,
-            snapshot: Arc::new(crate::model::SourceSnapshot::default()),
-            stability: Arc::new(Mutex::new(st)),
+            snapshot: SourceSnapshot::default(),
+            stability: st,
             peers,
-            probes: SharedProbes::default(),
-            source_explain: None,
-            reconcile_repairs: 0,
+            probes: BTreeMap::new(),
         }
     }
 
@@ -906,7 +961,7 @@ mod scrape_tests {
     fn a_scrape_walks_no_route() {
         let shared = shared();
         let before = crate::stability::walks();
-        let text = crate::api::render_metrics(&shared.status_page(RoutePage {
+        let text = crate::api::render_metrics(&shared.facts().status_page(RoutePage {
             offset: 0,
             limit: 0,
         }));
@@ -969,10 +1024,10 @@ mod scrape_tests {
         st.update(t0 + secs(3), present(9..10), &none, true);
         st.poll(t0 + secs(5));
         assert_eq!(st.on_wire(), 5);
-        shared.stability = Arc::new(Mutex::new(st));
+        shared.stability = st;
 
         let before = crate::stability::walks();
-        let status = shared.status_page(RoutePage::NONE);
+        let status = shared.facts().status_page(RoutePage::NONE);
         assert_eq!(crate::stability::walks(), before, "a route walked");
         assert!(status.routes.is_empty());
         let body = node_status::build(&status, k8s_openapi::jiff::Timestamp::UNIX_EPOCH, None);
@@ -986,7 +1041,7 @@ mod scrape_tests {
             }
         );
         // The same counts as the route list shows.
-        let all = shared.status();
+        let all = shared.facts().status();
         let count = |state: &str| all.routes.iter().filter(|r| r.state == state).count();
         assert_eq!((count("damped"), count("deferred")), (1, 3));
     }
@@ -994,7 +1049,7 @@ mod scrape_tests {
     #[test]
     fn a_page_of_routes_is_the_same_slice_of_the_table() {
         let shared = shared();
-        let status = shared.status_page(RoutePage {
+        let status = shared.facts().status_page(RoutePage {
             offset: ROUTES as usize - 12,
             limit: 5,
         });

@@ -203,6 +203,12 @@ pub fn status_patch(node: &str, body: &NodeStatusBody) -> serde_json::Value {
 /// its counts and peers are enough (the daemon gives no route list).
 pub type StatusSource = dyn Fn() -> Status + Send + Sync;
 
+/// [`StatusSource`] as the daemon gives it: an answer to come (its main
+/// loop builds it), or none when the daemon did not answer in time — the
+/// writer then tries again at its next interval.
+pub type AskStatus =
+    dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Option<Status>> + Send>> + Send + Sync;
+
 /// Writes this node's `BGPNodeStatus`. The task stops when this is dropped.
 #[derive(Debug)]
 pub struct NodeStatusWriter {
@@ -223,6 +229,20 @@ impl NodeStatusWriter {
         node: String,
         interval: Duration,
         status: Arc<StatusSource>,
+    ) -> NodeStatusWriter {
+        let ask: Arc<AskStatus> = Arc::new(move || {
+            let now = status();
+            Box::pin(std::future::ready(Some(now)))
+        });
+        Self::spawn_asking(client, node, interval, ask)
+    }
+
+    /// [`Self::spawn`], the status asked for at each interval.
+    pub fn spawn_asking(
+        client: Client,
+        node: String,
+        interval: Duration,
+        status: Arc<AskStatus>,
     ) -> NodeStatusWriter {
         let writer = Writer {
             api: Api::all_with(
@@ -251,7 +271,7 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(mut self, interval: Duration, status: Arc<StatusSource>) {
+    async fn run(mut self, interval: Duration, status: Arc<AskStatus>) {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut written: Option<NodeStatusBody> = None;
@@ -267,7 +287,10 @@ impl Writer {
             if now < not_before {
                 continue;
             }
-            let body = build(&status(), Timestamp::now(), written.as_ref());
+            let Some(now_status) = status().await else {
+                continue;
+            };
+            let body = build(&now_status, Timestamp::now(), written.as_ref());
             // Unchanged since the last write: nothing to do, unless the
             // last attempt failed (the object may be gone, or the write
             // refused, whatever body it carried).

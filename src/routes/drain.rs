@@ -1,12 +1,10 @@
 //! The daemon's side of `holdfast drain` / `undrain` and of a shutdown
-//! without graceful restart: the drain state the API changes and the main
-//! loop follows. The sequence itself is [`crate::speaker::Drain`].
+//! without graceful restart: the drain state the routes core owns, changed
+//! by the API's requests and the signals, both handled by the main loop.
+//! The sequence itself is [`crate::speaker::Drain`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use tokio::sync::Notify;
 
 use crate::report::status::DrainStatus;
 use crate::speaker::{Drain, DrainPhase, PeerTable};
@@ -22,8 +20,9 @@ pub enum Scope {
     Peers(BTreeSet<String>),
 }
 
-/// Shared between the API (which starts and ends drains) and the main loop
-/// (which runs the timer and publishes the tables).
+/// Owned by the routes core (`routes::Routes`): the API starts and ends
+/// drains with requests the main loop hands to it, and the core runs the
+/// timer and shapes the tables.
 #[derive(Debug)]
 pub struct Control {
     pub drain: Drain,
@@ -40,23 +39,19 @@ pub struct Control {
     pub exit: Option<BTreeMap<String, ExitPlan>>,
 }
 
-pub type SharedControl = Arc<(Mutex<Control>, Notify)>;
-
-pub fn shared(wait: Duration) -> SharedControl {
-    Arc::new((
-        Mutex::new(Control {
+impl Control {
+    /// No drain, `wait` the `speaker.graceful_shutdown_wait` in force.
+    pub fn new(wait: Duration) -> Self {
+        Control {
             drain: Drain::default(),
             scope: Scope::All,
             wait,
             exiting: false,
             by_node: false,
             exit: None,
-        }),
-        Notify::new(),
-    ))
-}
+        }
+    }
 
-impl Control {
     /// The API's `drain` (`on`) and `undrain`.
     pub fn set(&mut self, on: bool, now: Instant) -> Result<DrainStatus, String> {
         // From now on the drain is the operator's.
@@ -323,8 +318,7 @@ mod tests {
     fn a_shutdown_drains_only_its_peers_on_simulated_time_and_cannot_be_undrained() {
         let t0 = Instant::now();
         let wait = Duration::from_secs(5);
-        let c = shared(wait);
-        let mut c = c.0.lock().unwrap();
+        let mut c = Control::new(wait);
         // What begin_exit does for a peer without graceful restart.
         c.exiting = true;
         assert!(c.drain.start(t0, wait));
@@ -351,8 +345,7 @@ mod tests {
     #[test]
     fn a_node_shutting_down_starts_the_drain_and_a_cancelled_one_ends_it() {
         let t0 = Instant::now();
-        let c = shared(Duration::from_secs(5));
-        let mut c = c.0.lock().unwrap();
+        let mut c = Control::new(Duration::from_secs(5));
         assert!(c.follow_node(Some("shutting down"), t0));
         assert!(matches!(
             c.drain.phase(),

@@ -2,8 +2,9 @@
 //! the source's snapshots, the probes' results, drain requests and the
 //! time — every input carries its `Instant`, and nothing here reads a
 //! clock, a socket or a file. Out come the per-peer tables, the Kubernetes
-//! Event intents, the state the status view shows, and [`Routes::next_deadline`],
-//! the instant the driver must call [`Routes::poll`] at (no fixed tick).
+//! Event intents, the state the status view is built from (on request, by
+//! the main loop that owns the core), and [`Routes::next_deadline`], the
+//! instant the driver must call [`Routes::poll`] at (no fixed tick).
 //!
 //! ```text
 //!  snapshot ─┐                                        ┌─▶ per-peer PeerTables
@@ -13,7 +14,8 @@
 //! ```
 //!
 //! The driver (`daemon::Daemon`) feeds it and carries its outputs to the
-//! sessions' watch channels, the Event recorder and the shared status. Its
+//! sessions' watch channels and the Event recorder; it owns the core, its
+//! stability layer and its drain control, so nothing here is shared. Its
 //! tests run on simulated time (`tests.rs`), like the FSM's and the
 //! stability layer's.
 
@@ -26,13 +28,26 @@ use ipnet::IpNet;
 use tracing::{debug, info, warn};
 
 use crate::config::{self, Config};
-use crate::daemon::state::{ProbeView, SharedProbes, SharedStability};
 use crate::model::{Absence, Route, SourceSnapshot};
 use crate::probe;
 use crate::report::logging::WithdrawCause;
-use crate::routes::drain::{Scope, SharedControl};
+use crate::report::status::DrainStatus;
 use crate::speaker::{self, DrainPhase, PeerTable};
 use crate::stability::{self, Stability};
+use drain::{Control, ExitPlan, Scope};
+
+/// A probed VIP (TCP-probe gating).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeView {
+    pub port: u16,
+    pub verdict: crate::probe::Verdict,
+    pub failures: u32,
+    pub fail_after: u32,
+    pub error: Option<String>,
+    pub on_failure: crate::config::OnFailure,
+    /// The disable file, while it exists.
+    pub disabled: Option<std::path::PathBuf>,
+}
 
 #[cfg(test)]
 mod tests;
@@ -111,7 +126,7 @@ pub struct Probing {
 
 impl Probing {
     /// What the status and explain views show of it.
-    fn view(&self) -> ProbeView {
+    pub fn view(&self) -> ProbeView {
         ProbeView {
             port: self.config.port,
             verdict: self.tracker.verdict,
@@ -140,10 +155,12 @@ pub enum Event {
 /// The routes core.
 pub struct Routes {
     config: Arc<Config>,
-    /// Shared with the status view (`Shared::stability`).
-    stability: SharedStability,
-    /// `holdfast drain` and the shutdown sequence (shared with the API).
-    drain: SharedControl,
+    /// The stability layer; the status and explain views read it when the
+    /// main loop answers a request.
+    stability: Stability<IpNet, Route>,
+    /// `holdfast drain` and the shutdown sequence: the API's drain
+    /// requests and the signals reach it through the main loop.
+    drain: Control,
     /// Whether anyone records Events (the Kubernetes source).
     events_wanted: bool,
     /// The VIPs come from a file (the withdraw lines say so).
@@ -153,14 +170,6 @@ pub struct Routes {
     probes: BTreeMap<IpAddr, Probing>,
     /// The probed set changed since [`Self::take_probes_changed`].
     probes_changed: bool,
-    /// What the status views show of `probes`, shared with them: kept in
-    /// step one VIP at a time, where a probe's view or the probed set
-    /// changes, never rebuilt whole.
-    probe_views: SharedProbes,
-    /// Entries of `probe_views` written so far (tests check that an
-    /// unrelated event writes none).
-    #[cfg(test)]
-    probe_view_writes: usize,
     /// The desired table of each peer that has a session (attached).
     tables: BTreeMap<String, Arc<PeerTable>>,
     /// Tables changed since [`Self::take_changed_tables`].
@@ -186,15 +195,16 @@ pub struct Routes {
 }
 
 impl Routes {
+    /// `stability`: the layer, built from [`stability_params`] of `config`;
     /// `events_wanted`: the Kubernetes source records Events; `from_file`:
     /// the VIPs come from a file.
     pub fn new(
         config: Arc<Config>,
-        stability: SharedStability,
-        drain: SharedControl,
+        stability: Stability<IpNet, Route>,
         events_wanted: bool,
         from_file: bool,
     ) -> Self {
+        let drain = Control::new(config.speaker.graceful_shutdown_wait);
         Routes {
             config,
             stability,
@@ -204,9 +214,6 @@ impl Routes {
             snapshot: Arc::new(SourceSnapshot::default()),
             probes: BTreeMap::new(),
             probes_changed: false,
-            probe_views: SharedProbes::default(),
-            #[cfg(test)]
-            probe_view_writes: 0,
             tables: BTreeMap::new(),
             changed: BTreeSet::new(),
             events: Vec::new(),
@@ -239,19 +246,17 @@ impl Routes {
     /// [`Self::refresh`], once the peers are started.
     pub fn set_config(&mut self, now: Instant, config: Arc<Config>) {
         let old = std::mem::replace(&mut self.config, config);
+        // A drain under way keeps the wait it started with.
+        self.drain.wait = self.config.speaker.graceful_shutdown_wait;
         if old.stability != self.config.stability
             || old.speaker.graceful_shutdown_wait != self.config.speaker.graceful_shutdown_wait
         {
             let mut changes = self.collector();
-            let (set, notes) = {
-                let mut st = self.stability.lock().expect("stability lock");
-                let notes = self.withdraw_notes(&st, now, true, None);
-                let params = stability_params(&self.config);
-                (
-                    st.set_params_with(now, params, &mut |c| changes.push(c)),
-                    notes,
-                )
-            };
+            let notes = self.withdraw_notes(&self.stability, now, true, None);
+            let params = stability_params(&self.config);
+            let set = self
+                .stability
+                .set_params_with(now, params, &mut |c| changes.push(c));
             match set {
                 Ok(()) => {
                     self.stability_dirty = true;
@@ -279,45 +284,45 @@ impl Routes {
         self.recompute(now);
     }
 
-    /// `holdfast drain` (`on`) or `undrain`, as the API does it: the API
-    /// sets the shared control itself and wakes the driver, which calls
-    /// [`Self::publish_tables`].
-    #[cfg(test)]
-    pub fn request_drain(&mut self, now: Instant, on: bool) -> Result<(), String> {
-        let answer = self
-            .drain
-            .0
-            .lock()
-            .expect("drain lock")
-            .set(on, now)
-            .map(|_| ());
-        self.publish_tables();
+    /// `holdfast drain` (`on`) or `undrain`, the API's request: the drain
+    /// as it stands after it, or why it was refused (undrain while
+    /// shutting down). The tables follow at once.
+    pub fn set_drain(&mut self, now: Instant, on: bool) -> Result<DrainStatus, String> {
+        let answer = self.drain.set(on, now);
+        if answer.is_ok() {
+            self.publish_tables();
+        }
         answer
+    }
+
+    /// The Node is going away (`why`), or no longer (`None`): see
+    /// [`Control::follow_node`]. Answers whether the drain changed; the
+    /// tables follow at once.
+    pub fn follow_node(&mut self, why: Option<&str>, now: Instant) -> bool {
+        let changed = self.drain.follow_node(why, now);
+        if changed {
+            self.publish_tables();
+        }
+        changed
+    }
+
+    /// The exit, once decided: what each peer's session does.
+    pub fn set_exit(&mut self, plans: BTreeMap<String, ExitPlan>) {
+        self.drain.exit = Some(plans);
     }
 
     /// Whatever is due at `now`: the drain's timer, the stability layer's
     /// timers, routes ready. Answers whether the daemon stops now (a
     /// shutdown whose wait is over).
     pub fn poll(&mut self, now: Instant) -> bool {
-        let drain_due = self
-            .drain
-            .0
-            .lock()
-            .expect("drain lock")
-            .drain
-            .deadline()
-            .is_some_and(|t| t <= now);
+        let drain_due = self.drain.drain.deadline().is_some_and(|t| t <= now);
         if drain_due && self.poll_drain(now) {
             return true;
         }
         if self.next_stability.is_some_and(|t| t <= now) {
             let mut changes = self.collector();
-            let notes = {
-                let mut st = self.stability.lock().expect("stability lock");
-                let notes = self.withdraw_notes(&st, now, false, None);
-                st.poll_with(now, &mut |c| changes.push(c));
-                notes
-            };
+            let notes = self.withdraw_notes(&self.stability, now, false, None);
+            self.stability.poll_with(now, &mut |c| changes.push(c));
             self.stability_dirty = true;
             self.apply(changes, &notes);
         }
@@ -333,13 +338,9 @@ impl Routes {
     /// next input.
     pub fn next_deadline(&mut self) -> Option<Instant> {
         if std::mem::take(&mut self.stability_dirty) {
-            self.next_stability = self
-                .stability
-                .lock()
-                .expect("stability lock")
-                .next_deadline();
+            self.next_stability = self.stability.next_deadline();
         }
-        let drain = self.drain.0.lock().expect("drain lock").drain.deadline();
+        let drain = self.drain.drain.deadline();
         let ready = match (self.routes_ready, self.first_synced) {
             (false, Some(since)) => Some(since + self.config.stability.advertise_delay),
             _ => None,
@@ -383,10 +384,20 @@ impl Routes {
         &self.probes
     }
 
-    /// The probed VIPs' views, for the status and explain views: the
-    /// core keeps them current.
-    pub fn probe_views(&self) -> SharedProbes {
-        self.probe_views.clone()
+    /// A probed VIP's view, for the status and explain views, built from
+    /// its tracker when asked for.
+    pub fn probe_view(&self, vip: &IpAddr) -> Option<ProbeView> {
+        self.probes.get(vip).map(Probing::view)
+    }
+
+    /// The stability layer, for the status and explain views.
+    pub fn stability(&self) -> &Stability<IpNet, Route> {
+        &self.stability
+    }
+
+    /// The drain control, for the status and explain views and the exit.
+    pub fn drain(&self) -> &Control {
+        &self.drain
     }
 
     /// The snapshot in force.
@@ -418,22 +429,7 @@ impl Routes {
             return;
         };
         let changed = p.tracker.observe(&p.config, r.result);
-        // This VIP's view only (its count of failures, its error, its
-        // verdict), when it changed: a passing probe's success changes
-        // nothing.
-        let view = p.view();
-        let written = {
-            let mut views = self.probe_views.lock().expect("probes lock");
-            let differs = views.get(&r.vip) != Some(&view);
-            if differs {
-                views.insert(r.vip, view);
-            }
-            usize::from(differs)
-        };
-        self.wrote_probe_views(written);
-        let Some(p) = self.probes.get(&r.vip) else {
-            return;
-        };
+        let p = &self.probes[&r.vip];
         if let Some(verdict) = changed {
             match verdict {
                 probe::Verdict::Failing if p.tracker.disabled => warn!(
@@ -468,7 +464,7 @@ impl Routes {
 
     /// A signal already began the exit (a second one stops at once).
     pub fn exiting(&self) -> bool {
-        self.drain.0.lock().expect("drain lock").exiting
+        self.drain.exiting
     }
 
     /// SIGTERM: answers whether the daemon stops now. `withdrawing`: the
@@ -480,7 +476,7 @@ impl Routes {
     /// at once.
     pub fn begin_exit(&mut self, now: Instant, withdrawing: BTreeSet<String>) -> bool {
         {
-            let mut control = self.drain.0.lock().expect("drain lock");
+            let control = &mut self.drain;
             if control.exiting {
                 info!("second signal: stopping without waiting");
                 return true;
@@ -507,16 +503,13 @@ impl Routes {
     }
 
     /// Recomputes every peer's table; changed ones are marked for the driver
-    /// ([`Self::take_changed_tables`]). Also the input for a drain changed by
-    /// the API (`holdfast drain`, `undrain`).
+    /// ([`Self::take_changed_tables`]).
     pub fn publish_tables(&mut self) {
-        let (tables, drained) = {
-            let st = self.stability.lock().expect("stability lock");
-            let drained: std::collections::BTreeSet<IpNet> = st.drained().copied().collect();
-            (speaker::peer_tables(&self.config, st.advertised()), drained)
-        };
+        let st = &self.stability;
+        let drained: std::collections::BTreeSet<IpNet> = st.drained().copied().collect();
+        let tables = speaker::peer_tables(&self.config, st.advertised());
         self.drained_marked = !drained.is_empty();
-        let control = self.drain.0.lock().expect("drain lock");
+        let control = &self.drain;
         for (name, table) in tables {
             // RFC 8326 §3: routes of a drained node (cordoned, excluded)
             // carry GRACEFUL_SHUTDOWN until the stability layer withdraws
@@ -713,47 +706,19 @@ impl Routes {
             } else {
                 BTreeMap::new()
             };
-        let mut views = self.probe_views.lock().expect("probes lock");
-        let mut written = 0usize;
         let count = self.probes.len();
-        self.probes.retain(|ip, p| {
-            let keep = wanted.get(ip) == Some(&p.config);
-            if !keep {
-                views.remove(ip);
-                written += 1;
-            }
-            keep
-        });
+        self.probes
+            .retain(|ip, p| wanted.get(ip) == Some(&p.config));
         let removed = self.probes.len() != count;
         let before = self.probes.len();
         for (ip, cfg) in wanted {
-            if let std::collections::btree_map::Entry::Vacant(slot) = self.probes.entry(ip) {
-                let p = slot.insert(Probing {
-                    config: cfg,
-                    tracker: probe::Tracker::default(),
-                });
-                views.insert(ip, p.view());
-                written += 1;
-            }
+            self.probes.entry(ip).or_insert_with(|| Probing {
+                config: cfg,
+                tracker: probe::Tracker::default(),
+            });
         }
-        drop(views);
-        self.wrote_probe_views(written);
         // Any removal or addition changes what the driver must run.
         self.probes_changed |= self.probes.len() != before || removed;
-    }
-
-    /// Counts the entries of the probes' views written (tests only).
-    fn wrote_probe_views(&mut self, _written: usize) {
-        #[cfg(test)]
-        {
-            self.probe_view_writes += _written;
-        }
-    }
-
-    /// Entries of the probes' views written so far.
-    #[cfg(test)]
-    pub fn probe_view_writes(&self) -> usize {
-        self.probe_view_writes
     }
 
     /// The source's set, gated by the probes, into the stability layer.
@@ -767,15 +732,12 @@ impl Routes {
             .collect();
         let (present, absences) = crate::routes::desired(&self.config, &snap, &gates);
         let mut changes = self.collector();
-        let notes = {
-            let mut st = self.stability.lock().expect("stability lock");
-            let notes = self.withdraw_notes(&st, now, false, Some((&present, &absences)));
-            // Taken: the stability layer frees it while it reads it.
-            st.update_with(now, present, &absences, snap.healthy, &mut |c| {
+        let notes = self.withdraw_notes(&self.stability, now, false, Some((&present, &absences)));
+        // Taken: the stability layer frees it while it reads it.
+        self.stability
+            .update_with(now, present, &absences, snap.healthy, &mut |c| {
                 changes.push(c)
             });
-            notes
-        };
         self.stability_dirty = true;
         if snap.synced && self.first_synced.is_none() {
             // The instant the stability layer saw the complete view: its
@@ -789,13 +751,7 @@ impl Routes {
         let unchanged = changes.is_empty();
         self.apply(changes, &notes);
         if unchanged {
-            let drained = self
-                .stability
-                .lock()
-                .expect("stability lock")
-                .drained()
-                .next()
-                .is_some();
+            let drained = self.stability.drained().next().is_some();
             if drained || self.drained_marked {
                 self.publish_tables();
             }
@@ -823,10 +779,8 @@ impl Routes {
     /// The drain's timer: answers whether the daemon stops now (a shutdown
     /// whose wait is over).
     fn poll_drain(&mut self, now: Instant) -> bool {
-        let (moved, exiting) = {
-            let mut control = self.drain.0.lock().expect("drain lock");
-            (control.drain.poll(now), control.exiting)
-        };
+        let moved = self.drain.drain.poll(now);
+        let exiting = self.drain.exiting;
         if moved && exiting {
             // The sessions withdraw every route, then Cease (shutdown()).
             return true;

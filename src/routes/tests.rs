@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bgp_proto::community::well_known::GRACEFUL_SHUTDOWN;
@@ -65,8 +65,7 @@ degraded = {{ med = 1000 }}
 /// Events (as with the Kubernetes source).
 fn core(config: Arc<Config>) -> Routes {
     let stability = Stability::new(stability_params(&config)).expect("valid parameters");
-    let drain = crate::routes::drain::shared(config.speaker.graceful_shutdown_wait);
-    let mut r = Routes::new(config, Arc::new(Mutex::new(stability)), drain, true, false);
+    let mut r = Routes::new(config, stability, true, false);
     r.attach("tor1");
     r.attach("rr");
     r
@@ -323,10 +322,10 @@ fn a_failing_probe_withdraws_or_degrades_while_the_source_is_unhealthy() {
 }
 
 #[test]
-fn the_probes_views_are_written_only_where_a_probe_or_the_probed_set_changed() {
+fn the_probes_views_say_what_the_trackers_hold_when_asked() {
     let mut r = core(config("", ""));
-    let views = r.probe_views();
     let (a, b) = (ip("192.0.2.20"), ip("192.0.2.21"));
+    let probed_set = |r: &Routes| r.probes().keys().copied().collect::<Vec<_>>();
     let t0 = Instant::now();
     let base = [
         ("192.0.2.10", "public"),
@@ -334,57 +333,43 @@ fn the_probes_views_are_written_only_where_a_probe_or_the_probed_set_changed() {
         ("192.0.2.21", "probed"),
     ];
     r.on_snapshot(t0, snapshot(&base));
-    assert_eq!(r.probe_view_writes(), 2, "one per probed VIP");
-    assert_eq!(
-        views.lock().unwrap().keys().copied().collect::<Vec<_>>(),
-        [a, b]
-    );
+    assert_eq!(probed_set(&r), [a, b], "one per probed VIP");
+    assert_eq!(r.probe_view(&ip("192.0.2.10")), None, "not probed");
 
-    // A probe's first success changes its view: that entry only.
+    // A probe's first success: its verdict, that VIP only.
     r.on_probe(t0 + secs(1), probed(a, true));
-    assert_eq!(r.probe_view_writes(), 3);
-    assert_eq!(views.lock().unwrap()[&a].verdict, probe::Verdict::Passing);
-    assert_eq!(views.lock().unwrap()[&b].verdict, probe::Verdict::Unknown);
-    // Another success of a passing probe changes nothing: no write.
-    r.on_probe(t0 + secs(2), probed(a, true));
-    assert_eq!(r.probe_view_writes(), 3);
-    // A failure: its count and error, that entry only.
+    assert_eq!(r.probe_view(&a).unwrap().verdict, probe::Verdict::Passing);
+    assert_eq!(r.probe_view(&b).unwrap().verdict, probe::Verdict::Unknown);
+    // A failure: its count and error.
     r.on_probe(t0 + secs(3), probed(a, false));
-    assert_eq!(r.probe_view_writes(), 4);
-    let view = views.lock().unwrap()[&a].clone();
+    let view = r.probe_view(&a).unwrap();
     assert_eq!(
-        (view.failures, view.error.as_deref()),
-        (1, Some("connection refused"))
+        (view.failures, view.error.as_deref(), view.port),
+        (1, Some("connection refused"), 443)
     );
 
-    // Events that leave the probed set as it is write nothing: a snapshot
-    // that adds an unprobed VIP, the same snapshot again, a timer, a
-    // drain, the tables published again.
+    // Events that leave the probed set as it is keep each probe's state:
+    // a snapshot that adds an unprobed VIP, the same snapshot again, a
+    // timer, a drain, the tables published again, a refresh.
     let mut more = base.to_vec();
     more.push(("192.0.2.11", "public"));
     r.on_snapshot(t0 + secs(4), snapshot(&more));
     r.on_snapshot(t0 + secs(5), snapshot(&more));
     r.poll(t0 + secs(6));
-    r.request_drain(t0 + secs(7), true).expect("a drain");
+    r.set_drain(t0 + secs(7), true).expect("a drain");
     r.publish_tables();
     r.refresh(t0 + secs(8));
-    assert_eq!(
-        r.probe_view_writes(),
-        4,
-        "an unrelated event rewrote the views"
-    );
+    assert_eq!(r.probe_view(&a), Some(view.clone()));
+    assert_eq!(probed_set(&r), [a, b]);
 
-    // One probed VIP gone: its entry only.
+    // One probed VIP gone: its view goes, the other's state is kept.
     r.on_snapshot(
         t0 + secs(9),
         snapshot(&[("192.0.2.10", "public"), ("192.0.2.20", "probed")]),
     );
-    assert_eq!(r.probe_view_writes(), 5);
-    assert_eq!(
-        views.lock().unwrap().keys().copied().collect::<Vec<_>>(),
-        [a]
-    );
-    assert_eq!(views.lock().unwrap()[&a].failures, 1, "its state kept");
+    assert_eq!(probed_set(&r), [a]);
+    assert_eq!(r.probe_view(&b), None);
+    assert_eq!(r.probe_view(&a).unwrap().failures, 1, "its state kept");
 }
 
 #[test]
@@ -437,7 +422,7 @@ fn a_drain_marks_graceful_shutdown_then_withdraws_after_the_wait() {
     assert!(!gshut(&r, "tor1"));
 
     let t1 = t0 + secs(2);
-    r.request_drain(t1, true).expect("a drain starts");
+    r.set_drain(t1, true).expect("a drain starts");
     // RFC 8326 §3: re-advertised with GRACEFUL_SHUTDOWN, still on the wire.
     assert_eq!(routes_of(&r, "tor1"), [ip("192.0.2.10")]);
     assert!(gshut(&r, "tor1") && gshut(&r, "rr"));
@@ -451,7 +436,7 @@ fn a_drain_marks_graceful_shutdown_then_withdraws_after_the_wait() {
     assert!(routes_of(&r, "rr").is_empty());
 
     // Undrained: back, without the community.
-    r.request_drain(t1 + secs(20), false).expect("undrain");
+    r.set_drain(t1 + secs(20), false).expect("undrain");
     assert_eq!(routes_of(&r, "tor1"), [ip("192.0.2.10")]);
     assert!(!gshut(&r, "tor1"));
 }

@@ -15,8 +15,8 @@
 //! reader and writer tasks with their bounded queues (the GTSM and TTL
 //! checks of an accepted connection, the RFC 9687 SendHoldTime of its
 //! writes, the linger after a close), the one timer — at the session's
-//! next deadline —, the channels from the daemon, and the status view it
-//! publishes after each input.
+//! next deadline —, the channels from the daemon, and the status it
+//! publishes as a value on a `watch` after each input ([`PeerHandle::status`]).
 
 mod deadline;
 mod peer_session;
@@ -25,8 +25,8 @@ mod spec;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bgp_proto::Notification;
@@ -148,7 +148,10 @@ pub struct PeerRuntime {
 /// A running session.
 pub struct PeerHandle {
     pub spec: PeerSpec,
-    pub runtime: Arc<Mutex<PeerRuntime>>,
+    /// The session's status, published by its task after each input (and
+    /// by its connections' writers as NOTIFICATIONs go out); it stays
+    /// readable after the session ends.
+    pub status: watch::Receiver<PeerRuntime>,
     cmd: mpsc::Sender<Command>,
     task: JoinHandle<()>,
 }
@@ -185,8 +188,9 @@ impl PeerHandle {
         self.task.abort();
     }
 
+    /// The session's status as it last published it.
     pub fn snapshot(&self) -> PeerRuntime {
-        self.runtime.lock().expect("peer runtime lock").clone()
+        self.status.borrow().clone()
     }
 }
 
@@ -205,13 +209,13 @@ pub fn spawn(
         Instant::now(),
         Box::new(|| holdfast_sockopt::interface_addresses().unwrap_or_default()),
     );
-    let runtime = Arc::new(Mutex::new(session.status().clone()));
-    let mut driver = Driver::new(spec.clone(), session, table, routes_ready, runtime.clone());
+    let (status_tx, status) = watch::channel(session.status().clone());
+    let mut driver = Driver::new(spec.clone(), session, table, routes_ready, status_tx);
     driver.bfd = bfd;
     let task = tokio::spawn(driver.run(cmd_rx));
     PeerHandle {
         spec,
-        runtime,
+        status,
         cmd: cmd_tx,
         task,
     }
@@ -253,26 +257,22 @@ impl OutQueue {
     }
 }
 
-/// NOTIFICATIONs written to the socket, as (code, subcode, count): counted
-/// by the writers once the write succeeded, so that the counters say what
+/// A NOTIFICATION written to the socket, counted in the published status
+/// by the writer once the write succeeded, so that the counters say what
 /// went out (one that could not be written — the peer stopped reading — is
-/// not counted).
-type Written = Arc<Mutex<Vec<(u8, u8, u64)>>>;
-
-fn count_written(written: &Written, runtime: &Mutex<PeerRuntime>, code: u8, subcode: u8) {
-    let list = {
-        let mut w = written.lock().expect("written notifications lock");
-        match w.iter_mut().find(|(c, s, _)| *c == code && *s == subcode) {
+/// not counted). The session's own publications keep this count
+/// ([`Driver::publish`]).
+fn count_written(status: &watch::Sender<PeerRuntime>, code: u8, subcode: u8) {
+    status.send_modify(|rt| {
+        let sent = &mut rt.stats.notifications_sent;
+        match sent
+            .iter_mut()
+            .find(|(c, s, _)| *c == code && *s == subcode)
+        {
             Some(e) => e.2 += 1,
-            None => w.push((code, subcode, 1)),
+            None => sent.push((code, subcode, 1)),
         }
-        w.clone()
-    };
-    runtime
-        .lock()
-        .expect("peer runtime lock")
-        .stats
-        .notifications_sent = list;
+    });
 }
 
 /// The IO around one [`PeerSession`]: its connections (reader and writer
@@ -286,14 +286,13 @@ struct Driver {
     table: watch::Receiver<Arc<PeerTable>>,
     /// The daemon's table is complete: End-of-RIB may go out.
     routes_ready: watch::Receiver<bool>,
-    runtime: Arc<Mutex<PeerRuntime>>,
+    /// Where the session's status is published.
+    status: watch::Sender<PeerRuntime>,
     io_tx: mpsc::Sender<Io>,
     io_rx: mpsc::Receiver<Io>,
     conns: HashMap<ConnId, ConnIo>,
     next_conn: u64,
     connecting: Option<JoinHandle<()>>,
-    /// NOTIFICATIONs written, shared with the writers.
-    written: Written,
 }
 
 impl Driver {
@@ -302,7 +301,7 @@ impl Driver {
         session: PeerSession,
         table: watch::Receiver<Arc<PeerTable>>,
         routes_ready: watch::Receiver<bool>,
-        runtime: Arc<Mutex<PeerRuntime>>,
+        status: watch::Sender<PeerRuntime>,
     ) -> Self {
         let (io_tx, io_rx) = mpsc::channel(READ_QUEUE * 2);
         Driver {
@@ -311,13 +310,12 @@ impl Driver {
             bfd: None,
             table,
             routes_ready,
-            runtime,
+            status,
             io_tx,
             io_rx,
             conns: HashMap::new(),
             next_conn: 1,
             connecting: None,
-            written: Written::default(),
         }
     }
 
@@ -424,17 +422,14 @@ impl Driver {
         self.publish();
     }
 
-    /// The session's status, with the NOTIFICATIONs counted as the writers
-    /// counted them: those written.
+    /// Publishes the session's status, with the NOTIFICATIONs counted as
+    /// the writers counted them: those written.
     fn publish(&self) {
-        let written = self
-            .written
-            .lock()
-            .expect("written notifications lock")
-            .clone();
-        let mut rt = self.runtime.lock().expect("peer runtime lock");
-        *rt = self.session.status().clone();
-        rt.stats.notifications_sent = written;
+        self.status.send_modify(|rt| {
+            let written = std::mem::take(&mut rt.stats.notifications_sent);
+            rt.clone_from(self.session.status());
+            rt.stats.notifications_sent = written;
+        });
     }
 
     fn incoming(&mut self, stream: TcpStream) {
@@ -482,8 +477,7 @@ impl Driver {
             WriterShared {
                 io: self.io_tx.clone(),
                 queue: queue.clone(),
-                written: self.written.clone(),
-                runtime: self.runtime.clone(),
+                status: self.status.clone(),
             },
             flushed_tx,
         ));
@@ -571,8 +565,8 @@ impl Driver {
 struct WriterShared {
     io: mpsc::Sender<Io>,
     queue: Arc<OutQueue>,
-    written: Written,
-    runtime: Arc<Mutex<PeerRuntime>>,
+    /// The session's status: the NOTIFICATIONs written are counted in it.
+    status: watch::Sender<PeerRuntime>,
 }
 
 /// Reads a connection and hands the octets to the session, until the
@@ -646,8 +640,7 @@ async fn write_loop(
     let WriterShared {
         io,
         queue: q,
-        written,
-        runtime,
+        status,
     } = shared;
     // Messages queued together go out in one write.
     let mut batch = Vec::with_capacity(65536);
@@ -670,7 +663,7 @@ async fn write_loop(
             Ok(Ok(())) => {
                 q.written.fetch_add(batch.len() as u64, Ordering::Relaxed);
                 for &(code, subcode) in &notifications {
-                    count_written(&written, &runtime, code, subcode);
+                    count_written(&status, code, subcode);
                 }
                 let _ = io.try_send(Io::Written(id));
             }
