@@ -335,6 +335,8 @@ struct Conn {
     established: bool,
     /// What our UPDATEs on it left the router with.
     rib: BTreeSet<IpNet>,
+    /// The families we sent End-of-RIB for on it.
+    end_of_rib: Vec<Family>,
 }
 
 impl Conn {
@@ -369,6 +371,8 @@ struct Harness {
     /// Start given and not stopped by BFD since.
     started: bool,
     bfd_up: bool,
+    /// The source's view is complete: End-of-RIB may go.
+    routes_ready: bool,
     table: Arc<PeerTable>,
     reached: Reached,
 }
@@ -406,6 +410,7 @@ impl Harness {
                         notified: false,
                         established: false,
                         rib: BTreeSet::new(),
+                        end_of_rib: Vec::new(),
                     },
                 );
             }
@@ -419,6 +424,7 @@ impl Harness {
                 self.conns.get_mut(conn).expect("an open connection").written = *total;
             }
             Input::Table(t) => self.table = t.clone(),
+            Input::RoutesReady(ready) => self.routes_ready = *ready,
             Input::Bfd { up, .. } => {
                 let was = std::mem::replace(&mut self.bfd_up, *up);
                 if *up && !self.started {
@@ -622,7 +628,24 @@ impl Harness {
                     c.rib.insert(a.prefix);
                 }
                 self.reached.updates_sent += 1;
-                if u.end_of_rib_family().is_some() {
+                if let Some(f) = u.end_of_rib_family() {
+                    // RFC 4724 §4.1: once, after the whole table; the
+                    // table is the source's complete view by then.
+                    assert!(
+                        self.routes_ready,
+                        "End-of-RIB before the source's view is complete"
+                    );
+                    assert!(
+                        !c.end_of_rib.contains(&f),
+                        "a second End-of-RIB for {f} on {conn:?}"
+                    );
+                    c.end_of_rib.push(f);
+                    for p in c.rib.iter().filter(|p| family_of(p) == f) {
+                        assert!(
+                            self.table.contains_key(p),
+                            "End-of-RIB for {f} with {p} advertised, not in the table"
+                        );
+                    }
                     self.reached.end_of_ribs_sent += 1;
                 }
             }
@@ -1009,6 +1032,7 @@ pub fn session(data: &[u8]) -> Reached {
         connecting: false,
         started: false,
         bfd_up: false,
+        routes_ready: setup.routes_ready,
         table: Arc::default(),
         reached: Reached::default(),
     };
