@@ -4,12 +4,9 @@
 //!
 //! Each function takes arbitrary bytes and panics only when the codec
 //! breaks a promise: decoding never panics; whatever decodes re-encodes to
-//! the same bytes; validation never panics. [`session()`] drives the FSM and
-//! the UPDATE packing together; its properties are listed in its module.
-
-mod session;
-
-pub use session::session;
+//! the same bytes; validation never panics. (The `session` target drives
+//! holdfast's whole session core, the FSM with the speaker: its checks
+//! live with it, in `holdfast::session::selfcheck`.)
 
 use crate::context::{Context, Family};
 use crate::message::{Message, check_header};

@@ -1,5 +1,7 @@
 //! The fuzz seeds (fuzz/seeds/) and every input a fuzzer ever crashed on
 //! (fuzz/regressions/), run through the same checks as the fuzz targets.
+//! The `session` target's are replayed by holdfast's own
+//! `tests/session_fuzz.rs`: it drives holdfast's session core.
 
 use std::path::PathBuf;
 
@@ -45,44 +47,4 @@ fn message() {
 #[test]
 fn attributes() {
     run("attributes", bgp_proto::selfcheck::attributes, 200);
-}
-
-#[test]
-fn session() {
-    run(
-        "session",
-        |d| {
-            bgp_proto::selfcheck::session(d);
-        },
-        11,
-    );
-}
-
-/// The session seeds reach the states they are named after: a fuzzer
-/// starting from them explores Established, not only the OPEN exchange.
-#[test]
-fn session_seeds_reach_established() {
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/session");
-    let stats =
-        |name: &str| bgp_proto::selfcheck::session(&std::fs::read(root.join(name)).unwrap());
-    let s = stats("established-ebgp");
-    assert_eq!(s.established_transitions, 1, "{s:?}");
-    assert!(s.updates_sent >= 2, "table and End-of-RIB sent: {s:?}");
-    assert_eq!(s.updates_received, 1, "{s:?}");
-    let s = stats("collision");
-    assert_eq!(
-        s.established_transitions, 1,
-        "one connection survives: {s:?}"
-    );
-    let s = stats("stop-start");
-    assert_eq!(s.established_transitions, 2, "{s:?}");
-    // 2000 /32s (10000 octets of NLRI) need three 4096-octet UPDATEs.
-    let s = stats("big-table-4096");
-    assert!(s.updates_sent >= 4, "End-of-RIB and the table: {s:?}");
-    let s = stats("hold-expires");
-    assert_eq!(s.established_transitions, 1, "{s:?}");
-    assert!(
-        s.notifications_sent.iter().any(|&(code, _, _)| code == 4),
-        "Hold Timer Expired sent: {s:?}"
-    );
 }

@@ -1,8 +1,9 @@
-//! Fuzz target: a whole session (the sans-IO FSM and the speaker's UPDATE
-//! packing) driven by a script of steps; see bgp_proto::selfcheck::session
-//! for the script and the properties checked.
+//! Fuzz target: one peer's session as the daemon runs it — holdfast's
+//! sans-IO `PeerSession` (the FSM, the speaker, the R bit) — driven by a
+//! script of inputs; see holdfast::session::selfcheck for the script and
+//! the properties checked.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bgp_proto::selfcheck::session(data);
+    holdfast::session::selfcheck::session(data);
 });

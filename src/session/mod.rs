@@ -20,6 +20,8 @@
 
 mod deadline;
 mod peer_session;
+#[doc(hidden)]
+pub mod selfcheck;
 pub mod socket;
 mod spec;
 

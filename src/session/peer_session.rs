@@ -339,6 +339,12 @@ impl PeerSession {
         self.fsm.state()
     }
 
+    /// The FSM itself, for the fuzz target's checks of what it holds
+    /// ([`super::selfcheck`]).
+    pub(crate) fn fsm(&self) -> &Session {
+        &self.fsm
+    }
+
     fn start(&mut self, bfd_up: bool) {
         info!(target: LOG_TARGET, peer = %self.name(), address = %self.spec.display_address(), asn = %self.spec.peer.asn, "session starting");
         // BGP starts at once; BFD, once it has been up, decides from then
