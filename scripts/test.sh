@@ -89,6 +89,9 @@ command -v kubectl >/dev/null || {
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "the layers import only what scripts/deps.sh allows (ARCHITECTURE.md)"
+bash scripts/deps.sh
+
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
