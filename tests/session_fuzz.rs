@@ -53,7 +53,11 @@ fn seeds_reach_their_states() {
     assert!(r.updates_sent >= 3, "the table and End-of-RIB: {r:?}");
     assert_eq!(r.end_of_ribs_sent, 1, "{r:?}");
     assert_eq!(r.updates_received, 1, "{r:?}");
-    assert_eq!(r.notifications_sent, [(6, 2)], "Administrative Shutdown: {r:?}");
+    assert_eq!(
+        r.notifications_sent,
+        [(6, 2)],
+        "Administrative Shutdown: {r:?}"
+    );
 
     let r = seed("collision");
     assert_eq!(r.established, 1, "one connection survives: {r:?}");
@@ -61,7 +65,11 @@ fn seeds_reach_their_states() {
 
     let r = seed("bfd-flap");
     assert_eq!(r.established, 2, "{r:?}");
-    assert_eq!(r.notifications_sent, [(6, 10), (6, 6)], "BFD Down, then the reconfiguration: {r:?}");
+    assert_eq!(
+        r.notifications_sent,
+        [(6, 10), (6, 6)],
+        "BFD Down, then the reconfiguration: {r:?}"
+    );
 
     // 4096 /32s in 200 attribute sets: some 200 UPDATEs.
     let r = seed("big-table-4096");

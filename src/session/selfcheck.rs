@@ -416,12 +416,18 @@ impl Harness {
             }
             Input::ConnectFailed(_) => self.connecting = false,
             Input::Data { conn, bytes } => {
-                let c = self.conns.get_mut(conn).expect("data on an open connection");
+                let c = self
+                    .conns
+                    .get_mut(conn)
+                    .expect("data on an open connection");
                 c.theirs.push(bytes);
                 self.negotiate(*conn);
             }
             Input::Written { conn, total } => {
-                self.conns.get_mut(conn).expect("an open connection").written = *total;
+                self.conns
+                    .get_mut(conn)
+                    .expect("an open connection")
+                    .written = *total;
             }
             Input::Table(t) => self.table = t.clone(),
             Input::RoutesReady(ready) => self.routes_ready = *ready,
@@ -1180,7 +1186,12 @@ pub fn session(data: &[u8]) -> Reached {
                     let up = s.u8() & 1 != 0;
                     h.step(Input::Bfd {
                         up,
-                        diag: if up { "none" } else { "control detection time expired" }.into(),
+                        diag: if up {
+                            "none"
+                        } else {
+                            "control detection time expired"
+                        }
+                        .into(),
                     });
                 }
             }

@@ -211,6 +211,9 @@ impl PeerSpeaker {
     /// The session left Established: nothing has been sent on the next one.
     pub fn down(&mut self) {
         self.up = None;
+        // Nothing goes until the next session, which starts with the whole
+        // table: no MRAI deadline is left to wake the driver for nothing.
+        self.mrai_until = None;
         self.end_of_rib_pending = false;
         self.end_of_rib_sent = false;
         self.refresh_pending.clear();
@@ -300,8 +303,13 @@ impl PeerSpeaker {
             return;
         }
         // Backlogged: the change waits, and changes meanwhile coalesce in
-        // the next diff of the Adj-RIB-Out.
+        // the next diff of the Adj-RIB-Out. The output's progress polls
+        // again (it is an input): an MRAI already run out is no deadline
+        // to wake for meanwhile.
         if budget.backlogged() {
+            if self.mrai_until.is_some_and(|t| t <= now) {
+                self.mrai_until = None;
+            }
             return;
         }
         // RFC 4271 §9.2.1.1: advertisements to a peer are at least

@@ -258,6 +258,74 @@ fn the_next_deadline_is_the_mrai_expiry_while_changes_wait() {
     assert_eq!(s.next_deadline(), None, "sent: nothing waits any more");
 }
 
+/// A change held back by the MRAI when the session goes down leaves no
+/// deadline behind: nothing can go until the next session (which sends the
+/// whole table), and a deadline left in the past would wake the driver at
+/// once, again and again.
+#[test]
+fn a_session_that_goes_down_leaves_no_mrai_deadline() {
+    let t0 = Instant::now();
+    let mrai = Duration::from_secs(30);
+    let mut s = ready_speaker(mrai, table(&["10.0.0.1/32"]));
+    let out = s.up(t0, session(&[V4]), Budget::default());
+    let b = drained(Budget::default(), &out);
+    s.set_table(table(&["10.0.0.2/32"]));
+    assert_eq!(
+        lines(&s.poll(t0, b)),
+        ["UPDATE -10.0.0.1/32", "UPDATE +10.0.0.2/32"]
+    );
+    s.set_table(table(&["10.0.0.3/32"]));
+    assert!(s.poll(t0, b).is_empty(), "held back by the MRAI");
+    assert_eq!(s.next_deadline(), Some(t0 + mrai));
+
+    s.down();
+    assert_eq!(s.next_deadline(), None, "no session: nothing to time");
+    s.set_table(table(&["10.0.0.4/32"]));
+    assert!(s.poll(t0 + 2 * mrai, Budget::default()).is_empty());
+    assert_eq!(
+        s.next_deadline(),
+        None,
+        "a change while down waits for the session"
+    );
+}
+
+/// While the output is backlogged, a change the MRAI has let go waits for
+/// the output's progress (an input of its own), not for a deadline that
+/// has passed.
+#[test]
+fn a_backlogged_change_leaves_no_past_deadline() {
+    let t0 = Instant::now();
+    let mrai = Duration::from_secs(30);
+    let mut s = ready_speaker(mrai, table(&["10.0.0.1/32"]));
+    let out = s.up(t0, session(&[V4]), Budget::default());
+    let b = drained(Budget::default(), &out);
+    s.set_table(table(&["10.0.0.2/32"]));
+    assert_eq!(
+        lines(&s.poll(t0, b)),
+        ["UPDATE -10.0.0.1/32", "UPDATE +10.0.0.2/32"]
+    );
+    s.set_table(table(&["10.0.0.3/32"]));
+    assert!(s.poll(t0, b).is_empty());
+    assert_eq!(s.next_deadline(), Some(t0 + mrai));
+
+    let full = Budget {
+        enqueued: b.enqueued + OUTPUT_LIMIT as u64,
+        written: b.enqueued,
+    };
+    let t1 = t0 + mrai;
+    assert!(s.poll(t1, full).is_empty(), "backlogged");
+    assert!(
+        s.next_deadline().is_none_or(|d| d > t1),
+        "a deadline at or before the poll: {:?}",
+        s.next_deadline()
+    );
+    // The output drains: the change goes at once.
+    assert_eq!(
+        lines(&s.poll(t1, drained(full, &[]))),
+        ["UPDATE -10.0.0.2/32", "UPDATE +10.0.0.3/32"]
+    );
+}
+
 #[test]
 fn a_removed_route_is_withdrawn_and_a_changed_one_announced_again() {
     let t0 = Instant::now();
