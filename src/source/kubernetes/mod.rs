@@ -45,7 +45,6 @@
 mod backoff;
 mod endpoints;
 pub(crate) mod forbidden;
-pub(crate) mod limit;
 mod link;
 mod node;
 mod policy;
@@ -57,8 +56,8 @@ mod watch;
 #[cfg(test)]
 mod policy_tests;
 
+pub use crate::report::events::EventLimits;
 pub use endpoints::SERVICE_NAME_LABEL;
-pub use limit::EventLimits;
 pub use node::{EXCLUDE_LABEL, NodeFacts, OUT_OF_SERVICE_TAINT, SHUTTING_DOWN_MESSAGE, node_facts};
 pub use policy::{
     Changes, Cluster, Evaluation, Giver, NAMESPACE_NAME_LABEL, evaluate, needs_full_evaluation,

@@ -48,7 +48,6 @@ use tokio::task::JoinHandle;
 
 use super::backoff::RetryBackoff;
 use super::endpoints::SERVICE_NAME_LABEL;
-use super::limit::EventLimits;
 use super::link::{Link, Signal};
 use super::policy::{
     Changes, Cluster, Evaluation, evaluate, needs_full_evaluation, needs_namespace_labels,
@@ -58,6 +57,7 @@ use super::records::{ServiceRecord, SliceRecord};
 use super::service::ServiceKey;
 use crate::config::Config;
 use crate::model::SourceSnapshot;
+use crate::report::events::EventLimits;
 use crate::report::events::{EventRecorder, service_reference};
 
 /// How the source talks to the API server. [`Options::new`] gives the

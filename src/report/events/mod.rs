@@ -28,8 +28,11 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::Notify;
 
-use crate::source::kubernetes::limit::{EventLimits, Limiter, Notice};
+mod limit;
+
 use crate::source::kubernetes::service::ServiceKey;
+pub use limit::EventLimits;
+use limit::{Limiter, Notice};
 
 /// The reporting controller named in Events.
 pub const REPORTING_CONTROLLER: &str = "holdfast";
