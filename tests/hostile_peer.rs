@@ -30,7 +30,7 @@ fn rss(pid: u32) -> u64 {
 
 /// `GET /healthz` inside the node namespace: the status line.
 fn healthz(node: &Holdfast) -> String {
-    let out = node.ns.exec(&[
+    let out = node.exec(&[
         "timeout",
         "5",
         "bash",

@@ -488,7 +488,7 @@ fn an_edit_adding_an_interface_advertisement_is_followed_without_a_signal() {
 /// or why there is none. (A daemon whose one thread is stuck still
 /// completes the TCP handshake, in the kernel; only the answer needs it.)
 fn api_answer(node: &Holdfast) -> Result<String, String> {
-    let out = node.ns.exec(&[
+    let out = node.exec(&[
         "timeout",
         "5",
         "bash",
