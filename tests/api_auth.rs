@@ -198,7 +198,10 @@ fn a_second_daemon_does_not_take_a_live_socket() {
         let config = second_dir.path().join("holdfast.toml");
         std::fs::write(
             &config,
-            loopback_config().vip_file(vips.as_path()).api(&api).to_toml(),
+            loopback_config()
+                .vip_file(vips.as_path())
+                .api(&api)
+                .to_toml(),
         )
         .unwrap();
         let child = Command::new(BIN)

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Config, Holdfast, Peer, LONG, free_port, loopback_config, mkfifo, run_within};
+use common::{Config, Holdfast, LONG, Peer, free_port, loopback_config, mkfifo, run_within};
 use testlab::Signal;
 
 /// The loopback daemon's config with its API at `api`, the VIP file at

@@ -120,8 +120,7 @@ fn r_bit_ends_with_the_restart_time_without_end_of_rib() {
     testlab::require_root();
     let (lab, frr) = Tor::new().start();
     let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
-    let conf =
-        conf_with(peer("9s").graceful_restart(GracefulRestart::new().restart_time("4s")));
+    let conf = conf_with(peer("9s").graceful_restart(GracefulRestart::new().restart_time("4s")));
     let mut node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.81"]));
     frr.wait_established(neighbor, LONG);
     frr.wait_prefix("198.51.100.81/32", LONG);

@@ -13,8 +13,7 @@ const VIPS: &str = "[[vip]]\naddress = \"198.51.100.10\"\n";
 #[test]
 fn run_logs_the_warnings_at_start_and_on_reload() {
     // The peer's timers are lines 12 and 13 of the config.
-    let config =
-        loopback_config().with_peer("tor1", |p| p.hold_time("9s").keepalive("9s"));
+    let config = loopback_config().with_peer("tor1", |p| p.hold_time("9s").keepalive("9s"));
     let d = Holdfast::local(&config, VIPS);
     let config = d.config.display().to_string();
     let at_start = format!(

@@ -30,7 +30,10 @@ fn check(config: &Config) -> (Option<i32>, String) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    (out.status.code(), format!("{said}\n--- the config:\n{text}"))
+    (
+        out.status.code(),
+        format!("{said}\n--- the config:\n{text}"),
+    )
 }
 
 /// Each line `check` printed that is not a warning.
@@ -88,7 +91,11 @@ fn every_builder_method_with_the_file_source_makes_a_config_check_accepts() {
                 ),
         )
         .peer(Peer::new("tor2", "2001:db8::1", PeerAsn::External).passive())
-        .peer(Peer::new("ibgp", "192.0.2.3", PeerAsn::Internal).hold_time("0s").keepalive("0s"))
+        .peer(
+            Peer::new("ibgp", "192.0.2.3", PeerAsn::Internal)
+                .hold_time("0s")
+                .keepalive("0s"),
+        )
         .peer(
             Peer::new("gw", "default-gateway", 65000)
                 .family("ipv6")
@@ -178,9 +185,7 @@ fn every_builder_method_with_the_kubernetes_source_makes_a_config_check_accepts(
                 .aggregation_length_v6(64)
                 .link_bandwidth("per-endpoint"),
         )
-        .node_override(
-            NodeOverride::selecting(Selector::labels(&[("rack", "b")])).asn(65002),
-        );
+        .node_override(NodeOverride::selecting(Selector::labels(&[("rack", "b")])).asn(65002));
     assert_accepted(&config);
 }
 

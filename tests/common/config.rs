@@ -379,6 +379,23 @@ impl Config {
         self
     }
 
+    /// The advertisement called `name`, to change it in a config built
+    /// elsewhere; panics if there is none.
+    pub fn with_advertisement(
+        mut self,
+        name: &str,
+        change: impl FnOnce(Advertisement) -> Advertisement,
+    ) -> Config {
+        let at = self
+            .advertisements
+            .iter()
+            .position(|a| a.keys.0[0].1 == Value::from(name))
+            .unwrap_or_else(|| panic!("no advertisement {name} in the config"));
+        let ad = self.advertisements.remove(at);
+        self.advertisements.insert(at, change(ad));
+        self
+    }
+
     /// `speaker.api`, if set.
     pub fn api_addr(&self) -> Option<String> {
         self.speaker.0.iter().find_map(|(k, v)| match (*k, v) {
@@ -989,7 +1006,12 @@ impl NodeOverride {
 
     /// `[node_override.peer.NAME]`: peer `name`'s `address` and
     /// `source_address` on those nodes.
-    pub fn peer_addresses(mut self, name: &str, address: &str, source_address: &str) -> NodeOverride {
+    pub fn peer_addresses(
+        mut self,
+        name: &str,
+        address: &str,
+        source_address: &str,
+    ) -> NodeOverride {
         let mut keys = Keys::default();
         keys.set("address", address);
         keys.set("source_address", source_address);

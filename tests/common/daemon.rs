@@ -227,9 +227,7 @@ impl Holdfast<'static> {
     pub fn local_unstarted(config: &Config, vips: &str) -> Holdfast<'static> {
         let config = match config.api_addr() {
             Some(_) => config.clone(),
-            None => config
-                .clone()
-                .api(format!("127.0.0.1:{}", free_port())),
+            None => config.clone().api(format!("127.0.0.1:{}", free_port())),
         };
         let api: SocketAddr = config
             .api_addr()
@@ -311,11 +309,12 @@ impl Holdfast<'_> {
                 p.assert_running("waiting for its API");
             }
             match self.ns {
-                Some(ns) => match ns.tcp_probe(self.api.ip(), self.api.port(), Duration::from_secs(1))
-                {
-                    testlab::TcpProbe::Connected => Ok(()),
-                    other => Err(format!("{other:?}")),
-                },
+                Some(ns) => {
+                    match ns.tcp_probe(self.api.ip(), self.api.port(), Duration::from_secs(1)) {
+                        testlab::TcpProbe::Connected => Ok(()),
+                        other => Err(format!("{other:?}")),
+                    }
+                }
                 None => match self.get("/healthz") {
                     Ok(r) if r.status == 200 => Ok(()),
                     Ok(r) => Err(format!("/healthz: {}", r.status)),
@@ -368,19 +367,41 @@ impl Holdfast<'_> {
     }
 
     /// Waits until a line of the logs (every run) contains every one of
-    /// `needles`; returns that line. Fails at once if the daemon exited.
+    /// `needles`; returns that line. Fails at once, with the log, when
+    /// there is no such line and the daemon has exited.
     pub fn wait_log_line(&self, needles: &[&str], timeout: Duration) -> String {
         wait_for(
             timeout,
             &format!("holdfast to log a line with {needles:?}"),
             || {
-                self.log()
+                let log = self.log();
+                if let Some(line) = log
                     .lines()
                     .find(|line| needles.iter().all(|n| line.contains(n)))
-                    .map(str::to_owned)
-                    .ok_or_else(|| "no such line yet".to_owned())
+                {
+                    return Ok(line.to_owned());
+                }
+                if self.exited() {
+                    panic!("holdfast exited without logging a line with {needles:?}:\n{log}");
+                }
+                Err("no such line yet".to_owned())
             },
         )
+    }
+
+    /// Whether the process started last has exited (a zombie not yet
+    /// reaped counts); `false` when the test has already waited for it.
+    fn exited(&self) -> bool {
+        let Some(p) = self.process.as_ref() else {
+            return false;
+        };
+        match std::fs::read_to_string(format!("/proc/{}/stat", p.pid())) {
+            // The state follows the command's closing parenthesis.
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z')),
+            Err(_) => true,
+        }
     }
 
     /// Waits until `done`, failing the test with the log after `within`.
@@ -437,8 +458,8 @@ impl Holdfast<'_> {
     /// The daemon's resident memory, in KiB (VmRSS).
     pub fn rss_kib(&self) -> u64 {
         let pid = self.pid();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .expect("/proc/PID/status");
+        let status =
+            std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))

@@ -36,7 +36,8 @@ pub struct Tor {
     lab: Option<fn() -> Lab>,
     asn: u32,
     router_id: Option<String>,
-    node_asn: u32,
+    node_asn: String,
+    ipv4_session: bool,
     ipv6_session: bool,
     more: Vec<(String, String)>,
     lines: String,
@@ -60,7 +61,8 @@ impl Tor {
             lab: None,
             asn: 65000,
             router_id: None,
-            node_asn: 65001,
+            node_asn: "65001".to_owned(),
+            ipv4_session: true,
             ipv6_session: false,
             more: Vec::new(),
             lines: String::new(),
@@ -88,15 +90,23 @@ impl Tor {
         self
     }
 
-    /// The AS FRR expects of the node (65001 unless set).
-    pub fn node_asn(mut self, asn: u32) -> Tor {
-        self.node_asn = asn;
+    /// The AS FRR expects of the node (65001 unless set), as `remote-as`
+    /// writes it: a number, `external` or `internal`.
+    pub fn node_asn(mut self, remote: impl ToString) -> Tor {
+        self.node_asn = remote.to_string();
         self
     }
 
     /// A second session, with the node's IPv6 address: IPv4 and IPv6
     /// transport, both families on each.
     pub fn ipv6_session(mut self) -> Tor {
+        self.ipv6_session = true;
+        self
+    }
+
+    /// The session with the node's IPv6 address alone.
+    pub fn ipv6_only(mut self) -> Tor {
+        self.ipv4_session = false;
         self.ipv6_session = true;
         self
     }
@@ -147,9 +157,12 @@ impl Tor {
             .router_id
             .clone()
             .unwrap_or_else(|| lab.router_v4.to_string());
-        let mut neighbors = vec![(lab.node_v4.to_string(), self.node_asn.to_string())];
+        let mut neighbors = Vec::new();
+        if self.ipv4_session {
+            neighbors.push((lab.node_v4.to_string(), self.node_asn.clone()));
+        }
         if self.ipv6_session {
-            neighbors.push((lab.node_v6.to_string(), self.node_asn.to_string()));
+            neighbors.push((lab.node_v6.to_string(), self.node_asn.clone()));
         }
         neighbors.extend(self.more.iter().cloned());
         let neighbors: Vec<(&str, &str)> = neighbors
