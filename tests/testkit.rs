@@ -79,8 +79,6 @@ fn every_builder_method_with_the_file_source_makes_a_config_check_accepts() {
                     GracefulRestart::new()
                         .enabled(true)
                         .restart_time("120s")
-                        .notification(true)
-                        .forwarding_state(false)
                         .long_lived_stale_time("60s"),
                 )
                 .bfd(
@@ -99,21 +97,17 @@ fn every_builder_method_with_the_file_source_makes_a_config_check_accepts() {
         .peer(
             Peer::new("gw", "default-gateway", 65000)
                 .family("ipv6")
-                .hold_time("9s")
-                .keepalive("3s")
-                .default_keepalive(),
+                .hold_time("9s"),
         )
         .peer(Peer::on_interface("unnumbered", "eth1", 65000).connect_retry("1s"))
         .stability(
             Stability::new()
                 .withdraw_hold_down("30s")
                 .advertise_delay("1s")
-                .delete_delay("1s")
                 .max_withdraw_fraction(0.5)
                 .withdraw_rate("1/h")
                 .damping(
                     Damping::new()
-                        .enabled(true)
                         .half_life("15m")
                         .penalty(1000)
                         .suppress_threshold(2000)
@@ -124,7 +118,6 @@ fn every_builder_method_with_the_file_source_makes_a_config_check_accepts() {
         .advertisement(
             Advertisement::public("65001:100")
                 .large_communities(&["65001:1:100"])
-                .extended_communities(&["rt:65001:100"])
                 .local_pref(200)
                 .med(10)
                 .peers(&["tor1", "tor2"])
@@ -138,12 +131,7 @@ fn every_builder_method_with_the_file_source_makes_a_config_check_accepts() {
                         .on_failure("degrade")
                         .disable_file("/run/holdfast/disable"),
                 )
-                .degraded(
-                    Degraded::new()
-                        .med(1000)
-                        .as_path_prepend(3)
-                        .communities(&["65001:666"]),
-                ),
+                .degraded(Degraded::new().med(1000).communities(&["65001:666"])),
         )
         .advertisement(Advertisement::new("loopback").interface("lo"))
         .node_override(
@@ -163,12 +151,9 @@ fn every_builder_method_with_the_kubernetes_source_makes_a_config_check_accepts(
         .router_id("auto")
         .hostname("node-1")
         .node_selector(Selector::labels(&[("kubernetes.io/os", "linux")]))
-        .drain_on_cordon(true)
         .drain_taints(&["example.com/maintenance"])
         .kubernetes_source()
         .namespaces(&["demo"])
-        .load_balancer_classes(&["holdfast.example/bgp"])
-        .require_class(false)
         .peer(Peer::new("tor1", "192.0.2.1", 65000).fast())
         .stability(
             Stability::new()

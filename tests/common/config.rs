@@ -167,10 +167,6 @@ impl Keys {
         }
     }
 
-    fn remove(&mut self, key: &str) {
-        self.0.retain(|(k, _)| *k != key);
-    }
-
     fn write(&self, out: &mut String) {
         for (k, v) in &self.0 {
             let _ = writeln!(out, "{} = {v}", Key(k));
@@ -247,12 +243,6 @@ impl Config {
         self
     }
 
-    /// The config as it was, without `speaker.api`.
-    pub fn without_api(mut self) -> Config {
-        self.speaker.remove("api");
-        self
-    }
-
     pub fn api_token_file(mut self, path: impl Into<Value>) -> Config {
         self.speaker.set("api_token_file", path);
         self
@@ -272,11 +262,6 @@ impl Config {
     /// `speaker.node_selector`: Node labels this node must carry.
     pub fn node_selector(mut self, selector: Selector) -> Config {
         self.speaker.set("node_selector", selector.0.inline());
-        self
-    }
-
-    pub fn drain_on_cordon(mut self, on: bool) -> Config {
-        self.speaker.set("drain_on_cordon", on);
         self
     }
 
@@ -322,18 +307,6 @@ impl Config {
     /// `source.namespaces` (Kubernetes).
     pub fn namespaces(mut self, names: &[&str]) -> Config {
         self.source_keys().set("namespaces", names);
-        self
-    }
-
-    /// `source.load_balancer_classes` (Kubernetes).
-    pub fn load_balancer_classes(mut self, classes: &[&str]) -> Config {
-        self.source_keys().set("load_balancer_classes", classes);
-        self
-    }
-
-    /// `source.require_class` (Kubernetes).
-    pub fn require_class(mut self, on: bool) -> Config {
-        self.source_keys().set("require_class", on);
         self
     }
 
@@ -556,13 +529,6 @@ impl Peer {
         self
     }
 
-    /// The peer without its `keepalive` (the default, a third of the hold
-    /// time).
-    pub fn default_keepalive(mut self) -> Peer {
-        self.keys.remove("keepalive");
-        self
-    }
-
     pub fn connect_retry(mut self, every: &str) -> Peer {
         self.keys.set("connect_retry", every);
         self
@@ -632,16 +598,6 @@ impl GracefulRestart {
         self
     }
 
-    pub fn notification(mut self, on: bool) -> GracefulRestart {
-        self.0.set("notification", on);
-        self
-    }
-
-    pub fn forwarding_state(mut self, on: bool) -> GracefulRestart {
-        self.0.set("forwarding_state", on);
-        self
-    }
-
     /// RFC 9494's long-lived stale time.
     pub fn long_lived_stale_time(mut self, time: &str) -> GracefulRestart {
         self.0.set("long_lived_stale_time", time);
@@ -703,11 +659,6 @@ impl Stability {
         self
     }
 
-    pub fn delete_delay(mut self, d: &str) -> Stability {
-        self.keys.set("delete_delay", d);
-        self
-    }
-
     pub fn local_endpoint_delay(mut self, d: &str) -> Stability {
         self.keys.set("local_endpoint_delay", d);
         self
@@ -738,11 +689,6 @@ pub struct Damping(Keys);
 impl Damping {
     pub fn new() -> Damping {
         Damping::default()
-    }
-
-    pub fn enabled(mut self, on: bool) -> Damping {
-        self.0.set("enabled", on);
-        self
     }
 
     pub fn half_life(mut self, d: &str) -> Damping {
@@ -807,11 +753,6 @@ impl Advertisement {
 
     pub fn large_communities(mut self, communities: &[&str]) -> Advertisement {
         self.keys.set("large_communities", communities);
-        self
-    }
-
-    pub fn extended_communities(mut self, communities: &[&str]) -> Advertisement {
-        self.keys.set("extended_communities", communities);
         self
     }
 
@@ -935,11 +876,6 @@ impl Degraded {
 
     pub fn med(mut self, med: u32) -> Degraded {
         self.0.set("med", med);
-        self
-    }
-
-    pub fn as_path_prepend(mut self, times: u8) -> Degraded {
-        self.0.set("as_path_prepend", times);
         self
     }
 

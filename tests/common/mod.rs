@@ -89,28 +89,6 @@ pub fn frr_conf_remote(
     c
 }
 
-/// A holdfast config for a node peering with routers, as TOML (to be
-/// replaced by [`Config`] where it is still used).
-pub fn node_conf(
-    asn: u32,
-    router_id: &str,
-    peers: &[(&str, &str, u32)],
-    advertisement: &str,
-    stability: &str,
-) -> String {
-    let mut c =
-        format!("[speaker]\nasn = {asn}\nrouter_id = \"{router_id}\"\nhostname = \"node-1\"\n\n");
-    for (name, addr, remote) in peers {
-        c.push_str(&format!(
-            "[[peer]]\nname = \"{name}\"\naddress = \"{addr}\"\nasn = {remote}\nhold_time = \"9s\"\nkeepalive = \"3s\"\nconnect_retry = \"1s\"\n\n"
-        ));
-    }
-    c.push_str("[source]\nkind = \"file\"\npath = \"VIPS\"\n\n");
-    c.push_str(&format!("[stability]\n{stability}\n\n"));
-    c.push_str(advertisement);
-    c
-}
-
 /// A `TcpExt:` counter of namespace `ns` (`/proc/net/netstat`); a
 /// missing counter fails.
 pub fn tcp_ext(ns: &Netns, name: &str) -> u64 {

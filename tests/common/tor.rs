@@ -90,10 +90,16 @@ impl Tor {
         self
     }
 
-    /// The AS FRR expects of the node (65001 unless set), as `remote-as`
-    /// writes it: a number, `external` or `internal`.
-    pub fn node_asn(mut self, remote: impl ToString) -> Tor {
-        self.node_asn = remote.to_string();
+    /// The AS FRR expects of the node (65001 unless set).
+    pub fn node_asn(mut self, asn: u32) -> Tor {
+        self.node_asn = asn.to_string();
+        self
+    }
+
+    /// The node's `remote-as` as FRR writes it: a number, `external` or
+    /// `internal`.
+    pub fn node_remote_as(mut self, remote: &str) -> Tor {
+        self.node_asn = remote.to_owned();
         self
     }
 
