@@ -12,8 +12,6 @@
 //!
 //! Declare the daemon after the pair, so that it is dropped first.
 
-use std::net::IpAddr;
-
 use testlab::{Frr, Lab};
 
 use super::frr_conf_remote;
@@ -206,14 +204,4 @@ impl Tor {
             Daemons::Bfd(bfdd) => Frr::start_with_bfd(&lab.router, &conf, bfdd),
         }
     }
-}
-
-/// The node's IPv4 address in [`Lab::pair`], as FRR names the neighbor.
-pub fn node_v4() -> IpAddr {
-    testlab::lab::pair::NODE_V4.into()
-}
-
-/// The node's IPv6 address in [`Lab::pair`].
-pub fn node_v6() -> IpAddr {
-    testlab::lab::pair::NODE_V6.into()
 }
