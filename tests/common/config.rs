@@ -43,12 +43,6 @@ impl From<&Path> for Value {
     }
 }
 
-impl From<i64> for Value {
-    fn from(n: i64) -> Value {
-        Value::Int(n)
-    }
-}
-
 impl From<u32> for Value {
     fn from(n: u32) -> Value {
         Value::Int(n.into())
@@ -178,6 +172,24 @@ impl Keys {
     }
 }
 
+/// One setter per key, in a table of `name(TYPE) => "key"` lines: the
+/// setter takes a TYPE that converts into a [`Value`] and sets the key of
+/// the struct's `FIELD` (`keys!(Struct.FIELD { ... })`). Setting a key
+/// again replaces its value. The key names of the tests live here.
+macro_rules! keys {
+    ($ty:ident . $field:ident { $( $(#[$doc:meta])* $name:ident($arg:ty) => $key:literal; )* }) => {
+        impl $ty {
+            $(
+                $(#[$doc])*
+                pub fn $name(mut self, value: $arg) -> $ty {
+                    self.$field.set($key, value);
+                    self
+                }
+            )*
+        }
+    };
+}
+
 /// A whole config: `[speaker]`, `[[peer]]`s, `[source]`, `[stability]`,
 /// `[[advertisement]]`s and `[[node_override]]`s, written in that order.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -185,11 +197,25 @@ pub struct Config {
     speaker: Keys,
     peers: Vec<Peer>,
     source: Option<Keys>,
-    stability: Option<Keys>,
-    damping: Option<Keys>,
+    stability: Option<Stability>,
     advertisements: Vec<Advertisement>,
     node_overrides: Vec<NodeOverride>,
 }
+
+keys!(Config.speaker {
+    /// `[speaker]` `asn` (alone: no `router_id`, the daemon's default).
+    asn(u32) => "asn";
+    /// `router_id`: an IPv4 address or `"auto"`.
+    router_id(&str) => "router_id";
+    hostname(&str) => "hostname";
+    /// `listen`: the BGP listening address (`"0.0.0.0:179"`).
+    listen(&str) => "listen";
+    api_token_file(impl Into<Value>) => "api_token_file";
+    graceful_shutdown_wait(&str) => "graceful_shutdown_wait";
+    /// `node_selector`: Node labels this node must carry.
+    node_selector(Selector) => "node_selector";
+    drain_taints(&[&str]) => "drain_taints";
+});
 
 impl Config {
     /// Nothing at all: every table comes from a method.
@@ -208,33 +234,9 @@ impl Config {
             .file_source()
     }
 
-    /// `[speaker]` `asn` and `router_id` (`"auto"` allowed).
-    pub fn speaker(mut self, asn: u32, router_id: &str) -> Config {
-        self.speaker.set("asn", asn);
-        self.speaker.set("router_id", router_id);
-        self
-    }
-
-    /// `[speaker]` with `asn` only (no `router_id`: the daemon's default).
-    pub fn asn(mut self, asn: u32) -> Config {
-        self.speaker.set("asn", asn);
-        self
-    }
-
-    pub fn router_id(mut self, id: &str) -> Config {
-        self.speaker.set("router_id", id);
-        self
-    }
-
-    pub fn hostname(mut self, name: &str) -> Config {
-        self.speaker.set("hostname", name);
-        self
-    }
-
-    /// `speaker.listen`: the BGP listening address (`"0.0.0.0:179"`).
-    pub fn listen(mut self, addr: &str) -> Config {
-        self.speaker.set("listen", addr);
-        self
+    /// `[speaker]` `asn` and `router_id`.
+    pub fn speaker(self, asn: u32, router_id: &str) -> Config {
+        self.asn(asn).router_id(router_id)
     }
 
     /// `speaker.api`: the HTTP API's address.
@@ -243,30 +245,9 @@ impl Config {
         self
     }
 
-    pub fn api_token_file(mut self, path: impl Into<Value>) -> Config {
-        self.speaker.set("api_token_file", path);
-        self
-    }
-
     /// `speaker.metrics`: the metrics-only listener.
     pub fn metrics(mut self, addr: impl Display) -> Config {
         self.speaker.set("metrics", addr.to_string());
-        self
-    }
-
-    pub fn graceful_shutdown_wait(mut self, wait: &str) -> Config {
-        self.speaker.set("graceful_shutdown_wait", wait);
-        self
-    }
-
-    /// `speaker.node_selector`: Node labels this node must carry.
-    pub fn node_selector(mut self, selector: Selector) -> Config {
-        self.speaker.set("node_selector", selector.0.inline());
-        self
-    }
-
-    pub fn drain_taints(mut self, taints: &[&str]) -> Config {
-        self.speaker.set("drain_taints", taints);
         self
     }
 
@@ -319,8 +300,7 @@ impl Config {
     /// `[stability]` with these keys (an empty `[stability]` leaves every
     /// default, as no table does).
     pub fn stability(mut self, stability: Stability) -> Config {
-        self.stability = Some(stability.keys);
-        self.damping = stability.damping;
+        self.stability = Some(stability);
         self
     }
 
@@ -342,11 +322,7 @@ impl Config {
     /// The peer called `name`, to change one key of a config built
     /// elsewhere; panics if there is none.
     pub fn with_peer(mut self, name: &str, change: impl FnOnce(Peer) -> Peer) -> Config {
-        let at = self
-            .peers
-            .iter()
-            .position(|p| p.name() == name)
-            .unwrap_or_else(|| panic!("no peer {name} in the config"));
+        let at = position(&self.peers, |p| &p.keys, name);
         let peer = self.peers.remove(at);
         self.peers.insert(at, change(peer));
         self
@@ -359,11 +335,7 @@ impl Config {
         name: &str,
         change: impl FnOnce(Advertisement) -> Advertisement,
     ) -> Config {
-        let at = self
-            .advertisements
-            .iter()
-            .position(|a| a.keys.0[0].1 == Value::from(name))
-            .unwrap_or_else(|| panic!("no advertisement {name} in the config"));
+        let at = position(&self.advertisements, |a| &a.keys, name);
         let ad = self.advertisements.remove(at);
         self.advertisements.insert(at, change(ad));
         self
@@ -377,55 +349,53 @@ impl Config {
         })
     }
 
-    /// The peers, in order.
-    pub fn peers(&self) -> &[Peer] {
-        &self.peers
-    }
-
     /// The config as TOML.
     pub fn to_toml(&self) -> String {
         let mut out = String::new();
         if !self.speaker.0.is_empty() {
-            out.push_str("[speaker]\n");
-            self.speaker.write(&mut out);
-            out.push('\n');
+            table(&mut out, "[speaker]", &self.speaker);
         }
         for p in &self.peers {
-            out.push_str("[[peer]]\n");
-            p.keys.write(&mut out);
-            out.push('\n');
+            table(&mut out, "[[peer]]", &p.keys);
         }
         if let Some(source) = &self.source {
-            out.push_str("[source]\n");
-            source.write(&mut out);
-            out.push('\n');
+            table(&mut out, "[source]", source);
         }
         if let Some(stability) = &self.stability {
-            out.push_str("[stability]\n");
-            stability.write(&mut out);
-            out.push('\n');
-        }
-        if let Some(damping) = &self.damping {
-            out.push_str("[stability.damping]\n");
-            damping.write(&mut out);
-            out.push('\n');
+            table(&mut out, "[stability]", &stability.keys);
+            if let Some(damping) = &stability.damping {
+                table(&mut out, "[stability.damping]", &damping.keys);
+            }
         }
         for a in &self.advertisements {
-            out.push_str("[[advertisement]]\n");
-            a.keys.write(&mut out);
-            out.push('\n');
+            table(&mut out, "[[advertisement]]", &a.keys);
         }
         for o in &self.node_overrides {
             out.push_str("[[node_override]]\n");
             o.keys.write(&mut out);
-            for (name, keys) in &o.peers {
+            for (name, peer) in &o.peers {
                 let _ = writeln!(out, "[node_override.peer.{}]", Key(name));
-                keys.write(&mut out);
+                peer.write(&mut out);
             }
             out.push('\n');
         }
         out
     }
+}
+
+/// `header`, the keys, a blank line.
+fn table(out: &mut String, header: &str, keys: &Keys) {
+    let _ = writeln!(out, "{header}");
+    keys.write(out);
+    out.push('\n');
+}
+
+/// Where the table called `name` is in `tables`; panics if it is not.
+fn position<T>(tables: &[T], keys: impl Fn(&T) -> &Keys, name: &str) -> usize {
+    tables
+        .iter()
+        .position(|t| keys(t).0.first() == Some(&("name", Value::from(name))))
+        .unwrap_or_else(|| panic!("no table named {name} in the config"))
 }
 
 impl Display for Config {
@@ -490,69 +460,9 @@ impl Peer {
         self.hold_time("9s").keepalive("3s").connect_retry("1s")
     }
 
-    pub fn name(&self) -> &str {
-        match &self.keys.0[0] {
-            ("name", Value::Str(name)) => name,
-            other => panic!("a peer starts with its name, not {other:?}"),
-        }
-    }
-
-    /// `family`, with `address = "default-gateway"`: `"ipv4"` or `"ipv6"`.
-    pub fn family(mut self, family: &str) -> Peer {
-        self.keys.set("family", family);
-        self
-    }
-
-    pub fn local_asn(mut self, asn: u32) -> Peer {
-        self.keys.set("local_asn", asn);
-        self
-    }
-
-    pub fn port(mut self, port: u16) -> Peer {
-        self.keys.set("port", port);
-        self
-    }
-
-    /// `password_file`: the TCP MD5 key's file (RFC 2385).
-    pub fn md5(mut self, key_file: impl Into<Value>) -> Peer {
-        self.keys.set("password_file", key_file);
-        self
-    }
-
-    pub fn hold_time(mut self, hold: &str) -> Peer {
-        self.keys.set("hold_time", hold);
-        self
-    }
-
-    pub fn keepalive(mut self, every: &str) -> Peer {
-        self.keys.set("keepalive", every);
-        self
-    }
-
-    pub fn connect_retry(mut self, every: &str) -> Peer {
-        self.keys.set("connect_retry", every);
-        self
-    }
-
-    pub fn ebgp_multihop(mut self, ttl: u8) -> Peer {
-        self.keys.set("ebgp_multihop", ttl);
-        self
-    }
-
     /// `ttl_security = true` (GTSM, RFC 5082).
     pub fn ttl_security(mut self) -> Peer {
         self.keys.set("ttl_security", true);
-        self
-    }
-
-    pub fn source_address(mut self, addr: impl Display) -> Peer {
-        self.keys.set("source_address", addr.to_string());
-        self
-    }
-
-    /// `families`, e.g. `&["ipv4-unicast"]`.
-    pub fn families(mut self, families: &[&str]) -> Peer {
-        self.keys.set("families", families);
         self
     }
 
@@ -562,86 +472,106 @@ impl Peer {
         self
     }
 
-    /// `min_route_advertisement_interval` (MRAI).
-    pub fn mrai(mut self, interval: &str) -> Peer {
-        self.keys.set("min_route_advertisement_interval", interval);
-        self
-    }
-
-    pub fn graceful_restart(mut self, gr: GracefulRestart) -> Peer {
-        self.keys.set("graceful_restart", gr.0.inline());
-        self
-    }
-
-    pub fn bfd(mut self, bfd: Bfd) -> Peer {
-        self.keys.set("bfd", bfd.0.inline());
+    pub fn source_address(mut self, addr: impl Display) -> Peer {
+        self.keys.set("source_address", addr.to_string());
         self
     }
 }
 
-/// A peer's `graceful_restart = { ... }`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct GracefulRestart(Keys);
+keys!(Peer.keys {
+    /// `family`, with `address = "default-gateway"`: `"ipv4"` or `"ipv6"`.
+    family(&str) => "family";
+    local_asn(u32) => "local_asn";
+    port(u16) => "port";
+    /// `password_file`: the TCP MD5 key's file (RFC 2385).
+    md5(impl Into<Value>) => "password_file";
+    hold_time(&str) => "hold_time";
+    keepalive(&str) => "keepalive";
+    connect_retry(&str) => "connect_retry";
+    ebgp_multihop(u8) => "ebgp_multihop";
+    /// `families`, e.g. `&["ipv4-unicast"]`.
+    families(&[&str]) => "families";
+    /// `min_route_advertisement_interval` (MRAI).
+    mrai(&str) => "min_route_advertisement_interval";
+    graceful_restart(GracefulRestart) => "graceful_restart";
+    bfd(Bfd) => "bfd";
+});
+
+/// An inline table's builder: a struct of [`Keys`] written as
+/// `{ key = value, ... }`.
+macro_rules! inline_table {
+    ($(#[$doc:meta])* $ty:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct $ty {
+            keys: Keys,
+        }
+
+        impl From<$ty> for Value {
+            fn from(t: $ty) -> Value {
+                Value::Inline(t.keys.0)
+            }
+        }
+    };
+}
+
+inline_table!(
+    /// A peer's `graceful_restart = { ... }`.
+    GracefulRestart
+);
 
 impl GracefulRestart {
     pub fn new() -> GracefulRestart {
         GracefulRestart::default()
     }
-
-    pub fn enabled(mut self, on: bool) -> GracefulRestart {
-        self.0.set("enabled", on);
-        self
-    }
-
-    pub fn restart_time(mut self, time: &str) -> GracefulRestart {
-        self.0.set("restart_time", time);
-        self
-    }
-
-    /// RFC 9494's long-lived stale time.
-    pub fn long_lived_stale_time(mut self, time: &str) -> GracefulRestart {
-        self.0.set("long_lived_stale_time", time);
-        self
-    }
 }
 
-/// A peer's `bfd = { ... }`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Bfd(Keys);
+keys!(GracefulRestart.keys {
+    enabled(bool) => "enabled";
+    restart_time(&str) => "restart_time";
+    /// RFC 9494's long-lived stale time.
+    long_lived_stale_time(&str) => "long_lived_stale_time";
+});
+
+inline_table!(
+    /// A peer's `bfd = { ... }`.
+    Bfd
+);
 
 impl Bfd {
     /// `min_rx`, `min_tx` and `multiplier`.
     pub fn new(min_rx: &str, min_tx: &str, multiplier: u8) -> Bfd {
-        let mut keys = Keys::default();
-        keys.set("min_rx", min_rx);
-        keys.set("min_tx", min_tx);
-        keys.set("multiplier", multiplier);
-        Bfd(keys)
+        Bfd::default()
+            .min_rx(min_rx)
+            .min_tx(min_tx)
+            .multiplier(multiplier)
     }
 
     pub fn multihop(mut self) -> Bfd {
-        self.0.set("multihop", true);
+        self.keys.set("multihop", true);
         self
     }
 
-    /// `authentication`: `"none"` or a keyed type, e.g. `"keyed-sha1"`.
-    pub fn authentication(mut self, how: &str) -> Bfd {
-        self.0.set("authentication", how);
-        self
-    }
-
-    pub fn key(mut self, key_id: u8, key_file: impl Into<Value>) -> Bfd {
-        self.0.set("key_id", key_id);
-        self.0.set("key_file", key_file);
-        self
+    pub fn key(self, key_id: u8, key_file: impl Into<Value>) -> Bfd {
+        self.key_id(key_id).key_file(key_file)
     }
 }
 
-/// `[stability]`.
+keys!(Bfd.keys {
+    min_rx(&str) => "min_rx";
+    min_tx(&str) => "min_tx";
+    multiplier(u8) => "multiplier";
+    /// `authentication`: `"none"` or a keyed type, e.g. `"keyed-sha1"`.
+    authentication(&str) => "authentication";
+    key_id(u8) => "key_id";
+    key_file(impl Into<Value>) => "key_file";
+});
+
+/// `[stability]`, and `[stability.damping]` in it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stability {
     keys: Keys,
-    damping: Option<Keys>,
+    damping: Option<Damping>,
 }
 
 impl Stability {
@@ -649,73 +579,41 @@ impl Stability {
         Stability::default()
     }
 
-    pub fn withdraw_hold_down(mut self, d: &str) -> Stability {
-        self.keys.set("withdraw_hold_down", d);
-        self
-    }
-
-    pub fn advertise_delay(mut self, d: &str) -> Stability {
-        self.keys.set("advertise_delay", d);
-        self
-    }
-
-    pub fn local_endpoint_delay(mut self, d: &str) -> Stability {
-        self.keys.set("local_endpoint_delay", d);
-        self
-    }
-
-    pub fn max_withdraw_fraction(mut self, f: f64) -> Stability {
-        self.keys.set("max_withdraw_fraction", f);
-        self
-    }
-
-    /// `withdraw_rate`, e.g. `"1/h"`.
-    pub fn withdraw_rate(mut self, rate: &str) -> Stability {
-        self.keys.set("withdraw_rate", rate);
-        self
-    }
-
     /// `[stability.damping]`.
     pub fn damping(mut self, damping: Damping) -> Stability {
-        self.damping = Some(damping.0);
+        self.damping = Some(damping);
         self
     }
 }
 
+keys!(Stability.keys {
+    withdraw_hold_down(&str) => "withdraw_hold_down";
+    advertise_delay(&str) => "advertise_delay";
+    local_endpoint_delay(&str) => "local_endpoint_delay";
+    max_withdraw_fraction(f64) => "max_withdraw_fraction";
+    /// `withdraw_rate`, e.g. `"1/h"`.
+    withdraw_rate(&str) => "withdraw_rate";
+});
+
 /// `[stability.damping]`.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Damping(Keys);
+pub struct Damping {
+    keys: Keys,
+}
 
 impl Damping {
     pub fn new() -> Damping {
         Damping::default()
     }
-
-    pub fn half_life(mut self, d: &str) -> Damping {
-        self.0.set("half_life", d);
-        self
-    }
-
-    pub fn penalty(mut self, n: u32) -> Damping {
-        self.0.set("penalty", n);
-        self
-    }
-
-    pub fn suppress_threshold(mut self, n: u32) -> Damping {
-        self.0.set("suppress_threshold", n);
-        self
-    }
-
-    pub fn reuse_threshold(mut self, n: u32) -> Damping {
-        self.0.set("reuse_threshold", n);
-        self
-    }
-
-    pub fn max_suppress(mut self, d: &str) -> Damping {
-        self.0.set("max_suppress", d);
-        self
-    }
 }
+
+keys!(Damping.keys {
+    half_life(&str) => "half_life";
+    penalty(u32) => "penalty";
+    suppress_threshold(u32) => "suppress_threshold";
+    reuse_threshold(u32) => "reuse_threshold";
+    max_suppress(&str) => "max_suppress";
+});
 
 /// One `[[advertisement]]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -735,159 +633,75 @@ impl Advertisement {
     pub fn public(community: &str) -> Advertisement {
         Advertisement::new("public").communities(&[community])
     }
-
-    pub fn addresses(mut self, addresses: &[&str]) -> Advertisement {
-        self.keys.set("addresses", addresses);
-        self
-    }
-
-    pub fn peers(mut self, peers: &[&str]) -> Advertisement {
-        self.keys.set("peers", peers);
-        self
-    }
-
-    pub fn communities(mut self, communities: &[&str]) -> Advertisement {
-        self.keys.set("communities", communities);
-        self
-    }
-
-    pub fn large_communities(mut self, communities: &[&str]) -> Advertisement {
-        self.keys.set("large_communities", communities);
-        self
-    }
-
-    pub fn local_pref(mut self, pref: u32) -> Advertisement {
-        self.keys.set("local_pref", pref);
-        self
-    }
-
-    pub fn med(mut self, med: u32) -> Advertisement {
-        self.keys.set("med", med);
-        self
-    }
-
-    pub fn service_selector(mut self, selector: Selector) -> Advertisement {
-        self.keys.set("service_selector", selector.0.inline());
-        self
-    }
-
-    pub fn namespace_selector(mut self, selector: Selector) -> Advertisement {
-        self.keys.set("namespace_selector", selector.0.inline());
-        self
-    }
-
-    /// `allow_service_attributes`, e.g. `&["communities", "med"]`.
-    pub fn allow_service_attributes(mut self, attributes: &[&str]) -> Advertisement {
-        self.keys.set("allow_service_attributes", attributes);
-        self
-    }
-
-    pub fn aggregation_length(mut self, len: u8) -> Advertisement {
-        self.keys.set("aggregation_length", len);
-        self
-    }
-
-    pub fn aggregation_length_v6(mut self, len: u8) -> Advertisement {
-        self.keys.set("aggregation_length_v6", len);
-        self
-    }
-
-    /// `interface`: advertise this interface's addresses.
-    pub fn interface(mut self, name: &str) -> Advertisement {
-        self.keys.set("interface", name);
-        self
-    }
-
-    /// `link_bandwidth`, e.g. `"10G"` or `"auto"`.
-    pub fn link_bandwidth(mut self, bandwidth: &str) -> Advertisement {
-        self.keys.set("link_bandwidth", bandwidth);
-        self
-    }
-
-    pub fn vip_ranges(mut self, ranges: &[&str]) -> Advertisement {
-        self.keys.set("vip_ranges", ranges);
-        self
-    }
-
-    pub fn probe(mut self, probe: Probe) -> Advertisement {
-        self.keys.set("probe", probe.0.inline());
-        self
-    }
-
-    /// `degraded = { ... }`: the attributes of a degraded route.
-    pub fn degraded(mut self, degraded: Degraded) -> Advertisement {
-        self.keys.set("degraded", degraded.0.inline());
-        self
-    }
 }
 
-/// An advertisement's `probe = { ... }`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Probe(Keys);
+keys!(Advertisement.keys {
+    /// `addresses`, e.g. `&["PodCIDR"]`.
+    addresses(&[&str]) => "addresses";
+    peers(&[&str]) => "peers";
+    communities(&[&str]) => "communities";
+    large_communities(&[&str]) => "large_communities";
+    local_pref(u32) => "local_pref";
+    med(u32) => "med";
+    service_selector(Selector) => "service_selector";
+    namespace_selector(Selector) => "namespace_selector";
+    /// `allow_service_attributes`, e.g. `&["communities", "med"]`.
+    allow_service_attributes(&[&str]) => "allow_service_attributes";
+    aggregation_length(u8) => "aggregation_length";
+    aggregation_length_v6(u8) => "aggregation_length_v6";
+    /// `interface`: advertise this interface's addresses.
+    interface(&str) => "interface";
+    /// `link_bandwidth`, e.g. `"per-endpoint"`.
+    link_bandwidth(&str) => "link_bandwidth";
+    vip_ranges(&[&str]) => "vip_ranges";
+    probe(Probe) => "probe";
+    /// `degraded = { ... }`: the attributes of a degraded route.
+    degraded(Degraded) => "degraded";
+});
+
+inline_table!(
+    /// An advertisement's `probe = { ... }`.
+    Probe
+);
 
 impl Probe {
     /// A TCP probe of `port`.
     pub fn tcp(port: u16) -> Probe {
-        let mut keys = Keys::default();
-        keys.set("port", port);
-        Probe(keys)
-    }
-
-    pub fn interval(mut self, d: &str) -> Probe {
-        self.0.set("interval", d);
-        self
-    }
-
-    pub fn timeout(mut self, d: &str) -> Probe {
-        self.0.set("timeout", d);
-        self
-    }
-
-    pub fn fail_after(mut self, n: u32) -> Probe {
-        self.0.set("fail_after", n);
-        self
-    }
-
-    pub fn recover_after(mut self, n: u32) -> Probe {
-        self.0.set("recover_after", n);
-        self
-    }
-
-    /// `on_failure`: `"withdraw"` or `"degrade"`.
-    pub fn on_failure(mut self, what: &str) -> Probe {
-        self.0.set("on_failure", what);
-        self
-    }
-
-    pub fn disable_file(mut self, path: impl Into<Value>) -> Probe {
-        self.0.set("disable_file", path);
-        self
+        Probe::default().port(port)
     }
 }
 
-/// An advertisement's `degraded = { ... }`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Degraded(Keys);
+keys!(Probe.keys {
+    port(u16) => "port";
+    interval(&str) => "interval";
+    timeout(&str) => "timeout";
+    fail_after(u32) => "fail_after";
+    recover_after(u32) => "recover_after";
+    /// `on_failure`: `"withdraw"` or `"degrade"`.
+    on_failure(&str) => "on_failure";
+    disable_file(impl Into<Value>) => "disable_file";
+});
+
+inline_table!(
+    /// An advertisement's `degraded = { ... }`.
+    Degraded
+);
 
 impl Degraded {
     pub fn new() -> Degraded {
         Degraded::default()
     }
-
-    pub fn med(mut self, med: u32) -> Degraded {
-        self.0.set("med", med);
-        self
-    }
-
-    pub fn communities(mut self, communities: &[&str]) -> Degraded {
-        self.0.set("communities", communities);
-        self
-    }
 }
 
-/// A label selector, `{ match_labels = { ... } }`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Selector(Keys);
+keys!(Degraded.keys {
+    med(u32) => "med";
+    communities(&[&str]) => "communities";
+});
+
+inline_table!(
+    /// A label selector, `{ match_labels = { ... } }`.
+    Selector
+);
 
 impl Selector {
     /// `match_labels` of these `(key, value)` pairs.
@@ -898,7 +712,7 @@ impl Selector {
         }
         let mut keys = Keys::default();
         keys.set("match_labels", m.inline());
-        Selector(keys)
+        Selector { keys }
     }
 }
 
@@ -923,21 +737,11 @@ impl NodeOverride {
     /// For the Nodes `selector` selects.
     pub fn selecting(selector: Selector) -> NodeOverride {
         let mut keys = Keys::default();
-        keys.set("node_selector", selector.0.inline());
+        keys.set("node_selector", selector);
         NodeOverride {
             keys,
             peers: Vec::new(),
         }
-    }
-
-    pub fn asn(mut self, asn: u32) -> NodeOverride {
-        self.keys.set("asn", asn);
-        self
-    }
-
-    pub fn router_id(mut self, id: &str) -> NodeOverride {
-        self.keys.set("router_id", id);
-        self
     }
 
     /// `[node_override.peer.NAME]`: peer `name`'s `address` and
@@ -955,3 +759,8 @@ impl NodeOverride {
         self
     }
 }
+
+keys!(NodeOverride.keys {
+    asn(u32) => "asn";
+    router_id(&str) => "router_id";
+});
