@@ -4,13 +4,14 @@
 //! TCP only with `speaker.api_token_file`'s token; a second daemon with the
 //! same state directory does not take the socket of a live one.
 
-mod local;
+mod common;
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use local::{BIN, Daemon, LONG};
+use common::{BIN, Holdfast, LONG, free_port, loopback_config};
+use testlab::Signal;
 
 const VIPS: &str = "[[vip]]\naddress = \"198.51.100.10\"\n";
 const TOKEN: &str = "c2VjcmV0LXRva2VuLWZvci10ZXN0cw==";
@@ -31,12 +32,12 @@ fn text(b: &[u8]) -> String {
 
 /// The drain state as the daemon's TCP status shows it: `None` when it is
 /// not draining.
-fn drain_state(d: &Daemon) -> Option<String> {
-    d.status().drain.map(|s| s.state)
+fn drain_state(d: &Holdfast) -> Option<String> {
+    d.status_typed().drain.map(|s| s.state)
 }
 
 /// A `POST path` over TCP with these header lines: (status, body).
-fn post(d: &Daemon, path: &str, headers: &str) -> (u16, String) {
+fn post(d: &Holdfast, path: &str, headers: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(d.api).expect("connect to the API");
     s.set_read_timeout(Some(LONG)).unwrap();
@@ -56,7 +57,7 @@ fn post(d: &Daemon, path: &str, headers: &str) -> (u16, String) {
 /// goes to the state directory's socket, which is owner-only, and drains.
 #[test]
 fn tcp_refuses_to_drain_without_a_token_and_the_cli_drains_over_the_socket() {
-    let d = Daemon::start(VIPS, "");
+    let d = Holdfast::local(&loopback_config(), VIPS);
     let state = d.state_dir().display().to_string();
     let api = d.api();
 
@@ -129,12 +130,9 @@ fn tcp_refuses_to_drain_without_a_token_and_the_cli_drains_over_the_socket() {
 /// SIGHUP, and the old one stops working.
 #[test]
 fn tcp_drains_with_the_right_token_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("api-token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    let vips = dir.path().join("vips.toml");
-    std::fs::write(&vips, VIPS).unwrap();
-    let d = Daemon::start_with_speaker(dir, vips, "", "api_token_file = \"api-token\"\n");
+    let mut d = Holdfast::local_unstarted(&loopback_config().api_token_file("api-token"), VIPS);
+    d.dir.write("api-token", &format!("{TOKEN}\n"));
+    d.run(&[]);
     let api = d.api();
 
     let (code, body) = post(&d, "/v1/drain", "");
@@ -169,7 +167,7 @@ fn tcp_drains_with_the_right_token_only() {
     // A new token, reloaded: the old one is refused, the new one works.
     let new = "bmV3LXRva2VuLW5ldy10b2tlbi1uZXc=";
     std::fs::write(d.dir.path().join("api-token"), new).unwrap();
-    d.signal("HUP");
+    d.signal(Signal::Hup);
     d.wait_for("the new token to apply", LONG, || {
         post(
             &d,
@@ -188,7 +186,7 @@ fn tcp_drains_with_the_right_token_only() {
 /// socket left behind), the next one replaces the stale socket.
 #[test]
 fn a_second_daemon_does_not_take_a_live_socket() {
-    let mut first = Daemon::start(VIPS, "");
+    let mut first = Holdfast::local(&loopback_config(), VIPS);
     let state = first.state_dir();
     let socket = state.join("api.sock");
     let inode = std::fs::symlink_metadata(&socket).unwrap().ino();
@@ -196,9 +194,16 @@ fn a_second_daemon_does_not_take_a_live_socket() {
 
     let second_dir = tempfile::tempdir().unwrap();
     let run_second = |log: &str| {
-        let api = format!("127.0.0.1:{}", local::free_port());
+        let api = format!("127.0.0.1:{}", free_port());
         let config = second_dir.path().join("holdfast.toml");
-        std::fs::write(&config, local::config(api.parse().unwrap(), &vips, "")).unwrap();
+        std::fs::write(
+            &config,
+            loopback_config()
+                .vip_file(vips.as_path())
+                .api(&api)
+                .to_toml(),
+        )
+        .unwrap();
         let child = Command::new(BIN)
             .args(["run", "--config"])
             .arg(&config)
@@ -238,7 +243,7 @@ fn a_second_daemon_does_not_take_a_live_socket() {
     assert_eq!(drain_state(&first).as_deref(), Some("draining"));
 
     // Killed, the first leaves its socket; the next daemon replaces it.
-    first.signal("KILL");
+    first.signal(Signal::Kill);
     let killed = Instant::now();
     while first.alive() {
         assert!(

@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use testlab::{Bird, Frr, Lab, wait_until};
+use testlab::{Bird, Lab, wait_until};
 
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
@@ -17,24 +17,19 @@ const NODE: &str = "192.0.2.2";
 #[test]
 fn bfd_down_takes_bgp_down_fast_and_bgp_waits_for_bfd() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start_with_bfd(
-        &lab.router,
-        &frr_conf(
-            65000,
-            TOR,
-            &[(NODE, 65001)],
-            &format!(" neighbor {NODE} bfd\n neighbor {NODE} bfd profile fast\n"),
-        ),
-        testlab::frr::BFD_FAST_PROFILE,
+    let (lab, frr) = Tor::new()
+        .bfd(testlab::frr::BFD_FAST_PROFILE)
+        .lines(&format!(
+            " neighbor {NODE} bfd\n neighbor {NODE} bfd profile fast\n"
+        ))
+        .start();
+    let conf = Config::node(65001, NODE).peer(
+        Peer::new("tor1", TOR, 65000)
+            .hold_time("9s")
+            .connect_retry("1s")
+            .bfd(Bfd::new("100ms", "100ms", 3)),
     );
-    let conf = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
-         [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\
-         bfd = {{ min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3 }}\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n"
-    );
-    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
+    let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&["198.51.100.10"]));
     frr.wait_established(NODE.parse().unwrap(), LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
     let bfd = |node: &Holdfast| node.status()["peers"][0]["bfd"].clone();
@@ -102,28 +97,27 @@ fn bfd_down_takes_bgp_down_fast_and_bgp_waits_for_bfd() {
 fn multihop_bfd_two_hops_away() {
     // FRR's bfdd has no BFD authentication: the config states "none".
     testlab::require_root();
-    let lab = Lab::routed_pair();
-    let router = lab.router_v4.to_string();
-    let node_ip = lab.node_v4.to_string();
-    let frr = Frr::start_with_bfd(
-        &lab.router,
-        &frr_conf(
-            65000,
-            &router,
-            &[(&node_ip, 65001)],
-            &format!(
-                " neighbor {node_ip} ebgp-multihop 2\n neighbor {node_ip} bfd\n neighbor {node_ip} bfd profile fast\n"
+    let router = testlab::lab::routed::ROUTER_V4.to_string();
+    let node_ip = testlab::lab::routed::NODE_V4.to_string();
+    let (lab, frr) = Tor::new()
+        .routed()
+        .bfd(testlab::frr::BFD_FAST_PROFILE)
+        .lines(&format!(
+            " neighbor {node_ip} ebgp-multihop 2\n neighbor {node_ip} bfd\n neighbor {node_ip} bfd profile fast\n"
+        ))
+        .start();
+    let conf = Config::node(65001, &node_ip).peer(
+        Peer::new("tor1", &router, 65000)
+            .hold_time("9s")
+            .connect_retry("1s")
+            .ebgp_multihop(2)
+            .bfd(
+                Bfd::new("100ms", "100ms", 3)
+                    .multihop()
+                    .authentication("none"),
             ),
-        ),
-        testlab::frr::BFD_FAST_PROFILE,
     );
-    let conf = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{node_ip}\"\nhostname = \"node-1\"\n\n\
-         [[peer]]\nname = \"tor1\"\naddress = \"{router}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\nebgp_multihop = 2\n\
-         bfd = {{ min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3, multihop = true, authentication = \"none\" }}\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n"
-    );
-    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
+    let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&["198.51.100.10"]));
     frr.wait_prefix("198.51.100.10/32", LONG);
     wait_until(LONG, "multihop BFD Up at holdfast", || {
         (node.status()["peers"][0]["bfd"]["state"] == "Up").then_some(())
@@ -169,16 +163,20 @@ fn bird_bfd_state(bird: &Bird, node: &str) -> Option<String> {
 /// holdfast's config: one peer, multihop BFD with `how` and the key in
 /// `key_file`.
 fn auth_conf(lab: &Lab, how: &str, key_file: &std::path::Path) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{node}\"\nhostname = \"node-1\"\n\n\
-         [[peer]]\nname = \"tor1\"\naddress = \"{router}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\nebgp_multihop = 2\n\
-         bfd = {{ min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3, multihop = true, \
-         authentication = \"{how}\", key_id = 1, key_file = \"{key}\" }}\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n",
-        node = lab.node_v4,
-        router = lab.router_v4,
-        key = key_file.display(),
-    )
+    Config::node(65001, &lab.node_v4.to_string())
+        .peer(
+            Peer::new("tor1", lab.router_v4, 65000)
+                .hold_time("9s")
+                .connect_retry("1s")
+                .ebgp_multihop(2)
+                .bfd(
+                    Bfd::new("100ms", "100ms", 3)
+                        .multihop()
+                        .authentication(how)
+                        .key(1, key_file),
+                ),
+        )
+        .to_toml()
 }
 
 fn bfd_discarded(node: &Holdfast, reason: &str) -> f64 {

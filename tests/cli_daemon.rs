@@ -9,15 +9,20 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-use testlab::{Frr, Lab};
-
-const AD: &str = "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n";
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
 const VIP: &str = "198.51.100.10";
 
 fn node_ip() -> IpAddr {
     NODE.parse().unwrap()
+}
+
+/// The node peering with the ToR as `tor1`.
+fn conf() -> String {
+    Config::node(65001, NODE)
+        .peer(Peer::new("tor1", TOR, 65000).fast())
+        .advertisement(Advertisement::public("65001:100"))
+        .to_toml()
 }
 
 fn tor1(node: &Holdfast) -> Value {
@@ -57,13 +62,8 @@ fn seconds(hh_mm_ss: &str) -> u64 {
 #[test]
 fn status_shows_how_long_a_peer_that_went_down_has_been_down() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let node = Holdfast::start(
-        &lab.node,
-        &node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, ""),
-        &vips(&[VIP]),
-    );
+    let (lab, frr) = Tor::new().start();
+    let node = Holdfast::start(&lab.node, &conf(), &vips(&[VIP]));
     frr.wait_established(node_ip(), LONG);
     testlab::wait_until(LONG, "tor1 Established at holdfast", || {
         (tor1(&node)["state"] == "Established").then_some(())
@@ -118,13 +118,8 @@ fn status_shows_how_long_a_peer_that_went_down_has_been_down() {
 #[test]
 fn explain_as_text_and_as_json() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let node = Holdfast::start(
-        &lab.node,
-        &node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, ""),
-        &vips(&[VIP]),
-    );
+    let (lab, frr) = Tor::new().start();
+    let node = Holdfast::start(&lab.node, &conf(), &vips(&[VIP]));
     frr.wait_established(node_ip(), LONG);
     frr.wait_prefix(&format!("{VIP}/32"), LONG);
 

@@ -15,11 +15,16 @@ fn lab_with_gateway(extra: &str) -> (Lab, Frr) {
     let lab = Lab::pair();
     lab.node
         .ip(&["route", "add", "default", "via", "192.0.2.1"]);
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], extra),
-    );
+    let frr = Tor::new().lines(extra).on(&lab);
     (lab, frr)
+}
+
+/// The node peering with its default gateway (`family`), and `more` to
+/// the peer.
+fn conf(family: &str, more: impl FnOnce(Peer) -> Peer) -> Config {
+    Config::node(65001, "192.0.2.2").peer(more(
+        Peer::new("gw", "default-gateway", 65000).family(family),
+    ))
 }
 
 /// Points the node's default route at `via`.
@@ -31,10 +36,8 @@ fn move_gateway(lab: &Lab, via: &str) {
 fn peers_with_the_default_gateway_and_follows_it() {
     testlab::require_root();
     let (lab, frr) = lab_with_gateway("");
-    let conf = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
-                [[peer]]\nname = \"gw\"\naddress = \"default-gateway\"\nfamily = \"ipv4\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-                [source]\nkind = \"file\"\npath = \"VIPS\"\n";
-    let node = Holdfast::start(&lab.node, conf, &vips(&["198.51.100.10"]));
+    let conf = conf("ipv4", |p| p.hold_time("9s").connect_retry("1s"));
+    let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&["198.51.100.10"]));
     frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
     let peer = |node: &Holdfast| node.status()["peers"][0].clone();
@@ -103,11 +106,12 @@ fn peers_with_a_link_local_ipv6_default_gateway() {
     });
     assert!(route.contains("proto ra"), "{route}");
 
-    let conf = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
-                [[peer]]\nname = \"gw\"\naddress = \"default-gateway\"\nfamily = \"ipv6\"\nasn = 65000\n\
-                families = [\"ipv6-unicast\"]\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-                [source]\nkind = \"file\"\npath = \"VIPS\"\n";
-    let holdfast = Holdfast::start(&node, conf, &vips(&["2001:db8:100::10"]));
+    let conf = conf("ipv6", |p| {
+        p.families(&["ipv6-unicast"])
+            .hold_time("9s")
+            .connect_retry("1s")
+    });
+    let holdfast = Holdfast::start(&node, &conf.to_toml(), &vips(&["2001:db8:100::10"]));
     let neighbor: IpAddr = "fe80::2".parse().unwrap();
     frr.wait_established(neighbor, LONG);
     let peer = holdfast.status()["peers"][0].clone();
@@ -140,16 +144,16 @@ fn peers_with_a_link_local_ipv6_default_gateway() {
 fn a_passive_default_gateway_peer_with_a_password_file_is_keyed_on_the_listener() {
     testlab::require_root();
     let (lab, frr) = lab_with_gateway(" neighbor 192.0.2.2 password s3cret-key\n");
-    let conf = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
-                [[peer]]\nname = \"gw\"\naddress = \"default-gateway\"\nfamily = \"ipv4\"\nasn = 65000\npassive = true\n\
-                password_file = \"tor.key\"\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-                [source]\nkind = \"file\"\npath = \"VIPS\"\n";
     let dir = testlab::LabDir::new("key");
-    let conf = conf.replace(
-        "\"tor.key\"",
-        &format!("\"{}\"", dir.write("tor.key", "s3cret-key\n").display()),
-    );
-    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
+    let key = dir.write("tor.key", "s3cret-key\n");
+    let conf = conf("ipv4", |p| {
+        p.passive()
+            .md5(key.as_path())
+            .hold_time("9s")
+            .connect_retry("1s")
+    })
+    .listen("0.0.0.0:179");
+    let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&["198.51.100.10"]));
     let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
     frr.wait_established(neighbor, LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);

@@ -8,42 +8,37 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 use testlab::{Frr, Lab};
-
-const AD: &str =
-    "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nlocal_pref = 200\n";
 const VIP: &str = "198.51.100.10";
 const PREFIX: &str = "198.51.100.10/32";
 
 /// A node peering with the router at 192.0.2.1, with this
-/// `graceful_shutdown_wait` and peer extras.
-fn conf(node_asn: u32, router_asn: u32, wait: &str, peer_extra: &str) -> String {
-    node_conf(
-        node_asn,
-        "192.0.2.2",
-        &[("tor", "192.0.2.1", router_asn)],
-        AD,
-        "",
-    )
-    .replace(
-        "hostname = \"node-1\"\n",
-        &format!("hostname = \"node-1\"\ngraceful_shutdown_wait = \"{wait}\"\n"),
-    )
-    .replace(
-        "connect_retry = \"1s\"\n",
-        &format!("connect_retry = \"1s\"\n{peer_extra}"),
-    )
+/// `graceful_shutdown_wait`.
+fn conf(node_asn: u32, router_asn: u32, wait: &str) -> Config {
+    conf_with(node_asn, router_asn, wait, |p| p)
+}
+
+/// [`conf`] with more to the peer.
+fn conf_with(
+    node_asn: u32,
+    router_asn: u32,
+    wait: &str,
+    peer: impl FnOnce(Peer) -> Peer,
+) -> Config {
+    Config::node(node_asn, "192.0.2.2")
+        .graceful_shutdown_wait(wait)
+        .peer(peer(Peer::new("tor", "192.0.2.1", router_asn).fast()))
+        .stability(Stability::new())
+        .advertisement(Advertisement::public("65001:100").local_pref(200))
 }
 
 /// FRR at 192.0.2.1 in AS `router_asn`, peering with the node at
 /// 192.0.2.2 (AS 65001) and logging the UPDATEs it receives.
 fn frr_logging_updates(lab: &Lab, router_asn: u32) -> Frr {
-    Frr::start_with_zebra(
-        &lab.router,
-        &format!(
-            "debug bgp updates in\n{}",
-            frr_conf(router_asn, "192.0.2.1", &[("192.0.2.2", 65001)], "")
-        ),
-    )
+    Tor::new()
+        .asn(router_asn)
+        .zebra()
+        .preamble("debug bgp updates in\n")
+        .on(lab)
 }
 
 /// iBGP between FRR and the node, with a `graceful_shutdown_wait` of 10
@@ -51,7 +46,11 @@ fn frr_logging_updates(lab: &Lab, router_asn: u32) -> Frr {
 /// community.
 fn ibgp_advertised(lab: &Lab) -> (Frr, Holdfast<'_>, Value) {
     let frr = frr_logging_updates(lab, 65001);
-    let node = Holdfast::start(&lab.node, &conf(65001, 65001, "10m", ""), &vips(&[VIP]));
+    let node = Holdfast::start(
+        &lab.node,
+        &conf(65001, 65001, "10m").to_toml(),
+        &vips(&[VIP]),
+    );
     frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
     let normal = wait_path(&frr, "the VIP advertised", |p| !p.is_null());
     assert_eq!(communities(&normal), "65001:100", "{normal}");
@@ -204,7 +203,11 @@ fn drain_withdraws_after_the_wait_and_undrain_brings_the_route_back() {
     const WAIT: Duration = Duration::from_secs(3);
     let lab = Lab::pair();
     let frr = frr_logging_updates(&lab, 65000);
-    let node = Holdfast::start(&lab.node, &conf(65001, 65000, "3s", ""), &vips(&[VIP]));
+    let node = Holdfast::start(
+        &lab.node,
+        &conf(65001, 65000, "3s").to_toml(),
+        &vips(&[VIP]),
+    );
     frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
     wait_path(&frr, "the VIP advertised", |p| !p.is_null() && !gshut(p));
 
@@ -248,12 +251,10 @@ fn sigterm_without_graceful_restart_shuts_down_gracefully() {
     let frr = frr_logging_updates(&lab, 65000);
     let mut node = Holdfast::start(
         &lab.node,
-        &conf(
-            65001,
-            65000,
-            "3s",
-            "graceful_restart = { enabled = false }\n",
-        ),
+        &conf_with(65001, 65000, "3s", |p| {
+            p.graceful_restart(GracefulRestart::new().enabled(false))
+        })
+        .to_toml(),
         &vips(&[VIP]),
     );
     let neighbor = "192.0.2.2".parse().unwrap();
@@ -302,11 +303,7 @@ fn sigterm_without_graceful_restart_shuts_down_gracefully() {
 #[test]
 fn an_emptied_vip_file_is_withdrawn_progressively() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
-    );
+    let (lab, frr) = Tor::new().zebra().start();
     let all = [
         "198.51.100.20",
         "198.51.100.21",
@@ -314,11 +311,13 @@ fn an_emptied_vip_file_is_withdrawn_progressively() {
         "198.51.100.23",
     ];
     // One held-back withdrawal an hour: the test sees the guard hold.
-    let conf = conf(65001, 65000, "0s", "").replace(
-        "[stability]\n",
-        "[stability]\nwithdraw_hold_down = \"0s\"\nmax_withdraw_fraction = 0.5\nwithdraw_rate = \"1/h\"\n",
+    let conf = conf(65001, 65000, "0s").stability(
+        Stability::new()
+            .withdraw_hold_down("0s")
+            .max_withdraw_fraction(0.5)
+            .withdraw_rate("1/h"),
     );
-    let node = Holdfast::start(&lab.node, &conf, &vips(&all));
+    let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&all));
     frr.wait_established("192.0.2.2".parse().unwrap(), LONG);
     for a in all {
         frr.wait_prefix(&format!("{a}/32"), LONG);
@@ -380,12 +379,12 @@ fn an_emptied_vip_file_is_withdrawn_progressively() {
 #[test]
 fn a_drain_before_sigterm_withdraws_even_with_graceful_restart() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
+    let (lab, frr) = Tor::new().zebra().start();
+    let mut node = Holdfast::start(
+        &lab.node,
+        &conf(65001, 65000, "3s").to_toml(),
+        &vips(&[VIP]),
     );
-    let mut node = Holdfast::start(&lab.node, &conf(65001, 65000, "3s", ""), &vips(&[VIP]));
     let neighbor = "192.0.2.2".parse().unwrap();
     frr.wait_established(neighbor, LONG);
     wait_path(&frr, "the VIP advertised", |p| !p.is_null() && !gshut(p));

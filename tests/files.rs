@@ -3,11 +3,23 @@
 //! and `run` answer at once with an error naming the file, a reload keeps
 //! the running config, and the daemon keeps answering.
 
-mod local;
+mod common;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use local::{Daemon, LONG, config, mkfifo, run_within};
+use common::{Config, Holdfast, LONG, Peer, free_port, loopback_config, mkfifo, run_within};
+use testlab::Signal;
+
+/// The loopback daemon's config with its API at `api`, the VIP file at
+/// `vips` and peer `tor1`'s `password_file` (line 12) if any.
+fn config(api: &str, vips: &Path, password_file: Option<&Path>) -> String {
+    let mut c: Config = loopback_config().api(api).vip_file(vips);
+    if let Some(key) = password_file {
+        c = c.with_peer("tor1", |p| p.md5(key));
+    }
+    c.to_toml()
+}
 
 /// Anything that answers at all answers well within this.
 const AT_ONCE: Duration = Duration::from_secs(5);
@@ -22,16 +34,8 @@ fn check_and_run_refuse_a_fifo_password_file_at_once() {
     let vips = dir.path().join("vips.toml");
     std::fs::write(&vips, "").expect("write");
     let path = dir.path().join("holdfast.toml");
-    let api = format!("127.0.0.1:{}", local::free_port());
-    std::fs::write(
-        &path,
-        config(
-            api.parse().expect("addr"),
-            &vips,
-            &format!("password_file = \"{}\"\n", fifo.display()),
-        ),
-    )
-    .expect("write");
+    let api = format!("127.0.0.1:{}", free_port());
+    std::fs::write(&path, config(&api, &vips, Some(&fifo))).expect("write");
     let why = format!(
         "password_file {} is a FIFO (named pipe), not a regular file; it must be a regular file of at most 82 bytes",
         fifo.display()
@@ -64,13 +68,9 @@ fn check_and_run_refuse_a_fifo_password_file_at_once() {
 #[test]
 fn check_refuses_dev_zero_as_password_and_as_vip_file() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let api = "127.0.0.1:9179".parse().expect("addr");
+    let api = "127.0.0.1:9179";
     let path = dir.path().join("holdfast.toml");
-    let config_text = config(
-        api,
-        std::path::Path::new("/dev/zero"),
-        "password_file = \"/dev/zero\"\n",
-    );
+    let config_text = config(api, Path::new("/dev/zero"), Some(Path::new("/dev/zero")));
     std::fs::write(&path, &config_text).expect("write");
     let config_path = path.to_str().expect("utf-8");
     let (status, out, _, took) = run_within(&["check", "--config", config_path], HANGS);
@@ -84,7 +84,7 @@ fn check_refuses_dev_zero_as_password_and_as_vip_file() {
     assert!(took < AT_ONCE, "{took:?}");
 
     // Without the password, check goes on to the VIP file.
-    std::fs::write(&path, config(api, std::path::Path::new("/dev/zero"), "")).expect("write");
+    std::fs::write(&path, config(api, Path::new("/dev/zero"), None)).expect("write");
     let (status, out, _, took) = run_within(&["check", "--config", config_path], HANGS);
     assert_eq!(status.code(), Some(1));
     assert_eq!(
@@ -113,8 +113,7 @@ fn check_refuses_dev_zero_as_password_and_as_vip_file() {
 
 #[test]
 fn a_vip_file_that_is_dev_zero_leaves_the_daemon_answering_and_unready() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut d = Daemon::start_in(dir, "/dev/zero".into(), "");
+    let mut d = Holdfast::local(&loopback_config().vip_file("/dev/zero"), "");
     d.wait_for("/readyz naming /dev/zero", LONG, || {
         d.get("/readyz").is_ok_and(|r| {
             r.status == 503
@@ -122,7 +121,7 @@ fn a_vip_file_that_is_dev_zero_leaves_the_daemon_answering_and_unready() {
                     .contains("/dev/zero:1:1: not a regular file but a character device")
         })
     });
-    let status = d.status();
+    let status = d.status_typed();
     assert!(!status.source.healthy && !status.source.synced);
     assert!(d.alive());
 }
@@ -134,26 +133,34 @@ fn a_fifo_swapped_in_by_a_reload_keeps_the_daemon_answering_and_the_old_config()
     std::fs::write(&key, "s3cret\n").expect("write key");
     let vips = dir.path().join("vips.toml");
     std::fs::write(&vips, "[[vip]]\naddress = \"198.51.100.10\"\n").expect("write");
-    let peer = format!("password_file = \"{}\"\n", key.display());
-    let mut d = Daemon::start_in(dir, vips, &peer);
-    d.wait_for("the VIP", LONG, || d.status().source.vips == 1);
-    assert_eq!(d.status().config_error, None);
+    let config = loopback_config()
+        .vip_file(vips.as_path())
+        .with_peer("tor1", |p| p.md5(key.as_path()));
+    let mut d = Holdfast::local(&config, "");
+    d.wait_for("the VIP", LONG, || d.status_typed().source.vips == 1);
+    assert_eq!(d.status_typed().config_error, None);
 
     // The key becomes a FIFO that nobody writes, and the config gains a
     // second peer; then SIGHUP.
     std::fs::remove_file(&key).expect("rm key");
     mkfifo(&key);
     let mut text = std::fs::read_to_string(&d.config).expect("config");
-    text.push_str("\n[[peer]]\nname = \"tor2\"\naddress = \"127.0.0.3\"\nport = 9\nasn = 65000\n");
+    text.push_str(
+        &Config::new()
+            .peer(Peer::new("tor2", "127.0.0.3", 65000).port(9))
+            .to_toml(),
+    );
     std::fs::write(&d.config, text).expect("write config");
-    d.signal("HUP");
+    d.signal(Signal::Hup);
 
     let why = format!(
         "password_file {} is a FIFO (named pipe), not a regular file",
         key.display()
     );
     d.wait_for("the failed reload in the status", LONG, || {
-        d.status().config_error.is_some_and(|e| e.contains(&why))
+        d.status_typed()
+            .config_error
+            .is_some_and(|e| e.contains(&why))
     });
     // Throughout, /healthz answers at once; the old config stays in force.
     let mut slowest = Duration::ZERO;
@@ -167,7 +174,7 @@ fn a_fifo_swapped_in_by_a_reload_keeps_the_daemon_answering_and_the_old_config()
     }
     println!("/healthz after a reload with a FIFO password_file: slowest {slowest:?}");
     assert!(slowest < Duration::from_secs(1), "{slowest:?}");
-    let status = d.status();
+    let status = d.status_typed();
     let peers: Vec<&str> = status.peers.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(peers, ["tor1"], "the old config stays in force");
     assert!(
@@ -197,11 +204,7 @@ fn a_vip_file_of_400k_bad_lines_is_a_short_error_logged_once() {
 
     // check: the first 20 and a count.
     let path = dir.path().join("holdfast.toml");
-    std::fs::write(
-        &path,
-        config("127.0.0.1:9179".parse().expect("addr"), &vips, ""),
-    )
-    .expect("write");
+    std::fs::write(&path, config("127.0.0.1:9179", &vips, None)).expect("write");
     let (status, out, _, took) =
         run_within(&["check", "--config", path.to_str().expect("utf-8")], LONG);
     println!(
@@ -216,14 +219,14 @@ fn a_vip_file_of_400k_bad_lines_is_a_short_error_logged_once() {
     assert!(out.len() < 8 * 1024, "{} bytes", out.len());
 
     // run: the same in the status and /readyz, and once in the log.
-    let d = Daemon::start_in(dir, vips, "");
+    let d = Holdfast::local(&loopback_config().vip_file(vips.as_path()), "");
     d.wait_for("the VIP file's error", LONG, || {
-        d.status()
+        d.status_typed()
             .source
             .error
             .is_some_and(|e| e.ends_with(&summary))
     });
-    let error = d.status().source.error.expect("an error");
+    let error = d.status_typed().source.error.expect("an error");
     let ready = d.get("/readyz").expect("/readyz");
     println!(
         "run, 400k bad lines: source error {} bytes, /readyz {} bytes",

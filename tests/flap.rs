@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use testlab::{Afi, Frr, Lab, wait_until};
 
-const AD: &str = "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n";
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
 
@@ -20,19 +19,23 @@ fn node_ip() -> IpAddr {
     NODE.parse().unwrap()
 }
 
+/// The node with these peers (fast timers), advertising with `community`.
+fn conf(peers: &[(&str, &str)], community: &str) -> Config {
+    peers
+        .iter()
+        .fold(Config::node(65001, NODE), |c, (name, addr)| {
+            c.peer(Peer::new(name, addr, 65000).fast())
+        })
+        .advertisement(Advertisement::public(community))
+}
+
 /// FRR and holdfast with `hold_down`, the VIPs advertised and the initial
 /// table (and End-of-RIB) received.
 fn setup<'a>(lab: &'a Lab, hold_down: &str, vip_list: &[&str]) -> (Frr, Holdfast<'a>) {
     testlab::require_root();
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let conf = node_conf(
-        65001,
-        NODE,
-        &[("tor1", TOR, 65000)],
-        AD,
-        &format!("withdraw_hold_down = \"{hold_down}\""),
-    );
-    let node = Holdfast::start(&lab.node, &conf, &vips(vip_list));
+    let frr = Tor::new().on(lab);
+    let conf = conf(&[("tor1", TOR)], "65001:100").hold_down(hold_down);
+    let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(vip_list));
     frr.wait_established(node_ip(), LONG);
     for v in vip_list {
         frr.wait_prefix(&format!("{v}/32"), LONG);
@@ -181,12 +184,8 @@ fn a_broken_vip_file_keeps_every_route() {
 #[test]
 fn a_config_reload_adding_a_peer_leaves_the_first_session_alone() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, TOR, &[(NODE, 65001), ("2001:db8::2", 65001)], ""),
-    );
-    let one = node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "");
+    let (lab, frr) = Tor::new().ipv6_session().start();
+    let one = conf(&[("tor1", TOR)], "65001:100").to_toml();
     let node = Holdfast::start(&lab.node, &one, &vips(&["198.51.100.10"]));
     frr.wait_established(node_ip(), LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
@@ -207,14 +206,8 @@ fn a_config_reload_adding_a_peer_leaves_the_first_session_alone() {
     std::thread::sleep(Duration::from_secs(1));
     let updates = frr.updates_received(node_ip());
     // Add a second peer (the same router over IPv6) and edit nothing else.
-    let two = node_conf(
-        65001,
-        NODE,
-        &[("tor1", TOR, 65000), ("tor1-v6", "2001:db8::1", 65000)],
-        AD,
-        "",
-    );
-    node.write_config(&two);
+    let two = conf(&[("tor1", TOR), ("tor1-v6", "2001:db8::1")], "65001:100");
+    node.write_config(&two.to_toml());
     frr.wait_established("2001:db8::2".parse().unwrap(), LONG);
     let status = node.status();
     let tor1 = status["peers"]
@@ -237,14 +230,8 @@ fn a_config_reload_adding_a_peer_leaves_the_first_session_alone() {
     );
     // A change of communities goes out as one UPDATE on each session,
     // without a withdrawal first.
-    let changed = node_conf(
-        65001,
-        NODE,
-        &[("tor1", TOR, 65000), ("tor1-v6", "2001:db8::1", 65000)],
-        &AD.replace("65001:100", "65001:777"),
-        "",
-    );
-    node.write_config(&changed);
+    let changed = conf(&[("tor1", TOR), ("tor1-v6", "2001:db8::1")], "65001:777");
+    node.write_config(&changed.to_toml());
     wait_until(LONG, "the new community at FRR", || {
         let r = frr.prefix("198.51.100.10/32")?;
         r["paths"]

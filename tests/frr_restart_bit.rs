@@ -11,21 +11,25 @@ use std::net::IpAddr;
 
 use common::*;
 use serde_json::Value;
-use testlab::{Frr, Lab, Signal, wait_until};
+use testlab::{Frr, Signal, wait_until};
 
-fn conf(hold_time: &str) -> String {
-    conf_with(hold_time, "")
+/// Peer `tor` (IPv4 unicast) with this hold time, keepalive 3 s.
+fn peer(hold_time: &str) -> Peer {
+    Peer::new("tor", "192.0.2.1", 65000)
+        .fast()
+        .hold_time(hold_time)
+        .families(&["ipv4-unicast"])
 }
 
-/// With `peer_extra` lines in the `[[peer]]` table.
-fn conf_with(hold_time: &str, peer_extra: &str) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"192.0.2.1\"\nasn = 65000\nhold_time = \"{hold_time}\"\n\
-         keepalive = \"3s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n{peer_extra}\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    )
+fn conf(hold_time: &str) -> String {
+    conf_with(peer(hold_time))
+}
+
+fn conf_with(peer: Peer) -> String {
+    Config::node(65001, "192.0.2.2")
+        .peer(peer)
+        .advertisement(Advertisement::new("public"))
+        .to_toml()
 }
 
 /// FRR's count of sessions established with `neighbor`; a missing field
@@ -59,11 +63,7 @@ fn r_bit(n: &Value) -> bool {
 #[test]
 fn r_bit_only_until_end_of_rib_after_a_restart() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
-    );
+    let (lab, frr) = Tor::new().start();
     let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
     let mut node = Holdfast::start(&lab.node, &conf("9s"), &vips(&["198.51.100.80"]));
     frr.wait_established(neighbor, LONG);
@@ -118,13 +118,9 @@ fn r_bit_only_until_end_of_rib_after_a_restart() {
 #[test]
 fn r_bit_ends_with_the_restart_time_without_end_of_rib() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
-    );
+    let (lab, frr) = Tor::new().start();
     let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
-    let conf = conf_with("9s", "graceful_restart = { restart_time = \"4s\" }\n");
+    let conf = conf_with(peer("9s").graceful_restart(GracefulRestart::new().restart_time("4s")));
     let mut node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.81"]));
     frr.wait_established(neighbor, LONG);
     frr.wait_prefix("198.51.100.81/32", LONG);

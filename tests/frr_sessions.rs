@@ -23,63 +23,20 @@ fn ip(s: &str) -> IpAddr {
     s.parse().expect("an IP address")
 }
 
-/// One `[[peer]]` block: fast timers unless `extra` sets them.
-fn peer(name: &str, address: &str, asn: u32, extra: &str) -> String {
-    let mut c = format!("[[peer]]\nname = \"{name}\"\naddress = \"{address}\"\nasn = {asn}\n");
-    for (key, default) in [
-        ("hold_time", "\"9s\""),
-        ("keepalive", "\"3s\""),
-        ("connect_retry", "\"1s\""),
-    ] {
-        if !extra.contains(&format!("{key} =")) {
-            c.push_str(&format!("{key} = {default}\n"));
-        }
-    }
-    c.push_str(extra);
-    c.push_str("\n\n");
-    c
+/// One peer with fast timers.
+fn peer(name: &str, address: &str, asn: u32) -> Peer {
+    Peer::new(name, address, asn).fast()
 }
 
-/// A holdfast config: `[speaker]` (plus `speaker_extra` lines), the given
-/// `[[peer]]` blocks, the VIP file source, no hold-down, one advertisement.
-fn holdfast_conf(asn: u32, router_id: &str, speaker_extra: &str, peers: &[String]) -> String {
-    let mut c = format!(
-        "[speaker]\nasn = {asn}\nrouter_id = \"{router_id}\"\nhostname = \"node-1\"\n{speaker_extra}\n\n"
-    );
-    for p in peers {
-        c.push_str(p);
-    }
-    c.push_str("[source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n");
-    c.push_str(
-        "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nlocal_pref = 200\n",
-    );
-    c
-}
-
-/// The status of peer `name`.
-fn peer_status(node: &Holdfast, name: &str) -> Value {
-    let status = node.status();
-    status["peers"]
-        .as_array()
-        .and_then(|peers| peers.iter().find(|p| p["name"] == name))
+/// A holdfast config: `[speaker]`, the given peers, the VIP file source,
+/// one advertisement.
+fn holdfast_conf(asn: u32, router_id: &str, peers: &[Peer]) -> Config {
+    peers
+        .iter()
         .cloned()
-        .unwrap_or_else(|| panic!("no peer {name} in holdfast status: {status}"))
-}
-
-/// Waits until holdfast reports peer `name` in `state`.
-fn wait_holdfast_state(node: &Holdfast, name: &str, state: &str, timeout: Duration) -> Value {
-    testlab::wait_for(
-        timeout,
-        &format!("holdfast peer {name} to be {state}"),
-        || {
-            let p = peer_status(node, name);
-            if p["state"] == state {
-                Ok(p)
-            } else {
-                Err(p.to_string())
-            }
-        },
-    )
+        .fold(Config::node(asn, router_id), Config::peer)
+        .stability(Stability::new())
+        .advertisement(Advertisement::public("65001:100").local_pref(200))
 }
 
 /// Watches for `window` that FRR never reaches Established with the node
@@ -98,7 +55,7 @@ fn assert_never_established(
 ) -> Value {
     let start = Instant::now();
     loop {
-        let p = peer_status(node, name);
+        let p = node.peer_status(name);
         let n = frr.neighbor(frr_neighbor);
         assert_ne!(
             n["bgpState"], "Established",
@@ -130,28 +87,23 @@ holdfast: {p}"
 #[test]
 fn four_octet_asns_over_ipv4_and_ipv6_transport() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &frr_conf(
-            4_200_000_002,
-            "192.0.2.1",
-            &[("192.0.2.2", 4_200_000_001), ("2001:db8::2", 4_200_000_001)],
-            "",
-        ),
-    );
+    let (lab, frr) = Tor::new()
+        .asn(4_200_000_002)
+        .node_asn(4_200_000_001)
+        .ipv6_session()
+        .zebra()
+        .start();
     let conf = holdfast_conf(
         4_200_000_001,
         "192.0.2.2",
-        "",
         &[
-            peer("tor-v4", "192.0.2.1", 4_200_000_002, ""),
-            peer("tor-v6", "2001:db8::1", 4_200_000_002, ""),
+            peer("tor-v4", "192.0.2.1", 4_200_000_002),
+            peer("tor-v6", "2001:db8::1", 4_200_000_002),
         ],
     );
     let node = Holdfast::start(
         &lab.node,
-        &conf,
+        &conf.to_toml(),
         &vips(&["198.51.100.10", "2001:db8:100::10"]),
     );
     for neighbor in ["192.0.2.2", "2001:db8::2"] {
@@ -175,7 +127,7 @@ fn four_octet_asns_over_ipv4_and_ipv6_transport() {
         }
     }
     for name in ["tor-v4", "tor-v6"] {
-        let p = peer_status(&node, name);
+        let p = node.peer_status(name);
         assert_eq!(p["state"], "Established", "{p}");
         assert_eq!(p["asn"], 4_200_000_002u64, "{p}");
     }
@@ -190,28 +142,18 @@ fn four_octet_asns_over_ipv4_and_ipv6_transport() {
 #[test]
 fn ibgp_carries_local_pref_and_an_empty_as_path() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &frr_conf(
-            65001,
-            "192.0.2.1",
-            &[("192.0.2.2", 65001), ("2001:db8::2", 65001)],
-            "",
-        ),
-    );
+    let (lab, frr) = Tor::new().asn(65001).ipv6_session().zebra().start();
     let conf = holdfast_conf(
         65001,
         "192.0.2.2",
-        "",
         &[
-            peer("tor-v4", "192.0.2.1", 65001, ""),
-            peer("tor-v6", "2001:db8::1", 65001, ""),
+            peer("tor-v4", "192.0.2.1", 65001),
+            peer("tor-v6", "2001:db8::1", 65001),
         ],
     );
     let _node = Holdfast::start(
         &lab.node,
-        &conf,
+        &conf.to_toml(),
         &vips(&["198.51.100.20", "2001:db8:100::20"]),
     );
     frr.wait_established(ip("192.0.2.2"), LONG);
@@ -240,30 +182,17 @@ fn ibgp_carries_local_pref_and_an_empty_as_path() {
 #[test]
 fn md5_wrong_password_never_establishes_and_the_right_one_does() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(
-            65000,
-            "192.0.2.1",
-            &[("192.0.2.2", 65001)],
-            " neighbor 192.0.2.2 password right-key\n",
-        ),
-    );
+    let (lab, frr) = Tor::new()
+        .lines(" neighbor 192.0.2.2 password right-key\n")
+        .start();
     let keys = LabDir::new("md5");
     let key_file = keys.write("tor.key", "wrong-key\n");
     let conf = holdfast_conf(
         65001,
         "192.0.2.2",
-        "",
-        &[peer(
-            "tor",
-            "192.0.2.1",
-            65000,
-            &format!("password_file = \"{}\"\n", key_file.display()),
-        )],
+        &[peer("tor", "192.0.2.1", 65000).md5(key_file.as_path())],
     );
-    let mut node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.30"]));
+    let mut node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&["198.51.100.30"]));
     let p = assert_never_established(
         &frr,
         ip("192.0.2.2"),
@@ -297,7 +226,7 @@ fn md5_wrong_password_never_establishes_and_the_right_one_does() {
     node.kill(testlab::Signal::Hup);
     frr.wait_established(ip("192.0.2.2"), LONG);
     frr.wait_prefix("198.51.100.30/32", LONG);
-    let p = wait_holdfast_state(&node, "tor", "Established", LONG);
+    let p = node.wait_peer_state("tor", "Established", LONG);
     assert_eq!(p["last_error"], Value::Null, "{p}");
 }
 
@@ -326,32 +255,19 @@ fn concurrently(cases: &[(&str, &(dyn Fn() + Sync))]) {
 fn gtsm_with_frr_ttl_security() {
     testlab::require_root();
     let case = |ttl_security: bool| {
-        let lab = Lab::pair();
-        let frr = Frr::start(
-            &lab.router,
-            &frr_conf(
-                65000,
-                "192.0.2.1",
-                &[("192.0.2.2", 65001)],
-                " neighbor 192.0.2.2 ttl-security hops 1\n",
-            ),
-        );
-        let extra = if ttl_security {
-            "ttl_security = true\n"
-        } else {
-            ""
-        };
-        let conf = holdfast_conf(
-            65001,
-            "192.0.2.2",
-            "",
-            &[peer("tor", "192.0.2.1", 65000, extra)],
-        );
-        let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.40"]));
+        let (lab, frr) = Tor::new()
+            .lines(" neighbor 192.0.2.2 ttl-security hops 1\n")
+            .start();
+        let mut tor = peer("tor", "192.0.2.1", 65000);
+        if ttl_security {
+            tor = tor.ttl_security();
+        }
+        let conf = holdfast_conf(65001, "192.0.2.2", &[tor]);
+        let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&["198.51.100.40"]));
         if ttl_security {
             frr.wait_established(ip("192.0.2.2"), LONG);
             frr.wait_prefix("198.51.100.40/32", LONG);
-            wait_holdfast_state(&node, "tor", "Established", LONG);
+            node.wait_peer_state("tor", "Established", LONG);
         } else {
             // FRR sets the minimum TTL on the connection it accepted only
             // after the handshake and our OPEN went through, so it answers
@@ -382,26 +298,19 @@ fn gtsm_with_frr_ttl_security() {
 #[test]
 fn ebgp_multihop_two_hops_away() {
     testlab::require_root();
-    let case = |frr_extra: &str, holdfast_extra: &str, establishes: bool| {
-        let lab = Lab::routed_pair();
-        let node_addr = lab.node_v4.to_string();
-        let router_addr = lab.router_v4.to_string();
-        let frr = Frr::start(
-            &lab.router,
-            &frr_conf(
-                65000,
-                &router_addr,
-                &[(&node_addr, 65001)],
-                &frr_extra.replace("NODE", &node_addr),
-            ),
-        );
+    let node_addr = testlab::lab::routed::NODE_V4.to_string();
+    let router_addr = testlab::lab::routed::ROUTER_V4.to_string();
+    let case = |frr_extra: &str, holdfast: &dyn Fn(Peer) -> Peer, establishes: bool| {
+        let (lab, frr) = Tor::new()
+            .routed()
+            .lines(&frr_extra.replace("NODE", &node_addr))
+            .start();
         let conf = holdfast_conf(
             65001,
             &node_addr,
-            "",
-            &[peer("tor", &router_addr, 65000, holdfast_extra)],
+            &[holdfast(peer("tor", &router_addr, 65000))],
         );
-        let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.50"]));
+        let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&["198.51.100.50"]));
         if establishes {
             frr.wait_established(ip(&node_addr), LONG);
             let route = frr.wait_prefix("198.51.100.50/32", LONG);
@@ -410,7 +319,7 @@ fn ebgp_multihop_two_hops_away() {
                 node_addr.as_str(),
                 "{route}"
             );
-            wait_holdfast_state(&node, "tor", "Established", LONG);
+            node.wait_peer_state("tor", "Established", LONG);
             let n = frr.neighbor(ip(&node_addr));
             assert_eq!(n["nbrExternalLink"], true, "{n}");
         } else {
@@ -436,17 +345,17 @@ fn ebgp_multihop_two_hops_away() {
         ("ebgp_multihop = 2", &|| {
             case(
                 " neighbor NODE ebgp-multihop 2\n",
-                "ebgp_multihop = 2\n",
+                &|p| p.ebgp_multihop(2),
                 true,
             )
         }),
         ("ebgp_multihop = 1", &|| {
-            case(" neighbor NODE ebgp-multihop 2\n", "", false)
+            case(" neighbor NODE ebgp-multihop 2\n", &|p| p, false)
         }),
         ("GTSM, 2 hops", &|| {
             case(
                 " neighbor NODE ttl-security hops 2\n",
-                "ebgp_multihop = 2\nttl_security = true\n",
+                &|p| p.ebgp_multihop(2).ttl_security(),
                 true,
             )
         }),
@@ -467,7 +376,7 @@ fn wait_both_down(
 ) -> (Duration, Duration, Value) {
     let (mut frr_down, mut node_down) = (None, None);
     testlab::wait_for(timeout, "FRR and holdfast to leave Established", || {
-        let p = peer_status(node, name);
+        let p = node.peer_status(name);
         if frr_down.is_none() && frr.state(neighbor) != "Established" {
             frr_down = Some(since.elapsed());
         }
@@ -491,32 +400,19 @@ fn wait_both_down(
 #[test]
 fn hold_timer_ends_the_session_on_a_dead_link_and_it_comes_back() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(
-            65000,
-            "192.0.2.1",
-            &[("192.0.2.2", 65001)],
-            " neighbor 192.0.2.2 timers 1 3\n",
-        ),
-    );
+    let (lab, frr) = Tor::new().lines(" neighbor 192.0.2.2 timers 1 3\n").start();
     let conf = holdfast_conf(
         65001,
         "192.0.2.2",
-        "",
-        &[peer(
-            "tor",
-            "192.0.2.1",
-            65000,
-            "hold_time = \"3s\"\nkeepalive = \"1s\"\n",
-        )],
+        &[peer("tor", "192.0.2.1", 65000)
+            .hold_time("3s")
+            .keepalive("1s")],
     );
-    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.60"]));
+    let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&["198.51.100.60"]));
     let neighbor = ip("192.0.2.2");
     frr.wait_established(neighbor, LONG);
     frr.wait_prefix("198.51.100.60/32", LONG);
-    let p = wait_holdfast_state(&node, "tor", "Established", LONG);
+    let p = node.wait_peer_state("tor", "Established", LONG);
     assert_eq!(p["hold_time"], 3, "{p}");
     let hold = Duration::from_secs(3);
 
@@ -545,7 +441,7 @@ fn hold_timer_ends_the_session_on_a_dead_link_and_it_comes_back() {
         mend();
         frr.wait_established(neighbor, LONG);
         frr.wait_prefix("198.51.100.60/32", LONG);
-        let p = wait_holdfast_state(&node, "tor", "Established", LONG);
+        let p = node.wait_peer_state("tor", "Established", LONG);
         assert_eq!(p["established_transitions"], round + 1, "{p}");
         assert_eq!(p["last_error"], Value::Null, "{p}");
     };
@@ -619,23 +515,14 @@ fn all_stale(frr: &Frr, prefixes: &[&str]) -> Option<bool> {
 #[test]
 fn graceful_restart_frr_keeps_the_routes_stale_across_a_kill() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &format!(
-            "debug bgp updates in\ndebug bgp graceful-restart\n{}",
-            frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], "")
-        ),
-    );
-    let conf = holdfast_conf(
-        65001,
-        "192.0.2.2",
-        "",
-        &[peer("tor", "192.0.2.1", 65000, "")],
-    );
+    let (lab, frr) = Tor::new()
+        .zebra()
+        .preamble("debug bgp updates in\ndebug bgp graceful-restart\n")
+        .start();
+    let conf = holdfast_conf(65001, "192.0.2.2", &[peer("tor", "192.0.2.1", 65000)]);
     let mut node = Holdfast::start(
         &lab.node,
-        &conf,
+        &conf.to_toml(),
         &vips(&["198.51.100.70", "2001:db8:100::70"]),
     );
     let neighbor = ip("192.0.2.2");
@@ -745,26 +632,17 @@ fn administrative_shutdown_withdraws_and_frr_shows_our_message() {
     // `hard_reset`: with graceful restart and its N bit negotiated (RFC
     // 8538), a plain Cease would leave our routes stale at FRR; the
     // shutdown goes as Cease/Hard Reset wrapping Administrative Shutdown.
-    let case = |peer_extra: &str, args: &[&str], hard_reset: bool| {
-        let lab = Lab::pair();
-        let frr = Frr::start_with_zebra(
-            &lab.router,
-            &format!(
-                "debug bgp updates in\n{}",
-                frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], "")
-            ),
-        );
+    let case = |tor: Peer, args: &[&str], hard_reset: bool| {
+        let (lab, frr) = Tor::new()
+            .zebra()
+            .preamble("debug bgp updates in\n")
+            .start();
         // Straight to the withdrawal: the RFC 8326 phase before it is
         // tests/drain.rs's.
-        let conf = holdfast_conf(
-            65001,
-            "192.0.2.2",
-            "graceful_shutdown_wait = \"0s\"",
-            &[peer("tor", "192.0.2.1", 65000, peer_extra)],
-        );
+        let conf = holdfast_conf(65001, "192.0.2.2", &[tor]).graceful_shutdown_wait("0s");
         let mut node = Holdfast::start_with(
             &lab.node,
-            &conf,
+            &conf.to_toml(),
             &vips(&["198.51.100.80", "2001:db8:100::80"]),
             args,
         );
@@ -824,10 +702,19 @@ fn administrative_shutdown_withdraws_and_frr_shows_our_message() {
     };
     concurrently(&[
         ("graceful_restart disabled", &|| {
-            case("graceful_restart = { enabled = false }\n", &[], false)
+            case(
+                peer("tor", "192.0.2.1", 65000)
+                    .graceful_restart(GracefulRestart::new().enabled(false)),
+                &[],
+                false,
+            )
         }),
         ("--withdraw-on-exit", &|| {
-            case("", &["--withdraw-on-exit"], true)
+            case(
+                peer("tor", "192.0.2.1", 65000),
+                &["--withdraw-on-exit"],
+                true,
+            )
         }),
     ]);
 }
@@ -1026,22 +913,17 @@ struct LostRound {
 fn collision_round(frr_router_id: &str) -> Result<(), LostRound> {
     let lab = Lab::pair();
     lab.node_link.blackhole();
-    let mut frr = Frr::start(
-        &lab.router,
-        &frr_conf(
-            65000,
-            frr_router_id,
-            &[("192.0.2.2", 65001)],
-            " neighbor 192.0.2.2 timers connect 30\n",
-        ),
-    );
+    let mut frr = Tor::new()
+        .router_id(frr_router_id)
+        .lines(" neighbor 192.0.2.2 timers connect 30\n")
+        .on(&lab);
     let conf = holdfast_conf(
         65001,
         "192.0.2.2",
-        "listen = \"0.0.0.0:179\"\n",
-        &[peer("tor", "192.0.2.1", 65000, "connect_retry = \"30s\"\n")],
-    );
-    let mut node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.90"]));
+        &[peer("tor", "192.0.2.1", 65000).connect_retry("30s")],
+    )
+    .listen("0.0.0.0:179");
+    let mut node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&["198.51.100.90"]));
     let neighbor = ip("192.0.2.2");
     // Both SYNs are out and unanswered.
     testlab::wait_until(LONG, "both sides to be connecting", || {
@@ -1078,7 +960,7 @@ fn collision_round(frr_router_id: &str) -> Result<(), LostRound> {
 
     frr.wait_established(neighbor, LONG);
     frr.wait_prefix("198.51.100.90/32", LONG);
-    wait_holdfast_state(&node, "tor", "Established", LONG);
+    node.wait_peer_state("tor", "Established", LONG);
     // FRR's mishandling, when it happens, shows within a second.
     std::thread::sleep(Duration::from_secs(2));
     // §6.8, holdfast's own half, judged in every round: each connection
@@ -1100,7 +982,7 @@ fn collision_round(frr_router_id: &str) -> Result<(), LostRound> {
             holdfast_ceases: ceases.len(),
         });
     }
-    let p = wait_holdfast_state(&node, "tor", "Established", LONG);
+    let p = node.wait_peer_state("tor", "Established", LONG);
     // A collision happened and was resolved by NOTIFICATION. Both sides
     // close the same connection, each with its Cease: holdfast counts only
     // what it wrote to the socket, and the connection may be gone (FRR's
@@ -1159,7 +1041,7 @@ fn collision_round(frr_router_id: &str) -> Result<(), LostRound> {
     let transitions = p["established_transitions"].clone();
     while start.elapsed() < Duration::from_secs(5) {
         let n = frr.neighbor(neighbor);
-        let p = peer_status(&node, "tor");
+        let p = node.peer_status("tor");
         assert_eq!(n["bgpState"], "Established", "{n}");
         assert_eq!(
             n["connectionsEstablished"], first["connectionsEstablished"],
@@ -1187,38 +1069,27 @@ fn collision_round(frr_router_id: &str) -> Result<(), LostRound> {
 #[test]
 fn passive_peers_accept_frr_connections() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &frr_conf(
-            65000,
-            "192.0.2.1",
-            &[("192.0.2.2", 65001), ("2001:db8::2", 65001)],
-            " neighbor 192.0.2.2 password passive-key\n",
-        ),
-    );
+    let (lab, frr) = Tor::new()
+        .ipv6_session()
+        .zebra()
+        .lines(" neighbor 192.0.2.2 password passive-key\n")
+        .start();
     let keys = LabDir::new("md5");
     let key_file = keys.write("tor-v4.key", "passive-key");
     let conf = holdfast_conf(
         65001,
         "192.0.2.2",
-        "listen = \"[::]:179\"\n",
         &[
-            peer(
-                "tor-v4",
-                "192.0.2.1",
-                65000,
-                &format!(
-                    "passive = true\npassword_file = \"{}\"\n",
-                    key_file.display()
-                ),
-            ),
-            peer("tor-v6", "2001:db8::1", 65000, "passive = true\n"),
+            peer("tor-v4", "192.0.2.1", 65000)
+                .passive()
+                .md5(key_file.as_path()),
+            peer("tor-v6", "2001:db8::1", 65000).passive(),
         ],
-    );
+    )
+    .listen("[::]:179");
     let node = Holdfast::start(
         &lab.node,
-        &conf,
+        &conf.to_toml(),
         &vips(&["198.51.100.100", "2001:db8:100::100"]),
     );
     for neighbor in ["192.0.2.2", "2001:db8::2"] {
@@ -1233,7 +1104,7 @@ fn passive_peers_accept_frr_connections() {
         assert_eq!(route["paths"].as_array().map(Vec::len), Some(2), "{route}");
     }
     for name in ["tor-v4", "tor-v6"] {
-        let p = wait_holdfast_state(&node, name, "Established", LONG);
+        let p = node.wait_peer_state(name, "Established", LONG);
         assert_eq!(p["established_transitions"], 1, "{p}");
     }
     // Passive: holdfast never tried to connect.

@@ -22,29 +22,26 @@ fn node_ip() -> IpAddr {
     NODE.parse().unwrap()
 }
 
-/// holdfast's config: one eBGP peer `tor1` (fast timers, plus
-/// `peer_extra` lines), the VIP file, `[stability]` lines, and the
-/// advertisement `public` with `ad_extra` lines.
-fn conf(peer_extra: &str, stability: &str, ad_extra: &str) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
-         [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\n\
-         keepalive = \"3s\"\nconnect_retry = \"1s\"\n{peer_extra}\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n\
-         [stability]\n{stability}\n\n\
-         [[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n{ad_extra}\n"
-    )
+/// holdfast's config: one eBGP peer `tor1` (fast timers), the VIP file,
+/// and the advertisement `public`; a test adds to them.
+fn conf() -> Config {
+    conf_with(Advertisement::public("65001:100"))
 }
 
-/// FRR (zebra and bgpd, graceful restart helper) with `extra` lines
-/// before its config (e.g. `debug bgp updates in`). zebra, because our
-/// IPv6 routes carry a link-local next hop beside the global one, which
-/// bgpd without zebra rejects.
-fn frr(lab: &Lab, extra: &str) -> Frr {
-    Frr::start_with_zebra(
-        &lab.router,
-        &format!("{extra}{}", frr_conf(65000, TOR, &[(NODE, 65001)], "")),
-    )
+/// [`conf`] with this advertisement.
+fn conf_with(ad: Advertisement) -> Config {
+    Config::node(65001, NODE)
+        .peer(Peer::new("tor1", TOR, 65000).fast())
+        .stability(Stability::new())
+        .advertisement(ad)
+}
+
+/// The lab, FRR (zebra and bgpd, graceful restart helper) with
+/// `preamble` lines before its config (e.g. `debug bgp updates in`).
+/// zebra, because our IPv6 routes carry a link-local next hop beside the
+/// global one, which bgpd without zebra rejects.
+fn frr_lab(preamble: &str) -> (Lab, Frr) {
+    Tor::new().zebra().preamble(preamble).start()
 }
 
 /// Waits until FRR's UPDATE count from the node stays the same for a
@@ -89,11 +86,10 @@ fn stale(frr: &Frr, prefix: &str) -> bool {
 #[test]
 fn med_reaches_frr() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = frr(&lab, "");
+    let (lab, frr) = frr_lab("");
     let _node = Holdfast::start(
         &lab.node,
-        &conf("", "", "med = 4242\n"),
+        &conf_with(Advertisement::public("65001:100").med(4242)).to_toml(),
         &vips(&["198.51.100.10", "2001:db8:100::10"]),
     );
     frr.wait_established(node_ip(), LONG);
@@ -115,9 +111,8 @@ fn med_reaches_frr() {
 #[test]
 fn one_update_beyond_4096_octets_after_extended_messages() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = frr(&lab, "");
-    let node = Holdfast::start(&lab.node, &conf("", "", ""), &vips(&["198.51.100.10"]));
+    let (lab, frr) = frr_lab("");
+    let node = Holdfast::start(&lab.node, &conf().to_toml(), &vips(&["198.51.100.10"]));
     frr.wait_established(node_ip(), LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
     let n = frr.neighbor(node_ip());
@@ -170,12 +165,11 @@ fn one_update_beyond_4096_octets_after_extended_messages() {
 #[test]
 fn frr_keeps_routes_stale_after_a_cease_without_hard_reset() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = frr(&lab, "debug bgp graceful-restart\n");
+    let (lab, frr) = frr_lab("debug bgp graceful-restart\n");
     let prefixes = ["198.51.100.20/32", "2001:db8:100::20/128"];
     let node = Holdfast::start(
         &lab.node,
-        &conf("", "", ""),
+        &conf().to_toml(),
         &vips(&["198.51.100.20", "2001:db8:100::20"]),
     );
     frr.wait_established(node_ip(), LONG);
@@ -190,7 +184,7 @@ fn frr_keeps_routes_stale_after_a_cease_without_hard_reset() {
 
     // The peer changes: its port. Reset with Cease/6, then our new
     // connection is refused (nothing listens on 1179).
-    node.write_config(&conf("port = 1179\n", "", ""));
+    node.write_config(&conf().with_peer("tor1", |p| p.port(1179)).to_toml());
     frr.wait_state_not(node_ip(), "Established", LONG);
     let n = frr.neighbor(node_ip());
     assert_eq!(
@@ -212,7 +206,7 @@ fn frr_keeps_routes_stale_after_a_cease_without_hard_reset() {
         std::thread::sleep(Duration::from_millis(200));
     }
     // Back: the session returns, the table and End-of-RIB clear the marks.
-    node.write_config(&conf("", "", ""));
+    node.write_config(&conf().to_toml());
     frr.wait_established(node_ip(), LONG);
     wait_until(LONG, "End-of-RIB to clear the stale marks", || {
         (end_of_rib_received(&frr) && prefixes.iter().all(|p| !stale(&frr, p))).then_some(())
@@ -231,14 +225,18 @@ fn frr_keeps_routes_stale_after_a_cease_without_hard_reset() {
 #[test]
 fn a_damped_vip_stays_at_frr_past_the_hold_down() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = frr(&lab, "");
-    let stability = "withdraw_hold_down = \"3s\"\n\n[stability.damping]\nhalf_life = \"10s\"\n\
-                     penalty = 1000\nsuppress_threshold = 2000\nreuse_threshold = 750\n\
-                     max_suppress = \"60s\"\n";
+    let (lab, frr) = frr_lab("");
+    let stability = Stability::new().withdraw_hold_down("3s").damping(
+        Damping::new()
+            .half_life("10s")
+            .penalty(1000)
+            .suppress_threshold(2000)
+            .reuse_threshold(750)
+            .max_suppress("60s"),
+    );
     let with = vips(&["198.51.100.30", "198.51.100.31"]);
     let without = vips(&["198.51.100.31"]);
-    let node = Holdfast::start(&lab.node, &conf("", stability, ""), &with);
+    let node = Holdfast::start(&lab.node, &conf().stability(stability).to_toml(), &with);
     frr.wait_established(node_ip(), LONG);
     frr.wait_prefix("198.51.100.30/32", LONG);
     let before = settled_updates(&frr);
@@ -307,11 +305,10 @@ fn a_damped_vip_stays_at_frr_past_the_hold_down() {
 #[test]
 fn readiness_and_end_of_rib_wait_for_the_sources_first_complete_view() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = frr(&lab, "debug bgp updates in\n");
+    let (lab, frr) = frr_lab("debug bgp updates in\n");
     let node = Holdfast::start(
         &lab.node,
-        &conf("", "", ""),
+        &conf().to_toml(),
         "[[vip]]\naddress = \"198.51.100.40\n",
     );
     frr.wait_established(node_ip(), LONG);
@@ -403,12 +400,11 @@ fn readiness_and_end_of_rib_wait_for_the_sources_first_complete_view() {
 fn mrai_batches_a_burst_into_one_update() {
     testlab::require_root();
     const MRAI: Duration = Duration::from_secs(8);
-    let lab = Lab::pair();
-    let frr = frr(&lab, "");
+    let (lab, frr) = frr_lab("");
     let mut list = vec!["198.51.100.50"];
     let node = Holdfast::start(
         &lab.node,
-        &conf("min_route_advertisement_interval = \"8s\"\n", "", ""),
+        &conf().with_peer("tor1", |p| p.mrai("8s")).to_toml(),
         &vips(&list),
     );
     frr.wait_established(node_ip(), LONG);

@@ -3,7 +3,7 @@
 //! pipeline requests and never read, and `/v1/status` with 400,000 VIPs
 //! stays under 1 MB an answer. The figures are printed (`--nocapture`).
 
-mod local;
+mod common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use local::{BIN, Daemon, LONG};
+use common::{BIN, Holdfast, LONG, loopback_config};
 
 /// Clients that hold connections: more than every slot there is.
 const HOSTILE: usize = 130;
@@ -69,8 +69,8 @@ fn health_checks_answer_while_130_clients_pipeline_and_never_read() {
     let vips: String = (0..50)
         .map(|i| format!("[[vip]]\naddress = \"198.51.100.{i}\"\nservice = \"demo/web-{i}\"\n"))
         .collect();
-    let d = Daemon::start(&vips, "");
-    d.wait_for("the VIPs", LONG, || d.status().source.vips == 50);
+    let d = Holdfast::local(&loopback_config(), &vips);
+    d.wait_for("the VIPs", LONG, || d.status_typed().source.vips == 50);
     let addr = d.api;
 
     // The hostile clients: each connection is sent pipelined requests
@@ -167,7 +167,7 @@ fn health_checks_answer_while_130_clients_pipeline_and_never_read() {
         opened.load(Ordering::Relaxed)
     );
     // Afterwards everything is served as before.
-    assert_eq!(d.status().source.vips, 50);
+    assert_eq!(d.status_typed().source.vips, 50);
 }
 
 #[test]
@@ -186,7 +186,7 @@ fn status_with_400k_vips_is_under_a_megabyte_per_answer() {
         .collect::<String>();
     println!("VIP file of 400k VIPs: {} bytes", vips.len());
     assert!((vips.len() as u64) < holdfast::config::MAX_VIP_FILE_LEN);
-    let d = Daemon::start(&vips, "");
+    let d = Holdfast::local(&loopback_config(), &vips);
     d.wait_for("400k VIPs", Duration::from_secs(300), || {
         d.get("/readyz").is_ok_and(|r| r.status == 200)
     });

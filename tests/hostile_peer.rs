@@ -28,9 +28,20 @@ fn rss(pid: u32) -> u64 {
     kib * 1024
 }
 
+/// holdfast listening, with one passive peer at the router (IPv4 unicast;
+/// `more` adds to it).
+fn passive_conf(lab: &Lab, name: &str, more: impl FnOnce(Peer) -> Peer) -> String {
+    Config::node(65001, &lab.node_v4.to_string())
+        .listen("0.0.0.0:179")
+        .peer(more(Peer::new(name, lab.router_v4, 65000).passive()).families(&["ipv4-unicast"]))
+        .stability(Stability::new())
+        .advertisement(Advertisement::new("public"))
+        .to_toml()
+}
+
 /// `GET /healthz` inside the node namespace: the status line.
 fn healthz(node: &Holdfast) -> String {
-    let out = node.ns.exec(&[
+    let out = node.exec(&[
         "timeout",
         "5",
         "bash",
@@ -46,13 +57,7 @@ fn a_route_refresh_flood_from_a_peer_that_never_reads_keeps_memory_flat() {
     let (node_addr, router_addr) = (lab.node_v4.to_string(), lab.router_v4.to_string());
     // Hold time 15 s: the peer's keepalives keep the session up, and the
     // send hold time (twice it, 30 s) outlasts the flood.
-    let conf = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{node_addr}\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
-         [[peer]]\nname = \"hostile\"\naddress = \"{router_addr}\"\nasn = 65000\npassive = true\n\
-         hold_time = \"15s\"\nkeepalive = \"5s\"\nfamilies = [\"ipv4-unicast\"]\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    );
+    let conf = passive_conf(&lab, "hostile", |p| p.hold_time("15s").keepalive("5s"));
     // Enough VIPs that each answer is tens of kilobytes: the socket
     // buffers fill and the output queue reaches its bound.
     let vip_list: Vec<String> = (0..4000)
@@ -60,7 +65,7 @@ fn a_route_refresh_flood_from_a_peer_that_never_reads_keeps_memory_flat() {
         .collect();
     let vip_refs: Vec<&str> = vip_list.iter().map(String::as_str).collect();
     let node = Holdfast::start(&lab.node, &conf, &vips(&vip_refs));
-    let pid = node.process.as_ref().expect("running").pid();
+    let pid = node.pid();
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
     assert_eq!(comm.trim(), "holdfast", "the pid sampled is the daemon's");
 
@@ -180,13 +185,7 @@ fn a_route_refresh_flood_from_a_peer_that_never_reads_keeps_memory_flat() {
 fn an_oversized_borr_is_answered_with_7_1_cut_to_4096_octets() {
     let lab = Lab::pair();
     let (node_addr, router_addr) = (lab.node_v4.to_string(), lab.router_v4.to_string());
-    let conf = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{node_addr}\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
-         [[peer]]\nname = \"borr\"\naddress = \"{router_addr}\"\nasn = 65000\npassive = true\n\
-         families = [\"ipv4-unicast\"]\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    );
+    let conf = passive_conf(&lab, "borr", |p| p);
     let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
     let dir = LabDir::new("borr-peer");
     let script = dir.write("borr_peer.py", include_str!("fixtures/peers/borr_peer.py"));
@@ -249,13 +248,7 @@ fn an_oversized_borr_is_answered_with_7_1_cut_to_4096_octets() {
 fn a_silent_connection_from_a_passive_peers_address_does_not_lock_it_out() {
     let lab = Lab::pair();
     let (node_addr, router_addr) = (lab.node_v4.to_string(), lab.router_v4.to_string());
-    let conf = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{node_addr}\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"{router_addr}\"\nasn = 65000\npassive = true\n\
-         families = [\"ipv4-unicast\"]\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    );
+    let conf = passive_conf(&lab, "tor", |p| p);
     let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
     let dir = LabDir::new("silent-peer");
     let script = dir.write(

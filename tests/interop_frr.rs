@@ -3,36 +3,22 @@
 mod common;
 
 use common::*;
-use testlab::{Frr, Lab};
-
-const AD: &str = "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nlarge_communities = [\"65001:1:100\"]\nlocal_pref = 200\n";
 
 #[test]
 fn ebgp_over_ipv4_and_ipv6_transport_with_communities() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &frr_conf(
-            65000,
-            "192.0.2.1",
-            &[("192.0.2.2", 65001), ("2001:db8::2", 65001)],
-            "",
-        ),
-    );
-    let conf = node_conf(
-        65001,
-        "192.0.2.2",
-        &[
-            ("tor-v4", "192.0.2.1", 65000),
-            ("tor-v6", "2001:db8::1", 65000),
-        ],
-        AD,
-        "",
-    );
+    let (lab, frr) = Tor::new().zebra().ipv6_session().start();
+    let conf = Config::node(65001, "192.0.2.2")
+        .peer(Peer::new("tor-v4", "192.0.2.1", 65000).fast())
+        .peer(Peer::new("tor-v6", "2001:db8::1", 65000).fast())
+        .advertisement(
+            Advertisement::public("65001:100")
+                .large_communities(&["65001:1:100"])
+                .local_pref(200),
+        );
     let node = Holdfast::start(
         &lab.node,
-        &conf,
+        &conf.to_toml(),
         &vips(&["198.51.100.10", "2001:db8:100::10"]),
     );
     frr.wait_established("192.0.2.2".parse().unwrap(), LONG);

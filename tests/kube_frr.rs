@@ -27,63 +27,41 @@ struct Cluster<'a> {
     node: Holdfast<'a>,
 }
 
-fn config(hold_down: &str, speaker: &str, stability: &str, extra: &str) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\ngraceful_shutdown_wait = \"2s\"\n{speaker}\n\n\
-         [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [source]\nkind = \"kubernetes\"\n\n\
-         [stability]\nwithdraw_hold_down = \"{hold_down}\"\n{stability}\n\n\
-         [[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n{extra}"
-    )
+/// holdfast's config: peer `tor1`, the Kubernetes source, a 2 s
+/// graceful shutdown, the withdrawal `hold_down`, advertisement `public`.
+fn config(hold_down: &str) -> Config {
+    Config::node(65001, NODE)
+        .graceful_shutdown_wait("2s")
+        .peer(
+            Peer::new("tor1", TOR, 65000)
+                .hold_time("9s")
+                .connect_retry("1s"),
+        )
+        .kubernetes_source()
+        .hold_down(hold_down)
+        .advertisement(Advertisement::public("65001:100"))
 }
 
-fn start<'a>(
-    lab: &'a Lab,
-    hold_down: &str,
-    extra: &str,
-    node_labels: &[(&str, &str)],
-) -> Cluster<'a> {
-    start_with(lab, hold_down, "", "", extra, node_labels)
-}
-
-/// `start_with` against kube-standin (no node labels, no extra).
-fn start_standin<'a>(lab: &'a Lab, hold_down: &str, stability: &str) -> Cluster<'a> {
-    testlab::require_root();
-    let k = cluster::KubeApi::standin_for_node(&lab.node, "node-1", NODE, &[]);
-    launch(lab, k, hold_down, "", stability, "")
-}
-
-/// `start`, with `speaker` lines added to `[speaker]` and `stability`
-/// lines to `[stability]`.
-fn start_with<'a>(
-    lab: &'a Lab,
-    hold_down: &str,
-    speaker: &str,
-    stability: &str,
-    extra: &str,
-    node_labels: &[(&str, &str)],
-) -> Cluster<'a> {
+/// The real API server with Node node-1 (`node_labels`), FRR, and holdfast
+/// with `config`.
+fn start<'a>(lab: &'a Lab, config: Config, node_labels: &[(&str, &str)]) -> Cluster<'a> {
     testlab::require_root();
     let k = cluster::KubeApi::for_node(&lab.node, "node-1", NODE, node_labels);
-    launch(lab, k, hold_down, speaker, stability, extra)
+    launch(lab, k, config)
 }
 
-fn launch<'a>(
-    lab: &'a Lab,
-    k: cluster::KubeApi,
-    hold_down: &str,
-    speaker: &str,
-    stability: &str,
-    extra: &str,
-) -> Cluster<'a> {
+/// `start` against kube-standin (no node labels).
+fn start_standin<'a>(lab: &'a Lab, config: Config) -> Cluster<'a> {
+    testlab::require_root();
+    let k = cluster::KubeApi::standin_for_node(&lab.node, "node-1", NODE, &[]);
+    launch(lab, k, config)
+}
+
+fn launch<'a>(lab: &'a Lab, k: cluster::KubeApi, config: Config) -> Cluster<'a> {
     // With zebra: bgpd alone refuses IPv6 next hops that carry a
     // link-local address (testlab/README.md), which an on-link node sends.
-    let frr = Frr::start_with_zebra(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let node = k.holdfast(
-        &lab.node,
-        "node-1",
-        &config(hold_down, speaker, stability, extra),
-    );
+    let frr = Tor::new().zebra().on(lab);
+    let node = k.holdfast(&lab.node, "node-1", &config.to_toml());
     frr.wait_established(NODE.parse().unwrap(), LONG);
     Cluster { kube: k, frr, node }
 }
@@ -228,7 +206,7 @@ fn service(name: &str, ips: &[&str]) -> Service {
 #[test]
 fn the_reported_lb_ipam_flap_costs_frr_nothing() {
     let lab = Lab::pair();
-    let c = start(&lab, "3s", "", &[]);
+    let c = start(&lab, config("3s"), &[]);
     c.kube
         .api
         .create(&service("web", &["198.51.100.10"]))
@@ -276,7 +254,7 @@ fn the_reported_lb_ipam_flap_costs_frr_nothing() {
 #[test]
 fn events_when_a_route_starts_and_stops() {
     let lab = Lab::pair();
-    let c = start(&lab, "2s", "", &[]);
+    let c = start(&lab, config("2s"), &[]);
     c.kube
         .api
         .create(&service("web", &["198.51.100.10"]))
@@ -305,7 +283,7 @@ fn events_when_a_route_starts_and_stops() {
 #[test]
 fn etp_local_follows_ready_local_endpoints() {
     let lab = Lab::pair();
-    let c = start(&lab, "30s", "", &[]);
+    let c = start(&lab, config("30s"), &[]);
     let mut svc = service("web", &["198.51.100.10"]);
     svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
     c.kube.api.create(&svc).unwrap();
@@ -376,7 +354,7 @@ fn etp_local_last_endpoint_not_ready_is_withdrawn_at_once_not_after_the_hold_dow
     let lab = Lab::pair();
     // The default [stability] but for a 30 s hold-down, which makes "at
     // once" and "after the hold-down" impossible to confuse.
-    let c = start(&lab, "30s", "", &[]);
+    let c = start(&lab, config("30s"), &[]);
     let mut svc = service("web", &["198.51.100.11"]);
     svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
     c.kube.api.create(&svc).unwrap();
@@ -417,7 +395,7 @@ fn slice_with_rv(c: &Cluster<'_>, mut s: EndpointSlice) -> EndpointSlice {
 #[test]
 fn load_balancer_class_decides() {
     let lab = Lab::pair();
-    let c = start(&lab, "2s", "", &[]);
+    let c = start(&lab, config("2s"), &[]);
     let mut other = service("other", &["198.51.100.20"]);
     other.spec.as_mut().unwrap().load_balancer_class = Some("example.com/other".into());
     c.kube.api.create(&other).unwrap();
@@ -452,8 +430,9 @@ fn service_selector_decides() {
     let lab = Lab::pair();
     let c = start(
         &lab,
-        "2s",
-        "service_selector = { match_labels = { bgp = \"on\" } }\n",
+        config("2s").with_advertisement("public", |a| {
+            a.service_selector(Selector::labels(&[("bgp", "on")]))
+        }),
         &[],
     );
     // "off" is created first: the Services watch delivers in order, so once
@@ -478,7 +457,7 @@ fn service_selector_decides() {
 #[test]
 fn the_opt_out_annotation_withdraws() {
     let lab = Lab::pair();
-    let c = start(&lab, "30s", "", &[]);
+    let c = start(&lab, config("30s"), &[]);
     c.kube
         .api
         .create(&service("web", &["198.51.100.40"]))
@@ -498,8 +477,7 @@ fn an_excluded_node_advertises_nothing() {
     let lab = Lab::pair();
     let c = start(
         &lab,
-        "2s",
-        "",
+        config("2s"),
         &[(
             "node.kubernetes.io/exclude-from-external-load-balancers",
             "",
@@ -527,7 +505,7 @@ fn an_excluded_node_advertises_nothing() {
 #[test]
 fn a_cordoned_node_shuts_down_gracefully_without_the_hold_down() {
     let lab = Lab::pair();
-    let c = start(&lab, "30s", "", &[]);
+    let c = start(&lab, config("30s"), &[]);
     c.kube
         .api
         .create(&service("web", &["198.51.100.60"]))
@@ -560,7 +538,7 @@ fn a_cordoned_node_shuts_down_gracefully_without_the_hold_down() {
 #[test]
 fn sigterm_during_a_cordon_withdraws_instead_of_keeping_stale_routes() {
     let lab = Lab::pair();
-    let mut c = start(&lab, "30s", "", &[]);
+    let mut c = start(&lab, config("30s"), &[]);
     c.kube
         .api
         .create(&service("web", &["198.51.100.61"]))
@@ -600,7 +578,15 @@ fn sigterm_during_a_cordon_withdraws_instead_of_keeping_stale_routes() {
 #[test]
 fn etp_local_endpoint_delay_keeps_the_route_that_long_and_explain_says_so() {
     let lab = Lab::pair();
-    let c = start_with(&lab, "30s", "", "local_endpoint_delay = \"4s\"", "", &[]);
+    let c = start(
+        &lab,
+        config("30s").stability(
+            Stability::new()
+                .withdraw_hold_down("30s")
+                .local_endpoint_delay("4s"),
+        ),
+        &[],
+    );
     let mut svc = service("web", &["198.51.100.12"]);
     svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
     c.kube.api.create(&svc).unwrap();
@@ -635,12 +621,9 @@ fn etp_local_endpoint_delay_keeps_the_route_that_long_and_explain_says_so() {
 #[test]
 fn the_automatic_not_ready_taints_keep_the_route_and_a_configured_taint_withdraws_it() {
     let lab = Lab::pair();
-    let c = start_with(
+    let c = start(
         &lab,
-        "30s",
-        "drain_taints = [\"example.com/maintenance\"]",
-        "",
-        "",
+        config("30s").drain_taints(&["example.com/maintenance"]),
         &[],
     );
     c.kube
@@ -687,7 +670,7 @@ fn the_automatic_not_ready_taints_keep_the_route_and_a_configured_taint_withdraw
 #[test]
 fn a_vip_shared_by_two_services_stays_until_both_are_deleted() {
     let lab = Lab::pair();
-    let c = start(&lab, "30s", "", &[]);
+    let c = start(&lab, config("30s"), &[]);
     for name in ["web-tcp", "web-udp"] {
         let mut svc = service(name, &["198.51.100.90"]);
         // How MetalLB lets two Services share one address; holdfast needs
@@ -741,7 +724,7 @@ fn a_vip_shared_by_two_services_stays_until_both_are_deleted() {
 #[test]
 fn an_api_outage_and_410_touch_no_route() {
     let lab = Lab::pair();
-    let c = start(&lab, "2s", "", &[]);
+    let c = start(&lab, config("2s"), &[]);
     c.kube
         .api
         .create(&service("web", &["198.51.100.70"]))
@@ -803,7 +786,7 @@ fn an_api_outage_and_410_touch_no_route() {
 #[test]
 fn a_dual_stack_service_gives_both_routes() {
     let lab = Lab::pair();
-    let c = start(&lab, "2s", "", &[]);
+    let c = start(&lab, config("2s"), &[]);
     c.kube
         .api
         .create(&service("web", &["198.51.100.80", "2001:db8:100::80"]))
@@ -865,7 +848,7 @@ fn frr_has_all_four(c: &Cluster<'_>) -> bool {
 fn an_empty_service_list_or_a_missing_node_holds_every_route_down_instead_of_withdrawing() {
     let lab = Lab::pair();
     // A long hold-down: what the test sees is the hold-down, not a race.
-    let c = start_standin(&lab, "20m", "");
+    let c = start_standin(&lab, config("20m"));
     four_services(&c);
     let before = c.settled_updates();
 
@@ -916,7 +899,14 @@ fn an_empty_service_list_or_a_missing_node_holds_every_route_down_instead_of_wit
 #[test]
 fn an_empty_service_list_is_withdrawn_after_the_hold_down_through_the_guard() {
     let lab = Lab::pair();
-    let c = start_standin(&lab, "2s", "withdraw_rate = \"2/s\"");
+    let c = start_standin(
+        &lab,
+        config("2s").stability(
+            Stability::new()
+                .withdraw_hold_down("2s")
+                .withdraw_rate("2/s"),
+        ),
+    );
     four_services(&c);
     c.kube
         .api
@@ -937,7 +927,7 @@ fn an_empty_service_list_is_withdrawn_after_the_hold_down_through_the_guard() {
 #[test]
 fn a_node_shutting_down_then_deleted_stays_withdrawn() {
     let lab = Lab::pair();
-    let c = start(&lab, "30s", "", &[]);
+    let c = start(&lab, config("30s"), &[]);
     four_services(&c);
     // kubelet's graceful node shutdown marks the Node: the daemon drains
     // (GRACEFUL_SHUTDOWN for graceful_shutdown_wait, 2 s, then withdrawn).
@@ -1063,7 +1053,7 @@ fn node_status_advertises(k: &cluster::KubeApi, advertised: u64) -> bool {
 #[test]
 fn every_permission_of_the_shipped_role_is_used_and_its_absence_is_reported_with_routes_kept() {
     let lab = Lab::pair();
-    let c = start(&lab, "2s", "", &[]);
+    let c = start(&lab, config("2s"), &[]);
     let (k, frr, node) = (&c.kube, &c.frr, &c.node);
     const VIP: &str = "198.51.100.10";
     k.api.create(&service("web", &[VIP])).unwrap();

@@ -17,7 +17,14 @@ use testlab::{Frr, Lab, wait_until};
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
 
-const ALLOW_ALL: &str = "allow_service_attributes = [\"communities\", \"large-communities\", \"local-pref\", \"med\", \"as-path-prepend\"]\n";
+/// Every attribute a Service's annotations may set.
+const ALLOW_ALL: &[&str] = &[
+    "communities",
+    "large-communities",
+    "local-pref",
+    "med",
+    "as-path-prepend",
+];
 
 struct Cluster<'a> {
     kube: cluster::KubeApi,
@@ -26,21 +33,24 @@ struct Cluster<'a> {
 }
 
 /// holdfast (AS 65001) with one peer, FRR, in AS `router_asn` (65001:
-/// iBGP), and `advertisements` as the `[[advertisement]]` tables.
-fn start<'a>(lab: &'a Lab, router_asn: u32, advertisements: &str) -> Cluster<'a> {
+/// iBGP), and these advertisements.
+fn start<'a>(lab: &'a Lab, router_asn: u32, advertisements: &[Advertisement]) -> Cluster<'a> {
     testlab::require_root();
     let k = cluster::KubeApi::for_node(&lab.node, "node-1", NODE, &[]);
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &frr_conf(router_asn, TOR, &[(NODE, 65001)], ""),
-    );
-    let config = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
-         [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = {router_asn}\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [source]\nkind = \"kubernetes\"\n\n\
-         [stability]\nwithdraw_hold_down = \"3s\"\n\n{advertisements}"
-    );
-    let node = k.holdfast(&lab.node, "node-1", &config);
+    let frr = Tor::new().asn(router_asn).zebra().on(lab);
+    let config = Config::node(65001, NODE)
+        .peer(
+            Peer::new("tor1", TOR, router_asn)
+                .hold_time("9s")
+                .connect_retry("1s"),
+        )
+        .kubernetes_source()
+        .hold_down("3s");
+    let config = advertisements
+        .iter()
+        .cloned()
+        .fold(config, Config::advertisement);
+    let node = k.holdfast(&lab.node, "node-1", &config.to_toml());
     frr.wait_established(NODE.parse().unwrap(), LONG);
     Cluster { kube: k, frr, node }
 }
@@ -120,9 +130,7 @@ fn annotations_are_seen_at_frr_over_ebgp() {
     let c = start(
         &lab,
         65000,
-        &format!(
-            "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\n{ALLOW_ALL}"
-        ),
+        &[Advertisement::public("65001:100").allow_service_attributes(ALLOW_ALL)],
     );
     c.kube
         .api
@@ -178,7 +186,9 @@ fn the_local_pref_annotation_reaches_an_ibgp_peer() {
     let c = start(
         &lab,
         65001,
-        &format!("[[advertisement]]\nname = \"public\"\nlocal_pref = 150\n{ALLOW_ALL}"),
+        &[Advertisement::new("public")
+            .local_pref(150)
+            .allow_service_attributes(ALLOW_ALL)],
     );
     c.kube
         .api
@@ -222,7 +232,7 @@ fn a_disallowed_annotation_is_refused_with_an_event_and_explain() {
     let c = start(
         &lab,
         65000,
-        "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nallow_service_attributes = [\"med\"]\n",
+        &[Advertisement::public("65001:100").allow_service_attributes(&["med"])],
     );
     c.kube
         .api
@@ -278,7 +288,7 @@ fn an_annotation_change_is_one_update_and_no_withdrawal() {
     let c = start(
         &lab,
         65000,
-        &format!("[[advertisement]]\nname = \"public\"\n{ALLOW_ALL}"),
+        &[Advertisement::new("public").allow_service_attributes(ALLOW_ALL)],
     );
     c.kube
         .api
@@ -318,7 +328,9 @@ fn aggregation_with_a_mix_of_etp_cluster_and_local_services() {
     let c = start(
         &lab,
         65000,
-        "[[advertisement]]\nname = \"public\"\naggregation_length = 24\naggregation_length_v6 = 64\n",
+        &[Advertisement::new("public")
+            .aggregation_length(24)
+            .aggregation_length_v6(64)],
     );
     c.kube
         .api
@@ -398,9 +410,15 @@ fn pod_cidr_and_an_interface_address_are_seen_at_frr() {
     let c = start(
         &lab,
         65000,
-        "[[advertisement]]\nname = \"public\"\n\
-         [[advertisement]]\nname = \"pods\"\naddresses = [\"PodCIDR\"]\ncommunities = [\"65001:300\"]\n\
-         [[advertisement]]\nname = \"loopback\"\ninterface = \"lo\"\ncommunities = [\"65001:400\"]\n",
+        &[
+            Advertisement::new("public"),
+            Advertisement::new("pods")
+                .addresses(&["PodCIDR"])
+                .communities(&["65001:300"]),
+            Advertisement::new("loopback")
+                .interface("lo")
+                .communities(&["65001:400"]),
+        ],
     );
     c.kube.api
         .patch::<Node>(
@@ -453,24 +471,33 @@ fn vip_ranges_send_unlabelled_services_to_different_peers_by_address() {
     lab.router.add_address("to-node", "192.0.2.3/24");
     lab.node.add_address("to-router", "192.0.2.4/24");
     let k = cluster::KubeApi::for_node(&lab.node, "node-1", NODE, &[]);
-    let frr = Frr::start_with_zebra(
-        &lab.router,
-        &frr_conf(
-            65000,
-            TOR,
-            &[(NODE, 65001), ("192.0.2.4", 65001)],
-            " neighbor 192.0.2.4 update-source 192.0.2.3\n",
-        ),
-    );
-    let config = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"{TOR}\"\nsource_address = \"{NODE}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [[peer]]\nname = \"internal\"\naddress = \"192.0.2.3\"\nsource_address = \"192.0.2.4\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [source]\nkind = \"kubernetes\"\n\n\
-         [[advertisement]]\nname = \"public\"\nvip_ranges = [\"203.0.113.0/24\"]\npeers = [\"tor\"]\ncommunities = [\"65001:100\"]\n\n\
-         [[advertisement]]\nname = \"internal\"\nvip_ranges = [\"10.96.200.0/24\"]\npeers = [\"internal\"]\n"
-    );
-    let node = k.holdfast(&lab.node, "node-1", &config);
+    let frr = Tor::new()
+        .zebra()
+        .neighbor("192.0.2.4", 65001)
+        .lines(" neighbor 192.0.2.4 update-source 192.0.2.3\n")
+        .on(&lab);
+    let peer = |name: &str, addr: &str, from: &str| {
+        Peer::new(name, addr, 65000)
+            .source_address(from)
+            .hold_time("9s")
+            .connect_retry("1s")
+    };
+    let config = Config::node(65001, NODE)
+        .peer(peer("tor", TOR, NODE))
+        .peer(peer("internal", "192.0.2.3", "192.0.2.4"))
+        .kubernetes_source()
+        .advertisement(
+            Advertisement::new("public")
+                .vip_ranges(&["203.0.113.0/24"])
+                .peers(&["tor"])
+                .communities(&["65001:100"]),
+        )
+        .advertisement(
+            Advertisement::new("internal")
+                .vip_ranges(&["10.96.200.0/24"])
+                .peers(&["internal"]),
+        );
+    let node = k.holdfast(&lab.node, "node-1", &config.to_toml());
     frr.wait_established(NODE.parse().unwrap(), LONG);
     frr.wait_established("192.0.2.4".parse().unwrap(), LONG);
     for (name, ip) in [

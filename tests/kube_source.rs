@@ -3,6 +3,8 @@
 //! protocol (resourceVersions, chunked watch streams, bookmarks, 410 Gone,
 //! dropped and stalled connections). Loopback only; no root.
 
+mod common;
+
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -22,6 +24,8 @@ use kube_standin::fixtures::{self, SliceEndpoint};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
+use common::config::{Advertisement, Config as Toml, Peer, Selector};
+
 const NODE: &str = "n1";
 /// Generous: real sockets on a shared two-core machine.
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -30,10 +34,15 @@ fn ip(text: &str) -> IpAddr {
     text.parse().expect("test address")
 }
 
-fn cfg(speaker: &str, source: &str, rest: &str) -> Arc<Config> {
-    let text = format!(
-        "[speaker]\nasn = 65001\n{speaker}\n[source]\nkind = \"kubernetes\"\n{source}\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n{rest}"
-    );
+/// The config of these tests, parsed: AS 65001, the Kubernetes source,
+/// peer tor1; `more` adds to it.
+fn cfg(more: impl FnOnce(Toml) -> Toml) -> Arc<Config> {
+    let text = more(Toml::new().asn(65001).kubernetes_source().peer(Peer::new(
+        "tor1",
+        "192.0.2.1",
+        65000,
+    )))
+    .to_toml();
     match config::parse(Path::new("t.toml"), &text) {
         Ok(c) => Arc::new(c),
         Err(diags) => panic!("test config invalid: {diags:?}"),
@@ -182,7 +191,7 @@ fn lb(name: &str, ips: &[&str]) -> Service {
 /// Services web (198.51.100.7) and api (198.51.100.8), both advertised:
 /// the harness and its snapshot with the two VIPs.
 async fn start_with_web_and_api() -> (Harness, SourceSnapshot) {
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
         s.create(&lb("api", &["198.51.100.8"])).expect("api");
     })
@@ -214,7 +223,7 @@ fn api_replaced_by_new(standin: &StandIn) {
 
 #[tokio::test]
 async fn the_initial_list_gives_one_synced_snapshot_with_every_vip_dual_stack_included() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         s.create(&lb("web", &["198.51.100.7", "2001:db8::7"]))
             .expect("web");
         s.create(&lb("api", &["203.0.113.8"])).expect("api");
@@ -285,7 +294,7 @@ async fn the_initial_list_gives_one_synced_snapshot_with_every_vip_dual_stack_in
 
 #[tokio::test]
 async fn an_ingress_that_alternates_with_empty_vanishes_without_a_reason_each_time() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
     })
     .await;
@@ -312,7 +321,7 @@ async fn an_ingress_that_alternates_with_empty_vanishes_without_a_reason_each_ti
 
 #[tokio::test]
 async fn deletion_class_change_type_change_and_opt_out_are_deleted_absences() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         for (name, vip) in [
             ("a", "198.51.100.1"),
             ("b", "198.51.100.2"),
@@ -407,7 +416,7 @@ fn local_slice(endpoints: &[(&str, bool, bool)]) -> EndpointSlice {
 
 #[tokio::test]
 async fn local_traffic_policy_follows_this_nodes_ready_endpoints() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         let mut svc = lb("web", &["198.51.100.7"]);
         if let Some(spec) = svc.spec.as_mut() {
             spec.external_traffic_policy = Some("Local".into());
@@ -472,7 +481,7 @@ async fn local_traffic_policy_follows_this_nodes_ready_endpoints() {
 #[tokio::test]
 async fn a_cordon_or_a_configured_taint_drains_every_vip_and_undoing_it_restores_them() {
     let mut h = start(
-        cfg("drain_taints = [\"example.com/maintenance\"]", "", ""),
+        cfg(|c| c.drain_taints(&["example.com/maintenance"])),
         options(),
         |s| {
             s.create(&lb("web", &["198.51.100.7", "2001:db8::7"]))
@@ -548,7 +557,7 @@ async fn a_deleted_node_is_an_absence_not_a_drain_and_is_explained() {
 
 #[tokio::test]
 async fn the_exclude_label_drains_the_node() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
     })
     .await;
@@ -561,11 +570,7 @@ async fn the_exclude_label_drains_the_node() {
 #[tokio::test]
 async fn the_node_selector_decides_whether_this_node_advertises() {
     let mut h = start(
-        cfg(
-            "node_selector = { match_labels = { \"holdfast.dev/bgp\" = \"on\" } }",
-            "",
-            "",
-        ),
+        cfg(|c| c.node_selector(Selector::labels(&[("holdfast.dev/bgp", "on")]))),
         options(),
         |s| {
             s.create(&lb("web", &["198.51.100.7"])).expect("web");
@@ -592,7 +597,7 @@ async fn the_node_selector_decides_whether_this_node_advertises() {
 #[tokio::test]
 async fn a_config_change_is_evaluated_and_one_that_needs_namespace_labels_starts_a_namespace_watch()
 {
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
         s.create(&fixtures::load_balancer_service("prod", "web", &["198.51.100.8"])).expect("prod/web");
         s.create(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "prod", "labels": {"tier": "prod"}}}))
@@ -601,11 +606,12 @@ async fn a_config_change_is_evaluated_and_one_that_needs_namespace_labels_starts
     .await;
     h.vips(&["198.51.100.7", "198.51.100.8"]).await;
     h.config
-        .send(cfg(
-            "",
-            "",
-            "[[advertisement]]\nname = \"prod\"\nnamespace_selector = { match_labels = { tier = \"prod\" } }\n",
-        ))
+        .send(cfg(|c| {
+            c.advertisement(
+                Advertisement::new("prod")
+                    .namespace_selector(Selector::labels(&[("tier", "prod")])),
+            )
+        }))
         .expect("source running");
     let s = h.vips(&["198.51.100.8"]).await;
     assert_eq!(absences(&s), [(ip("198.51.100.7"), Absence::Deleted)]);
@@ -626,26 +632,22 @@ async fn a_config_change_is_evaluated_and_one_that_needs_namespace_labels_starts
 
 #[tokio::test]
 async fn source_namespaces_limit_the_watches_to_those_namespaces() {
-    let mut h = start(
-        cfg("", "namespaces = [\"prod\", \"edge\"]", ""),
-        options(),
-        |s| {
-            s.create(&lb("web", &["198.51.100.7"]))
-                .expect("default/web");
-            s.create(&fixtures::load_balancer_service(
-                "prod",
-                "web",
-                &["198.51.100.8"],
-            ))
-            .expect("prod/web");
-            s.create(&fixtures::load_balancer_service(
-                "edge",
-                "web",
-                &["198.51.100.9"],
-            ))
-            .expect("edge/web");
-        },
-    )
+    let mut h = start(cfg(|c| c.namespaces(&["prod", "edge"])), options(), |s| {
+        s.create(&lb("web", &["198.51.100.7"]))
+            .expect("default/web");
+        s.create(&fixtures::load_balancer_service(
+            "prod",
+            "web",
+            &["198.51.100.8"],
+        ))
+        .expect("prod/web");
+        s.create(&fixtures::load_balancer_service(
+            "edge",
+            "web",
+            &["198.51.100.9"],
+        ))
+        .expect("edge/web");
+    })
     .await;
     h.vips(&["198.51.100.8", "198.51.100.9"]).await;
     // The snapshot goes out as soon as every list is in; the watches that
@@ -687,7 +689,7 @@ async fn source_namespaces_limit_the_watches_to_those_namespaces() {
 
 #[tokio::test]
 async fn a_stalled_api_server_then_410_gone_keeps_every_vip_and_ends_with_the_same_snapshot() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
         s.create(&lb("api", &["2001:db8::8"])).expect("api");
     })
@@ -772,7 +774,7 @@ async fn an_empty_service_list_from_a_healthy_api_server_is_an_absence_not_delet
         "198.51.100.3",
         "198.51.100.4",
     ];
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         for (i, vip) in four.iter().enumerate() {
             s.create(&lb(&format!("s{i}"), &[vip])).expect("service");
         }
@@ -831,7 +833,7 @@ async fn a_change_evaluated_together_with_a_resync_is_not_a_repair() {
         debounce: Duration::from_secs(3),
         ..options()
     };
-    let mut h = start(cfg("", "", ""), opts, |s| {
+    let mut h = start(cfg(|c| c), opts, |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
     })
     .await;
@@ -856,7 +858,7 @@ async fn a_change_evaluated_together_with_a_resync_is_not_a_repair() {
 async fn a_refusing_api_server_is_noticed_at_once_and_forgiven_after_a_quiet_period() {
     let opts = options();
     let quiet = opts.quiet_period();
-    let mut h = start(cfg("", "", ""), opts, |s| {
+    let mut h = start(cfg(|c| c), opts, |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
     })
     .await;
@@ -889,7 +891,7 @@ fn route_events(standin: &StandIn) -> Vec<Value> {
 
 #[tokio::test]
 async fn advertised_and_withdrawn_events_are_recorded_on_the_service() {
-    let mut h = start(cfg("", "", ""), options(), |s| {
+    let mut h = start(cfg(|c| c), options(), |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
     })
     .await;
@@ -959,7 +961,7 @@ async fn a_flapping_service_gets_a_burst_of_events_then_one_summary_per_refill()
         },
         ..options()
     };
-    let mut h = start(cfg("", "", ""), opts, |s| {
+    let mut h = start(cfg(|c| c), opts, |s| {
         s.create(&lb("web", &["198.51.100.7"])).expect("web");
     })
     .await;
@@ -1046,7 +1048,7 @@ async fn a_thousand_services_and_slices_make_one_snapshot() {
         }
     };
     let created = Instant::now();
-    let mut h = start(cfg("", "", ""), options(), standin_setup).await;
+    let mut h = start(cfg(|c| c), options(), standin_setup).await;
     let spawned = Instant::now();
     let rss_before = rss_kib();
     let (first, before) = h.until("a synced snapshot", |s| s.synced).await;

@@ -10,19 +10,20 @@
 mod common;
 
 use common::*;
+use testlab::Lab;
 use testlab::process::{CAP_NET_BIND_SERVICE, cap_set, proc_status};
-use testlab::{Frr, Lab};
 
 /// holdfast listening on the node's 179 for its passive peer, which FRR
 /// (the router) connects to.
 fn conf(lab: &Lab) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{node}\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"{router}\"\nasn = 65000\npassive = true\nhold_time = \"9s\"\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n",
-        node = lab.node_v4,
-        router = lab.router_v4,
-    )
+    Config::node(65001, &lab.node_v4.to_string())
+        .listen("0.0.0.0:179")
+        .peer(
+            Peer::new("tor", lab.router_v4, 65000)
+                .passive()
+                .hold_time("9s"),
+        )
+        .to_toml()
 }
 
 /// The binary as the image has it: a copy with the file capability.
@@ -42,16 +43,12 @@ const USER: [&str; 5] = [
 fn an_unprivileged_daemon_listens_on_179_with_the_overlay_s_one_capability() {
     testlab::require_root();
     testlab::require_tools(&["/usr/lib/frr/bgpd", "setcap", "setpriv"]);
-    let lab = Lab::pair();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(
-            65000,
-            &lab.router_v4.to_string(),
-            &[(&lab.node_v4.to_string(), 65001)],
-            &format!(" neighbor {} port 179\n", lab.node_v4),
-        ),
-    );
+    let (lab, frr) = Tor::new()
+        .lines(&format!(
+            " neighbor {} port 179\n",
+            testlab::lab::pair::NODE_V4
+        ))
+        .start();
     let (_bin_dir, bin) = image_binary();
     let overlay: Vec<&str> = USER
         .iter()

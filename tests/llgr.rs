@@ -11,15 +11,16 @@ use common::*;
 use serde_json::Value;
 use testlab::{Frr, Lab, Signal, wait_until};
 
-fn conf(graceful_restart: &str) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"192.0.2.1\"\nasn = 65000\nhold_time = \"9s\"\n\
-         keepalive = \"3s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\
-         graceful_restart = {graceful_restart}\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    )
+fn conf(graceful_restart: GracefulRestart) -> String {
+    Config::node(65001, "192.0.2.2")
+        .peer(
+            Peer::new("tor", "192.0.2.1", 65000)
+                .fast()
+                .families(&["ipv4-unicast"])
+                .graceful_restart(graceful_restart),
+        )
+        .advertisement(Advertisement::new("public"))
+        .to_toml()
 }
 
 /// FRR keeps a peer's routes as LLGR_STALE for at most its own
@@ -39,12 +40,9 @@ fn community(route: &Value) -> String {
 
 /// FRR with LLGR, and holdfast with `graceful_restart = GR` advertising
 /// the VIP; returns once the session is Established.
-fn start<'a>(lab: &'a Lab, gr: &str) -> (Frr, Holdfast<'a>) {
+fn start<'a>(lab: &'a Lab, gr: GracefulRestart) -> (Frr, Holdfast<'a>) {
     testlab::require_root();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], FRR_LLGR),
-    );
+    let frr = Tor::new().lines(FRR_LLGR).on(lab);
     let node = Holdfast::start(&lab.node, &conf(gr), &vips(&["198.51.100.90"]));
     frr.wait_established(NEIGHBOR.parse().unwrap(), LONG);
     (frr, node)
@@ -57,7 +55,9 @@ fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
     let lab = Lab::pair();
     let (frr, mut node) = start(
         &lab,
-        "{ restart_time = \"5s\", long_lived_stale_time = \"60s\" }",
+        GracefulRestart::new()
+            .restart_time("5s")
+            .long_lived_stale_time("60s"),
     );
     let route = frr.wait_prefix(PREFIX, LONG);
     assert_eq!(
@@ -104,7 +104,7 @@ fn killed_past_restart_time_the_route_stays_as_llgr_stale_then_is_refreshed() {
 #[test]
 fn without_llgr_the_route_goes_after_restart_time() {
     let lab = Lab::pair();
-    let (frr, mut node) = start(&lab, "{ restart_time = \"5s\" }");
+    let (frr, mut node) = start(&lab, GracefulRestart::new().restart_time("5s"));
     frr.wait_prefix(PREFIX, LONG);
     node.kill(Signal::Kill);
     node.wait_exit();

@@ -9,101 +9,22 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bgp_proto::message::check_header;
 use bgp_proto::open::Open;
 use bgp_proto::{Capability, Context, Family, Message, RouteRefresh};
-use common::{BIN, Holdfast, LONG, frr_conf, node_conf, vips};
-use testlab::frr::Frr;
-use testlab::{Lab, LabDir, Signal, require_root, wait_for};
+use common::{Advertisement, Config, Holdfast, LONG, Peer, Tor, free_port, vips};
+use testlab::{Signal, require_root, wait_for};
 
-/// The daemon on loopback in this namespace, logging to a file.
-struct Daemon {
-    child: Child,
-    dir: LabDir,
-    log: PathBuf,
-}
-
-impl Daemon {
-    /// `config` with `VIPS` replaced by the VIP file's path.
-    fn start(config: &str, vip_file: &str, args: &[&str]) -> Daemon {
-        let dir = LabDir::new("holdfast-log");
-        let vips_path = dir.write("vips.toml", vip_file);
-        let config = config.replace("VIPS", &vips_path.display().to_string());
-        let config_path = dir.write("holdfast.toml", &config);
-        let log = dir.join("holdfast.log");
-        let file = std::fs::File::create(&log).expect("the log file");
-        let child = Command::new(BIN)
-            .args(["run", "--config"])
-            .arg(&config_path)
-            .arg("--state-dir")
-            .arg(dir.join("state"))
-            .args(args)
-            .env_remove("HOLDFAST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .expect("holdfast starts");
-        Daemon { child, dir, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn lines(&self) -> usize {
-        self.log().lines().count()
-    }
-
-    fn wait_line(&mut self, needles: &[&str]) -> String {
-        wait_for(LONG, &format!("a log line with {needles:?}"), || {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("holdfast exited ({status}):\n{}", self.log());
-            }
-            self.log()
-                .lines()
-                .find(|l| needles.iter().all(|n| l.contains(n)))
-                .map(str::to_owned)
-                .ok_or_else(|| "not yet".to_owned())
-        })
-    }
-
-    fn terminate(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none() {
-            assert!(start.elapsed() < LONG, "holdfast did not exit on SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "holdfast's log ({}):\n{}",
-                self.dir.path().display(),
-                self.log()
-            );
-        }
-    }
-}
-
-/// A port nobody listens on right now, on loopback.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("an ephemeral port")
-        .port()
+/// The daemon on loopback in this namespace, logging at its default
+/// level (no `--log`, no `HOLDFAST_LOG`) with `args`; its API on port 0,
+/// so nothing waits for it: a test waits for log lines.
+fn start(config: &Config, args: &[&str]) -> Holdfast<'static> {
+    let mut d = Holdfast::local_unstarted(config, VIP_FILE);
+    d.log_filter = None;
+    d.run(args);
+    d
 }
 
 /// The number after `key=` in `line`.
@@ -139,14 +60,12 @@ fn accounted(log: &str, written: &str, kind: &str) -> u64 {
 const VIP_FILE: &str = "[[vip]]\naddress = \"198.51.100.10\"\nservice = \"demo/web\"\n";
 
 /// A passive peer at 127.0.0.2 and the BGP listener on `port`.
-fn listener_config(port: u16) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\
-         api = \"127.0.0.1:0\"\nlisten = \"127.0.0.1:{port}\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"127.0.0.2\"\nasn = 65000\npassive = true\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    )
+fn listener_config(port: u16) -> Config {
+    Config::node(65001, "192.0.2.2")
+        .api("127.0.0.1:0")
+        .listen(&format!("127.0.0.1:{port}"))
+        .peer(Peer::new("tor", "127.0.0.2", 65000).passive())
+        .advertisement(Advertisement::new("public"))
 }
 
 /// The issue measured 5000 WARN lines in 0.8 s for 5000 connections from
@@ -154,10 +73,10 @@ fn listener_config(port: u16) -> String {
 #[test]
 fn a_flood_of_connections_from_a_non_peer_makes_at_most_ten_lines() {
     let port = free_port();
-    let mut d = Daemon::start(&listener_config(port), VIP_FILE, &[]);
-    d.wait_line(&["accepting BGP connections"]);
-    d.wait_line(&["first complete view"]);
-    let before = d.lines();
+    let d = start(&listener_config(port), &[]);
+    d.wait_log_line(&["accepting BGP connections"], LONG);
+    d.wait_log_line(&["first complete view"], LONG);
+    let before = d.log_lines();
 
     let target: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
     let from: SocketAddr = (Ipv4Addr::new(127, 0, 0, 3), 0).into();
@@ -259,15 +178,18 @@ fn scripted_session(listener: &TcpListener) -> (TcpStream, std::thread::JoinHand
     (s, drain)
 }
 
-fn peer_config(port: u16) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\
-         api = \"127.0.0.1:0\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"127.0.0.1\"\nport = {port}\nasn = 65000\n\
-         connect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    )
+/// Peer `tor` at 127.0.0.1 `port`, IPv4 unicast, a connection attempt
+/// every second.
+fn peer_config(port: u16) -> Config {
+    Config::node(65001, "192.0.2.2")
+        .api("127.0.0.1:0")
+        .peer(
+            Peer::new("tor", "127.0.0.1", 65000)
+                .port(port)
+                .connect_retry("1s")
+                .families(&["ipv4-unicast"]),
+        )
+        .advertisement(Advertisement::new("public"))
 }
 
 /// The issue measured an INFO line per ROUTE-REFRESH (4.5 M lines in
@@ -277,10 +199,10 @@ fn a_flood_of_route_refresh_from_a_peer_makes_a_bounded_number_of_lines() {
     const REQUESTS: u64 = 20_000;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let mut d = Daemon::start(&peer_config(port), VIP_FILE, &[]);
+    let d = start(&peer_config(port), &[]);
     let (mut s, _drain) = scripted_session(&listener);
-    d.wait_line(&["session Up", "peer=tor"]);
-    let before = d.lines();
+    d.wait_log_line(&["session Up", "peer=tor"], LONG);
+    let before = d.log_lines();
 
     // RFC 2918 §3: a ROUTE-REFRESH for IPv4 unicast, many times over.
     let one = Message::RouteRefresh(RouteRefresh::new(
@@ -325,10 +247,10 @@ fn a_flood_of_malformed_updates_from_a_peer_makes_a_bounded_number_of_lines() {
     const UPDATES: u64 = 20_000;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let mut d = Daemon::start(&peer_config(port), VIP_FILE, &[]);
+    let d = start(&peer_config(port), &[]);
     let (mut s, _drain) = scripted_session(&listener);
-    d.wait_line(&["session Up", "peer=tor"]);
-    let before = d.lines();
+    d.wait_log_line(&["session Up", "peer=tor"], LONG);
+    let before = d.log_lines();
 
     // An UPDATE for 198.51.100.0/24 whose LARGE_COMMUNITY is 5 octets
     // long: RFC 8092 §6 and RFC 7606 make it treat-as-withdraw, the
@@ -380,30 +302,16 @@ fn a_flood_of_malformed_updates_from_a_peer_makes_a_bounded_number_of_lines() {
 #[test]
 fn a_withdrawal_caused_by_a_shorter_hold_down_names_its_service_and_reason() {
     let port = free_port();
-    let config = |hold: &str| {
-        format!(
-            "{}\n[stability]\nwithdraw_hold_down = \"{hold}\"\n",
-            listener_config(port)
-        )
-    };
-    let mut d = Daemon::start(&config("1h"), VIP_FILE, &[]);
-    d.wait_line(&["advertised", "prefix=198.51.100.10/32"]);
-    let vips = d.dir.join("vips.toml");
-    let tmp = d.dir.join("vips.toml.tmp");
-    std::fs::write(&tmp, "").unwrap();
-    std::fs::rename(&tmp, &vips).unwrap();
-    d.wait_line(&["VIP file read", "removed=1"]);
+    let config = |hold: &str| listener_config(port).hold_down(hold);
+    let d = start(&config("1h"), &[]);
+    d.wait_log_line(&["advertised", "prefix=198.51.100.10/32"], LONG);
+    d.write_vips("");
+    d.wait_log_line(&["VIP file read", "removed=1"], LONG);
     std::thread::sleep(Duration::from_secs(2));
     assert!(!d.log().contains("withdrawn"), "{}", d.log());
     // The daemon notices the config file's change by itself.
-    let tmp = d.dir.join("holdfast.toml.tmp");
-    std::fs::write(
-        &tmp,
-        config("1s").replace("VIPS", &vips.display().to_string()),
-    )
-    .unwrap();
-    std::fs::rename(&tmp, d.dir.join("holdfast.toml")).unwrap();
-    let line = d.wait_line(&["withdrawn", "prefix=198.51.100.10/32"]);
+    d.write_config(&config("1s").to_toml());
+    let line = d.wait_log_line(&["withdrawn", "prefix=198.51.100.10/32"], LONG);
     assert!(line.contains("service=demo/web"), "{line}");
     assert!(
         line.contains("reason=\"removed from the VIP file, hold-down 1s elapsed\""),
@@ -419,19 +327,15 @@ fn a_withdrawal_caused_by_a_shorter_hold_down_names_its_service_and_reason() {
 fn json_log_lines_parse_with_their_fields() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let config = format!(
-        "{}\n[stability]\nwithdraw_hold_down = \"0s\"\n",
-        peer_config(port)
-    );
-    let mut d = Daemon::start(&config, VIP_FILE, &["--log-format", "json"]);
+    let config = peer_config(port).hold_down("0s");
+    let mut d = start(&config, &["--log-format", "json"]);
     let (_s, _drain) = scripted_session(&listener);
-    d.wait_line(&["session Up"]);
-    d.wait_line(&["advertised"]);
-    let tmp = d.dir.join("vips.toml.tmp");
-    std::fs::write(&tmp, "").unwrap();
-    std::fs::rename(&tmp, d.dir.join("vips.toml")).unwrap();
-    d.wait_line(&["withdrawn"]);
-    d.terminate();
+    d.wait_log_line(&["session Up"], LONG);
+    d.wait_log_line(&["advertised"], LONG);
+    d.write_vips("");
+    d.wait_log_line(&["withdrawn"], LONG);
+    d.kill(Signal::Term);
+    d.wait_exit_within(LONG);
 
     let log = d.log();
     let lines: Vec<serde_json::Value> = log
@@ -486,24 +390,12 @@ fn count(log: &str, needle: &str) -> usize {
 #[test]
 fn session_changes_withdrawals_and_shutdown_read_as_one_line_each() {
     require_root();
-    let lab = Lab::pair();
-    let router = lab.router_v4.to_string();
-    let node = lab.node_v4.to_string();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, &router, &[(&node, 65001)], ""),
-    );
-    let mut h = Holdfast::start(
-        &lab.node,
-        &node_conf(
-            65001,
-            &node,
-            &[("tor", &router, 65000)],
-            "[[advertisement]]\nname = \"public\"\n",
-            "withdraw_hold_down = \"2s\"",
-        ),
-        &vips(&["198.51.100.10"]),
-    );
+    let (lab, frr) = Tor::new().start();
+    let config = Config::node(65001, &lab.node_v4.to_string())
+        .peer(Peer::new("tor", lab.router_v4, 65000).fast())
+        .hold_down("2s")
+        .advertisement(Advertisement::new("public"));
+    let mut h = Holdfast::start(&lab.node, &config.to_toml(), &vips(&["198.51.100.10"]));
     frr.wait_established(lab.node_v4.into(), LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
     let up = |h: &Holdfast, n: usize| {

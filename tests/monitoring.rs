@@ -8,14 +8,16 @@
 //! (scripts/test.sh installs it): a missing promtool or kubectl fails
 //! these tests.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_holdfast");
+use common::{Advertisement, Config, Holdfast, Peer, free_port};
 /// Generous: a debug binary on a shared two-core machine.
 const DEADLINE: Duration = Duration::from_secs(30);
 /// The PrometheusRule, applied once per cluster, and promtool's unit tests
@@ -58,14 +60,6 @@ fn write_rule_file(dir: &Path) -> String {
     file
 }
 
-/// A port free on 127.0.0.1 right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
 /// (status code, body) of `GET path`, or an error while the daemon starts.
 fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
@@ -97,62 +91,31 @@ fn wait_get(addr: SocketAddr, path: &str, want: u16) -> String {
 }
 
 /// The daemon with the file source, its API and metrics listener on
-/// loopback, and one peer on a loopback port nobody listens on.
-struct Daemon {
-    child: Child,
-    api: SocketAddr,
-    metrics: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start() -> Daemon {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+/// loopback, and one peer on a loopback port nobody listens on: the
+/// daemon (its API at `api`) and the metrics listener's address.
+fn start() -> (Holdfast<'static>, SocketAddr) {
     let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let vips = dir.path().join("vips.toml");
-    std::fs::write(&vips, "[[vip]]\naddress = \"198.51.100.10\"\n").unwrap();
-    let config = dir.path().join("holdfast.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"n1\"\napi = \"{api}\"\nmetrics = \"{metrics}\"\n\n\
-             [[peer]]\nname = \"tor1\"\naddress = \"127.0.0.1\"\nport = {}\nasn = 65000\nconnect_retry = \"1s\"\n\n\
-             [source]\nkind = \"file\"\npath = \"{}\"\n\n[[advertisement]]\nname = \"public\"\n",
-            free_port(),
-            vips.display()
-        ),
-    )
-    .unwrap();
-    let log = std::fs::File::create(dir.path().join("holdfast.log")).unwrap();
-    let child = Command::new(BIN)
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("holdfast starts");
-    Daemon {
-        child,
-        api,
-        metrics,
-        _dir: dir,
-    }
+    let config = Config::new()
+        .speaker(65001, "192.0.2.2")
+        .hostname("n1")
+        .metrics(metrics)
+        .peer(
+            Peer::new("tor1", "127.0.0.1", 65000)
+                .port(free_port())
+                .connect_retry("1s"),
+        )
+        .file_source()
+        .advertisement(Advertisement::new("public"));
+    let mut d = Holdfast::local_unstarted(&config, "[[vip]]\naddress = \"198.51.100.10\"\n");
+    d.log_filter = None;
+    d.run(&[]);
+    (d, metrics)
 }
 
 #[test]
 fn the_metrics_listener_serves_metrics_and_health_only() {
-    let d = start();
-    let scrape = wait_get(d.metrics, "/metrics", 200);
+    let (d, metrics) = start();
+    let scrape = wait_get(metrics, "/metrics", 200);
     assert!(
         scrape.contains("\nholdfast_peer_established{peer=\"tor1\""),
         "{scrape}"
@@ -161,9 +124,9 @@ fn the_metrics_listener_serves_metrics_and_health_only() {
         scrape.contains("\nprocess_resident_memory_bytes "),
         "{scrape}"
     );
-    assert_eq!(wait_get(d.metrics, "/healthz", 200), "ok\n");
+    assert_eq!(wait_get(metrics, "/healthz", 200), "ok\n");
     // Its peer never comes up: ready once readiness stops waiting for it.
-    let ready = wait_get(d.metrics, "/readyz", 200);
+    let ready = wait_get(metrics, "/readyz", 200);
     assert!(ready.starts_with("ready"), "{ready}");
     for path in [
         "/v1/status",
@@ -171,7 +134,7 @@ fn the_metrics_listener_serves_metrics_and_health_only() {
         "/v1/drain",
         "/v1/undrain",
     ] {
-        let (code, body) = get(d.metrics, path).expect("answers");
+        let (code, body) = get(metrics, path).expect("answers");
         assert_eq!(code, 404, "{path} on the metrics listener: {body}");
     }
     // The api listener still has everything.
@@ -182,11 +145,11 @@ fn the_metrics_listener_serves_metrics_and_health_only() {
 
 #[test]
 fn a_real_scrape_passes_promtool_check_metrics() {
-    let d = start();
+    let (_d, metrics) = start();
     // Once the VIP is in, every kind of family has a sample.
     let start = Instant::now();
     let scrape = loop {
-        let s = wait_get(d.metrics, "/metrics", 200);
+        let s = wait_get(metrics, "/metrics", 200);
         if s.contains("\nholdfast_routes_advertised 1\n") {
             break s;
         }

@@ -31,6 +31,19 @@ fn frr(asn: u32, id: &str, neighbors: &[(&str, &str)]) -> String {
     frr_conf_remote(asn, id, neighbors, "", "")
 }
 
+/// The ToR of the pair as [`frr`] has it: no graceful restart, the node's
+/// AS as `remote` says.
+fn tor(remote: &str) -> Tor {
+    Tor::new().without_graceful_restart().node_remote_as(remote)
+}
+
+/// peer `name` at `address` with fast connections.
+fn peer_at(name: &str, address: &str, asn: impl Into<PeerAsn>) -> Peer {
+    Peer::new(name, address, asn)
+        .hold_time("9s")
+        .connect_retry("1s")
+}
+
 /// What FRR says of a neighbor: its AS and router ID, as FRR learned them
 /// from the OPEN. Both fields must be there.
 fn remote_as_and_id(frr: &Frr, addr: &str) -> (u64, String) {
@@ -72,15 +85,23 @@ fn a_node_label_chooses_the_override_frr_sees_and_a_label_change_moves_it() {
     testlab::require_root();
     let lab = Lab::pair();
     let k = cluster::KubeApi::for_node(&lab.node, "node-1", NODE, &[("rack", "b")]);
-    let frr = Frr::start(&lab.router, &frr(65000, TOR, &[(NODE, "external")]));
-    let config = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\n\n\
-         [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [source]\nkind = \"kubernetes\"\n\n\
-         [[node_override]]\nnode_selector = {{ match_labels = {{ rack = \"b\" }} }}\nasn = 65002\nrouter_id = \"192.0.2.202\"\n\n\
-         [[node_override]]\nnode_selector = {{ match_labels = {{ rack = \"c\" }} }}\nasn = 65003\nrouter_id = \"192.0.2.203\"\n"
-    );
-    let h = k.holdfast(&lab.node, "node-1", &config);
+    let frr = tor("external").on(&lab);
+    // The first override's selector is at 16:17, as the status says below.
+    let config = Config::new()
+        .speaker(65001, NODE)
+        .peer(peer_at("tor1", TOR, 65000))
+        .kubernetes_source()
+        .node_override(
+            NodeOverride::selecting(Selector::labels(&[("rack", "b")]))
+                .asn(65002)
+                .router_id("192.0.2.202"),
+        )
+        .node_override(
+            NodeOverride::selecting(Selector::labels(&[("rack", "c")]))
+                .asn(65003)
+                .router_id("192.0.2.203"),
+        );
+    let h = k.holdfast(&lab.node, "node-1", &config.to_toml());
     frr.wait_established(ip(NODE), LONG);
     assert_eq!(
         remote_as_and_id(&frr, NODE),
@@ -149,15 +170,23 @@ fn a_node_label_chooses_the_override_frr_sees_and_a_label_change_moves_it() {
 fn an_override_by_node_name_applies_with_the_file_source() {
     testlab::require_root();
     let lab = Lab::pair();
-    let frr = Frr::start(&lab.router, &frr(65000, TOR, &[(NODE6, "65007")]));
-    let config = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\n\n\
-         [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n\
-         [[node_override]]\nnames = [\"node-6\", \"node-7\"]\nasn = 65007\n\
-         [node_override.peer.tor1]\naddress = \"{TOR6}\"\nsource_address = \"{NODE6}\"\n"
+    let frr = tor("65007").ipv6_only().on(&lab);
+    let config = Config::new()
+        .speaker(65001, NODE)
+        .peer(peer_at("tor1", TOR, 65000))
+        .file_source()
+        .node_override(
+            NodeOverride::names(&["node-6", "node-7"])
+                .asn(65007)
+                .peer_addresses("tor1", TOR6, NODE6),
+        );
+    let h = Holdfast::start_env(
+        &lab.node,
+        &config.to_toml(),
+        "",
+        &[],
+        &[("NODE_NAME", "node-7")],
     );
-    let h = Holdfast::start_env(&lab.node, &config, "", &[], &[("NODE_NAME", "node-7")]);
     frr.wait_established(ip(NODE6), LONG);
     assert_eq!(remote_as_and_id(&frr, NODE6).0, 65007, "{}", h.log());
     let status = h.status();
@@ -184,13 +213,18 @@ fn an_ipv6_only_node_gets_a_router_id_derived_from_its_name() {
         .node
         .ip(&["-4", "-o", "addr", "show", "scope", "global"]);
     assert!(v4.trim().is_empty(), "the node still has IPv4: {v4}");
-    let frr = Frr::start(&lab.router, &frr(65000, TOR, &[(NODE6, "65001")]));
-    let config = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"auto\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"{TOR6}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv6-unicast\"]\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n"
+    let frr = tor("65001").ipv6_only().on(&lab);
+    let config = Config::new()
+        .speaker(65001, "auto")
+        .peer(peer_at("tor", TOR6, 65000).families(&["ipv6-unicast"]))
+        .file_source();
+    let h = Holdfast::start_env(
+        &lab.node,
+        &config.to_toml(),
+        "",
+        &[],
+        &[("NODE_NAME", "worker-v6-1")],
     );
-    let h = Holdfast::start_env(&lab.node, &config, "", &[], &[("NODE_NAME", "worker-v6-1")]);
     frr.wait_established(ip(NODE6), LONG);
     let expected = holdfast::config::derived_router_id("worker-v6-1");
     let (_, id) = remote_as_and_id(&frr, NODE6);
@@ -217,20 +251,19 @@ fn external_peers_in_two_different_ases_are_both_established() {
     let _link = testlab::veth(&lab.node, "to-router2", &router2, "to-node");
     lab.node.add_address("to-router2", "2001:db8:2::2/64");
     router2.add_address("to-node", "2001:db8:2::1/64");
-    let frr_a = Frr::start(&lab.router, &frr(65010, TOR, &[(NODE, "65001")]));
+    let frr_a = tor("65001").asn(65010).on(&lab);
     // With zebra: the IPv6 route's next hop carries a link-local address
     // (LAB-NOTES: bgpd alone resets such a session).
     let frr_b = Frr::start_with_zebra(
         &router2,
         &frr(65020, "192.0.2.129", &[("2001:db8:2::2", "65001")]),
     );
-    let config = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\n\n\
-         [[peer]]\nname = \"tor-a\"\naddress = \"{TOR}\"\nasn = \"external\"\nhold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\n\
-         [[peer]]\nname = \"tor-b\"\naddress = \"2001:db8:2::1\"\nasn = \"external\"\nhold_time = \"9s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv6-unicast\"]\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n"
-    );
-    let h = Holdfast::start(&lab.node, &config, &vips(&[VIP, VIP6]));
+    let config = Config::new()
+        .speaker(65001, NODE)
+        .peer(peer_at("tor-a", TOR, PeerAsn::External).families(&["ipv4-unicast"]))
+        .peer(peer_at("tor-b", "2001:db8:2::1", PeerAsn::External).families(&["ipv6-unicast"]))
+        .file_source();
+    let h = Holdfast::start(&lab.node, &config.to_toml(), &vips(&[VIP, VIP6]));
     frr_a.wait_established(ip(NODE), LONG);
     frr_b.wait_established(ip("2001:db8:2::2"), LONG);
     h.wait_peer_established("tor-a", LONG);
@@ -258,13 +291,12 @@ fn external_peers_in_two_different_ases_are_both_established() {
 fn local_asn_is_the_as_frr_sees_and_the_only_as_in_the_path() {
     testlab::require_root();
     let lab = Lab::pair();
-    let frr = Frr::start(&lab.router, &frr(65000, TOR, &[(NODE, "65100")]));
-    let config = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"{TOR}\"\nasn = 65000\nlocal_asn = 65100\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n"
-    );
-    let h = Holdfast::start(&lab.node, &config, &vips(&[VIP]));
+    let frr = tor("65100").on(&lab);
+    let config = Config::new()
+        .speaker(65001, NODE)
+        .peer(peer_at("tor", TOR, 65000).local_asn(65100))
+        .file_source();
+    let h = Holdfast::start(&lab.node, &config.to_toml(), &vips(&[VIP]));
     frr.wait_established(ip(NODE), LONG);
     assert_eq!(remote_as_and_id(&frr, NODE).0, 65100, "{}", h.log());
     assert_eq!(as_path(&frr, VIP_PREFIX), "65100");

@@ -21,7 +21,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_standin::StandIn;
 use kube_standin::fixtures::{load_balancer_service, node};
 use serde_json::Value;
-use testlab::{Frr, Lab, wait_until};
+use testlab::{Lab, wait_until};
 
 const STATUS_PATH: &str = "/apis/holdfast.dev/v1alpha1/bgpnodestatuses/n1/status";
 
@@ -204,13 +204,16 @@ fn the_daemon_writes_its_node_status_for_kubectl_get() {
     let host_kubeconfig = k.api.real().server.admin_kubeconfig();
     let cache = host_dir.path().join("cache");
     k.add_node(&lab.node, "node-1", NODE, &[]);
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let config = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{NODE}\"\nhostname = \"node-1\"\n\n\
-         [[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [source]\nkind = \"kubernetes\"\n\n[[advertisement]]\nname = \"public\"\n"
-    );
-    let holdfast = k.holdfast(&lab.node, "node-1", &config);
+    let frr = Tor::new().on(&lab);
+    let config = Config::node(65001, NODE)
+        .peer(
+            Peer::new("tor1", TOR, 65000)
+                .hold_time("9s")
+                .connect_retry("1s"),
+        )
+        .kubernetes_source()
+        .advertisement(Advertisement::new("public"));
+    let holdfast = k.holdfast(&lab.node, "node-1", &config.to_toml());
     let api = &k.api;
     api.create(&load_balancer_service("demo", "web", &["198.51.100.10"]))
         .unwrap();
@@ -314,40 +317,23 @@ fn the_file_source_writes_no_node_status() {
     install_crd(&kubeconfig, &cache);
     standin.create(&node("n1", "192.0.2.2", &[])).unwrap();
     standin.clear_requests();
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port")
-    };
-    let api_port = free();
-    let vips = dir.path().join("vips.toml");
-    std::fs::write(&vips, "[[vip]]\naddress = \"198.51.100.10\"\n").unwrap();
-    let config = dir.path().join("holdfast.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"n1\"\napi = \"127.0.0.1:{api_port}\"\n\
-             [[peer]]\nname = \"tor1\"\naddress = \"127.0.0.1\"\nport = {}\nasn = 65000\nconnect_retry = \"1s\"\n\
-             [source]\nkind = \"file\"\npath = \"{}\"\n",
-            free(),
-            vips.display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(BIN)
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .env("KUBECONFIG", &kubeconfig)
-        .env("NODE_NAME", "n1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("holdfast starts");
-    let api: std::net::SocketAddr = format!("127.0.0.1:{api_port}").parse().unwrap();
+    let config = Config::new()
+        .speaker(65001, "192.0.2.2")
+        .hostname("n1")
+        .peer(
+            Peer::new("tor1", "127.0.0.1", 65000)
+                .port(free_port())
+                .connect_retry("1s"),
+        )
+        .file_source();
+    let mut h = Holdfast::local_unstarted(&config, "[[vip]]\naddress = \"198.51.100.10\"\n");
+    h.log_filter = None;
+    h.env = vec![
+        ("KUBECONFIG".into(), kubeconfig.display().to_string()),
+        ("NODE_NAME".into(), "n1".into()),
+    ];
+    h.run(&[]);
+    let api = h.api;
     // Nothing listens at the peer's port: ready once the peer wait is over
     // (twice connect_retry, at least 10 s), well inside the bound. With the
     // default connect_retry that wait was 60 s, the bound itself.
@@ -362,8 +348,8 @@ fn the_file_source_writes_no_node_status() {
     assert!(ready.contains("ready"));
     // Two write intervals of the Kubernetes source's writer.
     std::thread::sleep(holdfast::report::node_status::DEFAULT_INTERVAL * 2);
-    let _ = child.kill();
-    let _ = child.wait();
+    h.kill(testlab::Signal::Kill);
+    h.wait_exit();
     let requests = standin.requests();
     assert!(
         requests.is_empty(),

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use common::*;
-use testlab::{Frr, Lab, Netns};
+use testlab::Netns;
 
 const VIP: &str = "198.51.100.90";
 const VIP_PREFIX: &str = "198.51.100.90/32";
@@ -31,31 +31,35 @@ struct Outcome {
 }
 
 /// FRR (with `frr_extra` for our neighbor, `NODE` standing for our
-/// address) connects to holdfast's passive peer "tor" (with
-/// `holdfast_extra`; `other_peers` are more `[[peer]]` blocks); the
-/// session must come up and carry the VIP, or never come up for `NEVER`.
-fn case(frr_extra: &str, holdfast_extra: &str, other_peers: &str, establishes: bool) -> Outcome {
-    let lab = Lab::routed_pair();
-    let node_addr = lab.node_v4.to_string();
-    let router_addr = lab.router_v4.to_string();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(
-            65000,
-            &router_addr,
-            &[(&node_addr, 65001)],
-            &frr_extra.replace("NODE", &node_addr),
-        ),
-    );
-    let conf = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{node_addr}\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"{router_addr}\"\nasn = 65000\npassive = true\n\
-         hold_time = \"9s\"\nkeepalive = \"3s\"\nfamilies = [\"ipv4-unicast\"]\n{holdfast_extra}\n\
-         {other_peers}\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    );
-    let node = Holdfast::start(&lab.node, &conf, &vips(&[VIP]));
+/// address) connects to holdfast's passive peer "tor" (`tor` adds to it;
+/// `other_peers` are more peers); the session must come up and carry the
+/// VIP, or never come up for `NEVER`.
+fn case(
+    frr_extra: &str,
+    tor: impl FnOnce(Peer) -> Peer,
+    other_peers: &[Peer],
+    establishes: bool,
+) -> Outcome {
+    let node_addr = testlab::lab::routed::NODE_V4.to_string();
+    let router_addr = testlab::lab::routed::ROUTER_V4.to_string();
+    let (lab, frr) = Tor::new()
+        .routed()
+        .lines(&frr_extra.replace("NODE", &node_addr))
+        .start();
+    let conf = Config::node(65001, &node_addr)
+        .listen("0.0.0.0:179")
+        .peer(tor(Peer::new("tor", &router_addr, 65000)
+            .passive()
+            .hold_time("9s")
+            .keepalive("3s")
+            .families(&["ipv4-unicast"])));
+    let conf = other_peers
+        .iter()
+        .cloned()
+        .fold(conf, Config::peer)
+        .stability(Stability::new())
+        .advertisement(Advertisement::new("public"));
+    let node = Holdfast::start(&lab.node, &conf.to_toml(), &vips(&[VIP]));
     let neighbor: IpAddr = node_addr.parse().unwrap();
     if establishes {
         frr.wait_established(neighbor, LONG);
@@ -104,8 +108,8 @@ fn passive_side_ttl_and_gtsm_two_hops_away() {
         let gtsm_2 = s.spawn(|| {
             case(
                 " neighbor NODE ttl-security hops 2\n",
-                "ebgp_multihop = 2\nttl_security = true\n",
-                "",
+                |p| p.ebgp_multihop(2).ttl_security(),
+                &[],
                 true,
             )
         });
@@ -115,8 +119,8 @@ fn passive_side_ttl_and_gtsm_two_hops_away() {
         let gtsm_1 = s.spawn(|| {
             case(
                 " neighbor NODE ttl-security hops 2\n",
-                "ttl_security = true\n",
-                "",
+                |p| p.ttl_security(),
+                &[],
                 false,
             )
         });
@@ -127,8 +131,8 @@ fn passive_side_ttl_and_gtsm_two_hops_away() {
         let gtsm_1_shared = s.spawn(|| {
             case(
                 " neighbor NODE ttl-security hops 2\n",
-                "ttl_security = true\n",
-                "[[peer]]\nname = \"other\"\naddress = \"192.0.2.77\"\nasn = 65002\npassive = true\n\n",
+                |p| p.ttl_security(),
+                &[Peer::new("other", "192.0.2.77", 65002).passive()],
                 false,
             )
         });
@@ -137,12 +141,12 @@ fn passive_side_ttl_and_gtsm_two_hops_away() {
         let multihop_2 = s.spawn(|| {
             case(
                 " neighbor NODE ebgp-multihop 2\n",
-                "ebgp_multihop = 2\n",
-                "",
+                |p| p.ebgp_multihop(2),
+                &[],
                 true,
             )
         });
-        let multihop_1 = s.spawn(|| case(" neighbor NODE ebgp-multihop 2\n", "", "", false));
+        let multihop_1 = s.spawn(|| case(" neighbor NODE ebgp-multihop 2\n", |p| p, &[], false));
 
         let gtsm_2 = gtsm_2.join().expect("GTSM, 2 hops");
         assert!(

@@ -10,11 +10,34 @@ use testlab::{Frr, Lab, NsProcess, Signal, wait_until};
 
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
-const AD: &str = "[[advertisement]]\nname = \"web\"\nprobe = { port = 8080, interval = \"500ms\", timeout = \"300ms\", fail_after = 3, recover_after = 2 }\n";
 const LISTENER: &str = "import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('198.51.100.10', 8080))\ns.listen(64)\nwhile True:\n    c,_=s.accept()\n    c.close()\n";
 
 fn listener(ns: &testlab::Netns) -> NsProcess {
     NsProcess::start(ns, "listener", &["python3", "-c", LISTENER])
+}
+
+/// Advertisement `web`, probed on port 8080 every 500 ms.
+fn web() -> Advertisement {
+    Advertisement::new("web").probe(
+        Probe::tcp(8080)
+            .interval("500ms")
+            .timeout("300ms")
+            .fail_after(3)
+            .recover_after(2),
+    )
+}
+
+/// The node's config: peer tor1, a 30 s hold-down, these advertisements.
+fn conf(ads: &[Advertisement]) -> String {
+    ads.iter()
+        .cloned()
+        .fold(
+            Config::node(65001, NODE)
+                .peer(Peer::new("tor1", TOR, 65000).fast())
+                .hold_down("30s"),
+            Config::advertisement,
+        )
+        .to_toml()
 }
 
 /// The node with 198.51.100.10 local to it (as kube-proxy or Cilium make
@@ -23,7 +46,7 @@ fn lab_with_a_local_vip() -> (Lab, Frr) {
     let lab = Lab::pair();
     lab.node
         .ip(&["addr", "add", "198.51.100.10/32", "dev", "lo"]);
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let frr = Tor::new().on(&lab);
     (lab, frr)
 }
 
@@ -32,14 +55,7 @@ fn a_vip_is_advertised_only_while_its_tcp_probe_passes() {
     testlab::require_root();
     testlab::require_tools(&["python3"]);
     let (lab, frr) = lab_with_a_local_vip();
-    let conf = node_conf(
-        65001,
-        NODE,
-        &[("tor1", TOR, 65000)],
-        AD,
-        "withdraw_hold_down = \"30s\"",
-    );
-    let node = Holdfast::start(&lab.node, &conf, &vips(&["198.51.100.10"]));
+    let node = Holdfast::start(&lab.node, &conf(&[web()]), &vips(&["198.51.100.10"]));
     frr.wait_established(NODE.parse().unwrap(), LONG);
     // Nothing listens yet: never advertised.
     std::thread::sleep(Duration::from_secs(2));
@@ -87,14 +103,7 @@ fn a_failing_probe_withdraws_its_vip_while_the_vip_file_is_broken() {
     testlab::require_tools(&["python3"]);
     let (lab, frr) = lab_with_a_local_vip();
     // `web` is probed; `plain` is not.
-    let ads = format!("{AD}\n[[advertisement]]\nname = \"plain\"\n");
-    let conf = node_conf(
-        65001,
-        NODE,
-        &[("tor1", TOR, 65000)],
-        &ads,
-        "withdraw_hold_down = \"30s\"",
-    );
+    let conf = conf(&[web(), Advertisement::new("plain")]);
     let good = format!(
         "{}[[vip]]\naddress = \"198.51.100.20\"\nadvertisement = \"plain\"\n",
         vips(&["198.51.100.10"])

@@ -40,19 +40,21 @@ fn end_of_rib_received(frr: &Frr, neighbor: IpAddr) -> bool {
         .unwrap_or_else(|| panic!("no gracefulRestartInfo.ipv4Unicast.endOfRibStatus.endOfRibRecv in FRR's neighbor JSON: {n}"))
 }
 
-fn conf(peers: &str, stability: &str) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n{peers}\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n[stability]\n{stability}\n\n\
-         [[advertisement]]\nname = \"public\"\n"
-    )
+fn conf(peers: &[Peer], stability: Stability) -> String {
+    peers
+        .iter()
+        .cloned()
+        .fold(Config::node(65001, "192.0.2.2"), Config::peer)
+        .stability(stability)
+        .advertisement(Advertisement::new("public"))
+        .to_toml()
 }
 
-fn peer(name: &str, address: &str, connect_retry: &str) -> String {
-    format!(
-        "[[peer]]\nname = \"{name}\"\naddress = \"{address}\"\nasn = 65000\nhold_time = \"9s\"\n\
-         keepalive = \"3s\"\nconnect_retry = \"{connect_retry}\"\nfamilies = [\"ipv4-unicast\"]\n\n"
-    )
+fn peer(name: &str, address: &str, connect_retry: &str) -> Peer {
+    Peer::new(name, address, 65000)
+        .fast()
+        .connect_retry(connect_retry)
+        .families(&["ipv4-unicast"])
 }
 
 /// Before the session: 503 naming the peer. Session up but End-of-RIB held
@@ -66,7 +68,10 @@ fn ready_only_once_the_router_has_the_routes_and_end_of_rib() {
     // The router is not up yet: no session.
     let node = Holdfast::start(
         &lab.node,
-        &conf(&peer("tor", "192.0.2.1", "2s"), "advertise_delay = \"8s\""),
+        &conf(
+            &[peer("tor", "192.0.2.1", "2s")],
+            Stability::new().advertise_delay("8s"),
+        ),
         &vips(&["198.51.100.70"]),
     );
     // 503 from the first answer; once the VIP file is read (a moment after
@@ -81,10 +86,7 @@ fn ready_only_once_the_router_has_the_routes_and_end_of_rib() {
         }
     });
 
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
-    );
+    let frr = Tor::new().on(&lab);
     frr.wait_established(neighbor, LONG);
     // Established, End-of-RIB waiting for advertise_delay: not ready, and
     // FRR has had no End-of-RIB.
@@ -125,17 +127,16 @@ fn ready_only_once_the_router_has_the_routes_and_end_of_rib() {
 #[test]
 fn a_peer_in_maintenance_stops_blocking_after_two_connect_retries() {
     testlab::require_root();
-    let lab = Lab::pair();
+    let (lab, frr) = Tor::new().start();
     let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
-    );
     // 192.0.2.9 is on the lab's link and nobody has it: connects time out.
     // connect_retry 5s × 2 = the 10 s wait.
     let config = conf(
-        &(peer("tor", "192.0.2.1", "1s") + &peer("maint", "192.0.2.9", "5s")),
-        "",
+        &[
+            peer("tor", "192.0.2.1", "1s"),
+            peer("maint", "192.0.2.9", "5s"),
+        ],
+        Stability::new(),
     );
     let started = Instant::now();
     let node = Holdfast::start(&lab.node, &config, &vips(&["198.51.100.71"]));

@@ -334,47 +334,39 @@ struct Run<'a> {
     holdfast: Holdfast<'a>,
 }
 
-fn peer_conf(lab: &Lab, extra: &str) -> String {
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{node}\"\n{extra}\n\
-         [[peer]]\nname = \"tor\"\naddress = \"{router}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n{peer}\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n",
-        node = lab.node_v4,
-        router = lab.router_v4,
-        peer = if extra.contains("listen") {
-            "passive = true\n"
-        } else {
-            ""
-        },
-    )
-}
-
-fn frr_for(lab: &Lab, connect: bool) -> String {
-    let mut extra = String::new();
-    if connect {
-        // The router connects to the node's port 179; holdfast only listens.
-        extra.push_str(&format!(" neighbor {} port 179\n", lab.node_v4));
+/// holdfast peering with the router; with `listen`, listening on port
+/// 179 for its passive peer.
+fn peer_conf(lab: &Lab, listen: bool) -> String {
+    let mut tor = Peer::new("tor", lab.router_v4, 65000)
+        .hold_time("9s")
+        .connect_retry("1s");
+    let mut conf = Config::new().speaker(65001, &lab.node_v4.to_string());
+    if listen {
+        tor = tor.passive();
+        conf = conf.listen("0.0.0.0:179");
     }
-    frr_conf(
-        65000,
-        &lab.router_v4.to_string(),
-        &[(&lab.node_v4.to_string(), 65001)],
-        &extra,
-    )
+    conf.peer(tor).file_source().to_toml()
 }
 
-fn run_overlay<'a>(lab: &'a Lab, image: &Image, overlay: &str, holdfast_extra: &str) -> Run<'a> {
+/// FRR on the router; with `connect`, it connects to the node's port 179
+/// (holdfast only listens).
+fn frr_for(lab: &Lab, connect: bool) -> Frr {
+    let mut tor = Tor::new();
+    if connect {
+        tor = tor.lines(&format!(" neighbor {} port 179\n", lab.node_v4));
+    }
+    tor.on(lab)
+}
+
+fn run_overlay<'a>(lab: &'a Lab, image: &Image, overlay: &str, listen: bool) -> Run<'a> {
     let ds = daemon_set(overlay);
-    let frr = Frr::start(
-        &lab.router,
-        &frr_for(lab, holdfast_extra.contains("listen")),
-    );
+    let frr = frr_for(lab, listen);
     let node_ip = lab.node_v4.to_string();
     let holdfast = image::start(
         &lab.node,
         image,
         &ds,
-        &peer_conf(lab, holdfast_extra),
+        &peer_conf(lab, listen),
         &vips(&["198.51.100.10"]),
         &[("NODE_NAME", "node-1"), ("NODE_IP", &node_ip)],
     );
@@ -450,7 +442,7 @@ fn the_image_runs_as_the_base_daemonset_runs_it_and_peers_with_frr() {
     let image = Image::load("amd64");
     let lab = Lab::pair();
     let overlay = "deploy/overlays/rack-a";
-    let r = run_overlay(&lab, &image, overlay, "");
+    let r = run_overlay(&lab, &image, overlay, false);
     r.assert_serving();
     assert_locked_down(r.pid(), overlay);
     // The image's own idea of itself.
@@ -466,7 +458,7 @@ fn listening_on_179_as_the_listen_179_overlay_grants_it() {
     let image = Image::load("amd64");
     let lab = Lab::pair();
     let overlay = "deploy/overlays/listen-179";
-    let r = run_overlay(&lab, &image, overlay, "listen = \"0.0.0.0:179\"\n");
+    let r = run_overlay(&lab, &image, overlay, true);
     r.assert_serving();
     // The router connected to the node's port 179.
     let n = r
@@ -483,7 +475,7 @@ fn listening_on_179_as_the_listen_179_overlay_grants_it() {
         &lab.node,
         &image,
         &daemon_set("deploy/overlays/rack-a"),
-        &peer_conf(&lab, "listen = \"0.0.0.0:179\"\n"),
+        &peer_conf(&lab, true),
         &vips(&["198.51.100.10"]),
         &[("NODE_NAME", "node-1"), ("NODE_IP", "192.0.2.2")],
     );

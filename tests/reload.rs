@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use testlab::{Frr, Lab, Signal};
 
-const AD: &str = "[[advertisement]]\nname = \"public\"\n";
 const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
 
@@ -32,7 +31,22 @@ const REFUSED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Lines 1–14 of every config here; `[stability]` is line 14.
+/// The node peering with the ToR as `tor1` (fast timers), advertisement
+/// `public`.
+fn conf() -> Config {
+    conf_with(|p| p)
+}
+
+/// [`conf`] with more to peer `tor1`.
+fn conf_with(tor1: impl FnOnce(Peer) -> Peer) -> Config {
+    Config::node(65001, NODE)
+        .peer(tor1(Peer::new("tor1", TOR, 65000).fast()))
+        .stability(Stability::new())
+        .advertisement(Advertisement::new("public"))
+}
+
+/// Lines 1–14 of the configs whose refusal is judged by `LINE:COL`, by
+/// hand: `[stability]` is line 14.
 fn base_conf() -> String {
     "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
      [[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n\n\
@@ -104,15 +118,9 @@ fn metric(scrape: &str, name: &str) -> f64 {
 
 /// FRR on the router peering with the node, signing with `key` (RFC 2385).
 fn frr_signing(lab: &Lab, key: &str) -> Frr {
-    Frr::start(
-        &lab.router,
-        &frr_conf(
-            65000,
-            TOR,
-            &[(NODE, 65001)],
-            &format!(" neighbor {NODE} password {key}\n"),
-        ),
-    )
+    Tor::new()
+        .lines(&format!(" neighbor {NODE} password {key}\n"))
+        .on(lab)
 }
 
 fn log_lines(node: &Holdfast, needle: &str) -> usize {
@@ -122,15 +130,8 @@ fn log_lines(node: &Holdfast, needle: &str) -> usize {
 #[test]
 fn a_refused_reload_keeps_the_old_config_sets_the_metric_and_logs_one_line() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let good = node_conf(
-        65001,
-        NODE,
-        &[("tor1", TOR, 65000)],
-        AD,
-        "withdraw_hold_down = \"1s\"",
-    );
+    let (lab, frr) = Tor::new().start();
+    let good = conf().hold_down("1s").to_toml();
     let mut node = Holdfast::start(&lab.node, &good, &vips(&["198.51.100.10", "198.51.100.11"]));
     frr.wait_established(node_ip(), LONG);
     testlab::wait_until(LONG, "FRR has both VIPs", || {
@@ -218,22 +219,24 @@ fn a_passive_peer_with_md5_added_by_a_reload_connects_without_a_restart() {
     // FRR connects to us, signed (RFC 2385): the kernel drops its SYNs
     // unless the listening socket has the key for 192.0.2.1.
     let frr = frr_signing(&lab, "s3cret-key");
-    let head = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\nlisten = \"0.0.0.0:179\"\n\n\
-                [[peer]]\nname = \"elsewhere\"\naddress = \"192.0.2.99\"\nasn = 65099\nconnect_retry = \"1s\"\n\n";
-    let tail = "[source]\nkind = \"file\"\npath = \"VIPS\"\n";
-    let mut node = Holdfast::start(
-        &lab.node,
-        &format!("{head}{tail}"),
-        &vips(&["198.51.100.10"]),
-    );
+    let elsewhere = Config::node(65001, "192.0.2.2")
+        .listen("0.0.0.0:179")
+        .peer(Peer::new("elsewhere", "192.0.2.99", 65099).connect_retry("1s"));
+    let mut node = Holdfast::start(&lab.node, &elsewhere.to_toml(), &vips(&["198.51.100.10"]));
     let key = node.dir.write("tor1.key", "s3cret-key\n");
     std::thread::sleep(Duration::from_secs(2));
     assert_ne!(frr.state(node_ip()), "Established", "no peer for FRR yet");
-    node.write_config(&format!(
-        "{head}[[peer]]\nname = \"tor1\"\naddress = \"{TOR}\"\nasn = 65000\npassive = true\n\
-         password_file = \"{}\"\nhold_time = \"9s\"\nkeepalive = \"3s\"\n\n{tail}",
-        key.display()
-    ));
+    node.write_config(
+        &elsewhere
+            .peer(
+                Peer::new("tor1", TOR, 65000)
+                    .passive()
+                    .md5(key.as_path())
+                    .hold_time("9s")
+                    .keepalive("3s"),
+            )
+            .to_toml(),
+    );
     node.kill(Signal::Hup);
     frr.wait_established(node_ip(), LONG);
     testlab::wait_until(LONG, "FRR has the VIP", || {
@@ -245,33 +248,27 @@ fn a_passive_peer_with_md5_added_by_a_reload_connects_without_a_restart() {
 #[test]
 fn an_edit_made_while_a_reload_runs_is_applied() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
+    let (lab, frr) = Tor::new().start();
     // A reload that resets four peers rebuilds every peer's table four
     // times: with 60k VIPs, long enough to edit the file meanwhile.
     const VIPS: usize = 60_000;
-    let peers = |hold: &str, extra: &str| {
-        let mut c = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n"
-            .to_string();
-        for (name, addr, asn) in [
+    let peers = |hold: &str| {
+        [
             ("tor1", TOR, 65000),
             ("spare1", "192.0.2.51", 65051),
             ("spare2", "192.0.2.52", 65052),
             ("spare3", "192.0.2.53", 65053),
-        ] {
-            c.push_str(&format!(
-                "[[peer]]\nname = \"{name}\"\naddress = \"{addr}\"\nasn = {asn}\nhold_time = \"{hold}\"\nkeepalive = \"3s\"\nconnect_retry = \"1s\"\n\n"
-            ));
-        }
-        c.push_str(extra);
-        c.push_str("[source]\nkind = \"file\"\npath = \"VIPS\"\n");
-        c
+        ]
+        .into_iter()
+        .fold(Config::node(65001, "192.0.2.2"), |c, (name, addr, asn)| {
+            c.peer(Peer::new(name, addr, asn).fast().hold_time(hold))
+        })
     };
     let list: Vec<String> = (0..VIPS)
         .map(|i| format!("198.18.{}.{}", i / 256, i % 256))
         .collect();
     let list: Vec<&str> = list.iter().map(String::as_str).collect();
-    let mut node = Holdfast::start(&lab.node, &peers("9s", ""), &vips(&list));
+    let mut node = Holdfast::start(&lab.node, &peers("9s").to_toml(), &vips(&list));
     frr.wait_established(node_ip(), LONG);
     testlab::wait_until(Duration::from_secs(180), "the VIP file read", || {
         (log_lines(&node, &format!("vips={VIPS}")) > 0).then_some(())
@@ -279,14 +276,14 @@ fn an_edit_made_while_a_reload_runs_is_applied() {
 
     // The first edit resets every peer; the second, written while that
     // reload runs, adds a peer.
-    node.write_config(&peers("12s", ""));
+    node.write_config(&peers("12s").to_toml());
     node.kill(Signal::Hup);
     let began = Instant::now();
     testlab::wait_until(LONG, "the first reload resetting peers", || {
         (log_lines(&node, "peer changed: resetting its session") > 0).then_some(())
     });
-    let late = "[[peer]]\nname = \"late\"\naddress = \"192.0.2.54\"\nasn = 65054\n\n";
-    node.write_config(&peers("12s", late));
+    let late = Peer::new("late", "192.0.2.54", 65054);
+    node.write_config(&peers("12s").peer(late).to_toml());
     let resets = log_lines(&node, "peer changed: resetting its session");
     let reloaded = log_lines(&node, "config reloaded");
     println!(
@@ -312,16 +309,9 @@ fn an_edit_made_while_a_reload_runs_is_applied() {
 #[test]
 fn a_connect_retry_change_resets_nothing_and_counters_survive_a_reset() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let conf = |hold: &str, retry: &str| {
-        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "")
-            .replace("hold_time = \"9s\"", &format!("hold_time = \"{hold}\""))
-            .replace(
-                "connect_retry = \"1s\"",
-                &format!("connect_retry = \"{retry}\""),
-            )
-    };
+    let (lab, frr) = Tor::new().start();
+    let conf =
+        |hold: &str, retry: &str| conf_with(|p| p.hold_time(hold).connect_retry(retry)).to_toml();
     let node = Holdfast::start(&lab.node, &conf("9s", "1s"), &vips(&["198.51.100.10"]));
     frr.wait_established(node_ip(), LONG);
     testlab::wait_until(LONG, "FRR has the VIP", || {
@@ -398,17 +388,10 @@ fn a_connect_retry_change_resets_nothing_and_counters_survive_a_reset() {
 #[test]
 fn a_reload_moves_the_api_and_the_listening_address() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let conf = |speaker: &str| {
-        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "").replace(
-            "hostname = \"node-1\"\n",
-            &format!("hostname = \"node-1\"\n{speaker}"),
-        )
-    };
+    let (lab, frr) = Tor::new().start();
     let mut node = Holdfast::start(
         &lab.node,
-        &conf("listen = \"0.0.0.0:179\"\n"),
+        &conf().listen("0.0.0.0:179").to_toml(),
         &vips(&["198.51.100.10"]),
     );
     frr.wait_established(node_ip(), LONG);
@@ -416,9 +399,12 @@ fn a_reload_moves_the_api_and_the_listening_address() {
     let probe = |port: u16| lab.node.tcp_probe(localhost, port, Duration::from_secs(1));
     assert_eq!(probe(9179), testlab::TcpProbe::Connected);
 
-    node.write_config(&conf(
-        "listen = \"192.0.2.2:1179\"\napi = \"127.0.0.1:9180\"\n",
-    ));
+    node.write_config(
+        &conf()
+            .listen("192.0.2.2:1179")
+            .api("127.0.0.1:9180")
+            .to_toml(),
+    );
     node.kill(Signal::Hup);
     testlab::wait_until(LONG, "the API on 127.0.0.1:9180", || {
         (probe(9180) == testlab::TcpProbe::Connected).then_some(())
@@ -454,9 +440,8 @@ fn an_edit_adding_an_interface_advertisement_is_followed_without_a_signal() {
     testlab::require_root();
     let lab = Lab::pair();
     lab.node.ip(&["addr", "add", "203.0.113.9/32", "dev", "lo"]);
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let conf = |ads: &str| node_conf(65001, NODE, &[("tor1", TOR, 65000)], ads, "");
-    let node = Holdfast::start(&lab.node, &conf(AD), &vips(&["198.51.100.10"]));
+    let frr = Tor::new().on(&lab);
+    let node = Holdfast::start(&lab.node, &conf().to_toml(), &vips(&["198.51.100.10"]));
     frr.wait_established(node_ip(), LONG);
     frr.wait_prefix("198.51.100.10/32", LONG);
     assert!(
@@ -465,9 +450,11 @@ fn an_edit_adding_an_interface_advertisement_is_followed_without_a_signal() {
     );
 
     let edited = Instant::now();
-    node.write_config(&conf(&format!(
-        "{AD}[[advertisement]]\nname = \"loopback\"\ninterface = \"lo\"\n"
-    )));
+    node.write_config(
+        &conf()
+            .advertisement(Advertisement::new("loopback").interface("lo"))
+            .to_toml(),
+    );
     frr.wait_prefix("203.0.113.9/32", LONG);
     println!(
         "interface address announced {:?} after the edit",
@@ -488,7 +475,7 @@ fn an_edit_adding_an_interface_advertisement_is_followed_without_a_signal() {
 /// or why there is none. (A daemon whose one thread is stuck still
 /// completes the TCP handshake, in the kernel; only the answer needs it.)
 fn api_answer(node: &Holdfast) -> Result<String, String> {
-    let out = node.ns.exec(&[
+    let out = node.exec(&[
         "timeout",
         "5",
         "bash",
@@ -527,12 +514,7 @@ fn a_reload_reading_a_hanging_file(what: OnTheHangingMount) {
     let mut node;
     let mut fs = testlab::HangingFs::mount(backing.path());
     let frr = frr_signing(&lab, key);
-    let conf = |key_path: &std::path::Path| {
-        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "").replace(
-            "asn = 65000\n",
-            &format!("asn = 65000\npassword_file = \"{}\"\n", key_path.display()),
-        )
-    };
+    let conf = |key_path: &std::path::Path| conf_with(|p| p.md5(key_path)).to_toml();
     let vip_file = vips(&["198.51.100.10"]);
     node = match what {
         OnTheHangingMount::PasswordFile => {
@@ -693,22 +675,12 @@ fn a_reload_whose_config_file_hangs_is_refused_and_the_daemon_runs_on() {
 #[test]
 fn a_reload_moves_the_metrics_listener_and_refuses_what_it_cannot_apply() {
     testlab::require_root();
-    let lab = Lab::pair();
-    let frr = Frr::start(&lab.router, &frr_conf(65000, TOR, &[(NODE, 65001)], ""));
-    let conf = |speaker: &str, extra_peer: &str, source: &str| {
-        node_conf(65001, NODE, &[("tor1", TOR, 65000)], AD, "")
-            .replace(
-                "hostname = \"node-1\"\n",
-                &format!("hostname = \"node-1\"\n{speaker}"),
-            )
-            .replace("[source]\n", &format!("{extra_peer}[source]\n"))
-            .replace("kind = \"file\"\npath = \"VIPS\"\n", source)
-    };
-    let file = "kind = \"file\"\npath = \"VIPS\"\n";
-    let late = "[[peer]]\nname = \"late\"\naddress = \"192.0.2.54\"\nasn = 65054\n\n";
+    let (lab, frr) = Tor::new().start();
+    let metrics = |addr: &str| conf().metrics(addr);
+    let late = Peer::new("late", "192.0.2.54", 65054);
     let mut node = Holdfast::start(
         &lab.node,
-        &conf("metrics = \"127.0.0.1:9190\"\n", "", file),
+        &metrics("127.0.0.1:9190").to_toml(),
         &vips(&["198.51.100.10"]),
     );
     frr.wait_established(node_ip(), LONG);
@@ -727,7 +699,7 @@ fn a_reload_moves_the_metrics_listener_and_refuses_what_it_cannot_apply() {
     assert!(open(9190));
 
     // Moved.
-    node.write_config(&conf("metrics = \"127.0.0.1:9191\"\n", "", file));
+    node.write_config(&metrics("127.0.0.1:9191").to_toml());
     node.kill(Signal::Hup);
     testlab::wait_until(LONG, "metrics on 127.0.0.1:9191", || {
         open(9191).then_some(())
@@ -747,7 +719,7 @@ fn a_reload_moves_the_metrics_listener_and_refuses_what_it_cannot_apply() {
 
     // An address this node does not have: nothing of the edit applies.
     let from = node.log().len();
-    node.write_config(&conf("metrics = \"192.0.2.99:9192\"\n", late, file));
+    node.write_config(&metrics("192.0.2.99:9192").peer(late.clone()).to_toml());
     node.kill(Signal::Hup);
     testlab::wait_until(LONG, "the reload-error metric at 1", || {
         (metric(&node.metrics(), "holdfast_config_reload_error") == 1.0).then_some(())
@@ -763,11 +735,12 @@ fn a_reload_moves_the_metrics_listener_and_refuses_what_it_cannot_apply() {
 
     // source.kind: refused whole, whatever else the edit holds.
     let from = node.log().len();
-    node.write_config(&conf(
-        "metrics = \"127.0.0.1:9191\"\n",
-        late,
-        "kind = \"kubernetes\"\n",
-    ));
+    node.write_config(
+        &metrics("127.0.0.1:9191")
+            .peer(late)
+            .kubernetes_source()
+            .to_toml(),
+    );
     node.kill(Signal::Hup);
     let refused = testlab::wait_until(LONG, "the source.kind change refused", || {
         node.log()[from..]
@@ -786,7 +759,7 @@ fn a_reload_moves_the_metrics_listener_and_refuses_what_it_cannot_apply() {
     assert!(frr.prefix("198.51.100.10/32").is_some());
 
     // Removed.
-    node.write_config(&conf("", "", file));
+    node.write_config(&conf().to_toml());
     node.kill(Signal::Hup);
     testlab::wait_until(LONG, "metrics gone from 127.0.0.1:9191", || {
         (!open(9191)).then_some(())

@@ -10,20 +10,26 @@ mod common;
 use std::net::IpAddr;
 
 use common::*;
-use testlab::{Frr, Lab, wait_until};
+use testlab::wait_until;
 
 fn conf() -> String {
     conf_with_path("VIPS")
 }
 
+/// Peer `tor` (IPv4 unicast), the VIP file at `path` resynced every
+/// second, no hold-down.
 fn conf_with_path(path: &str) -> String {
-    "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
-     [[peer]]\nname = \"tor\"\naddress = \"192.0.2.1\"\nasn = 65000\nhold_time = \"9s\"\n\
-     keepalive = \"3s\"\nconnect_retry = \"1s\"\nfamilies = [\"ipv4-unicast\"]\n\n\
-     [source]\nkind = \"file\"\npath = \"PATH\"\nresync = \"1s\"\n\n\
-     [stability]\nwithdraw_hold_down = \"0s\"\n\n\
-     [[advertisement]]\nname = \"public\"\n"
-        .replace("PATH", path)
+    Config::node(65001, "192.0.2.2")
+        .peer(
+            Peer::new("tor", "192.0.2.1", 65000)
+                .fast()
+                .families(&["ipv4-unicast"]),
+        )
+        .vip_file(path)
+        .resync("1s")
+        .hold_down("0s")
+        .advertisement(Advertisement::new("public"))
+        .to_toml()
 }
 
 /// The value of an unlabelled metric; absent fails the test.
@@ -45,12 +51,8 @@ fn clean_runs(log: &str) -> usize {
 #[test]
 fn resync_runs_every_period_and_repairs_nothing_when_nothing_was_missed() {
     testlab::require_root();
-    let lab = Lab::pair();
+    let (lab, frr) = Tor::new().start();
     let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
-    );
     let node = Holdfast::start(
         &lab.node,
         &conf(),
@@ -86,12 +88,8 @@ fn resync_runs_every_period_and_repairs_nothing_when_nothing_was_missed() {
 #[test]
 fn a_change_no_watch_sees_is_repaired_by_the_resync_alone_and_counted_once() {
     testlab::require_root();
-    let lab = Lab::pair();
+    let (lab, frr) = Tor::new().start();
     let neighbor: IpAddr = "192.0.2.2".parse().unwrap();
-    let frr = Frr::start(
-        &lab.router,
-        &frr_conf(65000, "192.0.2.1", &[("192.0.2.2", 65001)], ""),
-    );
     // The VIP file's directory is a symlink (`cur -> a`): the file source
     // watches the directory it resolves to, not the link's own.
     let files = testlab::LabDir::new("resync-vips");

@@ -187,16 +187,26 @@ struct Kube<'a> {
     nodes: Vec<Holdfast<'a>>,
 }
 
-fn kube_config(i: usize) -> String {
+/// Node `i` (0 or 1): node-1 or node-2 peering with the ToR on its link,
+/// a 3 s hold-down.
+fn node_config(i: usize) -> Config {
     let (tor, me) = LINKS[i];
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{me}\"\nhostname = \"node-{n}\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"{tor}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [source]\nkind = \"kubernetes\"\n\n\
-         [stability]\nwithdraw_hold_down = \"3s\"\n\n\
-         [[advertisement]]\nname = \"public\"\nlink_bandwidth = \"per-endpoint\"\n",
-        n = i + 1
-    )
+    Config::new()
+        .speaker(65001, me)
+        .hostname(&format!("node-{}", i + 1))
+        .peer(
+            Peer::new("tor", tor, 65000)
+                .hold_time("9s")
+                .connect_retry("1s"),
+        )
+}
+
+fn kube_config(i: usize) -> String {
+    node_config(i)
+        .kubernetes_source()
+        .hold_down("3s")
+        .advertisement(Advertisement::new("public").link_bandwidth("per-endpoint"))
+        .to_toml()
 }
 
 fn start_kube(fabric: &Fabric) -> Kube<'_> {
@@ -317,24 +327,26 @@ fn frr_weights_ecmp_by_ready_endpoints_and_a_scale_up_is_one_update() {
 /// with the VIP on `lo`, reaches holdfast itself), the VIP from a file,
 /// node-1 with the degrading probe and a disable file.
 fn probe_config(i: usize, disable_file: &str) -> String {
-    let (tor, me) = LINKS[i];
-    let probe = if i == 0 {
-        format!(
-            "degraded = {{ med = 1000, communities = [\"65001:666\"] }}\n\
-             probe = {{ port = 9179, interval = \"1s\", timeout = \"500ms\", fail_after = 2, recover_after = 2, \
-             on_failure = \"degrade\", disable_file = \"{disable_file}\" }}\n"
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"{me}\"\nhostname = \"node-{n}\"\napi = \"0.0.0.0:9179\"\n\n\
-         [[peer]]\nname = \"tor\"\naddress = \"{tor}\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-         [source]\nkind = \"file\"\npath = \"VIPS\"\n\n\
-         [stability]\nwithdraw_hold_down = \"3s\"\n\n\
-         [[advertisement]]\nname = \"default\"\nmed = 10\n{probe}",
-        n = i + 1
-    )
+    let mut ad = Advertisement::new("default").med(10);
+    if i == 0 {
+        ad = ad
+            .degraded(Degraded::new().med(1000).communities(&["65001:666"]))
+            .probe(
+                Probe::tcp(9179)
+                    .interval("1s")
+                    .timeout("500ms")
+                    .fail_after(2)
+                    .recover_after(2)
+                    .on_failure("degrade")
+                    .disable_file(disable_file),
+            );
+    }
+    node_config(i)
+        .api("0.0.0.0:9179")
+        .file_source()
+        .hold_down("3s")
+        .advertisement(ad)
+        .to_toml()
 }
 
 /// Both next hops, unweighted (zebra shows weight 1 when bgpd gave none).

@@ -14,9 +14,19 @@ mod image;
 use common::*;
 use testlab::{Frr, Netns, veth, wait_until};
 
-const NODE_CONF: &str = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\nhostname = \"node-1\"\n\n\
-     [[peer]]\nname = \"tor\"\ninterface = \"to-router\"\nasn = 65000\nhold_time = \"9s\"\nconnect_retry = \"1s\"\n\n\
-     [source]\nkind = \"file\"\npath = \"VIPS\"\n";
+/// The node peering with whoever advertises itself on `to-router`.
+fn node_conf() -> String {
+    node_conf_with(|p| p).to_toml()
+}
+
+/// [`node_conf`] with more to the peer.
+fn node_conf_with(more: impl FnOnce(Peer) -> Peer) -> Config {
+    Config::node(65001, "192.0.2.2").peer(more(
+        Peer::on_interface("tor", "to-router", 65000)
+            .hold_time("9s")
+            .connect_retry("1s"),
+    ))
+}
 
 /// FRR's side of an unnumbered link: `neighbor IF interface remote-as
 /// external`, which makes bgpd advertise on the interface (through zebra)
@@ -40,21 +50,9 @@ fn frr_unnumbered_with(more: &str) -> String {
     conf
 }
 
-/// NODE_CONF with `keys` added to the peer.
-fn node_conf_with(keys: &str) -> String {
-    let conf = NODE_CONF.replace("asn = 65000\n", &format!("asn = 65000\n{keys}"));
-    assert!(conf.contains(keys), "{conf}");
-    conf
-}
-
 /// `conf` with a listener on every IPv6 address, for a passive peer.
-fn listening(conf: &str) -> String {
-    let conf = conf.replace(
-        "hostname = \"node-1\"\n",
-        "hostname = \"node-1\"\nlisten = \"[::]:179\"\n",
-    );
-    assert!(conf.contains("listen = "), "{conf}");
-    conf
+fn listening(conf: Config) -> String {
+    conf.listen("[::]:179").to_toml()
 }
 
 /// Router and node joined by a veth with link-local addresses only.
@@ -126,7 +124,7 @@ fn frr_peers_over_link_local_and_installs_ipv4_via_ipv6() {
     let frr = Frr::start_forwarding(&router, &frr_unnumbered("192.0.2.1"));
     let holdfast = Holdfast::start(
         &node,
-        NODE_CONF,
+        &node_conf(),
         &vips(&["198.51.100.10", "2001:db8:100::10"]),
     );
     let ours = link_local(&node, "to-router");
@@ -185,7 +183,7 @@ fn a_replaced_router_is_followed() {
     testlab::require_tools(&["/usr/lib/frr/bgpd", "/usr/lib/frr/zebra"]);
     let (router, node, _link) = link();
     let frr = Frr::start_forwarding(&router, &frr_unnumbered("192.0.2.1"));
-    let holdfast = Holdfast::start(&node, NODE_CONF, &vips(&["198.51.100.10"]));
+    let holdfast = Holdfast::start(&node, &node_conf(), &vips(&["198.51.100.10"]));
     let first = link_local(&router, "to-node");
     wait_frr_established(&frr);
     frr.wait_prefix("198.51.100.10/32", LONG);
@@ -228,7 +226,7 @@ fn bird_peers_over_link_local_with_extended_next_hop() {
     let (router, node, _link) = link();
     let holdfast = Holdfast::start(
         &node,
-        NODE_CONF,
+        &node_conf(),
         &vips(&["198.51.100.10", "2001:db8:100::10"]),
     );
     let ours = link_local(&node, "to-router");
@@ -283,7 +281,7 @@ fn gtsm_on_both_sides_of_an_unnumbered_link() {
     let (router, node, _link) = link();
     let conf = frr_unnumbered_with(" neighbor to-node ttl-security hops 1\n");
     let frr = Frr::start_forwarding(&router, &conf);
-    let node_conf = node_conf_with("ttl_security = true\n");
+    let node_conf = node_conf_with(|p| p.ttl_security()).to_toml();
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
     let n = wait_frr_established_or(&frr, || {
         format!(
@@ -307,7 +305,7 @@ fn gtsm_on_an_unnumbered_link_with_the_router_connecting() {
     let (router, node, _link) = link();
     let conf = frr_unnumbered_with(" neighbor to-node ttl-security hops 1\n");
     let frr = Frr::start_forwarding(&router, &conf);
-    let node_conf = listening(&node_conf_with("ttl_security = true\npassive = true\n"));
+    let node_conf = listening(node_conf_with(|p| p.ttl_security().passive()));
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
     let n = wait_frr_established_or(&frr, || sockets_and_log(&node, &router, &holdfast));
     assert_eq!(n["externalBgpNbrMaxHopsAway"], 1, "{n}");
@@ -346,8 +344,7 @@ fn bfd_over_the_link_local_addresses() {
     ]);
     let conf = frr_unnumbered_with(" neighbor to-node bfd\n neighbor to-node bfd profile fast\n");
     let frr = Frr::start_with_bfd(&router, &conf, testlab::frr::BFD_FAST_PROFILE);
-    let node_conf =
-        node_conf_with("bfd = { min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3 }\n");
+    let node_conf = node_conf_with(|p| p.bfd(Bfd::new("100ms", "100ms", 3))).to_toml();
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
     let ours = link_local(&node, "to-router");
     wait_frr_established(&frr);
@@ -458,13 +455,13 @@ fn unprivileged_with_only_the_capability_the_overlay_grants() {
         .collect();
     let holdfast = Holdfast::start_wrapped(
         &node,
-        NODE_CONF,
+        &node_conf(),
         &vips(&["198.51.100.10"]),
         &overlay,
         &bin,
         (65532, 65532),
     );
-    let pid = holdfast.process.as_ref().expect("running").pid();
+    let pid = holdfast.pid();
     let (effective, permitted, bounding, uid) = capabilities(pid);
     assert!(uid.contains("65532"), "not running as 65532: {uid}");
     assert_eq!(bounding, CAP_NET_RAW, "bounding set {bounding:x}");
@@ -484,13 +481,13 @@ fn unprivileged_with_only_the_capability_the_overlay_grants() {
         .collect();
     let holdfast = Holdfast::start_wrapped(
         &node,
-        NODE_CONF,
+        &node_conf(),
         &vips(&["198.51.100.10"]),
         &base,
         &bin,
         (65532, 65532),
     );
-    let pid = holdfast.process.as_ref().expect("running").pid();
+    let pid = holdfast.pid();
     assert_eq!(capabilities(pid).1, 0, "permitted under no_new_privs");
     let why = testlab::wait_for(LONG, "the peer to say what it needs", || {
         let peer = holdfast.status()["peers"][0].clone();
@@ -521,7 +518,7 @@ fn the_image_peers_unnumbered_as_the_unnumbered_component_runs_it() {
         &node,
         &image,
         &ds,
-        NODE_CONF,
+        &node_conf(),
         &vips(&["198.51.100.10"]),
         &[("NODE_NAME", "node-1"), ("NODE_IP", "192.0.2.2")],
     );
@@ -555,10 +552,7 @@ fn a_passive_unnumbered_peer_with_a_password_file_accepts_the_signed_connection(
     let frr = Frr::start_forwarding(&router, &conf);
     let key = testlab::LabDir::new("key");
     let key_file = key.write("tor.key", "s3cret-key\n");
-    let node_conf = listening(&node_conf_with(&format!(
-        "passive = true\npassword_file = \"{}\"\n",
-        key_file.display()
-    )));
+    let node_conf = listening(node_conf_with(|p| p.passive().md5(key_file.as_path())));
     let holdfast = Holdfast::start(&node, &node_conf, &vips(&["198.51.100.10"]));
     let n = wait_frr_established_or(&frr, || sockets_and_log(&node, &router, &holdfast));
     // The router connected: its side of the session is not port 179.

@@ -391,7 +391,7 @@ impl Holdfast<'_> {
             if let Some(p) = self.process.as_mut() {
                 p.assert_running("waiting for the Kubernetes source to sync");
             }
-            let out = self.ns.exec(&[super::BIN, "status", "--json"]);
+            let out = self.exec(&[super::BIN, "status", "--json"]);
             let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
             (out.status.success() && status["source"]["synced"] == true).then_some(())
         });

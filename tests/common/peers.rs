@@ -1,13 +1,11 @@
 //! What the BIRD, GoBGP and ExaBGP interop tests share: the addresses and
-//! AS numbers of the lab, holdfast's config for it, and waits on holdfast's
-//! status and log.
-
-use std::time::Duration;
+//! AS numbers of the lab, holdfast's config for it, and counters of its
+//! status.
 
 use serde_json::Value;
-use testlab::{Lab, wait_for};
+use testlab::Lab;
 
-use super::{Holdfast, node_conf};
+use super::{Advertisement, Config, Peer};
 
 /// 4-octet AS numbers on both sides (RFC 6793): neither fits in the OPEN's
 /// two-octet My Autonomous System field, which carries AS_TRANS instead.
@@ -25,119 +23,31 @@ pub const COMMUNITY: &str = "65001:100";
 pub const LARGE_COMMUNITY: &str = "4200000002:1:100";
 pub const LOCAL_PREF: u32 = 200;
 
-pub const ADVERTISEMENT: &str = "[[advertisement]]\nname = \"public\"\ncommunities = [\"65001:100\"]\nlarge_communities = [\"4200000002:1:100\"]\nlocal_pref = 200\n";
+/// The advertisement of every interop test: a community, a large
+/// community and LOCAL_PREF.
+pub fn advertisement() -> Advertisement {
+    Advertisement::public(COMMUNITY)
+        .large_communities(&[LARGE_COMMUNITY])
+        .local_pref(LOCAL_PREF)
+}
 
 /// holdfast's config for the node of `lab`: peers `tor-v4` (the router's
 /// IPv4 address) and `tor-v6` (its IPv6 address), both in `router_asn`,
 /// each carrying IPv4 and IPv6 unicast.
 pub fn dual_transport_conf(lab: &Lab, local_asn: u32, router_asn: u32) -> String {
-    let v4 = lab.router_v4.to_string();
-    let v6 = lab.router_v6.to_string();
-    node_conf(
-        local_asn,
-        &lab.node_v4.to_string(),
-        &[("tor-v4", &v4, router_asn), ("tor-v6", &v6, router_asn)],
-        ADVERTISEMENT,
-        "",
-    )
+    Config::node(local_asn, &lab.node_v4.to_string())
+        .peer(Peer::new("tor-v4", lab.router_v4, router_asn).fast())
+        .peer(Peer::new("tor-v6", lab.router_v6, router_asn).fast())
+        .advertisement(advertisement())
+        .to_toml()
 }
 
 /// holdfast's config with one peer, `tor`, at `router` in `router_asn`.
 pub fn single_peer_conf(lab: &Lab, router: &str, local_asn: u32, router_asn: u32) -> String {
-    node_conf(
-        local_asn,
-        &lab.node_v4.to_string(),
-        &[("tor", router, router_asn)],
-        ADVERTISEMENT,
-        "",
-    )
-}
-
-impl Holdfast<'_> {
-    /// The status JSON of peer `name`.
-    pub fn peer_status(&self, name: &str) -> Value {
-        let status = self.status();
-        status["peers"]
-            .as_array()
-            .and_then(|peers| peers.iter().find(|p| p["name"] == name))
-            .cloned()
-            .unwrap_or_else(|| panic!("no peer {name} in holdfast status: {status}"))
-    }
-
-    /// Waits until holdfast's session `name` is Established; returns its
-    /// status.
-    pub fn wait_peer_established(&self, name: &str, timeout: Duration) -> Value {
-        wait_for(
-            timeout,
-            &format!("holdfast peer {name} to be Established"),
-            || {
-                let peer = self.peer_status(name);
-                if peer["state"] == "Established" {
-                    Ok(peer)
-                } else {
-                    Err(peer.to_string())
-                }
-            },
-        )
-    }
-
-    /// Waits until peer `name`'s status satisfies `check`; returns it.
-    pub fn wait_peer_status(
-        &self,
-        name: &str,
-        timeout: Duration,
-        what: &str,
-        check: impl Fn(&Value) -> bool,
-    ) -> Value {
-        wait_for(timeout, what, || {
-            let peer = self.peer_status(name);
-            if check(&peer) {
-                Ok(peer)
-            } else {
-                Err(peer.to_string())
-            }
-        })
-    }
-
-    /// The logs of every run of this holdfast so far, oldest first (also
-    /// after the process has exited).
-    pub fn all_logs(&self) -> String {
-        let mut runs: Vec<(usize, std::path::PathBuf)> = std::fs::read_dir(self.dir.path())
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .filter_map(|e| {
-                        let name = e.file_name().to_string_lossy().into_owned();
-                        let n = name
-                            .strip_prefix("holdfast-")?
-                            .strip_suffix(".log")?
-                            .parse()
-                            .ok()?;
-                        Some((n, e.path()))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        runs.sort();
-        runs.iter()
-            .map(|(_, path)| std::fs::read_to_string(path).unwrap_or_default())
-            .collect()
-    }
-
-    /// Waits until a line of holdfast's logs (every run) contains every
-    /// one of `needles`; returns that line.
-    pub fn wait_log_line(&self, needles: &[&str], timeout: Duration) -> String {
-        wait_for(
-            timeout,
-            &format!("holdfast to log a line with {needles:?}"),
-            || {
-                self.all_logs()
-                    .lines()
-                    .find(|line| needles.iter().all(|n| line.contains(n)))
-                    .map(str::to_owned)
-                    .ok_or_else(|| "no such line yet".to_owned())
-            },
-        )
-    }
+    Config::node(local_asn, &lab.node_v4.to_string())
+        .peer(Peer::new("tor", router, router_asn).fast())
+        .advertisement(advertisement())
+        .to_toml()
 }
 
 /// A counter of a peer's status (`updates_received`, `messages_sent`, …);
