@@ -162,7 +162,7 @@ const LOCAL_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 ///
 /// | octet | meaning |
 /// |---|---|
-/// | 0 | bit 0 IPv4 unicast, bit 1 IPv6 unicast (neither: IPv4), bit 2 passive, bit 3 graceful restart, bit 4 its N bit, bit 5 restarting (R), bit 6 long-lived GR, bit 7 BFD |
+/// | 0 | bit 0 IPv4 unicast, bit 1 IPv6 unicast (neither: IPv4), bit 2 passive, bit 3 graceful restart, bit 4 its N bit, bit 5 restarting (R), bit 6 long-lived GR (with bit 3), bit 7 BFD |
 /// | 1 | the AS, by `% 6`: 65000, 65001 (ours: iBGP), "external", "internal", local_asn 4200000001 towards 65000, 4200000002 |
 /// | 2–3 | hold time in seconds (1 and 2 read as 0) |
 /// | 4 | keepalive: hold time / (1 + this % 4) |
@@ -209,7 +209,8 @@ fn setup(s: &mut Script) -> Setup {
         4 => ("65000", Some(4_200_000_001u32), 65000),
         _ => ("4200000002", None, 4_200_000_002),
     };
-    let llgr = if flags & 0x40 != 0 {
+    // Long-lived GR only beside GR (RFC 9494 §4.2: the config says so).
+    let llgr = if flags & 0x48 == 0x48 {
         ", long_lived_stale_time = \"1h\""
     } else {
         ""
@@ -1238,4 +1239,27 @@ pub fn session(data: &[u8]) -> Reached {
         }
     }
     h.reached
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every header is a configuration the config layer accepts (a script
+    /// must never fail on its own harness).
+    #[test]
+    fn every_header_parses() {
+        for flags in 0..=255u8 {
+            for asn in 0..6u8 {
+                // No hold time, IPv4; the largest, IPv6 and the longest
+                // connect_retry.
+                for (hold, more) in [(0u16, 0u8), (65535, 0xff)] {
+                    let mut h = vec![flags, asn];
+                    h.extend(hold.to_be_bytes());
+                    h.extend([3, 30, more, 0xff]);
+                    setup(&mut Script(&h));
+                }
+            }
+        }
+    }
 }
