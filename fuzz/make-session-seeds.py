@@ -65,6 +65,8 @@ def written(octets=0, pick=0): return u8(11) + u8(pick) + u16(octets // 64)
 
 
 def table(n, kinds=1, flags=0, fam=0, plen=32, seed=0xCB007100, stride=1):
+    """flags: bit 0 large communities, 1 MED, 2 LOCAL_PREF, 3-5 prepend,
+    6 some 500 octets of communities, 7 one attribute set per route."""
     return (u8(12) + u16(n) + u8(kinds) + u8(flags) + u8(fam)
             + u8(plen - 8 if fam == 0 else plen - 16) + u32(seed) + u32(stride))
 
@@ -142,10 +144,11 @@ seeds = {
     # the whole message is malformed, session reset).
     "malformed-update": header() + connected() + open_keepalive()
     + corrupt(UPDATE, 22, 0xff, update_args(n=1)),
-    # The router does not read: 4 MiB wait, then no more UPDATEs until it
+    # The router does not read: 4 MiB wait (tables of 4096 routes with
+    # some 500 octets of attributes each), then no more UPDATEs until it
     # does; refreshes coalesce meanwhile.
     "backlog": header(mrai=0) + connected() + open_keepalive(caps=0x28)
-    + b"".join(table(4096, kinds=255, flags=0x3b, seed=0x0A000000 + (i << 16)) for i in range(72))
+    + b"".join(table(4096, flags=0xc3, seed=0x0A000000 + (i << 16)) for i in range(3))
     + refresh() + refresh() + written(60000) + written() + advance(100) + written(),
     # Graceful restart: restarting (R bit), End-of-RIB, then a graceful
     # stop (no NOTIFICATION, RFC 4724).

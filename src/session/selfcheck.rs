@@ -81,9 +81,9 @@ pub const HEADER: usize = 17;
 /// Steps per input: a script is a few hundred steps at most in practice.
 const MAX_STEPS: usize = 4096;
 
-/// Prefixes in a table at most: 4096 routes, each with attributes of its
-/// own at worst, are some 300 KiB of UPDATEs — well under the output
-/// limit, so that what waits for the socket stays below twice it.
+/// Prefixes in a table at most: 4096 routes, each with some 500 octets of
+/// attributes of its own at worst, are some 2 MiB of UPDATEs — under the
+/// output limit, so that what waits for the socket stays below twice it.
 const MAX_TABLE: usize = 4096;
 
 /// The largest timer: the Hold Time (65535 s at most, RFC 4271 §4.2).
@@ -162,7 +162,7 @@ const LOCAL_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 ///
 /// | octet | meaning |
 /// |---|---|
-/// | 0 | bit 0 IPv4 unicast, bit 1 IPv6 unicast (neither: IPv4), bit 2 passive, bit 3 graceful restart, bit 4 its N bit, bit 5 restarting (R), bit 6 long-lived GR, bit 7 BFD |
+/// | 0 | bit 0 IPv4 unicast, bit 1 IPv6 unicast (neither: IPv4), bit 2 passive, bit 3 graceful restart, bit 4 its N bit, bit 5 restarting (R), bit 6 long-lived GR (with bit 3), bit 7 BFD |
 /// | 1 | the AS, by `% 6`: 65000, 65001 (ours: iBGP), "external", "internal", local_asn 4200000001 towards 65000, 4200000002 |
 /// | 2–3 | hold time in seconds (1 and 2 read as 0) |
 /// | 4 | keepalive: hold time / (1 + this % 4) |
@@ -209,7 +209,8 @@ fn setup(s: &mut Script) -> Setup {
         4 => ("65000", Some(4_200_000_001u32), 65000),
         _ => ("4200000002", None, 4_200_000_002),
     };
-    let llgr = if flags & 0x40 != 0 {
+    // Long-lived GR only beside GR (RFC 9494 §4.2: the config says so).
+    let llgr = if flags & 0x48 == 0x48 {
         ", long_lived_stale_time = \"1h\""
     } else {
         ""
@@ -712,9 +713,8 @@ impl Harness {
             Some((conn, _)) => {
                 let c = &self.conns[&conn];
                 assert!(c.established, "{conn:?} established without SendHoldTime");
-                let advertised: BTreeSet<IpNet> = status.advertised.keys().copied().collect();
-                assert_eq!(
-                    advertised, c.rib,
+                assert!(
+                    status.advertised.keys().eq(c.rib.iter()),
                     "the status view's Adj-RIB-Out is not what the UPDATEs said"
                 );
             }
@@ -897,22 +897,36 @@ fn prefixes(s: &mut Script, n: usize) -> Vec<IpNet> {
         .collect()
 }
 
-/// Attribute sets for a table: `kinds` of them, each with its community,
-/// and MED, LOCAL_PREF, prepend and large communities as `flags` say.
-fn attribute_sets(kinds: u8, flags: u8) -> Vec<Arc<RouteAttrs>> {
-    (0..u32::from(kinds.max(1)))
+/// Attribute sets for a table of `routes`: `kinds` of them, or one per
+/// route (`flags` bit 7), each with its community; large communities (bit
+/// 0), MED (bit 1), LOCAL_PREF (bit 2), a prepend (bits 3–5), and 48
+/// communities and 24 large communities more (bit 6: some 500 octets, so
+/// that a table of fat routes fills the output limit in a few steps).
+fn attribute_sets(kinds: u8, flags: u8, routes: usize) -> Vec<Arc<RouteAttrs>> {
+    let n = if flags & 0x80 != 0 {
+        routes.max(1) as u32
+    } else {
+        u32::from(kinds.max(1))
+    };
+    let fat = flags & 0x40 != 0;
+    (0..n)
         .map(|k| {
+            let mut communities = vec![(65001 << 16) | (k & 0xffff)];
+            let mut large_communities = Vec::new();
+            if flags & 1 != 0 {
+                large_communities.push((65001, k, 1));
+            }
+            if fat {
+                communities.extend((1..=48).map(|i| (i << 16) | (k & 0xffff)));
+                large_communities.extend((2..=25).map(|i| (65001, k, i)));
+            }
             Arc::new(
                 RouteAttrs {
-                    communities: vec![(65001 << 16) | k],
-                    large_communities: if flags & 1 != 0 {
-                        vec![(65001, k, 1)]
-                    } else {
-                        Vec::new()
-                    },
+                    communities,
+                    large_communities,
                     med: (flags & 2 != 0).then_some(k),
                     local_pref: (flags & 4 != 0).then_some(100 + k),
-                    as_path_prepend: (flags >> 3) % 8,
+                    as_path_prepend: (flags >> 3) & 7,
                     ..RouteAttrs::default()
                 }
                 .canonical(),
@@ -1156,7 +1170,7 @@ pub fn session(data: &[u8]) -> Reached {
                 let kinds = s.u8();
                 let flags = s.u8();
                 let list = prefixes(&mut s, n);
-                let t = table(list, &attribute_sets(kinds, flags));
+                let t = table(list, &attribute_sets(kinds, flags, n));
                 h.step(Input::Table(t));
             }
             13 => {
@@ -1166,7 +1180,7 @@ pub fn session(data: &[u8]) -> Reached {
                 let n = usize::from(s.u8());
                 let kinds = s.u8();
                 let flags = s.u8();
-                let sets = attribute_sets(kinds, flags);
+                let sets = attribute_sets(kinds, flags, n);
                 let mut list: Vec<(IpNet, Arc<RouteAttrs>)> = h
                     .table
                     .iter()
@@ -1225,4 +1239,27 @@ pub fn session(data: &[u8]) -> Reached {
         }
     }
     h.reached
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every header is a configuration the config layer accepts (a script
+    /// must never fail on its own harness).
+    #[test]
+    fn every_header_parses() {
+        for flags in 0..=255u8 {
+            for asn in 0..6u8 {
+                // No hold time, IPv4; the largest, IPv6 and the longest
+                // connect_retry.
+                for (hold, more) in [(0u16, 0u8), (65535, 0xff)] {
+                    let mut h = vec![flags, asn];
+                    h.extend(hold.to_be_bytes());
+                    h.extend([3, 30, more, 0xff]);
+                    setup(&mut Script(&h));
+                }
+            }
+        }
+    }
 }
