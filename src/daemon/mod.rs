@@ -62,9 +62,6 @@ pub mod sim {
 /// MRAI) after its table changed: it may still be sending.
 const RESYNC_SETTLE: Duration = Duration::from_secs(2);
 
-/// A VIP file changed this recently is left to the file source at a resync.
-const RESYNC_FILE_QUIET: Duration = Duration::from_secs(5);
-
 struct Daemon {
     opts: Options,
     /// When the daemon started (uptime, readiness's wait for the peers).
@@ -86,6 +83,9 @@ struct Daemon {
     /// What the API reads without asking the loop (`/readyz`, the token).
     published: watch::Sender<Published>,
     file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
+    /// The file source's periodic reconcile: `()` asks it to read the file
+    /// from scratch.
+    file_resync: Option<tokio::sync::mpsc::UnboundedSender<()>>,
     /// BFD (RFC 5880), started when a peer first needs it.
     bfd: Option<crate::bfd::driver::Bfd>,
     /// The Kubernetes source, when `source.kind = "kubernetes"`.
@@ -540,41 +540,17 @@ impl Daemon {
         self.routes.begin_exit(Instant::now(), withdrawing)
     }
 
-    /// The periodic reconcile (`[source] resync`, see `source::resync`):
+    /// The periodic reconcile (`[source] resync`, see `routes::reconcile`):
     /// the desired set rebuilt from the source, then every session's
     /// Adj-RIB-Out compared with its desired table. What differs is
     /// repaired, logged once per resync and counted.
     async fn reconcile(&mut self) {
-        use crate::model::set_differences;
         use crate::routes::reconcile::{PeerCheck, check_peer};
         let mut repaired = 0u64;
-        // The file, read from scratch, whatever its watch and polls saw —
-        // unless it changed in the last few seconds (the source is still on
-        // it) or the source is unhealthy (it reports that problem itself).
-        if let Some(settings) = crate::source::file::FileSettings::from_config(&self.config)
-            && self.routes.snapshot().healthy
-        {
-            let fresh = tokio::task::spawn_blocking(move || {
-                let recent = std::fs::metadata(&settings.path)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .is_none_or(|age| age < RESYNC_FILE_QUIET);
-                (!recent).then(|| crate::source::file::FileSource::new(settings).read())
-            })
-            .await;
-            if let Ok(Some(Ok(vips))) = fresh {
-                let n = set_differences(&self.routes.snapshot().vips, &vips);
-                if n > 0 {
-                    warn!(
-                        differences = n,
-                        "resync: the VIP file differs from the set in force (a missed change): applying it"
-                    );
-                    self.routes.repair_vips(Instant::now(), vips);
-                    self.carry();
-                    repaired += n as u64;
-                }
-            }
+        // The file source reads the file from scratch, whatever its watch
+        // and polls saw, and applies what differs (and counts).
+        if let Some(tx) = &self.file_resync {
+            let _ = tx.send(());
         }
         // The Kubernetes source evaluates its stores afresh (and counts).
         if let Some(k) = &self.kube {
@@ -642,6 +618,7 @@ impl Daemon {
                 })
                 .collect(),
             reconcile_repairs: self.reconcile_repairs
+                + self.routes.snapshot().reconcile_repairs
                 + self.kube.as_ref().map_or(0, |k| k.resync_repairs()),
         }
     }

@@ -251,6 +251,7 @@ pub(super) async fn load_config(
 struct Source {
     snapshots: watch::Receiver<SourceSnapshot>,
     file_settings: Option<watch::Sender<crate::source::file::FileSettings>>,
+    file_resync: Option<tokio::sync::mpsc::UnboundedSender<()>>,
     kube: Option<Arc<crate::source::kubernetes::Handle>>,
     kube_config: Option<watch::Sender<Arc<Config>>>,
     node_status: Option<crate::report::NodeStatusWriter>,
@@ -280,12 +281,16 @@ async fn start_source(
     let (interfaces_wanted, wanted_rx) = watch::channel(crate::source::interface::wanted(config));
     let snap_tx = crate::source::interface::follow(snap_tx, wanted_rx);
     let mut file_settings = None;
+    let mut file_resync = None;
     let mut kube = None;
     let mut kube_config = None;
     let mut node_status = None;
     match crate::source::file::FileSettings::from_config(config) {
         Some(settings) => {
-            let start = crate::source::file::Start::begin(settings.clone(), Some(first_read));
+            let (resync_tx, resync_rx) = tokio::sync::mpsc::unbounded_channel();
+            let start = crate::source::file::Start::begin(settings.clone(), Some(first_read))
+                .with_resyncs(resync_rx);
+            file_resync = Some(resync_tx);
             let (tx, rx) = watch::channel(settings);
             tokio::spawn(crate::source::file::run(
                 start,
@@ -323,6 +328,7 @@ async fn start_source(
     Ok(Source {
         snapshots: snap_rx,
         file_settings,
+        file_resync,
         kube,
         kube_config,
         node_status,
@@ -413,6 +419,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let Source {
         snapshots: snap_rx,
         file_settings,
+        file_resync,
         kube,
         kube_config,
         node_status,
@@ -442,6 +449,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         peers: BTreeMap::new(),
         published,
         file_settings,
+        file_resync,
         bfd: None,
         kube,
         kube_config,

@@ -65,6 +65,7 @@ fn daemon(dir: &Path) -> (Daemon, Inputs, Arc<View>, watch::Sender<SourceSnapsho
         peers: BTreeMap::new(),
         published,
         file_settings: None,
+        file_resync: None,
         bfd: None,
         kube: None,
         kube_config: None,

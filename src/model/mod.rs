@@ -185,6 +185,9 @@ pub struct SourceSnapshot {
     /// The node's global interface addresses by interface name
     /// (source::interface), for `[[advertisement]] interface`.
     pub interfaces: Arc<BTreeMap<String, Vec<IpAddr>>>,
+    /// VIPs on which the source's own periodic reconcile found the set it
+    /// had published wrong (a missed change), so far.
+    pub reconcile_repairs: u64,
 }
 
 /// Why a prefix is no longer in the source's set, when the source knows.

@@ -91,7 +91,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{self, MissedTickBehavior};
 use tracing::{info, warn};
 
@@ -181,6 +181,8 @@ pub struct FileSource {
     error: Option<String>,
     /// The last snapshot published.
     published: Option<SourceSnapshot>,
+    /// VIPs on which resyncs found the set in force wrong, so far.
+    repairs: u64,
     /// The next stat is taken as settled: inotify showed the directory
     /// quiet for [`SETTLE`].
     trust_next_stat: bool,
@@ -324,6 +326,7 @@ impl FileSource {
             last_good: None,
             error: None,
             published: None,
+            repairs: 0,
             trust_next_stat: false,
             empty_since: None,
             first_read: None,
@@ -350,6 +353,7 @@ impl FileSource {
             healthy: synced && self.error.is_none(),
             synced,
             error: self.error.clone(),
+            reconcile_repairs: self.repairs,
             ..SourceSnapshot::default()
         }
     }
@@ -537,6 +541,26 @@ impl FileSource {
 
     /// Takes in the outcome of a read; returns the snapshot to publish if
     /// it differs from the last one published (no IO).
+    /// A resync's fresh read of the file (`vips`): when it differs from
+    /// the set in force — a change the watch and the polls missed — it is
+    /// applied, logged and counted (`reconcile_repairs` of the snapshots
+    /// from now on), and the next check starts from scratch.
+    pub fn repair(&mut self, vips: VipMap) -> Option<SourceSnapshot> {
+        let n = crate::model::set_differences(self.last_good.as_deref()?, &vips);
+        if n == 0 {
+            return None;
+        }
+        warn!(
+            differences = n,
+            path = %self.settings.path.display(),
+            "resync: the VIP file differs from the set in force (a missed change): applying it"
+        );
+        self.repairs += n as u64;
+        self.last_read = None;
+        self.last_stat = None;
+        self.observe(Ok(vips))
+    }
+
     fn observe(&mut self, outcome: Result<VipMap, String>) -> Option<SourceSnapshot> {
         match outcome {
             Ok(vips) => {
@@ -607,6 +631,7 @@ pub struct Start {
     source: FileSource,
     directory: Option<PathWatch>,
     first: Option<oneshot::Receiver<FirstRead>>,
+    resyncs: Option<mpsc::UnboundedReceiver<()>>,
 }
 
 impl Start {
@@ -622,9 +647,23 @@ impl Start {
             source,
             directory,
             first,
+            resyncs: None,
         }
     }
+
+    /// The periodic reconcile (`[source] resync`): each `()` sent makes
+    /// the source read the file from scratch, whatever its watch and polls
+    /// saw, and apply it if it differs from the set in force
+    /// ([`FileSource::repair`]).
+    pub fn with_resyncs(mut self, resyncs: mpsc::UnboundedReceiver<()>) -> Start {
+        self.resyncs = Some(resyncs);
+        self
+    }
 }
+
+/// A file changed this recently is left to the watch and the polls at a
+/// resync: they are still on it.
+pub const RESYNC_QUIET: Duration = Duration::from_secs(5);
 
 /// Runs the file source until `shutdown` completes or nobody receives
 /// snapshots any more. Checks the file [`SETTLE`] after inotify reports a
@@ -647,6 +686,7 @@ pub async fn run(
         mut source,
         mut directory,
         first,
+        mut resyncs,
     } = start;
     let mut shutdown = pin!(shutdown);
     if let Some(first) = first {
@@ -724,6 +764,27 @@ pub async fn run(
                 }
                 continue;
             }
+            resync = next_resync(&mut resyncs) => {
+                if resync.is_none() {
+                    resyncs = None;
+                    continue;
+                }
+                // An unhealthy source reports its own problem; a resync
+                // reads only a file that parsed before.
+                if !source.snapshot().healthy {
+                    continue;
+                }
+                let settings = source.settings().clone();
+                let fresh = tokio::select! {
+                    biased;
+                    () = &mut shutdown => return,
+                    fresh = tokio::task::spawn_blocking(move || fresh_read(settings)) => fresh,
+                };
+                match fresh {
+                    Ok(Some(Ok(vips))) => source.repair(vips),
+                    _ => None,
+                }
+            }
             () = crate::sleep::until(settled_at), if settled_at.is_some() => {
                 settled_at = None;
                 let snapshot = tokio::select! {
@@ -766,6 +827,26 @@ pub async fn run(
             return;
         }
     }
+}
+
+/// The next resync request; never, without a sender.
+async fn next_resync(resyncs: &mut Option<mpsc::UnboundedReceiver<()>>) -> Option<()> {
+    match resyncs {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A resync's read (blocking): the file read and parsed from scratch, or
+/// `None` when it changed in the last [`RESYNC_QUIET`] (the watch and the
+/// polls are still on it).
+fn fresh_read(settings: FileSettings) -> Option<Result<VipMap, String>> {
+    let recent = std::fs::metadata(&settings.path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_none_or(|age| age < RESYNC_QUIET);
+    (!recent).then(|| FileSource::new(settings).read())
 }
 
 /// A poll every `period`, the first one `period` from now.

@@ -269,6 +269,9 @@ impl Evaluation {
             prefixes: self.prefixes.clone(),
             prefix_absences: self.prefix_absences.clone(),
             interfaces: Default::default(),
+            // The Kubernetes source counts its resyncs' repairs itself
+            // (`Handle::resync_repairs`).
+            reconcile_repairs: 0,
         }
     }
 
