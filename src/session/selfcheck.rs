@@ -279,6 +279,9 @@ struct PeerStream {
     notification: bool,
     /// Any message other than OPEN before the OPEN.
     first_not_open: bool,
+    /// The families of its plain ROUTE-REFRESH requests (RFC 2918) not yet
+    /// answered with End-of-RIB.
+    refresh_asked: BTreeSet<Family>,
 }
 
 impl PeerStream {
@@ -300,6 +303,14 @@ impl PeerStream {
                             }
                         }
                         3 => self.notification = true,
+                        5 => {
+                            if let Ok(Message::RouteRefresh(rr)) =
+                                Message::decode(msg, &Context::default())
+                                && rr.subtype == 0
+                            {
+                                self.refresh_asked.insert(rr.family);
+                            }
+                        }
                         4 if self.open.is_some() => self.keepalive = true,
                         _ if self.open.is_none() => self.first_not_open = true,
                         _ => {}
@@ -636,15 +647,16 @@ impl Harness {
                 }
                 self.reached.updates_sent += 1;
                 if let Some(f) = u.end_of_rib_family() {
-                    // RFC 4724 §4.1: once, after the whole table; the
-                    // table is the source's complete view by then.
+                    // RFC 4724 §4.1: after the whole table, once the
+                    // table is the source's complete view; again only to
+                    // end the answer to a plain ROUTE-REFRESH (RFC 2918).
                     assert!(
                         self.routes_ready,
                         "End-of-RIB before the source's view is complete"
                     );
                     assert!(
-                        !c.end_of_rib.contains(&f),
-                        "a second End-of-RIB for {f} on {conn:?}"
+                        !c.end_of_rib.contains(&f) || c.theirs.refresh_asked.remove(&f),
+                        "a second End-of-RIB for {f} on {conn:?}, no refresh asked"
                     );
                     c.end_of_rib.push(f);
                     for p in c.rib.iter().filter(|p| family_of(p) == f) {

@@ -226,8 +226,19 @@ impl PeerSpeaker {
     /// still waiting or being written adds nothing — that answer, and the
     /// UPDATEs of any change after it, already bring the peer up to date.
     /// A peer asking faster than it reads cannot make holdfast queue more.
+    ///
+    /// Before End-of-RIB (the source's view not complete yet) a request is
+    /// not answered on its own: the rest of the table and End-of-RIB, still
+    /// to come, answer it. An answer now would end with End-of-RIB (or EoRR,
+    /// RFC 7313 §4) on an incomplete table, and a graceful-restart helper
+    /// would take it as the end of our restart and flush the stale routes
+    /// not sent again yet (RFC 4724 §4.2), routes the complete table still
+    /// holds.
     pub fn route_refresh(&mut self, family: Family, enhanced: bool, budget: Budget) -> Vec<Output> {
         let mut out = Vec::new();
+        if self.end_of_rib_pending {
+            return out;
+        }
         if self.refresh_pending.iter().any(|(f, _)| *f == family) {
             return out;
         }

@@ -405,6 +405,38 @@ fn route_refresh_answers_with_the_family_between_borr_and_eorr() {
     ));
 }
 
+/// A ROUTE-REFRESH before End-of-RIB (the source's view not complete yet)
+/// gets no answer of its own: the rest of the table and End-of-RIB answer
+/// it. An answer would end with End-of-RIB on an incomplete table, which a
+/// graceful-restart helper takes as the end of our restart, flushing the
+/// stale routes not sent again yet (RFC 4724 §4.2).
+#[test]
+fn a_refresh_before_end_of_rib_is_answered_by_it() {
+    let t0 = Instant::now();
+    let mut s = PeerSpeaker::new(Duration::ZERO);
+    s.set_table(table(&["10.0.0.1/32"]));
+    let out = s.up(t0, session(&[V4]), Budget::default());
+    assert_eq!(lines(&out), ["UPDATE +10.0.0.1/32"]);
+    let b = drained(Budget::default(), &out);
+    assert!(
+        s.route_refresh(V4, false, b).is_empty(),
+        "no End-of-RIB yet"
+    );
+    assert!(s.route_refresh(V4, true, b).is_empty(), "no EoRR either");
+    assert!(s.poll(t0, b).is_empty());
+
+    s.set_routes_ready(true);
+    s.set_table(table(&["10.0.0.1/32", "10.0.0.2/32"]));
+    let out = s.poll(t0, b);
+    assert_eq!(lines(&out), ["UPDATE +10.0.0.2/32", "EoR ipv4-unicast"]);
+    // Once End-of-RIB is out, a request is answered.
+    let b = drained(b, &out);
+    assert_eq!(
+        lines(&s.route_refresh(V4, false, b)),
+        ["UPDATE +10.0.0.1/32 +10.0.0.2/32", "EoR ipv4-unicast"]
+    );
+}
+
 #[test]
 fn a_refresh_while_the_last_answer_is_being_written_adds_nothing() {
     let t0 = Instant::now();
