@@ -208,9 +208,12 @@ impl PeerSpeaker {
         out
     }
 
-    /// The session left Established: nothing has been sent on the next one.
+    /// The session left Established: nothing has been sent on the next one,
+    /// and its MRAI interval is over (kept, it would be a deadline due for
+    /// ever while the table changes with no session to send on).
     pub fn down(&mut self) {
         self.up = None;
+        self.mrai_until = None;
         self.end_of_rib_pending = false;
         self.end_of_rib_sent = false;
         self.refresh_pending.clear();
@@ -364,8 +367,12 @@ impl PeerSpeaker {
         self.end_of_rib_sent = true;
     }
 
-    /// RFC 2918: the whole table of `family` again; RFC 7313 §4: between
-    /// BoRR and EoRR when enhanced route refresh was negotiated.
+    /// RFC 2918: the whole table of `family` again, then End-of-RIB; RFC
+    /// 7313 §4: between BoRR and EoRR when enhanced route refresh was
+    /// negotiated. Before the session's own End-of-RIB (the table not yet
+    /// complete) a plain answer ends without one: a graceful-restart
+    /// helper takes End-of-RIB as the end of the whole table and drops the
+    /// stale routes not in it (RFC 4724 §4.2).
     fn answer_refresh(
         &mut self,
         family: Family,
@@ -389,7 +396,9 @@ impl PeerSpeaker {
             };
             messages.insert(0, rr(RouteRefresh::BORR).unwrap_or_default());
             messages.extend(rr(RouteRefresh::EORR));
-        } else if let Ok(eor) = Message::Update(Update::end_of_rib(family)).encode(ctx) {
+        } else if self.end_of_rib_sent
+            && let Ok(eor) = Message::Update(Update::end_of_rib(family)).encode(ctx)
+        {
             messages.push(eor);
         }
         budget.add(&messages);
