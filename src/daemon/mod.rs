@@ -48,7 +48,10 @@ pub use state::{PeerView, RouteView, Shared, SharedState};
 /// (`tests/simulation.rs`) only: not an API, free to change with them.
 #[doc(hidden)]
 pub mod sim {
-    pub use super::drain::{Control as DrainControl, SharedControl, shared as drain_control};
+    pub use super::drain::{
+        Control as DrainControl, ExitPlan, ExitReason, SharedControl, exit_plan,
+        shared as drain_control,
+    };
     pub use super::routes::{Event, Routes, stability_params};
     pub use super::state::SharedStability;
 }
