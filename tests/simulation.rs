@@ -1,49 +1,61 @@
 //! A deterministic simulation of a whole node on virtual time.
 //!
 //! The daemon's sans-IO cores — the routes core (`Routes`: source
-//! snapshots, probe results, drains and instants in; per-peer tables out)
-//! and one `PeerSession` per router (FSM, speaker, graceful-restart R bit)
-//! — are wired together as the daemon's drivers wire them, but with no
-//! tokio, socket or clock: the network is a queue of deliveries on a
-//! virtual clock (one `Instant` base plus a simulated offset), the routers
-//! are small BGP speakers written here on `bgp-proto`'s codec, and a seeded
-//! PRNG picks what happens: VIPs appearing, flapping (back before the
-//! hold-down), vanishing or deleted for good, all vanishing at once, the
-//! source turning unhealthy and healthy, `holdfast drain` / `undrain`,
-//! probe failures, router session resets, router restarts with and without
-//! graceful restart, packet delays, and time moving to the next deadline
-//! or by a random step (every deadline on the way handled in order).
+//! snapshots, probe results, drains, reloads, the exit and instants in;
+//! per-peer tables out) and one `PeerSession` per router (FSM, speaker,
+//! graceful-restart R bit) — are wired together as the daemon's drivers
+//! wire them, but with no tokio, socket or clock: the network is a queue of
+//! deliveries on a virtual clock (one `Instant` base plus a simulated
+//! offset), the routers are small BGP speakers written here on
+//! `bgp-proto`'s codec (one dual-stack with graceful restart and enhanced
+//! route refresh, one IPv4 with route refresh, one IPv6 over IPv6), and a
+//! seeded PRNG picks the node's stability settings (advertise_delay,
+//! damping, each peer's MRAI) and what happens: IPv4 and IPv6 VIPs
+//! appearing, flapping (back before the hold-down), vanishing or deleted
+//! for good, all vanishing at once, the source turning unhealthy and
+//! healthy, `holdfast drain` / `undrain`, probe failures, router session
+//! resets, router restarts with and without graceful restart, routers
+//! asking for ROUTE-REFRESH, reloads that remove or add a peer or change
+//! the hold-down, holdfast's planned exit (RFC 8326 graceful shutdown,
+//! then withdrawal) and its graceful restart, packet delays, and time
+//! moving to the next deadline or by a random step (every deadline on the
+//! way handled in order).
 //!
 //! After every step the invariants below are checked. A violation prints
 //! its seed and the events of the run, shrunk (events dropped one at a
 //! time while the run still fails).
 //!
 //! `HOLDFAST_SIM_SEEDS=N` runs seeds 0..N; `HOLDFAST_SIM_SEED=S` replays
-//! one seed (and prints its events); `HOLDFAST_SIM_EVENTS=N` sets the
-//! events per seed. Run with `cargo test --release --test simulation`.
+//! one seed (and prints its settings and events); `HOLDFAST_SIM_EVENTS=N`
+//! sets the events per seed. Run with `cargo test --release --test
+//! simulation`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bgp_proto::capability::{GrFamily, GracefulRestart as GrCap};
+use bgp_proto::community::well_known::GRACEFUL_SHUTDOWN;
+use bgp_proto::consts::notify::{CEASE, cease};
 use bgp_proto::fsm::{ConnId, Direction, State};
 use bgp_proto::open::Open;
-use bgp_proto::{Capability, Context, Family, Message, Notification};
-use holdfast::daemon::sim::{Routes, stability_params};
+use bgp_proto::{Capability, Community, Context, Family, Message, Notification, RouteRefresh};
+use holdfast::daemon::sim::{ExitPlan, ExitReason, Routes, exit_plan, stability_params};
 use holdfast::model::{Absence, Route, SourceSnapshot, Vip, VipMap};
 use holdfast::probe::{Observation, ProbeResult};
 use holdfast::session::{Input, Output, PeerSession, PeerSpec, StopHow};
 use holdfast::speaker::PeerTable;
-use holdfast::stability::Stability;
+use holdfast::stability::{DampingParams, Stability};
 use ipnet::IpNet;
 
-/// VIPs 10.0.0.1..=VIPS; the odd ones are probed.
-const VIPS: usize = 12;
-/// `[stability] withdraw_hold_down`.
+/// IPv4 VIPs 10.0.0.1..=V4_VIPS, then IPv6 VIPs 2001:db8:100::1..; the odd
+/// ones are probed.
+const V4_VIPS: usize = 12;
+const VIPS: usize = 16;
+/// `[stability] withdraw_hold_down` at the start (a reload may change it).
 const HOLD_DOWN: Duration = Duration::from_secs(30);
 /// The guard's pace (`withdraw_rate` 10/s, the default).
 const WITHDRAW_INTERVAL: Duration = Duration::from_millis(100);
@@ -51,16 +63,26 @@ const WITHDRAW_INTERVAL: Duration = Duration::from_millis(100);
 const GUARD_FRACTION: f64 = 0.5;
 /// The longest one-way packet delay the simulation picks.
 const MAX_DELAY_MS: u64 = 400;
-/// Time a change needs to reach a router: MRAI 0, advertise_delay 0, so
-/// only the network's delay, twice (a reply), with room to spare.
+/// Time a change needs to reach a router once the node's table has it:
+/// the network's delay, twice (a reply), with room to spare. A peer's
+/// MRAI comes on top ([`Sim::settle`]), advertise_delay before.
 const SETTLE: Duration = Duration::from_millis(2 * MAX_DELAY_MS + 200);
 /// r1's `graceful_restart.restart_time`.
 const RESTART_TIME: Duration = Duration::from_secs(20);
 /// Router keepalive interval (a third of the 9 s hold time).
 const KEEPALIVE: Duration = Duration::from_secs(3);
+/// `[speaker] graceful_shutdown_wait`.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+/// Room for the floating point of damping's figure of merit: the model's
+/// end of a damping episode may differ from the layer's by rounding.
+const DAMPING_MARGIN: Duration = Duration::from_millis(50);
 /// (7): deliveries in flight at most (each router link carries a bounded
 /// session's worth of messages: the table is at most VIPS prefixes).
 const MAX_IN_FLIGHT: usize = 2_000;
+/// The node's addresses: IPv4 and IPv6 sessions' local ends, and the next
+/// hops (RFC 4271 §5.1.3, RFC 2545 §3).
+const NODE_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+const NODE_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 
 const CONFIG: &str = r#"
 [speaker]
@@ -74,7 +96,7 @@ address = "192.0.2.1"
 asn = 65000
 hold_time = "9s"
 connect_retry = "1s"
-families = ["ipv4-unicast"]
+families = ["ipv4-unicast", "ipv6-unicast"]
 graceful_restart = { enabled = true, restart_time = "20s" }
 
 [[peer]]
@@ -84,6 +106,15 @@ asn = 65002
 hold_time = "9s"
 connect_retry = "1s"
 families = ["ipv4-unicast"]
+graceful_restart = { enabled = false }
+
+[[peer]]
+name = "r3"
+address = "2001:db8::3"
+asn = 65003
+hold_time = "9s"
+connect_retry = "1s"
+families = ["ipv6-unicast"]
 graceful_restart = { enabled = false }
 
 [source]
@@ -123,6 +154,78 @@ impl Rng {
     }
 }
 
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+// --- the node's settings, drawn per seed ---
+
+/// The stability settings of one seed's node.
+#[derive(Clone, Debug)]
+struct Settings {
+    /// `[stability] advertise_delay`.
+    advertise_delay: Duration,
+    /// `[stability.damping]`, when on.
+    damping: Option<DampingParams>,
+    /// Each peer's `min_route_advertisement_interval`.
+    mrai: [Duration; 3],
+}
+
+fn settings(seed: u64) -> Settings {
+    let mut rng = Rng::new(seed ^ 0x5e77_1265_da3b_0011);
+    let advertise_delay = if rng.below(2) == 0 {
+        Duration::ZERO
+    } else {
+        ms(1 + rng.below(8_000))
+    };
+    let damping = (rng.below(5) < 2).then(|| {
+        loop {
+            let penalty = 500 + rng.below(1_500) as u32;
+            // Two to four absences close together start an episode; the
+            // thresholds are no multiple of the penalty (a tie would be a
+            // matter of rounding).
+            let suppress = penalty + penalty / 3 + rng.below(u64::from(penalty) * 2) as u32;
+            let reuse = 100 + rng.below(u64::from(suppress) - 150) as u32;
+            let p = DampingParams {
+                half_life: ms(10_000 + rng.below(300_000)),
+                penalty,
+                suppress_threshold: suppress,
+                reuse_threshold: reuse,
+                max_suppress: ms(20_000 + rng.below(600_000)),
+            };
+            if p.validate().is_ok() {
+                break p;
+            }
+        }
+    });
+    let mrai = [0; 3].map(|_| {
+        if rng.below(2) == 0 {
+            Duration::ZERO
+        } else {
+            ms(100 + rng.below(5_000))
+        }
+    });
+    Settings {
+        advertise_delay,
+        damping,
+        mrai,
+    }
+}
+
+/// The config file with the seed's settings, and every peer (a reload
+/// removing one leaves it out: [`Sim::reload`]).
+fn base_config(s: &Settings) -> holdfast::config::Config {
+    let mut config =
+        holdfast::config::parse(Path::new("sim.toml"), CONFIG).expect("a valid config");
+    assert_eq!(config.speaker.graceful_shutdown_wait, SHUTDOWN_WAIT);
+    config.stability.advertise_delay = s.advertise_delay;
+    config.stability.damping = s.damping;
+    for (p, mrai) in config.peers.iter_mut().zip(s.mrai) {
+        p.min_route_advertisement_interval = mrai;
+    }
+    config
+}
+
 // --- events ---
 
 /// One thing that happens; what cannot happen in the state at hand (a VIP
@@ -134,7 +237,7 @@ enum Ev {
     /// Time moves by this many ms, every deadline on the way handled.
     Step(u64),
     Appear(usize),
-    /// Gone for this many ms, less than the hold-down, then back.
+    /// Gone for this many ms, less than the first hold-down, then back.
     Flap(usize, u64),
     /// Gone with no reason (held down), until an `Appear`.
     Vanish(usize),
@@ -158,36 +261,54 @@ enum Ev {
     Delay(usize, u64),
     /// holdfast restarts gracefully (the number: its jitter seed).
     NodeRestart(u64),
+    /// The router asks for the routes of its n-th family again
+    /// (ROUTE-REFRESH, RFC 2918), if it can.
+    Refresh(usize, usize),
+    /// A config reload removes the router's peer (not the last one).
+    RemovePeer(usize),
+    /// A config reload adds the router's peer back.
+    AddPeer(usize),
+    /// A config reload sets `withdraw_hold_down` to this many seconds.
+    HoldDown(u64),
+    /// SIGTERM: holdfast's planned exit (`true`: `--withdraw-on-exit`);
+    /// the next process starts as soon as it is over. A second one while
+    /// the first waits stops at once.
+    Exit(bool),
 }
 
 fn generate(seed: u64, n: usize) -> Vec<Ev> {
     let mut rng = Rng::new(seed);
-    let routers = 2u64;
+    let routers = 3u64;
     (0..n)
         .map(|_| {
             let vip = rng.below(VIPS as u64) as usize;
             let r = rng.below(routers) as usize;
-            match rng.below(100) {
-                0..=29 => Ev::Next,
-                30..=44 => Ev::Step(match rng.below(10) {
+            match rng.below(1_000) {
+                0..300 => Ev::Next,
+                300..450 => Ev::Step(match rng.below(10) {
                     0 => rng.below(45_000),
                     1..=3 => rng.below(5_000),
                     _ => rng.below(500),
                 }),
-                45..=53 => Ev::Appear(vip),
-                54..=60 => Ev::Flap(vip, 1 + rng.below(HOLD_DOWN.as_millis() as u64 - 1)),
-                61..=64 => Ev::Vanish(vip),
-                65..=66 => Ev::Delete(vip),
-                67 => Ev::MassVanish,
-                68..=69 => Ev::Unhealthy,
-                70..=72 => Ev::Healthy,
-                73 => Ev::Drain,
-                74..=75 => Ev::Undrain,
-                76..=79 => Ev::ProbeFail(vip),
-                80..=84 => Ev::ProbePass(vip),
-                85..=88 => Ev::Reset(r),
-                89..=91 => Ev::Restart(r, rng.below(2) == 0),
-                92 => Ev::NodeRestart(rng.next()),
+                450..540 => Ev::Appear(vip),
+                540..610 => Ev::Flap(vip, 1 + rng.below(HOLD_DOWN.as_millis() as u64 - 1)),
+                610..650 => Ev::Vanish(vip),
+                650..670 => Ev::Delete(vip),
+                670..678 => Ev::MassVanish,
+                678..698 => Ev::Unhealthy,
+                698..728 => Ev::Healthy,
+                728..736 => Ev::Drain,
+                736..756 => Ev::Undrain,
+                756..796 => Ev::ProbeFail(vip),
+                796..846 => Ev::ProbePass(vip),
+                846..876 => Ev::Reset(r),
+                876..900 => Ev::Restart(r, rng.below(2) == 0),
+                900..908 => Ev::NodeRestart(rng.next()),
+                908..928 => Ev::Refresh(r, rng.below(2) as usize),
+                928..932 => Ev::RemovePeer(r),
+                932..944 => Ev::AddPeer(r),
+                944..948 => Ev::HoldDown([5, 10, 30, 60][rng.below(4) as usize]),
+                948..953 => Ev::Exit(rng.below(3) == 0),
                 _ => Ev::Delay(r, rng.below(MAX_DELAY_MS + 1)),
             }
         })
@@ -201,6 +322,7 @@ struct Coverage {
     sessions: u64,
     end_of_ribs: u64,
     announced: u64,
+    announced_v6: u64,
     withdrawn: u64,
     /// Connections lost with the routes kept as stale (RFC 4724 §4.2).
     stale_kept: u64,
@@ -213,6 +335,29 @@ struct Coverage {
     /// Withdrawals written while the source was unhealthy (failed probes,
     /// drains).
     unhealthy_withdrawals: u64,
+    /// Checks of (1) where only damping kept an absent VIP advertised
+    /// (past its hold-down).
+    damped_kept: u64,
+    /// Checks of (1) where a VIP was still within its advertise_delay.
+    delayed: u64,
+    /// Batches of route changes whose spacing the MRAI (2m) checked.
+    mrai_batches: u64,
+    /// ROUTE-REFRESH answers the routers got: plain (the table, then
+    /// End-of-RIB) and enhanced (BoRR, the table, EoRR, RFC 7313).
+    refreshes: u64,
+    enhanced_refreshes: u64,
+    /// Routes received with GRACEFUL_SHUTDOWN (RFC 8326).
+    graceful_shutdown_routes: u64,
+    /// Planned exits, and the Cease/Administrative Shutdown after the
+    /// withdrawal that routers got from them.
+    exits: u64,
+    shutdown_ceases: u64,
+    /// Peers removed by a reload (Cease/Peer De-configured received),
+    /// added back, hold-down changes.
+    removals: u64,
+    deconfigured_ceases: u64,
+    additions: u64,
+    hold_down_changes: u64,
 }
 
 impl Coverage {
@@ -220,12 +365,25 @@ impl Coverage {
         self.sessions += o.sessions;
         self.end_of_ribs += o.end_of_ribs;
         self.announced += o.announced;
+        self.announced_v6 += o.announced_v6;
         self.withdrawn += o.withdrawn;
         self.stale_kept += o.stale_kept;
         self.stale_swept += o.stale_swept;
         self.stale_expired += o.stale_expired;
         self.guard_steps += o.guard_steps;
         self.unhealthy_withdrawals += o.unhealthy_withdrawals;
+        self.damped_kept += o.damped_kept;
+        self.delayed += o.delayed;
+        self.mrai_batches += o.mrai_batches;
+        self.refreshes += o.refreshes;
+        self.enhanced_refreshes += o.enhanced_refreshes;
+        self.graceful_shutdown_routes += o.graceful_shutdown_routes;
+        self.exits += o.exits;
+        self.shutdown_ceases += o.shutdown_ceases;
+        self.removals += o.removals;
+        self.deconfigured_ceases += o.deconfigured_ceases;
+        self.additions += o.additions;
+        self.hold_down_changes += o.hold_down_changes;
     }
 }
 
@@ -275,30 +433,73 @@ enum Phase {
     Fresh,
     OpenSeen,
     KeepaliveSeen,
+    /// End-of-RIB for every family of the session.
     EndOfRibSeen,
+}
+
+/// What a router offers of route refresh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refresh {
+    None,
+    /// RFC 2918.
+    Plain,
+    /// RFC 2918 and RFC 7313.
+    Enhanced,
+}
+
+/// A route in a router's Adj-RIB-In.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RouteAt {
+    /// Kept through the node's graceful restart (RFC 4724 §4.2).
+    stale: bool,
+    /// Not re-sent yet in the enhanced route refresh under way (RFC 7313
+    /// §4: purged at EoRR).
+    refresh_stale: bool,
+    /// Carries GRACEFUL_SHUTDOWN (RFC 8326).
+    graceful_shutdown: bool,
+}
+
+fn family_of(p: &IpNet) -> Family {
+    match p {
+        IpNet::V4(_) => Family::IPV4_UNICAST,
+        IpNet::V6(_) => Family::IPV6_UNICAST,
+    }
 }
 
 struct Router {
     asn: u32,
     id: Ipv4Addr,
+    /// Where the node connects to it, and from which of its addresses.
+    address: IpAddr,
+    local: SocketAddr,
     /// Graceful restart helper (RFC 4724 §4.2) and its capability.
     gr: bool,
+    families: Vec<Family>,
+    refresh: Refresh,
     conn: Option<ConnId>,
     phase: Phase,
     /// Our OPEN on the current connection.
     open: Option<Open>,
+    /// The families both OPENs have, and enhanced route refresh.
+    session_families: Vec<Family>,
+    enhanced: bool,
+    /// The families End-of-RIB came for on the current connection.
+    eors: BTreeSet<Family>,
     established_since: Option<Duration>,
-    /// Adj-RIB-In: prefix → stale.
-    rib: BTreeMap<IpNet, bool>,
+    /// When the node process of the current session started.
+    session_node_since: Duration,
+    /// Adj-RIB-In.
+    rib: BTreeMap<IpNet, RouteAt>,
     /// Prefixes announced (and not withdrawn) on the current connection.
     on_conn: BTreeSet<IpNet>,
     /// RFC 4724 §4.2: the stale routes go at this time unless the session
     /// is back by then.
     stale_until: Option<Duration>,
     /// The connection of a session up since the second time dropped
-    /// without a NOTIFICATION at the first: the node's config has graceful
-    /// restart for this router (r1), so the router is to help.
-    helping: Option<(Duration, Duration)>,
+    /// without a NOTIFICATION at the first, in a node process started at
+    /// the third: the node's config has graceful restart for this router
+    /// (r1), so the router is to help.
+    helping: Option<(Duration, Duration, Duration)>,
     keepalive_at: Option<Duration>,
     /// Restarting: connections refused until then.
     down_until: Duration,
@@ -310,22 +511,48 @@ struct Router {
     /// The first connection of the node's current process (what the old
     /// one still had in flight does not end the restart).
     first_conn: u64,
+    /// ROUTE-REFRESH requests per family not answered yet, and the
+    /// families whose enhanced refresh is under way (BoRR seen).
+    refresh_asked: BTreeMap<Family, u64>,
+    in_refresh: BTreeSet<Family>,
+    /// The NOTIFICATION the node is to end this connection with: Cease
+    /// with this subcode (a planned exit: after withdrawing every route).
+    expect_cease: Option<(ConnId, u8)>,
     /// NLRI (announced or withdrawn) received per prefix.
     updates: BTreeMap<IpNet, u64>,
     establishments: u64,
+    /// ROUTE-REFRESH requests sent.
+    refreshes: u64,
     coverage: Coverage,
 }
 
 impl Router {
-    fn new(asn: u32, id: Ipv4Addr, gr: bool) -> Self {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        asn: u32,
+        id: Ipv4Addr,
+        address: IpAddr,
+        local: SocketAddr,
+        gr: bool,
+        families: Vec<Family>,
+        refresh: Refresh,
+    ) -> Self {
         Router {
             asn,
             id,
+            address,
+            local,
             gr,
+            families,
+            refresh,
             conn: None,
             phase: Phase::Fresh,
             open: None,
+            session_families: Vec::new(),
+            enhanced: false,
+            eors: BTreeSet::new(),
             established_since: None,
+            session_node_since: Duration::ZERO,
             rib: BTreeMap::new(),
             on_conn: BTreeSet::new(),
             stale_until: None,
@@ -335,17 +562,67 @@ impl Router {
             restarted: false,
             node_restarting: false,
             first_conn: 0,
+            refresh_asked: BTreeMap::new(),
+            in_refresh: BTreeSet::new(),
+            expect_cease: None,
             updates: BTreeMap::new(),
             establishments: 0,
+            refreshes: 0,
             coverage: Coverage::default(),
         }
     }
 
+    /// r1: dual-stack over IPv4, graceful restart, enhanced route refresh;
+    /// r2: IPv4, route refresh; r3: IPv6 over IPv6, neither.
+    fn all() -> Vec<Router> {
+        let v4 = Family::IPV4_UNICAST;
+        let v6 = Family::IPV6_UNICAST;
+        let local4: SocketAddr = SocketAddr::new(IpAddr::V4(NODE_V4), 40000);
+        let local6: SocketAddr = SocketAddr::new(IpAddr::V6(NODE_V6), 40000);
+        vec![
+            Router::new(
+                65000,
+                Ipv4Addr::new(192, 0, 2, 1),
+                "192.0.2.1".parse().unwrap(),
+                local4,
+                true,
+                vec![v4, v6],
+                Refresh::Enhanced,
+            ),
+            Router::new(
+                65002,
+                Ipv4Addr::new(192, 0, 2, 3),
+                "192.0.2.3".parse().unwrap(),
+                local4,
+                false,
+                vec![v4],
+                Refresh::Plain,
+            ),
+            Router::new(
+                65003,
+                Ipv4Addr::new(192, 0, 2, 4),
+                "2001:db8::3".parse().unwrap(),
+                local6,
+                false,
+                vec![v6],
+                Refresh::None,
+            ),
+        ]
+    }
+
     fn our_open(&self) -> Vec<u8> {
-        let mut caps = vec![
-            Capability::Multiprotocol(Family::IPV4_UNICAST),
-            Capability::FourOctetAs(self.asn),
-        ];
+        let mut caps: Vec<Capability> = self
+            .families
+            .iter()
+            .map(|f| Capability::Multiprotocol(*f))
+            .collect();
+        caps.push(Capability::FourOctetAs(self.asn));
+        if self.refresh != Refresh::None {
+            caps.push(Capability::RouteRefresh);
+        }
+        if self.refresh == Refresh::Enhanced {
+            caps.push(Capability::EnhancedRouteRefresh);
+        }
         if self.gr {
             caps.push(Capability::GracefulRestart(GrCap {
                 flags: if self.restarted {
@@ -354,10 +631,14 @@ impl Router {
                     0
                 },
                 restart_time: 120,
-                families: vec![GrFamily {
-                    family: Family::IPV4_UNICAST,
-                    flags: 0x80,
-                }],
+                families: self
+                    .families
+                    .iter()
+                    .map(|f| GrFamily {
+                        family: *f,
+                        flags: 0x80,
+                    })
+                    .collect(),
             }));
         }
         let open = Message::Open(Open::new(self.asn, 9, self.id, caps));
@@ -373,7 +654,7 @@ impl Router {
         let cap = self.open.as_ref()?.graceful_restart()?;
         cap.families
             .iter()
-            .any(|f| f.family == Family::IPV4_UNICAST)
+            .any(|f| self.families.contains(&f.family))
             .then(|| Duration::from_secs(cap.restart_time.into()))
     }
 
@@ -384,12 +665,13 @@ impl Router {
         self.helping = self
             .established_since
             .filter(|_| self.gr && !notification)
-            .map(|up| (now, up));
+            .map(|up| (now, up, self.session_node_since));
         match self.helped_restart_time().filter(|_| !notification) {
             Some(t) => {
                 self.coverage.stale_kept += 1;
-                for stale in self.rib.values_mut() {
-                    *stale = true;
+                for route in self.rib.values_mut() {
+                    route.stale = true;
+                    route.refresh_stale = false;
                 }
                 self.stale_until = Some(now + t);
             }
@@ -401,21 +683,135 @@ impl Router {
         self.conn = None;
         self.phase = Phase::Fresh;
         self.open = None;
+        self.session_families.clear();
+        self.enhanced = false;
+        self.eors.clear();
         self.established_since = None;
         self.on_conn.clear();
         self.keepalive_at = None;
+        self.refresh_asked.clear();
+        self.in_refresh.clear();
+        self.expect_cease = None;
     }
 
-    fn flush_stale(&mut self) {
+    /// Drops the stale routes of `family` (all of them: `None`).
+    fn flush_stale(&mut self, family: Option<Family>) {
         let before = self.rib.len();
-        self.rib.retain(|_, stale| !*stale);
+        self.rib
+            .retain(|p, r| !(r.stale && family.is_none_or(|f| family_of(p) == f)));
         self.coverage.stale_swept += (before - self.rib.len()) as u64;
-        self.helping = None;
-        self.stale_until = None;
+        if family.is_none() || !self.rib.values().any(|r| r.stale) {
+            self.helping = None;
+            self.stale_until = None;
+        }
     }
 }
 
 // --- the source's truth, as the simulation keeps it ---
+
+/// RFC 2439 damping of one VIP's absences, as the stability layer is to
+/// count it (`stability::damping`): each absence of a VIP the layer had
+/// advertised adds `penalty` to a figure of merit that halves every
+/// `half_life`; a penalty that lifts it above `suppress_threshold` starts
+/// an episode, which ends when the figure decays to `reuse_threshold` or
+/// `max_suppress` after it began; the figure is capped at `reuse ×
+/// 2^(max_suppress / half_life)`, lowered to `reuse` when an episode ends
+/// at that ceiling, and forgotten below `reuse / 2`. While an episode
+/// lasts, an absent VIP stays advertised past its hold-down.
+#[derive(Clone, Debug)]
+struct Flap {
+    figure: f64,
+    updated: Duration,
+    /// The last episode: (began, ends, ended by the ceiling).
+    episode: Option<(Duration, Duration, bool)>,
+    /// False once the model may have missed a penalty the layer counted (a
+    /// VIP back after the model's hold-down, which the layer may still
+    /// have held, with an advertise_delay to wait), or a threshold was too
+    /// close to call: its episodes then keep nothing in the model.
+    exact: bool,
+}
+
+impl Default for Flap {
+    fn default() -> Self {
+        Flap {
+            figure: 0.0,
+            updated: Duration::ZERO,
+            episode: None,
+            exact: true,
+        }
+    }
+}
+
+/// Too close to a threshold to know which side the layer's arithmetic
+/// falls on.
+fn close(a: f64, threshold: f64) -> bool {
+    (a - threshold).abs() <= 1e-6 * threshold.abs().max(1.0)
+}
+
+impl Flap {
+    fn decay(figure: f64, elapsed: Duration, p: &DampingParams) -> f64 {
+        figure * libm::exp2(-(elapsed.as_secs_f64() / p.half_life.as_secs_f64()))
+    }
+
+    fn figure_at(&mut self, t: Duration, p: &DampingParams) -> f64 {
+        let reuse = f64::from(p.reuse_threshold);
+        let (figure, from) = match self.episode {
+            Some((_, until, true)) if until <= t => (
+                Self::decay(self.figure, until.saturating_sub(self.updated), p).min(reuse),
+                until,
+            ),
+            _ => (self.figure, self.updated),
+        };
+        let figure = Self::decay(figure, t.saturating_sub(from), p);
+        if close(figure, reuse / 2.0) {
+            self.exact = false;
+        }
+        if figure < reuse / 2.0 { 0.0 } else { figure }
+    }
+
+    fn penalize(&mut self, now: Duration, p: &DampingParams) {
+        let in_force = self.episode.filter(|&(_, until, _)| until > now);
+        let ceiling = f64::from(p.reuse_threshold)
+            * libm::exp2(p.max_suppress.as_secs_f64() / p.half_life.as_secs_f64());
+        let figure = (self.figure_at(now, p) + f64::from(p.penalty)).min(ceiling);
+        self.figure = figure;
+        self.updated = now;
+        let suppress = f64::from(p.suppress_threshold);
+        if in_force.is_none() && close(figure, suppress) {
+            self.exact = false;
+        }
+        self.episode = match in_force {
+            Some((since, _, _)) => Some(Self::episode(since, now, figure, p)),
+            None if figure > suppress => Some(Self::episode(now, now, figure, p)),
+            None => None,
+        };
+    }
+
+    fn episode(
+        since: Duration,
+        now: Duration,
+        figure: f64,
+        p: &DampingParams,
+    ) -> (Duration, Duration, bool) {
+        let reuse = f64::from(p.reuse_threshold);
+        let secs = (p.half_life.as_secs_f64() * libm::log2(figure / reuse)).max(0.0);
+        let to_reuse = Duration::try_from_secs_f64(secs).unwrap_or(p.max_suppress);
+        let reuse_at = now + to_reuse;
+        let ceiling_at = since + p.max_suppress;
+        if ceiling_at < reuse_at {
+            (since, ceiling_at, true)
+        } else {
+            (since, reuse_at, false)
+        }
+    }
+
+    /// Until when damping keeps the VIP advertised, at the earliest.
+    fn keeps_until(&self) -> Option<Duration> {
+        self.episode
+            .filter(|_| self.exact)
+            .map(|(_, until, _)| until.saturating_sub(DAMPING_MARGIN))
+    }
+}
 
 #[derive(Clone, Debug, Default)]
 struct VipTruth {
@@ -423,30 +819,43 @@ struct VipTruth {
     /// When it went, and why.
     gone: Option<(Duration, Absence)>,
     /// Start of the current stretch in which it must be advertised
-    /// (present, or held down).
+    /// (present, or held down); the layer advertises it from
+    /// [`Sim::due`].
     covered_since: Option<Duration>,
     /// The datapath behind it fails its probe (kept across absences).
     probe_failing: bool,
     /// Bound (2): changes of what routers should have for it.
     transitions: u64,
+    /// Gone with no reason: the stability layer has taken the absence
+    /// (the source was healthy, or has been since); until then the layer
+    /// keeps the VIP as it was (RFC-free: an unhealthy source's word on
+    /// what went does not count).
+    taken: bool,
+    /// Taken: its hold-down ends here at the earliest (a reload
+    /// re-evaluates it; a source healthy again restarts it, later).
+    hold_until: Duration,
+    flap: Flap,
 }
 
 fn vip_ip(i: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + i as u8))
+    if i < V4_VIPS {
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + i as u8))
+    } else {
+        IpAddr::V6(Ipv6Addr::new(
+            0x2001,
+            0xdb8,
+            0x100,
+            0,
+            0,
+            0,
+            0,
+            1 + (i - V4_VIPS) as u16,
+        ))
+    }
 }
 
 fn vip_prefix(i: usize) -> IpNet {
     IpNet::from(vip_ip(i))
-}
-
-impl VipTruth {
-    /// The changes counted so far, and the withdrawal of a VIP absent
-    /// with no reason for the hold-down (which happens then or, paced by
-    /// the guard, later; never earlier).
-    fn bound(&self, now: Duration) -> u64 {
-        let withdrawn = matches!(self.gone, Some((at, Absence::Vanished)) if now >= at + HOLD_DOWN);
-        self.transitions + u64::from(withdrawn)
-    }
 }
 
 fn probed(i: usize) -> bool {
@@ -454,29 +863,60 @@ fn probed(i: usize) -> bool {
 }
 
 fn index_of(p: &IpNet) -> Option<usize> {
-    match p.addr() {
-        IpAddr::V4(a) if p.prefix_len() == 32 && a.octets()[..3] == [10, 0, 0] => {
-            let i = usize::from(a.octets()[3]).checked_sub(1)?;
-            (i < VIPS).then_some(i)
-        }
-        _ => None,
-    }
+    (0..VIPS).find(|&i| vip_prefix(i) == *p)
+}
+
+/// The node's exit under way: since when, and each peer's plan
+/// (`routes::drain::exit_plan`).
+struct Exit {
+    plans: Vec<Option<ExitPlan>>,
+}
+
+/// What a router is told of GRACEFUL_SHUTDOWN (RFC 8326 §3): every route
+/// marked since, or none since.
+#[derive(Clone, Copy, Debug)]
+enum Gs {
+    Marked(Duration),
+    Clear(Duration),
+}
+
+/// One `Write` group: the messages of one input's outputs to one router.
+#[derive(Default)]
+struct Group {
+    conn: Option<ConnId>,
+    nlri: bool,
+    initial_eor: bool,
+    /// A ROUTE-REFRESH answer: BoRR/EoRR, or End-of-RIB after the first.
+    refresh: bool,
+    notification: bool,
 }
 
 // --- the node and its world ---
 
 struct Sim {
+    settings: Settings,
+    /// Every peer of the config file (with the seed's MRAIs); `active`
+    /// says which the config in force has.
+    peers: Vec<holdfast::config::Peer>,
+    active: Vec<bool>,
     config: Arc<holdfast::config::Config>,
+    hold_down: Duration,
     seed: u64,
     t0: Instant,
     now: Duration,
+    /// When the node's current process started.
+    node_since: Duration,
+    processes: u64,
     routes: Routes,
     last_routes_call: Duration,
     sessions: Vec<PeerSession>,
     names: Vec<String>,
-    /// The last table handed to each session.
+    /// The last table handed to each session, and when.
     tables: Vec<Arc<PeerTable>>,
+    table_changed_at: Vec<Duration>,
     routes_ready: bool,
+    /// When the routes core said so (End-of-RIB then goes out).
+    routes_ready_at: Option<Duration>,
     routers: Vec<Router>,
     net: BTreeMap<(Duration, u64), Delivery>,
     /// The last delivery time per lane (TCP keeps order).
@@ -487,10 +927,24 @@ struct Sim {
     /// The node's pending connection attempt per router.
     connecting: Vec<Option<u64>>,
     written: BTreeMap<ConnId, u64>,
+    /// (2m) The last batch of route changes per connection, while the
+    /// MRAI counts from it; connections that had End-of-RIB written.
+    mrai_last: BTreeMap<ConnId, Duration>,
+    eor_written: BTreeSet<ConnId>,
     vips: Vec<VipTruth>,
     healthy: bool,
+    /// When the source last turned unhealthy.
+    unhealthy_since: Option<Duration>,
     drained: bool,
     undrained_at: Option<Duration>,
+    /// (9) GRACEFUL_SHUTDOWN per router.
+    gs: Vec<Gs>,
+    exit: Option<Exit>,
+    /// The sessions are being stopped at the end of an exit.
+    stopping: bool,
+    /// A peer removed by a reload: when, and whether its session was
+    /// established then.
+    removed: Vec<Option<(Duration, bool)>>,
     reappear: BTreeMap<(Duration, usize), ()>,
     checks: u64,
     coverage: Coverage,
@@ -501,31 +955,34 @@ struct Sim {
 
 impl Sim {
     fn new(seed: u64) -> Self {
-        let config = Arc::new(
-            holdfast::config::parse(Path::new("sim.toml"), CONFIG).expect("a valid config"),
-        );
+        let settings = settings(seed);
+        let config = Arc::new(base_config(&settings));
+        let peers = config.peers.clone();
         let t0 = Instant::now();
-        let names: Vec<String> = config.peers.iter().map(|p| p.name.clone()).collect();
-        let (routes, sessions) = boot(&config, t0, seed, false);
-        let routers = (0..names.len())
-            .map(|i| {
-                let asn = if i == 0 { 65000 } else { 65002 };
-                Router::new(asn, Ipv4Addr::new(192, 0, 2, 1 + 2 * i as u8), i == 0)
-            })
-            .collect();
+        let names: Vec<String> = peers.iter().map(|p| p.name.clone()).collect();
         let n = names.len();
+        let active = vec![true; n];
+        let (routes, sessions) = boot(&config, &peers, &active, t0, seed, false);
         let mut sim = Sim {
+            settings,
+            peers,
+            active,
             config,
+            hold_down: HOLD_DOWN,
             seed,
             t0,
             now: Duration::ZERO,
+            node_since: Duration::ZERO,
+            processes: 0,
             routes,
             last_routes_call: Duration::ZERO,
             sessions,
             names,
             tables: (0..n).map(|_| Arc::new(PeerTable::new())).collect(),
+            table_changed_at: vec![Duration::ZERO; n],
             routes_ready: false,
-            routers,
+            routes_ready_at: None,
+            routers: Router::all(),
             net: BTreeMap::new(),
             lane_at: BTreeMap::new(),
             seq: 0,
@@ -533,10 +990,17 @@ impl Sim {
             delay: vec![Duration::from_millis(1); n],
             connecting: vec![None; n],
             written: BTreeMap::new(),
+            mrai_last: BTreeMap::new(),
+            eor_written: BTreeSet::new(),
             vips: vec![VipTruth::default(); VIPS],
             healthy: true,
+            unhealthy_since: None,
             drained: false,
             undrained_at: None,
+            gs: vec![Gs::Clear(Duration::ZERO); n],
+            exit: None,
+            stopping: false,
+            removed: vec![None; n],
             reappear: BTreeMap::new(),
             checks: 0,
             coverage: Coverage::default(),
@@ -544,7 +1008,7 @@ impl Sim {
             digest: 0xcbf2_9ce4_8422_2325,
         };
         // Half the VIPs are there from the start.
-        for i in 0..VIPS / 2 {
+        for i in (0..VIPS).filter(|i| i % 4 < 2) {
             sim.appear_truth(i);
         }
         sim.start_node();
@@ -564,46 +1028,55 @@ impl Sim {
         self.pump();
     }
 
-    /// The holdfast process restarts, gracefully (RFC 4724): its sessions
-    /// close without a NOTIFICATION (the helping router keeps the routes
-    /// as stale), and the new process starts from nothing — a new routes
-    /// core, held-down VIPs forgotten, probes unknown, no drain — with the
-    /// R bit in its OPENs to the peers with graceful restart until
-    /// End-of-RIB has gone out.
-    fn restart_node(&mut self, generation: u64) {
+    /// The holdfast process stops — each session as `how` says — and a new
+    /// one starts from nothing: a new routes core, held-down VIPs and
+    /// damping histories forgotten, probes unknown, no drain; with the R
+    /// bit (`restarting`) in its OPENs to the peers with graceful restart
+    /// until End-of-RIB has gone out.
+    fn restart_node(&mut self, how: Vec<StopHow>, restarting: bool) {
         let at = self.at();
-        for r in 0..self.sessions.len() {
-            let out = self.sessions[r].handle(at, Input::Stop(StopHow::Graceful));
-            for o in out {
-                if let Output::Close { conn } = o {
-                    self.send(Delivery::RouterClosed { r, conn });
-                }
+        self.stopping = true;
+        for (r, how) in how.into_iter().enumerate() {
+            if self.active[r] {
+                let out = self.sessions[r].handle(at, Input::Stop(how));
+                self.carry(r, out);
             }
             self.connecting[r] = None;
         }
+        self.stopping = false;
+        self.processes += 1;
         let (routes, sessions) = boot(
             &self.config,
+            &self.peers,
+            &self.active,
             self.t0 + self.now,
-            self.seed ^ generation,
-            true,
+            self.seed ^ self.processes.wrapping_mul(0x2545_F491_4F6C_DD1D),
+            restarting,
         );
         self.routes = routes;
         self.sessions = sessions;
         self.routes_ready = false;
+        self.routes_ready_at = None;
+        self.node_since = self.now;
+        self.exit = None;
         self.tables = (0..self.sessions.len())
             .map(|_| Arc::new(PeerTable::new()))
             .collect();
+        self.table_changed_at = vec![self.now; self.sessions.len()];
         self.written.clear();
         if self.drained {
             self.drained = false;
             self.undrained_at = Some(self.now);
         }
+        self.gs = vec![Gs::Clear(self.now); self.sessions.len()];
         for (i, v) in self.vips.iter_mut().enumerate() {
+            v.flap = Flap::default();
             if !v.present {
                 // Held down in the old process only: the new one never
                 // advertises it, and End-of-RIB sweeps it at the router.
                 v.covered_since = None;
                 v.gone = None;
+                v.taken = false;
             } else if probed(i) {
                 // Unknown until its first result (which follows at once).
                 v.covered_since = (!v.probe_failing).then_some(self.now);
@@ -611,7 +1084,7 @@ impl Sim {
         }
         for rt in &mut self.routers {
             // Its R bit is due until End-of-RIB (graceful restart peers).
-            rt.node_restarting = rt.gr;
+            rt.node_restarting = restarting && rt.gr;
             rt.first_conn = self.next_conn;
         }
         self.last_routes_call = self.now;
@@ -628,27 +1101,99 @@ impl Sim {
         }
     }
 
-    // --- the source ---
+    /// Time a change of the node's table needs to reach router `r`: the
+    /// network's, and the peer's MRAI (RFC 4271 §9.2.1.1).
+    fn settle(&self, r: usize) -> Duration {
+        SETTLE + self.settings.mrai[r]
+    }
+
+    // --- the source's truth ---
+
+    /// When the stability layer advertises VIP `i` (it stays wanted): its
+    /// advertise_delay after the stretch began, or after the process
+    /// started (the new process's layer starts from nothing).
+    fn due(&self, i: usize) -> Option<Duration> {
+        self.vips[i]
+            .covered_since
+            .map(|c| c.max(self.node_since) + self.settings.advertise_delay)
+    }
+
+    /// The layer has VIP `i` advertised now, and present (an absence
+    /// of it would be penalized).
+    fn on_layer(&self, i: usize) -> bool {
+        self.vips[i].present && self.due(i).is_some_and(|d| d <= self.now)
+    }
+
+    /// A VIP gone with no reason: the earliest instant the layer may
+    /// withdraw it — its hold-down, and damping's episode (a lower bound:
+    /// the guard, a source healthy again, only make it later).
+    fn keep_until(&self, i: usize) -> Duration {
+        let v = &self.vips[i];
+        if !v.taken {
+            return Duration::MAX;
+        }
+        let damped = self
+            .settings
+            .damping
+            .and_then(|_| v.flap.keeps_until())
+            .unwrap_or_default();
+        v.hold_until.max(damped)
+    }
+
+    /// Whether VIP `i` is in the layer's table at `t` as far as the source
+    /// goes (present, or absent and still held).
+    fn held(&self, i: usize, t: Duration) -> bool {
+        let v = &self.vips[i];
+        match v.gone {
+            None => v.present,
+            Some((_, Absence::Vanished)) => t < self.keep_until(i),
+            Some(_) => false,
+        }
+    }
+
+    /// Bound (2): the changes counted so far, and the withdrawal of a VIP
+    /// absent with no reason once the layer may have made it (never
+    /// earlier than its hold-down and its damping episode).
+    fn bound(&self, i: usize) -> u64 {
+        let v = &self.vips[i];
+        let withdrawn = matches!(v.gone, Some((_, Absence::Vanished)))
+            && v.taken
+            && self.now >= self.keep_until(i);
+        v.transitions + u64::from(withdrawn)
+    }
 
     fn appear_truth(&mut self, i: usize) {
         let now = self.now;
-        let v = &mut self.vips[i];
-        if v.present {
+        if self.vips[i].present {
             return;
         }
-        let held = matches!(v.gone, Some((at, Absence::Vanished)) if now < at + HOLD_DOWN);
-        if matches!(v.gone, Some((_, Absence::Vanished))) && !held {
-            // Withdrawn while away, after the hold-down.
+        let gone_vanished = matches!(self.vips[i].gone, Some((_, Absence::Vanished)));
+        let held = gone_vanished && now < self.keep_until(i);
+        let delay = !self.settings.advertise_delay.is_zero();
+        let v = &mut self.vips[i];
+        if gone_vanished && !held {
+            // Withdrawn while away, after the hold-down (or not: the guard
+            // or a source healthy again may have kept it, and then a
+            // penalty of its next absence may escape the model).
             v.transitions += 1;
+            if delay {
+                v.flap.exact = false;
+            }
         }
+        // A probed VIP whose datapath fails is not advertised: its fresh
+        // probe fails (RFC-free: the probe's rule).
+        let eligible = !probed(i) || !v.probe_failing;
         if !(held && v.covered_since.is_some()) {
-            // A probed VIP whose datapath fails is never advertised: its
-            // fresh probe stays Unknown (RFC-free: the probe's rule).
-            v.covered_since = (!probed(i) || !v.probe_failing).then_some(now);
+            v.covered_since = eligible.then_some(now);
+            v.transitions += 1;
+        } else if !eligible {
+            // Back while still held, and withdrawn for its probe at once.
+            v.covered_since = None;
             v.transitions += 1;
         }
         v.present = true;
         v.gone = None;
+        v.taken = false;
     }
 
     /// The VIP appears; a probed one gets a fresh probe (Unknown: not
@@ -677,21 +1222,63 @@ impl Sim {
     }
 
     fn vanish_truth(&mut self, i: usize, why: Absence) {
-        let v = &mut self.vips[i];
-        if !v.present {
+        if !self.vips[i].present {
             return;
         }
+        let now = self.now;
+        let on_layer = self.on_layer(i);
+        let (healthy, hold_down, damping) = (self.healthy, self.hold_down, self.settings.damping);
+        let v = &mut self.vips[i];
         v.present = false;
-        v.gone = Some((self.now, why));
-        // A definitive absence is withdrawn at once; one with no reason
-        // only once it outlasts the hold-down (see `bound`).
+        v.gone = Some((now, why));
+        // A definitive absence is withdrawn at once (once the source is
+        // healthy); one with no reason only once it outlasts the hold-down
+        // and any damping episode (see `bound`).
         if why != Absence::Vanished {
             v.transitions += 1;
-        }
-        // A probed VIP whose probe fails is not advertised for this
-        // absence (or held from an earlier one the model no longer knows).
-        if why != Absence::Vanished || (probed(i) && v.probe_failing) {
             v.covered_since = None;
+            return;
+        }
+        if !healthy {
+            // Not taken: the layer keeps it as it was, and a pending one
+            // goes on to be advertised (see `Ev::Healthy`).
+            v.taken = false;
+            return;
+        }
+        v.taken = true;
+        v.hold_until = now + hold_down;
+        if on_layer {
+            if let Some(p) = &damping {
+                v.flap.penalize(now, p);
+            }
+        } else {
+            // Pending (never sent: dropped), or not in the layer at all (a
+            // failed probe).
+            v.covered_since = None;
+        }
+    }
+
+    /// The source is healthy again: the layer takes the absences it had
+    /// not (RFC-free: measured from now), penalizing those it advertised.
+    fn take_absences(&mut self) {
+        let now = self.now;
+        for i in 0..VIPS {
+            let v = &self.vips[i];
+            if v.taken || !matches!(v.gone, Some((_, Absence::Vanished))) {
+                continue;
+            }
+            let advertised = self.due(i).is_some_and(|d| d <= now);
+            let (hold_down, damping) = (self.hold_down, self.settings.damping);
+            let v = &mut self.vips[i];
+            v.taken = true;
+            v.hold_until = now + hold_down;
+            if advertised {
+                if let Some(p) = &damping {
+                    v.flap.penalize(now, p);
+                }
+            } else {
+                v.covered_since = None;
+            }
         }
     }
 
@@ -771,10 +1358,12 @@ impl Sim {
         for (name, table) in self.routes.take_changed_tables() {
             let r = self.names.iter().position(|n| *n == name).unwrap();
             self.tables[r] = table.clone();
+            self.table_changed_at[r] = self.now;
             self.node_input(r, Input::Table(table));
         }
         if !self.routes_ready && self.routes.routes_ready() {
             self.routes_ready = true;
+            self.routes_ready_at = Some(self.now);
             for r in 0..self.sessions.len() {
                 self.node_input(r, Input::RoutesReady(true));
             }
@@ -798,47 +1387,16 @@ impl Sim {
 
     /// One input to a router's session, and what it asks for done.
     fn node_input(&mut self, r: usize, input: Input) {
+        if !self.active[r] {
+            return;
+        }
         let mut input = Some(input);
         let mut rounds = 0;
         while let Some(i) = input.take() {
             rounds += 1;
             let at = self.at();
             let out = self.sessions[r].handle(at, i);
-            if out.len() > 10_000 {
-                self.fail(format!("(7) {} outputs for one input", out.len()));
-            }
-            let mut wrote = None;
-            for o in out {
-                match o {
-                    Output::Connect => {
-                        self.seq += 1;
-                        let token = self.seq;
-                        self.connecting[r] = Some(token);
-                        self.send(Delivery::Connected { r, token });
-                    }
-                    Output::AbortConnect => self.connecting[r] = None,
-                    Output::Write { conn, bytes, .. } => {
-                        for b in &bytes {
-                            self.digest =
-                                (self.digest ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-                        }
-                        *self.written.entry(conn).or_default() += bytes.len() as u64;
-                        wrote = Some(conn);
-                        let table = self.check_write(r, &bytes);
-                        self.send(Delivery::ToRouter {
-                            r,
-                            conn,
-                            bytes,
-                            table,
-                        });
-                    }
-                    Output::Close { conn } => {
-                        self.written.remove(&conn);
-                        self.send(Delivery::RouterClosed { r, conn });
-                    }
-                    Output::SendHoldTime { .. } => {}
-                }
-            }
+            let wrote = self.carry(r, out);
             // The socket takes everything at once: held back output may go.
             if let Some(conn) = wrote
                 && let Some(&total) = self.written.get(&conn)
@@ -849,9 +1407,86 @@ impl Sim {
         }
     }
 
+    /// Carries out what one input to session `r` asked for; answers the
+    /// connection written to.
+    fn carry(&mut self, r: usize, out: Vec<Output>) -> Option<ConnId> {
+        if out.len() > 10_000 {
+            self.fail(format!("(7) {} outputs for one input", out.len()));
+        }
+        let mut wrote = None;
+        let mut group = Group::default();
+        for o in out {
+            match o {
+                Output::Connect => {
+                    self.seq += 1;
+                    let token = self.seq;
+                    self.connecting[r] = Some(token);
+                    self.send(Delivery::Connected { r, token });
+                }
+                Output::AbortConnect => self.connecting[r] = None,
+                Output::Write { conn, bytes, .. } => {
+                    for b in &bytes {
+                        self.digest = (self.digest ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+                    }
+                    *self.written.entry(conn).or_default() += bytes.len() as u64;
+                    wrote = Some(conn);
+                    group.conn = Some(conn);
+                    let table = self.check_write(r, conn, &bytes, &mut group);
+                    self.send(Delivery::ToRouter {
+                        r,
+                        conn,
+                        bytes,
+                        table,
+                    });
+                }
+                Output::Close { conn } => {
+                    self.written.remove(&conn);
+                    self.send(Delivery::RouterClosed { r, conn });
+                }
+                Output::SendHoldTime { .. } => {}
+            }
+        }
+        self.check_mrai(r, &group);
+        wrote
+    }
+
+    /// (2m) RFC 4271 §9.2.1.1: on a session with an MRAI, a batch of route
+    /// changes goes out at least the MRAI after the previous one. The whole
+    /// table before the session's End-of-RIB goes whatever the MRAI (RFC
+    /// 4724 §4.1), and the MRAI then counts afresh; ROUTE-REFRESH answers
+    /// and the withdrawal before a Cease are not route changes.
+    fn check_mrai(&mut self, r: usize, g: &Group) {
+        let mrai = self.settings.mrai[r];
+        let Some(conn) = g.conn else { return };
+        if mrai.is_zero() || g.notification {
+            return;
+        }
+        if g.initial_eor {
+            self.mrai_last.remove(&conn);
+        } else if g.nlri && !g.refresh {
+            self.checks += 1;
+            self.coverage.mrai_batches += 1;
+            if let Some(&last) = self.mrai_last.get(&conn)
+                && self.now < last + mrai
+            {
+                return self.fail(format!(
+                    "(2m) route changes to r{r} {:?} after the previous batch, MRAI {mrai:?}",
+                    self.now - last
+                ));
+            }
+            self.mrai_last.insert(conn, self.now);
+        }
+    }
+
     /// Checks one message the node writes; for End-of-RIB, answers the
     /// desired table's prefixes (checked by the router on arrival).
-    fn check_write(&mut self, r: usize, bytes: &[u8]) -> Option<BTreeSet<IpNet>> {
+    fn check_write(
+        &mut self,
+        r: usize,
+        conn: ConnId,
+        bytes: &[u8],
+        group: &mut Group,
+    ) -> Option<BTreeSet<IpNet>> {
         let m = match Message::decode(bytes, &Context::default()) {
             Ok(m) => m,
             Err(e) => {
@@ -861,13 +1496,36 @@ impl Sim {
                 return None;
             }
         };
-        let Message::Update(u) = m else { return None };
+        let u = match m {
+            Message::Update(u) => u,
+            Message::RouteRefresh(_) => {
+                group.refresh = true;
+                return None;
+            }
+            Message::Notification(_) => {
+                group.notification = true;
+                return None;
+            }
+            _ => return None,
+        };
         if u.end_of_rib_family().is_some() {
+            if self.eor_written.insert(conn) || group.initial_eor {
+                group.initial_eor = true;
+                self.check_table_complete(r);
+            } else {
+                group.refresh = true;
+            }
             return Some(self.tables[r].keys().copied().collect());
         }
+        group.nlri = true;
         // (4) While the source is unhealthy, nothing it reports withdraws
-        // a route: a withdrawal then is only for a failed probe or a drain.
-        if !self.healthy {
+        // a route: a withdrawal then is only for a failed probe, a drain
+        // or the end of a planned exit — or one decided before, which the
+        // peer's MRAI held back (for at most the MRAI).
+        let mrai_held = self
+            .unhealthy_since
+            .is_some_and(|t| self.now <= t + self.settings.mrai[r]);
+        if !self.healthy && !self.stopping && !mrai_held {
             self.checks += 1;
             for n in u.withdrawals() {
                 self.coverage.unhealthy_withdrawals += 1;
@@ -882,6 +1540,38 @@ impl Sim {
             }
         }
         None
+    }
+
+    /// (6) End-of-RIB follows the whole table (RFC 4724 §4.1): when a
+    /// session's first End-of-RIB is written, every VIP the source has had
+    /// since the process started, or long enough for its advertise_delay,
+    /// is in the table (unless drained).
+    fn check_table_complete(&mut self, r: usize) {
+        if self.drained {
+            return;
+        }
+        let families = self.routers[r].families.clone();
+        for i in 0..VIPS {
+            let p = vip_prefix(i);
+            if !families.contains(&family_of(&p)) {
+                continue;
+            }
+            self.checks += 1;
+            let v = &self.vips[i];
+            let since_start = v.covered_since.is_some_and(|c| c <= self.node_since);
+            let due = self.due(i).is_some_and(|d| d <= self.now);
+            let probe_ok = !probed(i) || !v.probe_failing;
+            if self.held(i, self.now)
+                && (due || since_start)
+                && probe_ok
+                && !self.tables[r].contains_key(&p)
+            {
+                let v = v.clone();
+                return self.fail(format!(
+                    "(6) End-of-RIB to r{r} before {p} is in its table: {v:?}"
+                ));
+            }
+        }
     }
 
     // --- the routers ---
@@ -903,7 +1593,7 @@ impl Sim {
         let now = self.now;
         let phase = self.routers[r].phase;
         // (6) RFC 4271 §8: OPEN first, then KEEPALIVE, then UPDATEs; RFC
-        // 4724 §2: End-of-RIB once, after the whole table.
+        // 4724 §2: End-of-RIB once per family, after the whole table.
         self.checks += 1;
         match m {
             Message::Open(open) => {
@@ -912,23 +1602,39 @@ impl Sim {
                 }
                 let rt = &mut self.routers[r];
                 // (6) RFC 4724 §3, §4.1: R only after the node restarted,
-                // until its End-of-RIB.
+                // until its End-of-RIB (on the current process's
+                // connections).
                 let r_bit = open
                     .graceful_restart()
                     .is_some_and(|c| c.flags & GrCap::RESTART_STATE != 0);
-                if r_bit && !rt.node_restarting {
+                if r_bit && !rt.node_restarting && conn.0 >= rt.first_conn {
                     return self.fail(format!("(6) r{r}: R bit with no restart under way"));
                 }
-                // RFC 4724 §4.2: stale routes go at once when the new OPEN
-                // has no graceful restart for the family (or F is clear).
-                let keeps = open.graceful_restart().is_some_and(|c| {
-                    c.families
-                        .iter()
-                        .any(|f| f.family == Family::IPV4_UNICAST && f.flags & 0x80 != 0)
-                });
-                if !keeps {
-                    rt.flush_stale();
+                // RFC 4724 §4.2: stale routes of a family go at once when
+                // the new OPEN has no graceful restart for it (or F is
+                // clear).
+                for f in rt.families.clone() {
+                    let keeps = open.graceful_restart().is_some_and(|c| {
+                        c.families
+                            .iter()
+                            .any(|g| g.family == f && g.flags & 0x80 != 0)
+                    });
+                    if !keeps {
+                        rt.flush_stale(Some(f));
+                    }
                 }
+                let theirs = open.multiprotocol();
+                rt.session_families = rt
+                    .families
+                    .iter()
+                    .copied()
+                    .filter(|f| theirs.contains(f))
+                    .collect();
+                // RFC 7313 §3: enhanced route refresh when both offer it.
+                rt.enhanced = rt.refresh == Refresh::Enhanced
+                    && open
+                        .capabilities()
+                        .any(|c| matches!(c, Capability::EnhancedRouteRefresh));
                 rt.open = Some(open);
                 rt.phase = Phase::OpenSeen;
                 let mut reply = rt.our_open();
@@ -944,9 +1650,11 @@ impl Sim {
                     return self.fail(format!("(6) r{r}: KEEPALIVE before OPEN"));
                 }
                 if phase == Phase::OpenSeen {
+                    let node_since = self.node_since;
                     let rt = &mut self.routers[r];
                     rt.phase = Phase::KeepaliveSeen;
                     rt.established_since = Some(now);
+                    rt.session_node_since = node_since;
                     rt.establishments += 1;
                     rt.coverage.sessions += 1;
                     rt.keepalive_at = Some(now + KEEPALIVE);
@@ -964,24 +1672,60 @@ impl Sim {
                     return self.fail(format!("(6) r{r}: UPDATE in phase {phase:?}"));
                 }
                 let rt = &mut self.routers[r];
-                if u.end_of_rib_family().is_some() {
-                    if phase == Phase::EndOfRibSeen {
-                        return self.fail(format!("(6) r{r}: a second End-of-RIB"));
+                if let Some(f) = u.end_of_rib_family() {
+                    if rt.eors.contains(&f) {
+                        // RFC 2918: a plain ROUTE-REFRESH is answered with
+                        // the table, then End-of-RIB.
+                        match rt.refresh_asked.get_mut(&f) {
+                            Some(n) if *n > 0 && !rt.enhanced => {
+                                *n -= 1;
+                                rt.coverage.refreshes += 1;
+                                return;
+                            }
+                            _ => {
+                                return self.fail(format!("(6) r{r}: a second End-of-RIB for {f}"));
+                            }
+                        }
                     }
-                    rt.phase = Phase::EndOfRibSeen;
+                    if !rt.session_families.contains(&f) {
+                        return self.fail(format!("(6) r{r}: End-of-RIB for {f}, not negotiated"));
+                    }
+                    rt.eors.insert(f);
+                    if rt.session_families.iter().all(|f| rt.eors.contains(f)) {
+                        rt.phase = Phase::EndOfRibSeen;
+                    }
                     rt.node_restarting &= conn.0 < rt.first_conn;
                     rt.coverage.end_of_ribs += 1;
-                    rt.flush_stale();
+                    rt.flush_stale(Some(f));
+                    let of = |set: &BTreeSet<IpNet>| -> BTreeSet<IpNet> {
+                        set.iter().copied().filter(|p| family_of(p) == f).collect()
+                    };
                     if let Some(table) = table
-                        && table != rt.on_conn
+                        && of(&table) != of(&rt.on_conn)
                     {
-                        let sent = rt.on_conn.clone();
+                        let (sent, table) = (of(&rt.on_conn), of(&table));
                         return self.fail(format!(
-                            "(6) r{r}: End-of-RIB after {sent:?}, the table was {table:?}"
+                            "(6) r{r}: End-of-RIB for {f} after {sent:?}, the table was {table:?}"
                         ));
                     }
                     return;
                 }
+                // (6) RFC 4271 §5.1.3 and RFC 2545 §3: the next hop is the
+                // node's address (its global IPv6 one first).
+                if !u.nlri.is_empty() && u.next_hop() != Some(NODE_V4) {
+                    let nh = u.next_hop();
+                    return self.fail(format!("(6) r{r}: IPv4 routes with next hop {nh:?}"));
+                }
+                if let Some(mp) = u.mp_reach()
+                    && mp.next_hop.get(..16) != Some(&NODE_V6.octets()[..])
+                {
+                    let nh = mp.next_hop.clone();
+                    return self.fail(format!(
+                        "(6) r{r}: {} routes with next hop {nh:02x?}",
+                        mp.family
+                    ));
+                }
+                let gs = u.communities().contains(&Community(GRACEFUL_SHUTDOWN));
                 for n in u.withdrawals() {
                     rt.coverage.withdrawn += 1;
                     rt.rib.remove(&n.prefix);
@@ -990,28 +1734,144 @@ impl Sim {
                 }
                 for n in u.announced() {
                     rt.coverage.announced += 1;
-                    rt.rib.insert(n.prefix, false);
+                    if matches!(n.prefix, IpNet::V6(_)) {
+                        rt.coverage.announced_v6 += 1;
+                    }
+                    if gs {
+                        rt.coverage.graceful_shutdown_routes += 1;
+                    }
+                    rt.rib.insert(
+                        n.prefix,
+                        RouteAt {
+                            graceful_shutdown: gs,
+                            ..RouteAt::default()
+                        },
+                    );
                     rt.on_conn.insert(n.prefix);
                     *rt.updates.entry(n.prefix).or_default() += 1;
                 }
-                if let Some(p) = rt.rib.keys().find(|p| index_of(p).is_none()) {
+                if let Some(p) = rt
+                    .on_conn
+                    .iter()
+                    .find(|p| index_of(p).is_none() || !rt.session_families.contains(&family_of(p)))
+                {
                     let p = *p;
-                    self.fail(format!("(7) r{r} got {p}, not a VIP"));
+                    self.fail(format!(
+                        "(7) r{r} got {p}, not a VIP of the session's families"
+                    ));
                 }
             }
-            Message::Notification(_) => {
+            Message::RouteRefresh(rr) => {
+                let f = rr.family;
+                let rt = &mut self.routers[r];
+                match rr.subtype {
+                    // RFC 7313 §4: at BoRR the family's routes are stale
+                    // until re-sent; at EoRR those not re-sent go.
+                    RouteRefresh::BORR => {
+                        if !rt.enhanced || rt.refresh_asked.get(&f).is_none_or(|n| *n == 0) {
+                            return self.fail(format!("(6) r{r}: BoRR for {f} unasked"));
+                        }
+                        rt.in_refresh.insert(f);
+                        for (p, route) in rt.rib.iter_mut() {
+                            if family_of(p) == f && !route.stale {
+                                route.refresh_stale = true;
+                            }
+                        }
+                    }
+                    RouteRefresh::EORR => {
+                        if !rt.in_refresh.remove(&f) {
+                            return self.fail(format!("(6) r{r}: EoRR for {f} without BoRR"));
+                        }
+                        let on_conn = &mut rt.on_conn;
+                        rt.rib.retain(|p, route| {
+                            let keep = !route.refresh_stale;
+                            if !keep {
+                                on_conn.remove(p);
+                            }
+                            keep
+                        });
+                        if let Some(n) = rt.refresh_asked.get_mut(&f) {
+                            *n = n.saturating_sub(1);
+                        }
+                        rt.coverage.refreshes += 1;
+                        rt.coverage.enhanced_refreshes += 1;
+                    }
+                    s => {
+                        return self
+                            .fail(format!("(6) r{r}: ROUTE-REFRESH subtype {s} from the node"));
+                    }
+                }
+            }
+            Message::Notification(n) => {
+                let rt = &mut self.routers[r];
+                if let Some((c, subcode)) = rt.expect_cease
+                    && c == conn
+                {
+                    let n = n.encapsulated().unwrap_or(n);
+                    if n.code == CEASE
+                        && n.subcode == cease::ADMINISTRATIVE_SHUTDOWN
+                        && subcode == n.subcode
+                    {
+                        rt.coverage.shutdown_ceases += 1;
+                        // (9) RFC 8326 §3 then RFC 4486: every route
+                        // withdrawn before the Cease.
+                        if !rt.on_conn.is_empty() {
+                            let left = rt.on_conn.clone();
+                            return self.fail(format!(
+                                "(9) r{r}: Cease/Administrative Shutdown with {left:?} still advertised"
+                            ));
+                        }
+                    } else if n.code == CEASE
+                        && n.subcode == cease::PEER_DECONFIGURED
+                        && subcode == n.subcode
+                    {
+                        rt.coverage.deconfigured_ceases += 1;
+                    } else {
+                        let d = n.describe();
+                        return self.fail(format!("(10) r{r}: {d}, not Cease subcode {subcode}"));
+                    }
+                }
                 self.routers[r].drop_conn(now, true);
                 self.send(Delivery::NodeClosed { r, conn });
             }
-            other => self.fail(format!("r{r}: unexpected {}", other.name())),
         }
+    }
+
+    /// The router drops its connection before the Cease the node sent
+    /// on it arrived: a removed peer's routes are then only stale.
+    fn cease_lost(&mut self, r: usize) {
+        if self.routers[r].expect_cease.is_some()
+            && let Some((at, _)) = self.removed[r]
+        {
+            self.removed[r] = Some((at, false));
+        }
+    }
+
+    /// The router asks for its routes of a family again (RFC 2918), if it
+    /// can and the session has the family.
+    fn router_refresh(&mut self, r: usize, k: usize) {
+        let rt = &mut self.routers[r];
+        let Some(conn) = rt.conn else { return };
+        let f = rt.families[k % rt.families.len()];
+        if rt.refresh == Refresh::None
+            || rt.phase < Phase::KeepaliveSeen
+            || !rt.session_families.contains(&f)
+        {
+            return;
+        }
+        *rt.refresh_asked.entry(f).or_default() += 1;
+        rt.refreshes += 1;
+        let bytes = Message::RouteRefresh(RouteRefresh::new(f, RouteRefresh::NORMAL))
+            .encode(&Context::default())
+            .unwrap();
+        self.send(Delivery::ToNode { r, conn, bytes });
     }
 
     fn router_timers(&mut self, r: usize) {
         let now = self.now;
         if self.routers[r].stale_until.is_some_and(|t| t <= now) {
             self.routers[r].coverage.stale_expired += 1;
-            self.routers[r].flush_stale();
+            self.routers[r].flush_stale(None);
         }
         if self.routers[r].keepalive_at.is_some_and(|t| t <= now) {
             self.routers[r].keepalive_at = Some(now + KEEPALIVE);
@@ -1041,7 +1901,7 @@ impl Sim {
                     self.send(Delivery::NodeClosed { r, conn: old });
                 }
                 self.routers[r].conn = Some(conn);
-                let local: SocketAddr = "192.0.2.2:40000".parse().unwrap();
+                let local = self.routers[r].local;
                 self.node_input(
                     r,
                     Input::Connected {
@@ -1067,6 +1927,14 @@ impl Sim {
             } => self.router_receives(r, conn, bytes, table),
             Delivery::RouterClosed { r, conn } => {
                 if self.routers[r].conn == Some(conn) {
+                    // (9), (10) The Cease was due before the close.
+                    if let Some((c, subcode)) = self.routers[r].expect_cease
+                        && c == conn
+                    {
+                        return self.fail(format!(
+                            "(10) r{r}: the node closed the session without Cease subcode {subcode}"
+                        ));
+                    }
                     self.routers[r].drop_conn(self.now, false);
                 }
             }
@@ -1081,7 +1949,7 @@ impl Sim {
         if let Some(t) = self.routes.next_deadline() {
             next.push(since(t));
         }
-        for s in &self.sessions {
+        for (s, _) in self.sessions.iter().zip(&self.active).filter(|(_, a)| **a) {
             if let Some(t) = s.next_deadline() {
                 next.push(since(t));
             }
@@ -1105,14 +1973,17 @@ impl Sim {
             let now = self.now;
             let at = self.at();
             if self.routes.next_deadline().is_some_and(|t| t <= at) {
-                self.routes_call(|r, at| {
-                    r.poll(at);
-                });
+                let mut stop = false;
+                self.routes_call(|r, at| stop = r.poll(at));
+                if stop {
+                    // The exit's wait is over.
+                    self.finish_exit();
+                }
                 continue;
             }
-            if let Some(r) = (0..self.sessions.len())
-                .find(|&r| self.sessions[r].next_deadline().is_some_and(|t| t <= at))
-            {
+            if let Some(r) = (0..self.sessions.len()).find(|&r| {
+                self.active[r] && self.sessions[r].next_deadline().is_some_and(|t| t <= at)
+            }) {
                 self.node_input(r, Input::Timer);
                 continue;
             }
@@ -1162,6 +2033,197 @@ impl Sim {
         self.pump();
     }
 
+    // --- reloads and the exit ---
+
+    /// The config in force: the file's, with the peers `active` says and
+    /// the hold-down last set.
+    fn current_config(&self) -> Arc<holdfast::config::Config> {
+        let mut c = (*self.config).clone();
+        c.peers = self
+            .peers
+            .iter()
+            .zip(&self.active)
+            .filter(|(_, a)| **a)
+            .map(|(p, _)| p.clone())
+            .collect();
+        c.stability.withdraw_hold_down = self.hold_down;
+        Arc::new(c)
+    }
+
+    /// A reload, as the daemon's: the routes core takes the new config,
+    /// removed peers' sessions stop (Cease/Peer De-configured, RFC 4486 —
+    /// a hard reset, RFC 8538), added ones start, and the tables are
+    /// worked out again.
+    fn reload(&mut self, ev: Ev) {
+        if self.exit.is_some() {
+            return;
+        }
+        match ev {
+            Ev::HoldDown(secs) => {
+                let new = Duration::from_secs(secs);
+                if new == self.hold_down {
+                    return;
+                }
+                // A held-down VIP goes at its absence + the new hold-down,
+                // or now if that has passed (what the old one owed by now
+                // went already).
+                let now = self.now;
+                for v in &mut self.vips {
+                    if let Some((at, Absence::Vanished)) = v.gone
+                        && v.taken
+                        && v.hold_until > now
+                    {
+                        v.hold_until = now.max(at + new);
+                    }
+                }
+                self.hold_down = new;
+                self.coverage.hold_down_changes += 1;
+            }
+            Ev::RemovePeer(r) => {
+                if !self.active[r] || self.active.iter().filter(|a| **a).count() == 1 {
+                    return;
+                }
+                self.active[r] = false;
+            }
+            Ev::AddPeer(r) => {
+                if self.active[r] {
+                    return;
+                }
+                self.active[r] = true;
+            }
+            _ => unreachable!(),
+        }
+        self.config = self.current_config();
+        let config = self.config.clone();
+        self.routes_call(|rc, at| rc.set_config(at, config));
+        match ev {
+            Ev::RemovePeer(r) => {
+                let name = self.names[r].clone();
+                self.routes.detach(&name);
+                let rt = &self.routers[r];
+                let established = self.sessions[r].state() == State::Established
+                    && rt.phase >= Phase::KeepaliveSeen;
+                if established && let Some(conn) = rt.conn {
+                    self.routers[r].expect_cease = Some((conn, cease::PEER_DECONFIGURED));
+                }
+                let at = self.at();
+                // (active again for the stop's outputs)
+                self.active[r] = true;
+                let out = self.sessions[r].handle(at, Input::Stop(StopHow::Deconfigured));
+                self.carry(r, out);
+                self.active[r] = false;
+                self.connecting[r] = None;
+                self.removed[r] = Some((self.now, established));
+                self.coverage.removals += 1;
+            }
+            Ev::AddPeer(r) => {
+                let at = self.at();
+                self.processes += 1;
+                self.sessions[r] = session(
+                    &self.peers[r],
+                    at,
+                    self.seed ^ self.processes.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    r,
+                    false,
+                );
+                self.routes.attach(&self.names[r]);
+                self.tables[r] = Arc::new(PeerTable::new());
+                self.table_changed_at[r] = self.now;
+                self.removed[r] = None;
+                self.coverage.additions += 1;
+            }
+            _ => {}
+        }
+        self.routes_call(|rc, at| rc.refresh(at));
+        if let Ev::AddPeer(r) = ev {
+            if self.routes_ready {
+                self.node_input(r, Input::RoutesReady(true));
+            }
+            self.node_input(r, Input::Start { bfd_up: false });
+        }
+    }
+
+    /// SIGTERM (`holdfast run`'s exit, `routes::drain::exit_plan`): the
+    /// peers whose routes do not outlive the process (no graceful restart,
+    /// `--withdraw-on-exit`, a drained node) get them marked
+    /// GRACEFUL_SHUTDOWN for `graceful_shutdown_wait` (RFC 8326 §3), then
+    /// withdrawn and Cease; the others are closed for graceful restart. A
+    /// second signal stops at once.
+    fn begin_exit(&mut self, withdraw_on_exit: bool) {
+        if self.exit.is_some() {
+            return self.finish_exit();
+        }
+        let draining = self.routes.drain().drain.draining();
+        let plans: Vec<Option<ExitPlan>> = (0..self.peers.len())
+            .map(|r| {
+                self.active[r].then(|| {
+                    exit_plan(
+                        ExitReason::Signal,
+                        self.peers[r].graceful_restart.enabled,
+                        withdraw_on_exit,
+                        draining,
+                        None,
+                    )
+                })
+            })
+            .collect();
+        let withdrawing: BTreeSet<String> = plans
+            .iter()
+            .zip(&self.names)
+            .filter(|(p, _)| matches!(p, Some(ExitPlan::Withdraw(_))))
+            .map(|(_, n)| n.clone())
+            .collect();
+        self.coverage.exits += 1;
+        for (r, plan) in plans.iter().enumerate() {
+            if matches!(plan, Some(ExitPlan::Withdraw(_)))
+                && matches!(self.gs[r], Gs::Clear(_))
+                && !draining
+            {
+                self.gs[r] = Gs::Marked(self.now);
+            }
+        }
+        // GRACEFUL_SHUTDOWN, then the withdrawal (and back in the next
+        // process).
+        for v in &mut self.vips {
+            v.transitions += 2;
+        }
+        self.exit = Some(Exit { plans });
+        let mut done = false;
+        self.routes_call(|rc, at| done = rc.begin_exit(at, withdrawing));
+        if done {
+            self.finish_exit();
+        }
+    }
+
+    /// The exit's wait is over: the daemon's `shutdown`, then the next
+    /// process (restarting if a peer keeps the routes through graceful
+    /// restart).
+    fn finish_exit(&mut self) {
+        let Some(exit) = self.exit.take() else { return };
+        let mut how = Vec::new();
+        let mut keep = false;
+        for (r, plan) in exit.plans.iter().enumerate() {
+            match plan {
+                Some(ExitPlan::Withdraw(_)) => {
+                    let rt = &self.routers[r];
+                    if self.sessions[r].state() == State::Established
+                        && rt.phase >= Phase::KeepaliveSeen
+                        && let Some(conn) = rt.conn
+                    {
+                        self.routers[r].expect_cease = Some((conn, cease::ADMINISTRATIVE_SHUTDOWN));
+                    }
+                    how.push(StopHow::Withdraw("node-1: holdfast shutting down".into()));
+                }
+                Some(ExitPlan::KeepThroughRestart) => {
+                    keep = true;
+                    how.push(StopHow::Graceful);
+                }
+                None => how.push(StopHow::Graceful),
+            }
+        }
+        self.restart_node(how, keep);
+    }
+
     // --- one event ---
 
     fn apply(&mut self, ev: Ev) {
@@ -1202,12 +2264,14 @@ impl Sim {
             Ev::Unhealthy => {
                 if self.healthy {
                     self.healthy = false;
+                    self.unhealthy_since = Some(self.now);
                     self.snapshot();
                 }
             }
             Ev::Healthy => {
                 if !self.healthy {
                     self.healthy = true;
+                    self.take_absences();
                     self.snapshot();
                 }
             }
@@ -1221,7 +2285,18 @@ impl Sim {
                         if !on {
                             self.undrained_at = Some(self.now);
                         }
-                        // GRACEFUL_SHUTDOWN, withdrawal; or back.
+                        // GRACEFUL_SHUTDOWN to every peer (a drain during
+                        // an exit keeps the exit's peers), then the
+                        // withdrawal; or back, without it.
+                        if self.exit.is_none() {
+                            for gs in &mut self.gs {
+                                *gs = match (*gs, on) {
+                                    (Gs::Clear(_), true) => Gs::Marked(self.now),
+                                    (Gs::Marked(_), false) => Gs::Clear(self.now),
+                                    (same, _) => same,
+                                };
+                            }
+                        }
                         for v in &mut self.vips {
                             v.transitions += if on { 2 } else { 1 };
                         }
@@ -1238,23 +2313,24 @@ impl Sim {
                     let v = &mut self.vips[i];
                     v.transitions += 1;
                     v.probe_failing = !pass;
-                    // Present, it is advertised from now on, or withdrawn
-                    // at once; absent, its probe does not run.
+                    // Present, it is advertised from now on (after its
+                    // advertise_delay), or withdrawn at once; absent, its
+                    // probe does not run.
                     if v.present {
-                        // (Passing again: advertised again, maybe after a
-                        // withdrawal; the SETTLE window starts afresh.)
                         v.covered_since = pass.then_some(now);
                     }
                     self.report_probe(i);
                 }
             }
             Ev::Reset(r) => {
+                self.cease_lost(r);
                 if let Some(conn) = self.routers[r].conn {
                     self.routers[r].drop_conn(self.now, false);
                     self.send(Delivery::NodeClosed { r, conn });
                 }
             }
             Ev::Restart(r, gr) => {
+                self.cease_lost(r);
                 let now = self.now;
                 if let Some(conn) = self.routers[r].conn {
                     if !gr {
@@ -1273,7 +2349,16 @@ impl Sim {
                 rt.down_until = now + Duration::from_millis(500 + (r as u64 + 1) * 700);
             }
             Ev::Delay(r, ms) => self.delay[r] = Duration::from_millis(ms),
-            Ev::NodeRestart(generation) => self.restart_node(generation),
+            Ev::NodeRestart(jitter) => {
+                self.processes = self.processes.wrapping_add(jitter);
+                let how = (0..self.sessions.len())
+                    .map(|_| StopHow::Graceful)
+                    .collect();
+                self.restart_node(how, true);
+            }
+            Ev::Refresh(r, k) => self.router_refresh(r, k),
+            Ev::RemovePeer(_) | Ev::AddPeer(_) | Ev::HoldDown(_) => self.reload(ev),
+            Ev::Exit(withdraw_on_exit) => self.begin_exit(withdraw_on_exit),
         }
         self.pump();
     }
@@ -1284,40 +2369,101 @@ impl Sim {
         let now = self.now;
         let mut checks = 0u64;
         let mut bad: Vec<String> = Vec::new();
+        let advertise_delay = self.settings.advertise_delay;
+        // (7) The routes core tracks a probe for each probed VIP the
+        // source has, and for no other (nothing left behind).
+        checks += 1;
+        let probes: BTreeSet<IpAddr> = self.routes.probes().keys().copied().collect();
+        let want: BTreeSet<IpAddr> = (0..VIPS)
+            .filter(|&i| probed(i) && self.vips[i].present)
+            .map(vip_ip)
+            .collect();
+        if probes != want {
+            bad.push(format!(
+                "(7) the routes core probes {probes:?}, the source has {want:?}"
+            ));
+        }
         for r in 0..self.routers.len() {
             let rt = &self.routers[r];
-            let up = self.sessions[r].state() == State::Established
+            let settle = self.settle(r);
+            let active = self.active[r];
+            let up = active
+                && self.sessions[r].state() == State::Established
                 && rt.established_since.is_some_and(|t| now >= t + SETTLE);
-            // (7) A router holds VIPs only.
+            let of_families = |p: &IpNet| rt.families.contains(&family_of(p));
+            // (7) A router holds VIPs of its families only.
             checks += 1;
-            if rt.rib.len() > VIPS {
+            let n_vips = (0..VIPS).filter(|&i| of_families(&vip_prefix(i))).count();
+            if rt.rib.len() > n_vips {
                 let n = rt.rib.len();
-                bad.push(format!("(7) r{r} holds {n} routes of {VIPS} VIPs"));
+                bad.push(format!("(7) r{r} holds {n} routes of {n_vips} VIPs"));
+            }
+            // (10) A peer a reload removed is sent Cease/Peer De-configured
+            // (a hard reset, RFC 8538 §3): from SETTLE after, its router
+            // holds none of the node's routes (stale ones only if the
+            // session was down then: they go at the restart time).
+            if let Some((at, established)) = self.removed[r]
+                && now >= at + SETTLE
+            {
+                checks += 1;
+                let fresh = rt.rib.iter().find(|(_, s)| established || !s.stale);
+                if let Some((p, s)) = fresh {
+                    bad.push(format!(
+                        "(10) r{r}, removed at {at:?}, still has {p} ({s:?})"
+                    ));
+                }
+            }
+            // (9) RFC 8326 §3: GRACEFUL_SHUTDOWN on every route the router
+            // has from SETTLE after a drain or exit towards it began, on
+            // none from SETTLE after it ended.
+            let marked = match self.gs[r] {
+                Gs::Marked(t) if now >= t + settle => Some(true),
+                Gs::Clear(t) if now >= t + settle => Some(false),
+                _ => None,
+            };
+            if let Some(marked) = marked {
+                checks += 1;
+                if let Some((p, _)) = rt
+                    .rib
+                    .iter()
+                    .find(|(_, s)| !s.stale && s.graceful_shutdown != marked)
+                {
+                    bad.push(format!(
+                        "(9) r{r}: {p} with GRACEFUL_SHUTDOWN {}, the node's {:?}",
+                        !marked, self.gs[r]
+                    ));
+                }
             }
             // (1') Graceful restart (RFC 4724 §4.2): while a helping router
             // waits for the node's session to come back (within the restart
             // time, before End-of-RIB), every VIP (1) required before the
             // connection dropped is still in its table, as stale; so the
             // node's OPEN offered graceful restart for the family with F.
-            if let Some((dropped, up_since)) = rt.helping
+            if let Some((dropped, up_since, node_since)) = rt.helping
                 && now < dropped + RESTART_TIME
-                && dropped >= up_since + SETTLE
+                && dropped >= up_since + settle
                 && !self.drained
-                && self.undrained_at.is_none_or(|t| dropped >= t + SETTLE)
+                && self.undrained_at.is_none_or(|t| dropped >= t + settle)
             {
                 for (i, v) in self.vips.iter().enumerate() {
+                    let p = vip_prefix(i);
+                    if !of_families(&p) || rt.eors.contains(&family_of(&p)) {
+                        continue;
+                    }
                     checks += 1;
                     // Wanted when the connection dropped: present, or held
                     // down then (what happened since does not matter).
                     let held = match v.gone {
                         None => v.present,
-                        Some((at, Absence::Vanished)) => at >= dropped || dropped < at + HOLD_DOWN,
+                        Some((at, Absence::Vanished)) => {
+                            at >= dropped || dropped < self.keep_until(i)
+                        }
                         Some(_) => false,
                     };
-                    let wanted = held && v.covered_since.is_some_and(|t| dropped >= t + SETTLE);
+                    let due = v.covered_since.map(|c| c.max(node_since) + advertise_delay);
+                    let wanted = held && due.is_some_and(|t| dropped >= t + settle);
                     let probe_ok = !probed(i) || !v.probe_failing;
-                    if wanted && probe_ok && !rt.rib.contains_key(&vip_prefix(i)) {
-                        let p = vip_prefix(i);
+                    if wanted && probe_ok && !rt.rib.contains_key(&p) {
                         bad.push(format!(
                             "(1') {p} not kept at r{r} during the node's restart: {v:?}"
                         ));
@@ -1328,25 +2474,38 @@ impl Sim {
             if !up {
                 continue;
             }
-            // (1) A VIP the source wants (present for SETTLE), or absent
-            // with no reason for less than the hold-down after being
-            // wanted, is in every router's table that has been Established
-            // for SETTLE — unless drained (or undrained less than SETTLE
-            // ago) or its probe fails (a probed VIP is wanted from SETTLE
-            // after its probe passes while it is present).
-            let drained = self.drained || self.undrained_at.is_some_and(|t| now < t + SETTLE);
+            // (1) A VIP the source wants (present, past its advertise_delay,
+            // for the settle time: SETTLE and the peer's MRAI), or absent
+            // with no reason while the stability layer must still hold it
+            // (its hold-down, and any damping episode: RFC 2439 keeps a
+            // flapping VIP advertised), is in every router's table that has
+            // been Established for SETTLE and has its family — unless
+            // drained (or undrained less than the settle time ago) or its
+            // probe fails (a probed VIP is wanted from when its probe
+            // passes while it is present, plus its advertise_delay).
+            let drained = self.drained || self.undrained_at.is_some_and(|t| now < t + settle);
             if !drained {
-                for (i, v) in self.vips.iter().enumerate() {
+                for i in 0..VIPS {
+                    let p = vip_prefix(i);
+                    if !of_families(&p) {
+                        continue;
+                    }
                     checks += 1;
-                    let held = match v.gone {
-                        None => v.present,
-                        Some((at, Absence::Vanished)) => now < at + HOLD_DOWN,
-                        Some(_) => false,
-                    };
-                    let wanted = held && v.covered_since.is_some_and(|t| now >= t + SETTLE);
+                    let v = &self.vips[i];
+                    let held = self.held(i, now);
+                    let due = self.due(i);
+                    let wanted = held && due.is_some_and(|t| now >= t + settle);
+                    if held && v.gone.is_some() && v.taken && now >= v.hold_until {
+                        self.coverage.damped_kept += 1;
+                    }
+                    if held
+                        && due.is_some_and(|t| t > now)
+                        && v.covered_since.is_some_and(|c| c < now)
+                    {
+                        self.coverage.delayed += 1;
+                    }
                     let probe_ok = !probed(i) || !v.probe_failing;
-                    if wanted && probe_ok && !rt.rib.contains_key(&vip_prefix(i)) {
-                        let p = vip_prefix(i);
+                    if wanted && probe_ok && !rt.rib.contains_key(&p) {
                         let v = v.clone();
                         let state = self.routes.stability().state(&p);
                         let desired = self.tables[r].contains_key(&p);
@@ -1359,50 +2518,61 @@ impl Sim {
                 }
             }
             // (2) UPDATEs for a prefix to a router ≤ the changes of what
-            // the router should have for it (appearances, absences,
-            // probe verdicts, 2 per drain, 1 per undrain) + the sessions
-            // established (each sends the whole table).
+            // the router should have for it (appearances, absences — a
+            // withdrawal only once the hold-down and any damping episode
+            // are over —, probe verdicts, 2 per drain or exit, 1 per
+            // undrain) + the sessions established (each sends the whole
+            // table) + the ROUTE-REFRESH requests (each answered with the
+            // whole table at most once). An MRAI only batches: (2m).
             for (p, &n) in &rt.updates {
                 checks += 1;
                 if let Some(i) = index_of(p) {
-                    let bound = self.vips[i].bound(now) + rt.establishments;
+                    let bound = self.bound(i) + rt.establishments + rt.refreshes;
                     if n > bound {
                         let v = self.vips[i].clone();
                         bad.push(format!(
-                            "(2) r{r} got {n} UPDATEs for {p}, bound {bound} ({v:?}, {} sessions)",
-                            rt.establishments
+                            "(2) r{r} got {n} UPDATEs for {p}, bound {bound} ({v:?}, {} sessions, {} refreshes)",
+                            rt.establishments, rt.refreshes
                         ));
                         break;
                     }
                 }
             }
             // (6) Once the routes are ready, an established session has had
-            // End-of-RIB (RFC 4724 §4.1) within SETTLE.
+            // End-of-RIB for each family (RFC 4724 §4.1) within SETTLE.
             checks += 1;
-            if self.routes_ready && rt.phase != Phase::EndOfRibSeen {
-                bad.push(format!("(6) r{r} established with no End-of-RIB"));
+            if self.routes_ready_at.is_some_and(|t| now >= t + SETTLE)
+                && rt.phase != Phase::EndOfRibSeen
+            {
+                bad.push(format!(
+                    "(6) r{r} established with no End-of-RIB: {:?} of {:?}",
+                    rt.eors, rt.session_families
+                ));
                 continue;
             }
             // (3) With nothing in flight to the router, its routes (not
             // stale) are what the session's status says it advertised, and
-            // that is the desired table.
+            // that is the desired table (of its families) once End-of-RIB
+            // is out and the MRAI has let the last change go.
             let idle = !self.net.values().any(|d| d.lane() == (r, false));
             if idle {
                 checks += 1;
                 let fresh: BTreeSet<IpNet> = rt
                     .rib
                     .iter()
-                    .filter(|(_, s)| !**s)
+                    .filter(|(_, s)| !s.stale)
                     .map(|(p, _)| *p)
                     .collect();
                 let status = self.sessions[r].status();
                 let advertised: BTreeSet<IpNet> = status.advertised.keys().copied().collect();
-                let desired: BTreeSet<IpNet> = self.tables[r].keys().copied().collect();
+                let desired: BTreeSet<IpNet> =
+                    self.tables[r].keys().copied().filter(of_families).collect();
+                let mrai_over = now >= self.table_changed_at[r] + self.settings.mrai[r];
                 if fresh != advertised {
                     bad.push(format!(
                         "(3) r{r} has {fresh:?}, status says {advertised:?}"
                     ));
-                } else if status.end_of_rib_sent && advertised != desired {
+                } else if status.end_of_rib_sent && mrai_over && advertised != desired {
                     bad.push(format!(
                         "(3) r{r}: advertised {advertised:?}, desired {desired:?}"
                     ));
@@ -1416,11 +2586,40 @@ impl Sim {
     }
 }
 
-/// A new node process: its routes core (with its stability layer and
-/// drain control) and one session per peer (`restarting`: the R bit for the peers with
-/// graceful restart), at `at`.
+/// The session of peer `p` (router `r`), Idle until started.
+fn session(
+    p: &holdfast::config::Peer,
+    at: Instant,
+    seed: u64,
+    r: usize,
+    restarting: bool,
+) -> PeerSession {
+    let address = Router::all()[r].address;
+    let spec = PeerSpec {
+        peer: p.clone(),
+        address,
+        interface: None,
+        local_asn: 65001,
+        router_id: NODE_V4,
+        hostname: "node-1".into(),
+        restarting: restarting && p.graceful_restart.enabled,
+    };
+    PeerSession::with_jitter_seed(
+        spec,
+        at,
+        Box::new(node_addresses),
+        seed ^ (r as u64 + 1).wrapping_mul(0x1234_5678_9abc_def1),
+    )
+}
+
+/// A new node process: its stability layer, drain control, routes core
+/// and one session per peer (`restarting`: the R bit for the peers with
+/// graceful restart), at `at`; the peers the config in force lacks get a
+/// session that never starts.
 fn boot(
     config: &Arc<holdfast::config::Config>,
+    peers: &[holdfast::config::Peer],
+    active: &[bool],
     at: Instant,
     seed: u64,
     restarting: bool,
@@ -1428,38 +2627,29 @@ fn boot(
     let stability = Stability::new(stability_params(config)).expect("valid parameters");
     let mut routes = Routes::new(config.clone(), stability, false, false);
     let mut sessions = Vec::new();
-    for (i, p) in config.peers.iter().enumerate() {
-        routes.attach(&p.name);
-        let address: IpAddr = if i == 0 {
-            "192.0.2.1".parse().unwrap()
-        } else {
-            "192.0.2.3".parse().unwrap()
-        };
-        let spec = PeerSpec {
-            peer: p.clone(),
-            address,
-            interface: None,
-            local_asn: 65001,
-            router_id: Ipv4Addr::new(192, 0, 2, 2),
-            hostname: "node-1".into(),
-            restarting: restarting && p.graceful_restart.enabled,
-        };
-        sessions.push(PeerSession::with_jitter_seed(
-            spec,
-            at,
-            Box::new(|| vec![holdfast_sockopt_addr()]),
-            seed ^ (i as u64 + 1).wrapping_mul(0x1234_5678_9abc_def1),
-        ));
+    for (r, p) in peers.iter().enumerate() {
+        if active[r] {
+            routes.attach(&p.name);
+        }
+        sessions.push(session(p, at, seed, r, restarting));
     }
     (routes, sessions)
 }
 
-fn holdfast_sockopt_addr() -> holdfast_sockopt::InterfaceAddress {
-    holdfast_sockopt::InterfaceAddress {
+/// The node's interface addresses: IPv4 and IPv6 on one link (the IPv6
+/// next hops: the global address, and the link-local one for on-link
+/// peers, RFC 2545 §3).
+fn node_addresses() -> Vec<holdfast_sockopt::InterfaceAddress> {
+    let addr = |address: IpAddr, prefix_len| holdfast_sockopt::InterfaceAddress {
         interface: "eth0".into(),
-        address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)),
-        prefix_len: 24,
-    }
+        address,
+        prefix_len,
+    };
+    vec![
+        addr(IpAddr::V4(NODE_V4), 24),
+        addr(IpAddr::V6(NODE_V6), 64),
+        addr("fe80::2".parse().unwrap(), 64),
+    ]
 }
 
 /// The outcome of one run.
@@ -1583,6 +2773,7 @@ fn simulation() {
     for &seed in &seeds {
         let list = generate(seed, per_seed);
         if replay {
+            println!("seed {seed}: {:?}", settings(seed));
             println!("seed {seed}: {list:?}");
         }
         let out = run(seed, &list);

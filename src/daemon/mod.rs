@@ -54,7 +54,7 @@ use view::{Request, View};
 /// (`tests/simulation.rs`) only: not an API, free to change with them.
 #[doc(hidden)]
 pub mod sim {
-    pub use crate::routes::drain::Control as DrainControl;
+    pub use crate::routes::drain::{Control as DrainControl, ExitPlan, ExitReason, exit_plan};
     pub use crate::routes::{Event, Routes, stability_params};
 }
 

@@ -208,11 +208,11 @@ impl PeerSpeaker {
         out
     }
 
-    /// The session left Established: nothing has been sent on the next one.
+    /// The session left Established: nothing has been sent on the next one,
+    /// and its MRAI interval is over (kept, it would be a deadline due for
+    /// ever while the table changes with no session to send on).
     pub fn down(&mut self) {
         self.up = None;
-        // Nothing goes until the next session, which starts with the whole
-        // table: no MRAI deadline is left to wake the driver for nothing.
         self.mrai_until = None;
         self.end_of_rib_pending = false;
         self.end_of_rib_sent = false;
@@ -383,8 +383,10 @@ impl PeerSpeaker {
         self.end_of_rib_sent = true;
     }
 
-    /// RFC 2918: the whole table of `family` again; RFC 7313 §4: between
-    /// BoRR and EoRR when enhanced route refresh was negotiated.
+    /// RFC 2918: the whole table of `family` again, then End-of-RIB; RFC
+    /// 7313 §4: between BoRR and EoRR when enhanced route refresh was
+    /// negotiated. Only after the session's own End-of-RIB
+    /// ([`PeerSpeaker::route_refresh`] answers nothing before it).
     fn answer_refresh(
         &mut self,
         family: Family,

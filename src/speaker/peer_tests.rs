@@ -327,6 +327,32 @@ fn a_backlogged_change_leaves_no_past_deadline() {
 }
 
 #[test]
+fn a_session_gone_down_leaves_no_mrai_deadline() {
+    // With no session nothing can go out: an MRAI deadline kept past the
+    // session's end would be due for ever (the driver's timer would fire
+    // again and again) while the table changes.
+    let t0 = Instant::now();
+    let mrai = Duration::from_secs(5);
+    let mut s = ready_speaker(mrai, table(&["10.0.0.1/32"]));
+    let out = s.up(t0, session(&[V4]), Budget::default());
+    let b = drained(Budget::default(), &out);
+    // A change starts the interval.
+    let t1 = t0 + Duration::from_secs(1);
+    s.set_table(table(&["10.0.0.1/32", "10.0.0.5/32"]));
+    let out = s.poll(t1, b);
+    assert_eq!(lines(&out), ["UPDATE +10.0.0.5/32"]);
+    let b = drained(b, &out);
+    s.down();
+    s.set_table(table(&["10.0.0.2/32"]));
+    assert_eq!(s.next_deadline(), None);
+    assert!(s.poll(t1 + mrai, b).is_empty());
+    assert_eq!(s.next_deadline(), None);
+    // The next session sends the table at once, whatever the last MRAI.
+    let out = s.up(t1 + Duration::from_secs(1), session(&[V4]), b);
+    assert_eq!(lines(&out), ["UPDATE +10.0.0.2/32", "EoR ipv4-unicast"]);
+}
+
+#[test]
 fn a_removed_route_is_withdrawn_and_a_changed_one_announced_again() {
     let t0 = Instant::now();
     let mut s = ready_speaker(Duration::ZERO, table(&["10.0.0.1/32", "10.0.0.2/32"]));
