@@ -1796,10 +1796,7 @@ impl Sim {
                         rt.coverage.refreshes += 1;
                         rt.coverage.enhanced_refreshes += 1;
                     }
-                    s => {
-                        return self
-                            .fail(format!("(6) r{r}: ROUTE-REFRESH subtype {s} from the node"));
-                    }
+                    s => self.fail(format!("(6) r{r}: ROUTE-REFRESH subtype {s} from the node")),
                 }
             }
             Message::Notification(n) => {
