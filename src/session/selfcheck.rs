@@ -17,7 +17,23 @@
 //! reached), one of them with an octet changed, or arbitrary octets, in
 //! any chunks —, the writer's progress (`Written`), a new desired table or
 //! an edit of it, the source's view complete, BFD up or down, the end of
-//! the restart, a stalled writer and, last, the daemon's stop.
+//! the restart, a stalled writer and, last, the daemon's stop. The opcode
+//! is read `% 20`:
+//!
+//! | op | input | op | input |
+//! |---|---|---|---|
+//! | 0 | time + 16 ms × u16, the timer if due | 10 | arbitrary octets (u16 long, repeated) |
+//! | 1 | time to the next deadline, the timer | 11 | the writer took u16 × 64 octets (0: all) |
+//! | 2 | time + 64 ms × u8, no timer yet | 12 | a new table |
+//! | 3 | our connection up (if one is pending) | 13 | the table edited |
+//! | 4 | the peer's connection | 14 | the source's view complete |
+//! | 5 | our connection failed (if pending) | 15 | BFD up or down (with BFD) |
+//! | 6 | a connection closed by the peer | 16 | the restart over |
+//! | 7 | one message from the peer | 17 | the writer stalled (RFC 9687) |
+//! | 8 | the peer's OPEN and KEEPALIVE | 18 | the peer's ROUTE-REFRESH and KEEPALIVE |
+//! | 9 | one message with an octet changed | 19 | the daemon stops the session: the end |
+//!
+//! `fuzz/make-session-seeds.py` writes the seeds with these.
 //!
 //! Checked after every input (a violation panics):
 //! - nothing panics;
@@ -52,6 +68,10 @@
 //!   [`OUTPUT_LIMIT`] octets wait for the socket, no UPDATE or
 //!   ROUTE-REFRESH is produced (but for the withdrawals of a stop), and
 //!   what waits stays below twice that;
+//! - End-of-RIB (RFC 4724 §4.1) only once the source's view is complete,
+//!   with nothing advertised that is not in the table, once per family
+//!   and connection — again only to end the answer to a plain
+//!   ROUTE-REFRESH asked for that family (RFC 2918);
 //! - the status view: its state is the FSM's, it has the negotiated
 //!   values exactly while Established, and its Adj-RIB-Out is what the
 //!   UPDATEs on the wire left the router with.
