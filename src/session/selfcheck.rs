@@ -53,7 +53,8 @@
 //! - RFC 4271 §6: a connection that carried BGP is closed after a
 //!   NOTIFICATION, written in the same input and last on it (§4.5), unless
 //!   the peer closed it, the peer sent a NOTIFICATION (none goes back), the
-//!   writer stalled (RFC 9687 §4: nothing more can be written) or the stop
+//!   peer restarted (its OPEN on a new connection while its graceful-restart
+//!   session is established, RFC 4724 §4.2), the writer stalled (RFC 9687 §4: nothing more can be written) or the stop
 //!   is graceful (RFC 4724: the peer keeps our routes; that one sends no
 //!   NOTIFICATION at all); after a stop, no connection is left;
 //! - deadlines: after the timer fires at `now`, the next one is later (no
@@ -531,6 +532,18 @@ impl Harness {
                     let exempt = match kind {
                         Kind::Closed(k) | Kind::Stalled(k) => k == conn,
                         Kind::Stop { graceful } => graceful,
+                        // RFC 4724 §4.2: an OPEN on a new connection from a
+                        // graceful-restart peer whose session is established
+                        // says it restarted: the old connection is taken as
+                        // closed by the peer.
+                        Kind::Data(k) => {
+                            k != conn
+                                && c.established
+                                && c.negotiated
+                                    .as_ref()
+                                    .is_some_and(|n| n.peer_graceful_restart.is_some())
+                                && self.conns.get(&k).is_some_and(|n| n.theirs.open.is_some())
+                        }
                         _ => false,
                     };
                     assert!(
