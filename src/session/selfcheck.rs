@@ -17,7 +17,23 @@
 //! reached), one of them with an octet changed, or arbitrary octets, in
 //! any chunks —, the writer's progress (`Written`), a new desired table or
 //! an edit of it, the source's view complete, BFD up or down, the end of
-//! the restart, a stalled writer and, last, the daemon's stop.
+//! the restart, a stalled writer and, last, the daemon's stop. The opcode
+//! is read `% 20`:
+//!
+//! | op | input | op | input |
+//! |---|---|---|---|
+//! | 0 | time + 16 ms × u16, the timer if due | 10 | arbitrary octets (u16 long, repeated) |
+//! | 1 | time to the next deadline, the timer | 11 | the writer took u16 × 64 octets (0: all) |
+//! | 2 | time + 64 ms × u8, no timer yet | 12 | a new table |
+//! | 3 | our connection up (if one is pending) | 13 | the table edited |
+//! | 4 | the peer's connection | 14 | the source's view complete |
+//! | 5 | our connection failed (if pending) | 15 | BFD up or down (with BFD) |
+//! | 6 | a connection closed by the peer | 16 | the restart over |
+//! | 7 | one message from the peer | 17 | the writer stalled (RFC 9687) |
+//! | 8 | the peer's OPEN and KEEPALIVE | 18 | the peer's ROUTE-REFRESH and KEEPALIVE |
+//! | 9 | one message with an octet changed | 19 | the daemon stops the session: the end |
+//!
+//! `fuzz/make-session-seeds.py` writes the seeds with these.
 //!
 //! Checked after every input (a violation panics):
 //! - nothing panics;
@@ -37,7 +53,8 @@
 //! - RFC 4271 §6: a connection that carried BGP is closed after a
 //!   NOTIFICATION, written in the same input and last on it (§4.5), unless
 //!   the peer closed it, the peer sent a NOTIFICATION (none goes back), the
-//!   writer stalled (RFC 9687 §4: nothing more can be written) or the stop
+//!   peer restarted (its OPEN on a new connection while its graceful-restart
+//!   session is established, RFC 4724 §4.2), the writer stalled (RFC 9687 §4: nothing more can be written) or the stop
 //!   is graceful (RFC 4724: the peer keeps our routes; that one sends no
 //!   NOTIFICATION at all); after a stop, no connection is left;
 //! - deadlines: after the timer fires at `now`, the next one is later (no
@@ -52,6 +69,10 @@
 //!   [`OUTPUT_LIMIT`] octets wait for the socket, no UPDATE or
 //!   ROUTE-REFRESH is produced (but for the withdrawals of a stop), and
 //!   what waits stays below twice that;
+//! - End-of-RIB (RFC 4724 §4.1) only once the source's view is complete,
+//!   with nothing advertised that is not in the table, once per family
+//!   and connection — again only to end the answer to a plain
+//!   ROUTE-REFRESH asked for that family (RFC 2918);
 //! - the status view: its state is the FSM's, it has the negotiated
 //!   values exactly while Established, and its Adj-RIB-Out is what the
 //!   UPDATEs on the wire left the router with.
@@ -511,6 +532,18 @@ impl Harness {
                     let exempt = match kind {
                         Kind::Closed(k) | Kind::Stalled(k) => k == conn,
                         Kind::Stop { graceful } => graceful,
+                        // RFC 4724 §4.2: an OPEN on a new connection from a
+                        // graceful-restart peer whose session is established
+                        // says it restarted: the old connection is taken as
+                        // closed by the peer.
+                        Kind::Data(k) => {
+                            k != conn
+                                && c.established
+                                && c.negotiated
+                                    .as_ref()
+                                    .is_some_and(|n| n.peer_graceful_restart.is_some())
+                                && self.conns.get(&k).is_some_and(|n| n.theirs.open.is_some())
+                        }
                         _ => false,
                     };
                     assert!(
