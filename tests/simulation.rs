@@ -822,8 +822,10 @@ struct VipTruth {
     /// (present, or held down); the layer advertises it from
     /// [`Sim::due`].
     covered_since: Option<Duration>,
-    /// The datapath behind it fails its probe (kept across absences).
+    /// The datapath behind it fails its probe (kept across absences), and
+    /// when it last began to.
     probe_failing: bool,
+    probe_failed_at: Option<Duration>,
     /// Bound (2): changes of what routers should have for it.
     transitions: u64,
     /// Gone with no reason: the stability layer has taken the absence
@@ -1529,8 +1531,12 @@ impl Sim {
             self.checks += 1;
             for n in u.withdrawals() {
                 self.coverage.unhealthy_withdrawals += 1;
+                // (A probe that failed and passed again: the VIP waits for
+                // its advertise_delay, and the withdrawal may go meanwhile.)
+                let probe =
+                    |v: &VipTruth| v.probe_failing || v.probe_failed_at >= self.unhealthy_since;
                 let exempt =
-                    self.drained || index_of(&n.prefix).is_some_and(|i| self.vips[i].probe_failing);
+                    self.drained || index_of(&n.prefix).is_some_and(|i| probe(&self.vips[i]));
                 if !exempt {
                     let p = n.prefix;
                     self.fail(format!(
@@ -2310,6 +2316,9 @@ impl Sim {
                     let v = &mut self.vips[i];
                     v.transitions += 1;
                     v.probe_failing = !pass;
+                    if !pass {
+                        v.probe_failed_at = Some(now);
+                    }
                     // Present, it is advertised from now on (after its
                     // advertise_delay), or withdrawn at once; absent, its
                     // probe does not run.
