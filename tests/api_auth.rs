@@ -265,7 +265,10 @@ fn a_second_daemon_does_not_take_a_live_socket() {
         assert!(up.elapsed() < LONG, "the next daemon's API never answered");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_ne!(std::fs::symlink_metadata(&socket).unwrap().ino(), inode);
+    // The stale socket was replaced: the status below reaches the third
+    // daemon through it (a stale one refuses the connection). Its inode
+    // number proves nothing here: the file system may give the new socket
+    // the number the removed one had.
     let out = holdfast(
         &[
             "status",
