@@ -422,7 +422,7 @@ impl Daemon {
         self.follow_restart();
         self.follow_node();
         if self.resync.due(now) {
-            self.reconcile().await;
+            self.reconcile();
         }
         if now.saturating_duration_since(inputs.chores.gateways) >= GATEWAY_CHECK {
             inputs.chores.gateways = now;
@@ -544,7 +544,7 @@ impl Daemon {
     /// the desired set rebuilt from the source, then every session's
     /// Adj-RIB-Out compared with its desired table. What differs is
     /// repaired, logged once per resync and counted.
-    async fn reconcile(&mut self) {
+    fn reconcile(&mut self) {
         use crate::routes::reconcile::{PeerCheck, check_peer};
         let mut repaired = 0u64;
         // The file source reads the file from scratch, whatever its watch
@@ -601,26 +601,30 @@ impl Daemon {
             probes: self.routes.probes(),
             drain: self.routes.drain(),
             peers: self
-                .config
-                .peers
-                .iter()
-                .filter_map(|cp| {
-                    let p = self.peers.get(&cp.name)?;
-                    Some(PeerView {
-                        spec: p.handle.as_ref().map(|h| h.spec.clone()),
-                        name: cp.name.clone(),
-                        configured: cp.address.to_string(),
-                        runtime: p.handle.as_ref().map(PeerHandle::snapshot),
-                        waiting: p.waiting.clone(),
-                        bfd: p.bfd.as_ref().map(|b| b.view()),
-                        carried: p.carried.clone(),
-                    })
+                .configured_peers()
+                .map(|(cp, p)| PeerView {
+                    spec: p.handle.as_ref().map(|h| h.spec.clone()),
+                    name: cp.name.clone(),
+                    configured: cp.address.to_string(),
+                    runtime: p.handle.as_ref().map(PeerHandle::snapshot),
+                    waiting: p.waiting.clone(),
+                    bfd: p.bfd.as_ref().map(|b| b.view()),
+                    carried: p.carried.clone(),
                 })
                 .collect(),
             reconcile_repairs: self.reconcile_repairs
                 + self.routes.snapshot().reconcile_repairs
                 + self.kube.as_ref().map_or(0, |k| k.resync_repairs()),
         }
+    }
+
+    /// The configured peers that have a peer of the daemon's, in the
+    /// config's order: what the status and the published value list.
+    fn configured_peers(&self) -> impl Iterator<Item = (&config::Peer, &Peer)> {
+        self.config
+            .peers
+            .iter()
+            .filter_map(|cp| Some((cp, self.peers.get(&cp.name)?)))
     }
 
     /// Publishes what the API reads without asking (`/readyz`, the
@@ -634,13 +638,8 @@ impl Daemon {
             synced: snapshot.synced,
             source_error: snapshot.error.clone(),
             peers: self
-                .config
-                .peers
-                .iter()
-                .filter_map(|cp| {
-                    let p = self.peers.get(&cp.name)?;
-                    Some((cp.name.clone(), p.handle.as_ref().map(|h| h.status.clone())))
-                })
+                .configured_peers()
+                .map(|(cp, p)| (cp.name.clone(), p.handle.as_ref().map(|h| h.status.clone())))
                 .collect(),
         };
         self.published.send_if_modified(|p| {

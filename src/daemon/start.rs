@@ -369,13 +369,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         .map_err(|e| format!("{}: stability: {e}", opts.config.display()))?;
     let config = Arc::new(config);
     let started = Instant::now();
-    let (published, published_rx) = watch::channel(Published {
-        config: config.clone(),
-        started,
-        synced: false,
-        source_error: None,
-        peers: Vec::new(),
-    });
+    let (published, published_rx) = watch::channel(Published::initial(config.clone(), started));
     let (shutdown_tx, stops) = watch::channel(false);
 
     // The API first: /healthz answers while everything else starts; its

@@ -134,6 +134,17 @@ pub struct Published {
 }
 
 impl Published {
+    /// What is published before the first snapshot and the first session.
+    pub fn initial(config: Arc<Config>, started: Instant) -> Self {
+        Published {
+            config,
+            started,
+            synced: false,
+            source_error: None,
+            peers: Vec::new(),
+        }
+    }
+
     /// Whether `self` says what `other` says (the same config, the same
     /// source state, the same sessions): the main loop publishes only a
     /// change.

@@ -33,13 +33,7 @@ fn daemon(dir: &Path) -> (Daemon, Inputs, Arc<View>, watch::Sender<SourceSnapsho
     std::fs::write(dir.join("vips.toml"), "").unwrap();
     let config = Arc::new(config::parse(&path, CONFIG).expect("a valid config"));
     let started = Instant::now();
-    let (published, published_rx) = watch::channel(Published {
-        config: config.clone(),
-        started,
-        synced: false,
-        source_error: None,
-        peers: Vec::new(),
-    });
+    let (published, published_rx) = watch::channel(Published::initial(config.clone(), started));
     let (view, requests) = View::new(published_rx);
     let view = Arc::new(view);
     let stability = Stability::new(crate::routes::stability_params(&config)).unwrap();
