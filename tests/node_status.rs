@@ -120,7 +120,10 @@ async fn the_writer_creates_its_object_owned_by_the_node_and_writes_only_changes
         client.clone(),
         "n1".into(),
         interval,
-        Arc::new(move || view.lock().unwrap().clone()),
+        Arc::new(move || {
+            let now = view.lock().unwrap().clone();
+            Box::pin(std::future::ready(Some(now)))
+        }),
     );
 
     let obj = eventually("the BGPNodeStatus with its status", async || {

@@ -309,7 +309,7 @@ async fn start_source(
             // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
             // (the Kubernetes source only: the file source has no cluster).
             let view = view.clone();
-            node_status = Some(crate::report::NodeStatusWriter::spawn_asking(
+            node_status = Some(crate::report::NodeStatusWriter::spawn(
                 client.clone(),
                 options.node_name.clone(),
                 crate::report::node_status::DEFAULT_INTERVAL,

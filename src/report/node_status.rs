@@ -201,11 +201,9 @@ pub fn status_patch(node: &str, body: &NodeStatusBody) -> serde_json::Value {
 
 /// What the writer reads: the daemon's status, as `/v1/status` has it;
 /// its counts and peers are enough (the daemon gives no route list).
-pub type StatusSource = dyn Fn() -> Status + Send + Sync;
-
-/// [`StatusSource`] as the daemon gives it: an answer to come (its main
-/// loop builds it), or none when the daemon did not answer in time — the
-/// writer then tries again at its next interval.
+/// The daemon's status as the writer asks for it: an answer to come (the
+/// main loop builds it), or none when the daemon did not answer in time —
+/// the writer then tries again at its next interval.
 pub type AskStatus =
     dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Option<Status>> + Send>> + Send + Sync;
 
@@ -223,22 +221,9 @@ impl Drop for NodeStatusWriter {
 
 impl NodeStatusWriter {
     /// Starts the writer on the current tokio runtime: at most one write
-    /// per `interval`, none while nothing changes.
+    /// per `interval`, none while nothing changes; the status asked for at
+    /// each interval.
     pub fn spawn(
-        client: Client,
-        node: String,
-        interval: Duration,
-        status: Arc<StatusSource>,
-    ) -> NodeStatusWriter {
-        let ask: Arc<AskStatus> = Arc::new(move || {
-            let now = status();
-            Box::pin(std::future::ready(Some(now)))
-        });
-        Self::spawn_asking(client, node, interval, ask)
-    }
-
-    /// [`Self::spawn`], the status asked for at each interval.
-    pub fn spawn_asking(
         client: Client,
         node: String,
         interval: Duration,
