@@ -70,7 +70,7 @@ const MAX_DELAY_MS: u64 = 400;
 /// the network's delay, twice (a reply), with room to spare. A peer's
 /// MRAI comes on top ([`Sim::settle`]), advertise_delay before.
 const SETTLE: Duration = Duration::from_millis(2 * MAX_DELAY_MS + 200);
-/// r1's `graceful_restart.restart_time`.
+/// r0's `graceful_restart.restart_time`.
 const RESTART_TIME: Duration = Duration::from_secs(20);
 /// Router keepalive interval (a third of the 9 s hold time).
 const KEEPALIVE: Duration = Duration::from_secs(3);
@@ -94,7 +94,7 @@ router_id = "192.0.2.2"
 graceful_shutdown_wait = "5s"
 
 [[peer]]
-name = "r1"
+name = "r0"
 address = "192.0.2.1"
 asn = 65000
 hold_time = "9s"
@@ -103,7 +103,7 @@ families = ["ipv4-unicast", "ipv6-unicast"]
 graceful_restart = { enabled = true, restart_time = "20s" }
 
 [[peer]]
-name = "r2"
+name = "r1"
 address = "192.0.2.3"
 asn = 65002
 hold_time = "9s"
@@ -112,7 +112,7 @@ families = ["ipv4-unicast"]
 graceful_restart = { enabled = false }
 
 [[peer]]
-name = "r3"
+name = "r2"
 address = "2001:db8::3"
 asn = 65003
 hold_time = "9s"
@@ -501,7 +501,7 @@ struct Router {
     /// The connection of a session up since the second time dropped
     /// without a NOTIFICATION at the first, in a node process started at
     /// the third: the node's config has graceful restart for this router
-    /// (r1), so the router is to help.
+    /// (r0), so the router is to help.
     helping: Option<(Duration, Duration, Duration)>,
     keepalive_at: Option<Duration>,
     /// Restarting: connections refused until then.
@@ -575,8 +575,9 @@ impl Router {
         }
     }
 
-    /// r1: dual-stack over IPv4, graceful restart, enhanced route refresh;
-    /// r2: IPv4, route refresh; r3: IPv6 over IPv6, neither.
+    /// r0: dual-stack over IPv4, graceful restart, enhanced route refresh;
+    /// r1: IPv4, route refresh; r2: IPv6 over IPv6, neither. (Named as
+    /// their peers in the config, and as the violations name them.)
     fn all() -> Vec<Router> {
         let v4 = Family::IPV4_UNICAST;
         let v6 = Family::IPV6_UNICAST;
@@ -1811,10 +1812,7 @@ impl Sim {
                         rt.coverage.refreshes += 1;
                         rt.coverage.enhanced_refreshes += 1;
                     }
-                    s => {
-                        return self
-                            .fail(format!("(6) r{r}: ROUTE-REFRESH subtype {s} from the node"));
-                    }
+                    s => self.fail(format!("(6) r{r}: ROUTE-REFRESH subtype {s} from the node")),
                 }
             }
             Message::Notification(n) => {
