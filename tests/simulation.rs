@@ -945,7 +945,7 @@ struct Sim {
     unhealthy_since: Option<Duration>,
     drained: bool,
     undrained_at: Option<Duration>,
-    /// (9) GRACEFUL_SHUTDOWN per router.
+    /// (8) GRACEFUL_SHUTDOWN per router.
     gs: Vec<Gs>,
     exit: Option<Exit>,
     /// The sessions are being stopped at the end of an exit.
@@ -1826,12 +1826,12 @@ impl Sim {
                         && subcode == n.subcode
                     {
                         rt.coverage.shutdown_ceases += 1;
-                        // (9) RFC 8326 §3 then RFC 4486: every route
+                        // (8) RFC 8326 §3 then RFC 4486: every route
                         // withdrawn before the Cease.
                         if !rt.on_conn.is_empty() {
                             let left = rt.on_conn.clone();
                             return self.fail(format!(
-                                "(9) r{r}: Cease/Administrative Shutdown with {left:?} still advertised"
+                                "(8) r{r}: Cease/Administrative Shutdown with {left:?} still advertised"
                             ));
                         }
                     } else if n.code == CEASE
@@ -1841,7 +1841,7 @@ impl Sim {
                         rt.coverage.deconfigured_ceases += 1;
                     } else {
                         let d = n.describe();
-                        return self.fail(format!("(10) r{r}: {d}, not Cease subcode {subcode}"));
+                        return self.fail(format!("(9) r{r}: {d}, not Cease subcode {subcode}"));
                     }
                 }
                 self.routers[r].drop_conn(now, true);
@@ -1940,12 +1940,12 @@ impl Sim {
             } => self.router_receives(r, conn, bytes, table),
             Delivery::RouterClosed { r, conn } => {
                 if self.routers[r].conn == Some(conn) {
-                    // (9), (10) The Cease was due before the close.
+                    // (8), (9) The Cease was due before the close.
                     if let Some((c, subcode)) = self.routers[r].expect_cease
                         && c == conn
                     {
                         return self.fail(format!(
-                            "(10) r{r}: the node closed the session without Cease subcode {subcode}"
+                            "(9) r{r}: the node closed the session without Cease subcode {subcode}"
                         ));
                     }
                     self.routers[r].drop_conn(self.now, false);
@@ -2414,7 +2414,7 @@ impl Sim {
                 let n = rt.rib.len();
                 bad.push(format!("(7) r{r} holds {n} routes of {n_vips} VIPs"));
             }
-            // (10) A peer a reload removed is sent Cease/Peer De-configured
+            // (9) A peer a reload removed is sent Cease/Peer De-configured
             // (a hard reset, RFC 8538 §3): from SETTLE after, its router
             // holds none of the node's routes (stale ones only if the
             // session was down then: they go at the restart time).
@@ -2425,11 +2425,11 @@ impl Sim {
                 let fresh = rt.rib.iter().find(|(_, s)| established || !s.stale);
                 if let Some((p, s)) = fresh {
                     bad.push(format!(
-                        "(10) r{r}, removed at {at:?}, still has {p} ({s:?})"
+                        "(9) r{r}, removed at {at:?}, still has {p} ({s:?})"
                     ));
                 }
             }
-            // (9) RFC 8326 §3: GRACEFUL_SHUTDOWN on every route the router
+            // (8) RFC 8326 §3: GRACEFUL_SHUTDOWN on every route the router
             // has from SETTLE after a drain or exit towards it began, on
             // none from SETTLE after it ended.
             let marked = match self.gs[r] {
@@ -2445,7 +2445,7 @@ impl Sim {
                     .find(|(_, s)| !s.stale && s.graceful_shutdown != marked)
                 {
                     bad.push(format!(
-                        "(9) r{r}: {p} with GRACEFUL_SHUTDOWN {}, the node's {:?}",
+                        "(8) r{r}: {p} with GRACEFUL_SHUTDOWN {}, the node's {:?}",
                         !marked, self.gs[r]
                     ));
                 }
