@@ -868,8 +868,8 @@ fn index_of(p: &IpNet) -> Option<usize> {
     (0..VIPS).find(|&i| vip_prefix(i) == *p)
 }
 
-/// The node's exit under way: since when, and each peer's plan
-/// (`routes::drain::exit_plan`).
+/// The node's exit under way: each peer's plan (`routes::drain::exit_plan`;
+/// `None` for a peer the config in force lacks).
 struct Exit {
     plans: Vec<Option<ExitPlan>>,
 }
