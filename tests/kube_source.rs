@@ -817,10 +817,9 @@ async fn a_resync_during_an_outage_counts_no_change_the_re_list_brings_as_a_repa
     h.source.resync();
     api_replaced_by_new(&h.standin);
     h.standin.resume();
-    h.vips(&["198.51.100.7", "198.51.100.9"]).await;
+    let s = h.vips(&["198.51.100.7", "198.51.100.9"]).await;
     assert_eq!(
-        h.source.resync_repairs(),
-        0,
+        s.reconcile_repairs, 0,
         "changes the watchers delivered are not repairs"
     );
 }
@@ -845,11 +844,11 @@ async fn a_change_evaluated_together_with_a_resync_is_not_a_repair() {
     // ...in which another change and a resync arrive.
     h.standin.create(&lb("b", &["198.51.100.9"])).expect("b");
     h.source.resync();
-    h.vips(&["198.51.100.7", "198.51.100.8", "198.51.100.9"])
+    let s = h
+        .vips(&["198.51.100.7", "198.51.100.8", "198.51.100.9"])
         .await;
     assert_eq!(
-        h.source.resync_repairs(),
-        0,
+        s.reconcile_repairs, 0,
         "a change the watch delivered is not a repair"
     );
 }

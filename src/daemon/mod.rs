@@ -612,9 +612,7 @@ impl Daemon {
                     carried: p.carried.clone(),
                 })
                 .collect(),
-            reconcile_repairs: self.reconcile_repairs
-                + self.routes.snapshot().reconcile_repairs
-                + self.kube.as_ref().map_or(0, |k| k.resync_repairs()),
+            reconcile_repairs: self.reconcile_repairs + self.routes.snapshot().reconcile_repairs,
         }
     }
 

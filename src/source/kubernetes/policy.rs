@@ -269,8 +269,7 @@ impl Evaluation {
             prefixes: self.prefixes.clone(),
             prefix_absences: self.prefix_absences.clone(),
             interfaces: Default::default(),
-            // The Kubernetes source counts its resyncs' repairs itself
-            // (`Handle::resync_repairs`).
+            // The watcher adds the repairs its resyncs counted.
             reconcile_repairs: 0,
         }
     }

@@ -135,13 +135,11 @@ pub async fn connect(options: &Options) -> Result<Client, String> {
 /// The running source. Dropping it stops the watchers.
 #[derive(Debug)]
 pub struct Handle {
-    latest: Arc<Mutex<Arc<Evaluation>>>,
+    latest: watch::Receiver<Arc<Evaluation>>,
     resync: mpsc::UnboundedSender<()>,
-    /// VIPs a resync found the last evaluation wrong about.
-    resync_repairs: Arc<std::sync::atomic::AtomicU64>,
     /// This node's facts as of the last evaluation (`None` before the
     /// first, or while the Node is missing).
-    node_facts: Arc<Mutex<Option<super::NodeFacts>>>,
+    node_facts: watch::Receiver<Option<super::NodeFacts>>,
     events: EventRecorder,
     /// This node's labels as last seen (empty when there is no such Node);
     /// `None` until the first evaluation.
@@ -161,10 +159,7 @@ impl Drop for Handle {
 impl Handle {
     /// The last good evaluation (empty until the first one).
     pub fn evaluation(&self) -> Arc<Evaluation> {
-        self.latest
-            .lock()
-            .map(|e| Arc::clone(&e))
-            .unwrap_or_default()
+        Arc::clone(&self.latest.borrow())
     }
 
     /// Why this node does or does not advertise `address`, as far as the
@@ -179,15 +174,9 @@ impl Handle {
         let _ = self.resync.send(());
     }
 
-    /// VIPs on which resyncs found the last evaluation wrong, so far.
-    pub fn resync_repairs(&self) -> u64 {
-        self.resync_repairs
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// Whether this node is going away, as of the last evaluation.
     pub fn node_facts(&self) -> Option<super::NodeFacts> {
-        self.node_facts.lock().ok().and_then(|f| f.clone())
+        self.node_facts.borrow().clone()
     }
 
     /// This node's labels, as the watchers last saw them: the daemon picks
@@ -215,16 +204,14 @@ pub fn spawn(
     config: watch::Receiver<Arc<Config>>,
     snapshots: watch::Sender<SourceSnapshot>,
 ) -> Handle {
-    let latest: Arc<Mutex<Arc<Evaluation>>> = Arc::default();
-    let resolver_view = Arc::clone(&latest);
+    let (latest_tx, latest) = watch::channel(Arc::<Evaluation>::default());
+    let resolver_view = latest.clone();
     let events = EventRecorder::spawn(
         client.clone(),
         options.node_name.clone(),
         options.event_limits,
         Box::new(move |address| {
-            let Ok(evaluation) = resolver_view.lock().map(|e| Arc::clone(&e)) else {
-                return Vec::new();
-            };
+            let evaluation = Arc::clone(&resolver_view.borrow());
             evaluation
                 .services_of(address)
                 .iter()
@@ -232,18 +219,16 @@ pub fn spawn(
                 .collect()
         }),
     );
-    let mut runner = Runner::new(client, options, config, snapshots, Arc::clone(&latest));
+    let mut runner = Runner::new(client, options, config, snapshots, latest_tx);
     runner.events = Some(events.clone());
     let node_labels = runner.node_labels.subscribe();
     let (resync, resync_rx) = mpsc::unbounded_channel();
-    let resync_repairs = Arc::clone(&runner.resync_repairs);
-    let node_facts = Arc::clone(&runner.node_facts);
+    let node_facts = runner.node_facts.subscribe();
     runner.resync_rx = Some(resync_rx);
     let task = tokio::spawn(runner.run());
     Handle {
         latest,
         resync,
-        resync_repairs,
         node_facts,
         events,
         node_labels,
@@ -696,7 +681,8 @@ struct Runner {
     config: Arc<Config>,
     plan: Plan,
     snapshots: watch::Sender<SourceSnapshot>,
-    latest: Arc<Mutex<Arc<Evaluation>>>,
+    /// The last good evaluation, for `explain` and the Event recorder.
+    latest: watch::Sender<Arc<Evaluation>>,
     tx: Tx,
     rx: mpsc::UnboundedReceiver<(u64, usize, Signal)>,
     watchers: Watchers,
@@ -718,8 +704,11 @@ struct Runner {
     /// The next evaluation judges every Service: the Node, a Namespace or
     /// the config changed, or a list replaced the records.
     full_pending: bool,
-    resync_repairs: Arc<std::sync::atomic::AtomicU64>,
-    node_facts: Arc<Mutex<Option<super::NodeFacts>>>,
+    /// VIPs on which resyncs found the last evaluation wrong, so far: sent
+    /// in the snapshots (`SourceSnapshot::reconcile_repairs`).
+    resync_repairs: u64,
+    /// This node's facts as of the last evaluation.
+    node_facts: watch::Sender<Option<super::NodeFacts>>,
     /// For Warning Events about refused attribute annotations.
     events: Option<EventRecorder>,
     /// This node's labels, sent when they change.
@@ -732,7 +721,7 @@ impl Runner {
         options: Options,
         mut config_rx: watch::Receiver<Arc<Config>>,
         snapshots: watch::Sender<SourceSnapshot>,
-        latest: Arc<Mutex<Arc<Evaluation>>>,
+        latest: watch::Sender<Arc<Evaluation>>,
     ) -> Runner {
         let config = Arc::clone(&config_rx.borrow_and_update());
         let plan = Plan::of(&config);
@@ -757,8 +746,8 @@ impl Runner {
             resync_rx: None,
             resync_pending: false,
             full_pending: true,
-            resync_repairs: Arc::default(),
-            node_facts: Arc::default(),
+            resync_repairs: 0,
+            node_facts: watch::channel(None).0,
             events: None,
             node_labels: watch::channel(None).0,
         }
@@ -972,20 +961,18 @@ impl Runner {
                     alone.vips
                 });
             } else if !needs_full_evaluation(&self.last, &self.config, &changes) {
-                // In place: the copy `latest` holds is let go first, so the
-                // tables are copied only while a snapshot still shares them.
-                let mut latest = self.latest.lock().ok();
-                if let Some(latest) = latest.as_mut() {
-                    **latest = Arc::default();
-                }
-                let eval = Arc::make_mut(&mut self.last);
-                for warning in update(eval, &self.config, &changes, now) {
-                    tracing::warn!("{warning}");
-                }
-                if let Some(latest) = latest.as_mut() {
-                    **latest = Arc::clone(&self.last);
-                }
-                drop(latest);
+                // In place: the copy `latest` holds is let go first (its
+                // readers wait for the new one), so the tables are copied
+                // only while a snapshot still shares them.
+                let (last, config) = (&mut self.last, &self.config);
+                self.latest.send_modify(|latest| {
+                    *latest = Arc::default();
+                    let eval = Arc::make_mut(last);
+                    for warning in update(eval, config, &changes, now) {
+                        tracing::warn!("{warning}");
+                    }
+                    *latest = Arc::clone(last);
+                });
                 warn_mass(&self.last);
                 self.after_evaluation();
                 return;
@@ -1009,12 +996,10 @@ impl Runner {
         if next.excluded == self.last.excluded {
             next.excluded = Arc::clone(&self.last.excluded);
         }
-        if let Ok(mut facts) = self.node_facts.lock() {
-            *facts = node.map(|n| super::NodeFacts {
-                drained: next.node_problem.clone(),
-                ..super::node_facts(n)
-            });
-        }
+        self.node_facts.send_replace(node.map(|n| super::NodeFacts {
+            drained: next.node_problem.clone(),
+            ..super::node_facts(n)
+        }));
         if let Some(watched) = watched {
             let n = crate::model::set_differences(&watched, &next.vips);
             if n > 0 {
@@ -1022,8 +1007,7 @@ impl Runner {
                     differences = n,
                     "resync: the evaluation in force was behind the watched objects (a missed event): corrected"
                 );
-                self.resync_repairs
-                    .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                self.resync_repairs += n as u64;
             }
         }
         for warning in next.warnings.difference(&self.last.warnings) {
@@ -1043,9 +1027,7 @@ impl Runner {
             }
         }
         let next = Arc::new(next);
-        if let Ok(mut latest) = self.latest.lock() {
-            *latest = Arc::clone(&next);
-        }
+        self.latest.send_replace(Arc::clone(&next));
         self.last = next;
         self.after_evaluation();
     }
@@ -1096,7 +1078,10 @@ impl Runner {
             self.watchers.problems()
         };
         let snapshot = if self.evaluated {
-            self.last.snapshot(healthy, true, error)
+            SourceSnapshot {
+                reconcile_repairs: self.resync_repairs,
+                ..self.last.snapshot(healthy, true, error)
+            }
         } else {
             SourceSnapshot {
                 error,
