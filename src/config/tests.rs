@@ -108,7 +108,7 @@ fn minimal_config_gets_documented_defaults() {
         }]
     );
     assert_eq!(
-        config.source,
+        config.sources[0].kind,
         Source::Kubernetes(KubernetesSource {
             namespaces: vec![],
             load_balancer_classes: vec!["holdfast.dev/bgp".to_string()],
@@ -288,7 +288,7 @@ fn full_schema_parses_to_the_values_written() {
     assert!(!tor1.is_ibgp(config.speaker.asn));
 
     assert_eq!(
-        config.source,
+        config.sources[0].kind,
         Source::File {
             path: PathBuf::from("/etc/holdfast/vips.toml")
         }
@@ -1250,7 +1250,7 @@ fn source_kinds_and_their_keys() {
         "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"kubernetes\"\nnamespaces = [\"web\"]\nload_balancer_classes = [\"example.com/lb\"]\nrequire_class = true\n",
     );
     assert_eq!(
-        config.source,
+        config.sources[0].kind,
         Source::Kubernetes(KubernetesSource {
             namespaces: vec!["web".to_string()],
             load_balancer_classes: vec!["example.com/lb".to_string()],

@@ -285,45 +285,76 @@ async fn start_source(
     let mut kube = None;
     let mut kube_config = None;
     let mut node_status = None;
-    match crate::source::file::FileSettings::from_config(config) {
-        Some(settings) => {
-            let (resync_tx, resync_rx) = tokio::sync::mpsc::unbounded_channel();
-            let start = crate::source::file::Start::begin(settings.clone(), Some(first_read))
-                .with_resyncs(resync_rx);
-            file_resync = Some(resync_tx);
-            let (tx, rx) = watch::channel(settings);
-            tokio::spawn(crate::source::file::run(
-                start,
-                rx,
-                snap_tx,
-                crate::source::file::DEFAULT_POLL_INTERVAL,
-                until(stops),
-            ));
-            file_settings = Some(tx);
+    // One source publishes straight to the daemon; several each to their
+    // own channel, merged (`source::merge`).
+    let mut first_read = Some(first_read);
+    let several = config.sources.len() > 1;
+    let mut inputs = Vec::new();
+    let mut channel = |snap_tx: &watch::Sender<SourceSnapshot>| {
+        if several {
+            let (tx, rx) = watch::channel(SourceSnapshot::default());
+            inputs.push(rx);
+            tx
+        } else {
+            snap_tx.clone()
         }
-        None => {
-            use crate::source::kubernetes;
-            // The Node is found by this node's name (`node_name`).
-            let options = kubernetes::Options::new(node.to_string());
-            let client = kubernetes::connect(&options).await?;
-            // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
-            // (the Kubernetes source only: the file source has no cluster).
-            let view = view.clone();
-            node_status = Some(crate::report::NodeStatusWriter::spawn(
-                client.clone(),
-                options.node_name.clone(),
-                crate::report::node_status::DEFAULT_INTERVAL,
-                // The counts, not the route list: built every few seconds
-                // by the main loop, it must not walk every route.
-                Arc::new(move || {
-                    let counts = view.counts();
-                    Box::pin(async move { counts.await.ok() })
-                }),
-            ));
-            let (tx, rx) = watch::channel(config.clone());
-            kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
-            kube_config = Some(tx);
+    };
+    for entry in &config.sources {
+        let snap_tx = channel(&snap_tx);
+        match &entry.kind {
+            crate::config::Source::File { .. } => {
+                let Some(settings) = crate::source::file::FileSettings::from_config(config) else {
+                    continue;
+                };
+                let Some(first_read) = first_read.take() else {
+                    continue;
+                };
+                let (resync_tx, resync_rx) = tokio::sync::mpsc::unbounded_channel();
+                let start = crate::source::file::Start::begin(settings.clone(), Some(first_read))
+                    .with_resyncs(resync_rx);
+                file_resync = Some(resync_tx);
+                let (tx, rx) = watch::channel(settings);
+                tokio::spawn(crate::source::file::run(
+                    start,
+                    rx,
+                    snap_tx,
+                    crate::source::file::DEFAULT_POLL_INTERVAL,
+                    until(stops),
+                ));
+                file_settings = Some(tx);
+            }
+            crate::config::Source::Kubernetes(_) => {
+                use crate::source::kubernetes;
+                // The Node is found by this node's name (`node_name`).
+                let options = kubernetes::Options::new(node.to_string());
+                let client = kubernetes::connect(&options).await?;
+                // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
+                // (the Kubernetes source only: the file source has no cluster).
+                let view = view.clone();
+                node_status = Some(crate::report::NodeStatusWriter::spawn(
+                    client.clone(),
+                    options.node_name.clone(),
+                    crate::report::node_status::DEFAULT_INTERVAL,
+                    // The counts, not the route list: built every few seconds
+                    // by the main loop, it must not walk every route.
+                    Arc::new(move || {
+                        let counts = view.counts();
+                        Box::pin(async move { counts.await.ok() })
+                    }),
+                ));
+                let (tx, rx) = watch::channel(config.clone());
+                kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
+                kube_config = Some(tx);
+            }
         }
+    }
+    if several {
+        let names = config
+            .sources
+            .iter()
+            .map(|s| (s.name.clone(), s.kind.kind_name()))
+            .collect();
+        crate::source::merge::follow(names, inputs, snap_tx);
     }
     Ok(Source {
         snapshots: snap_rx,

@@ -18,7 +18,12 @@ pub struct Status {
     /// The `[[node_override]]`s in force on this node and what each set.
     #[serde(default)]
     pub node_overrides: Vec<String>,
+    /// The sources together: healthy only when every one is; `kind`
+    /// lists their kinds (`"file"`, `"kubernetes"`, `"file+kubernetes"`).
     pub source: SourceStatus,
+    /// Each source, in config order (one with a single `[source]`).
+    #[serde(default)]
+    pub sources: Vec<SourceStatus>,
     pub peers: Vec<PeerStatus>,
     /// The routes, or one page of them (see [`RoutePage`]).
     pub routes: Vec<RouteStatus>,
@@ -120,6 +125,10 @@ impl RoutePage {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SourceStatus {
+    /// Its `name` (the kind unless the config names it; for the sources
+    /// together, their names joined with `+`).
+    #[serde(default)]
+    pub name: String,
     /// "file" or "kubernetes".
     pub kind: String,
     pub healthy: bool,
@@ -233,6 +242,9 @@ pub struct RouteStatus {
     /// Endpoint units in the route's link-bandwidth community.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_bandwidth: Option<u32>,
+    /// The source the VIP comes from (its `name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

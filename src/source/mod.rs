@@ -11,6 +11,7 @@
 pub mod file;
 pub mod interface;
 pub mod kubernetes;
+pub mod merge;
 
 use std::future::Future;
 

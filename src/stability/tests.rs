@@ -1215,6 +1215,7 @@ fn a_bulk_load_copies_no_attributes() {
     }
     #[derive(Debug, PartialEq, Eq)]
     struct Counted(u32);
+    impl crate::stability::Sourced for Counted {}
     impl Clone for Counted {
         fn clone(&self) -> Self {
             CLONES.with(|c| c.set(c.get() + 1));
