@@ -184,3 +184,108 @@ pub fn follow(
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Absence, SourceSet};
+
+    fn snap(ips: &[&str], healthy: bool) -> SourceSnapshot {
+        let vips = ips
+            .iter()
+            .map(|ip| (ip.parse().unwrap(), Vip::new(Default::default())))
+            .collect();
+        SourceSnapshot {
+            vips: Arc::new(VipMap::from_vec(vips)),
+            healthy,
+            synced: true,
+            error: (!healthy).then(|| "away".to_string()),
+            ..SourceSnapshot::default()
+        }
+    }
+
+    fn two() -> Merge {
+        Merge::new(vec![
+            ("apiserver".into(), "file"),
+            ("kubernetes".into(), "kubernetes"),
+        ])
+    }
+
+    #[test]
+    fn nothing_is_passed_on_before_every_source_has_spoken() {
+        let mut m = two();
+        assert_eq!(m.set(SourceId(1), snap(&["192.0.2.2"], true)), None);
+        let out = m.set(SourceId(0), snap(&["192.0.2.1"], true)).unwrap();
+        assert_eq!(out.vips.len(), 2);
+        assert!(out.healthy && out.synced);
+        assert_eq!(out.unhealthy_sources(), SourceSet::NONE);
+    }
+
+    #[test]
+    fn a_vip_belongs_to_the_first_source_that_has_it() {
+        let mut m = two();
+        m.set(SourceId(0), snap(&["192.0.2.1"], true));
+        let out = m
+            .set(SourceId(1), snap(&["192.0.2.1", "192.0.2.2"], true))
+            .unwrap();
+        let source = |ip: &str| out.vips.get(&ip.parse().unwrap()).unwrap().route.source;
+        assert_eq!(source("192.0.2.1"), SourceId(0));
+        assert_eq!(source("192.0.2.2"), SourceId(1));
+        // The file drops it: it is the Kubernetes source's now.
+        let out = m.set(SourceId(0), snap(&[], true)).unwrap();
+        let route = &out.vips.get(&"192.0.2.1".parse().unwrap()).unwrap().route;
+        assert_eq!(route.source, SourceId(1));
+    }
+
+    #[test]
+    fn the_unhealthy_source_is_named_and_its_error_carries_its_name() {
+        let mut m = two();
+        m.set(SourceId(0), snap(&["192.0.2.1"], true));
+        let out = m.set(SourceId(1), snap(&[], false)).unwrap();
+        assert!(!out.healthy);
+        let mut kube = SourceSet::NONE;
+        kube.insert(SourceId(1));
+        assert_eq!(out.unhealthy_sources(), kube);
+        assert_eq!(out.error.as_deref(), Some("kubernetes: away"));
+        assert_eq!(out.sources[0].name, "apiserver");
+        assert!(out.sources[0].healthy && !out.sources[1].healthy);
+    }
+
+    #[test]
+    fn a_second_sources_routes_are_tagged_once_and_kept_across_merges() {
+        let mut m = two();
+        m.set(SourceId(0), snap(&[], true));
+        let kube = snap(&["192.0.2.2"], true);
+        let a = m.set(SourceId(1), kube.clone()).unwrap();
+        let b = m.set(SourceId(1), kube).unwrap();
+        let route = |s: &SourceSnapshot| {
+            s.vips
+                .get(&"192.0.2.2".parse().unwrap())
+                .unwrap()
+                .route
+                .clone()
+        };
+        assert!(route(&a).ptr_eq(&route(&b)), "the tagged route is reused");
+        assert_eq!(m.tagged.len(), 1);
+        // Gone from the source: gone from the cache.
+        m.set(SourceId(1), snap(&[], true));
+        assert!(m.tagged.is_empty());
+    }
+
+    #[test]
+    fn absences_keep_the_strongest_reason() {
+        let mut m = two();
+        let mut a = snap(&[], true);
+        a.absences
+            .insert("192.0.2.9".parse().unwrap(), Absence::Vanished);
+        let mut b = snap(&[], true);
+        b.absences
+            .insert("192.0.2.9".parse().unwrap(), Absence::Deleted);
+        m.set(SourceId(0), a);
+        let out = m.set(SourceId(1), b).unwrap();
+        assert_eq!(
+            out.absences.get(&"192.0.2.9".parse().unwrap()),
+            Some(&Absence::Deleted)
+        );
+    }
+}
