@@ -26,11 +26,13 @@ command -v cargo >/dev/null && command -v rustup >/dev/null || {
   exit 1
 }
 
-# The Kubernetes tests run a real kube-apiserver and etcd, and the chart's
-# tests helm, all built from their Go modules (scripts/kube-api.sh,
-# scripts/helm.sh; Go is on the machines this runs on, from go.dev, not
-# Debian). The tests run against the oldest Kubernetes release holdfast
-# supports; the newest (the script's default) is a documented run:
+# The Kubernetes tests run a real kube-apiserver and etcd, the chart's
+# tests helm, and tests/talos_native.rs GoBGP v4 (Talos's embedded BGP
+# speaker; Debian ships GoBGP 3), all built from their Go modules
+# (scripts/kube-api.sh, scripts/helm.sh, scripts/gobgp4.sh; Go is on the
+# machines this runs on, from go.dev, not Debian). The tests run against
+# the oldest Kubernetes release holdfast supports; the newest (the
+# script's default) is a documented run:
 #   HOLDFAST_KUBE_VERSION=1.37.2 cargo test --test kube_frr ...
 # The builds (about 10 minutes of CPU when nothing is cached) start now, in
 # the background, and fill the time the steps below spend waiting on the
@@ -46,6 +48,7 @@ mkdir -p target/tools
   start=$(date +%s)
   KUBE_API_BUILD_ONLY=1 scripts/kube-api.sh
   HELM_BUILD_ONLY=1 scripts/helm.sh
+  scripts/gobgp4.sh
   echo "built in $(( $(date +%s) - start )) s"
 ) >target/tools/build.log 2>&1 &
 go_build=$!
@@ -183,8 +186,8 @@ CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static \
   --skip api::process::tests::this_process_reads_plausibly \
   --skip bfd::driver::tests::a_flood_toward_one_session_is_bounded_and_spares_the_others
 
-step "kube-apiserver $HOLDFAST_KUBE_VERSION, etcd and helm, built from their Go modules (started at the beginning)"
-wait "$go_build" || { cat target/tools/build.log; echo "building kube-apiserver, etcd or helm failed (above)" >&2; exit 1; }
+step "kube-apiserver $HOLDFAST_KUBE_VERSION, etcd, helm and GoBGP v4, built from their Go modules (started at the beginning)"
+wait "$go_build" || { cat target/tools/build.log; echo "building kube-apiserver, etcd, helm or GoBGP v4 failed (above)" >&2; exit 1; }
 tail -1 target/tools/build.log
 
 step "the documentation: mdbook build docs (tests/docs.rs checks its configs, commands and links)"
