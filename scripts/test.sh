@@ -113,6 +113,37 @@ for dir in deploy/cluster deploy/cluster/monitoring deploy/overlays/*/; do
   target/kubernetes-validate/bin/kubernetes-validate --strict --quiet -k 1.32.0 target/manifests.yaml ||
     { echo "$dir does not validate against Kubernetes 1.32" >&2; exit 1; }
 done
+# The control-plane VIP's static pod, as a v1 Pod; and the Talos patch's
+# pod (machine.pods), which must be that pod but for its hostPath volumes,
+# with machine.files carrying deploy/control-plane's config and VIP file
+# as they are (docs/src/install/control-plane.md).
+target/kubernetes-validate/bin/kubernetes-validate --strict --quiet -k 1.32.0 deploy/control-plane/static-pod.yaml ||
+  { echo "deploy/control-plane/static-pod.yaml does not validate as a v1 Pod" >&2; exit 1; }
+target/kubernetes-validate/bin/python - deploy/control-plane deploy/talos/control-plane.yaml target/talos-control-plane-pod.yaml <<'PY'
+import copy, sys, yaml
+src, patch_path, out = sys.argv[1:]
+patch = yaml.safe_load(open(patch_path))
+[pod] = patch["machine"]["pods"]
+yaml.safe_dump(pod, open(out, "w"))
+static = yaml.safe_load(open(f"{src}/static-pod.yaml"))
+volumes = lambda p: {v["name"]: v for v in p["spec"]["volumes"]}
+paths = {n: v.get("hostPath", {}).get("path") for n, v in volumes(pod).items()}
+if paths != {"config": "/var/lib/holdfast", "kubernetes-ca": "/var/lib/holdfast/kubernetes-ca.crt", "state": None}:
+    sys.exit(f"{patch_path}: the pod's volumes are not the expected hostPaths: {paths}")
+a, b = copy.deepcopy(pod), copy.deepcopy(static)
+for p in (a, b):
+    for v in p["spec"]["volumes"]:
+        v.get("hostPath", {}).pop("path", None)
+if a != b:
+    sys.exit(f"{patch_path}: machine.pods differs from {src}/static-pod.yaml beyond its hostPath volumes")
+files = {f["path"]: f["content"] for f in patch["machine"]["files"]}
+for name in ("holdfast.toml", "vips.toml"):
+    if files.get(f"/var/lib/holdfast/{name}") != open(f"{src}/{name}").read():
+        sys.exit(f"{patch_path}: /var/lib/holdfast/{name} differs from {src}/{name}")
+print(f"{patch_path}: the static pod of {src}, its config and VIP file")
+PY
+target/kubernetes-validate/bin/kubernetes-validate --strict --quiet -k 1.32.0 target/talos-control-plane-pod.yaml ||
+  { echo "deploy/talos/control-plane.yaml: machine.pods[0] does not validate as a v1 Pod" >&2; exit 1; }
 
 step "the release (scripts/release.sh): static binaries for x86_64 and aarch64, the OCI image, the SBOM"
 # Its x86_64 binary is the static build every later step uses (the lab
