@@ -638,6 +638,9 @@ fn a_holdfast_restart_withdraws_at_the_tor_after_graceful_shutdown() {
         format!("{COMMUNITY} graceful-shutdown"),
         "{drained}"
     );
+    // FRR 8.4 honours the community on receipt (RFC 8326 §3): the path
+    // is least preferred while it lasts.
+    assert_eq!(drained["locPrf"], 0, "{drained}");
     lab.frr.wait_no_prefix(&prefix, LONG);
     let gone = stopped.elapsed();
     assert!(gone >= Duration::from_secs(3), "withdrawn after {gone:?}");
