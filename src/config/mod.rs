@@ -147,10 +147,13 @@ impl Config {
     }
 
     /// The name of the source `id` (its index in [`Config::sources`]).
+    /// The one after the config's is the runtime routes'.
     pub fn source_name(&self, id: crate::model::SourceId) -> &str {
-        self.sources
-            .get(usize::from(id.0))
-            .map_or("?", |s| s.name.as_str())
+        match self.sources.get(usize::from(id.0)) {
+            Some(s) => s.name.as_str(),
+            None if usize::from(id.0) == self.sources.len() => crate::source::runtime::NAME,
+            None => "?",
+        }
     }
 
     /// Advertisement names in order, as [`parse_vip_file`] wants them.

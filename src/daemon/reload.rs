@@ -446,6 +446,7 @@ impl Daemon {
         if let Some(tx) = &self.kube_config {
             let _ = tx.send(self.config.clone());
         }
+        self.runtime_config.send_replace(self.config.clone());
         if let (Some(tx), Some(s)) = (
             &self.file_settings,
             crate::source::file::FileSettings::from_config(&self.config),

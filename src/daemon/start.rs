@@ -274,6 +274,7 @@ async fn start_source(
     node: &str,
     view: &Arc<View>,
     stops: &watch::Receiver<bool>,
+    runtime: Runtime,
 ) -> Result<Source, String> {
     let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
     // Interface addresses, for `[[advertisement]] interface`, read while
@@ -285,22 +286,17 @@ async fn start_source(
     let mut kube = None;
     let mut kube_config = None;
     let mut node_status = None;
-    // One source publishes straight to the daemon; several each to their
-    // own channel, merged (`source::merge`).
+    // Each source publishes to its own channel; the runtime routes are
+    // the last source; the merge (`source::merge`) makes them one.
     let mut first_read = Some(first_read);
-    let several = config.sources.len() > 1;
     let mut inputs = Vec::new();
-    let mut channel = |snap_tx: &watch::Sender<SourceSnapshot>| {
-        if several {
-            let (tx, rx) = watch::channel(SourceSnapshot::default());
-            inputs.push(rx);
-            tx
-        } else {
-            snap_tx.clone()
-        }
+    let mut channel = || {
+        let (tx, rx) = watch::channel(SourceSnapshot::default());
+        inputs.push(rx);
+        tx
     };
     for entry in &config.sources {
-        let snap_tx = channel(&snap_tx);
+        let snap_tx = channel();
         match &entry.kind {
             crate::config::Source::File { .. } => {
                 let Some(settings) = crate::source::file::FileSettings::from_config(config) else {
@@ -348,14 +344,24 @@ async fn start_source(
             }
         }
     }
-    if several {
-        let names = config
-            .sources
-            .iter()
-            .map(|s| (s.name.clone(), s.kind.kind_name()))
-            .collect();
-        crate::source::merge::follow(names, inputs, snap_tx);
-    }
+    let runtime_tx = channel();
+    crate::source::runtime::spawn(
+        runtime.state_dir,
+        runtime.config,
+        crate::model::SourceId(config.sources.len() as u8),
+        runtime_tx,
+        runtime.commands,
+    );
+    let names = config
+        .sources
+        .iter()
+        .map(|s| (s.name.clone(), s.kind.kind_name()))
+        .chain([(
+            crate::source::runtime::NAME.to_string(),
+            crate::source::runtime::NAME,
+        )])
+        .collect();
+    crate::source::merge::follow(names, inputs, snap_tx);
     Ok(Source {
         snapshots: snap_rx,
         file_settings,
@@ -365,6 +371,13 @@ async fn start_source(
         node_status,
         interfaces_wanted,
     })
+}
+
+/// What the runtime routes' source needs.
+struct Runtime {
+    state_dir: std::path::PathBuf,
+    config: watch::Receiver<Arc<Config>>,
+    commands: tokio::sync::mpsc::Receiver<crate::source::runtime::Command>,
 }
 
 /// How long the daemon waits at start for the Node's labels when an
@@ -410,7 +423,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     info!(api = %config.speaker.api, "HTTP API listening");
     let (view, mut requests) = View::new(published_rx);
-    let view = Arc::new(view);
+    let (runtime_commands, runtime_rx) =
+        tokio::sync::mpsc::channel(crate::source::runtime::COMMAND_QUEUE);
+    let (runtime_config, runtime_config_rx) = watch::channel(config.clone());
+    let view = Arc::new(view.with_runtime(runtime_commands));
     let api = spawn_server(
         api_listener,
         config.speaker.api,
@@ -449,7 +465,19 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube_config,
         node_status,
         interfaces_wanted,
-    } = start_source(&config, first_read, &node, &view, &stops).await?;
+    } = start_source(
+        &config,
+        first_read,
+        &node,
+        &view,
+        &stops,
+        Runtime {
+            state_dir: opts.state_dir.clone(),
+            config: runtime_config_rx,
+            commands: runtime_rx,
+        },
+    )
+    .await?;
 
     let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
     let (accept_tx, accept_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -478,6 +506,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         bfd: None,
         kube,
         kube_config,
+        runtime_config,
         interfaces_wanted,
         probe_tasks: BTreeMap::new(),
         probe_tx,

@@ -469,7 +469,7 @@ impl Facts<'_> {
     /// name of its own, `file "apiserver"`.
     fn source_words(&self, id: crate::model::SourceId) -> String {
         let Some(s) = self.config.sources.get(usize::from(id.0)) else {
-            return "?".to_string();
+            return self.config.source_name(id).to_string();
         };
         let kind = match s.kind {
             Source::File { .. } => "file",

@@ -123,6 +123,35 @@ impl RoutePage {
     }
 }
 
+/// A runtime route (`holdfast route announce`): what the API takes and
+/// lists, and what the state directory keeps. The attributes are those a
+/// Service may ask for with its annotations, and as for a Service, the
+/// advertisement must let each through (`allow_service_attributes`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeRoute {
+    /// `198.51.100.10/32`, `198.51.100.0/24`, `2001:db8::/64`.
+    pub prefix: String,
+    /// The `[[advertisement]]` it goes out under; the first one if none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertisement: Option<String>,
+    /// Added to the advertisement's COMMUNITIES (RFC 1997).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub communities: Vec<String>,
+    /// Added to the advertisement's LARGE_COMMUNITY (RFC 8092).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub large_communities: Vec<String>,
+    /// Replaces the advertisement's LOCAL_PREF (iBGP only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_pref: Option<u32>,
+    /// Replaces the advertisement's MULTI_EXIT_DISC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub med: Option<u32>,
+    /// Our AS this many more times in the AS_PATH (eBGP only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_path_prepend: Option<u8>,
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SourceStatus {
     /// Its `name` (the kind unless the config names it; for the sources

@@ -70,10 +70,22 @@ impl Merge {
         let mut excluded: BTreeMap<std::net::IpAddr, Vec<String>> = BTreeMap::new();
         let mut errors = Vec::new();
         let mut sources = Vec::with_capacity(latest.len());
+        // The common case: only the first source has VIPs (the runtime
+        // routes and any other source empty). Its map is taken as it is,
+        // shared, not rebuilt: with 100k VIPs a rebuild per snapshot would
+        // be the load's largest cost.
+        let only_first = latest.iter().skip(1).all(|s| s.vips.is_empty());
+        if only_first && let Some(first) = latest.first() {
+            out.vips = Arc::clone(&first.vips);
+        }
         for (i, snap) in latest.iter().enumerate() {
             let id = SourceId(i as u8);
             let (name, kind) = &self.names[i];
-            for (ip, vip) in snap.vips.iter() {
+            for (ip, vip) in snap
+                .vips
+                .iter()
+                .take(if only_first { 0 } else { usize::MAX })
+            {
                 if vips.contains_key(ip) {
                     continue;
                 }
@@ -128,7 +140,9 @@ impl Merge {
             });
         }
         self.tagged = tagged;
-        out.vips = Arc::new(VipMap::from_vec(vips.into_iter().collect()));
+        if !only_first {
+            out.vips = Arc::new(VipMap::from_vec(vips.into_iter().collect()));
+        }
         out.absences = absences;
         out.excluded = Arc::new(excluded);
         out.error = (!errors.is_empty()).then(|| errors.join("; "));
@@ -270,6 +284,18 @@ mod tests {
         // Gone from the source: gone from the cache.
         m.set(SourceId(1), snap(&[], true));
         assert!(m.tagged.is_empty());
+    }
+
+    #[test]
+    fn the_first_sources_map_is_shared_while_the_others_are_empty() {
+        let mut m = two();
+        let file = snap(&["192.0.2.1", "192.0.2.2"], true);
+        m.set(SourceId(1), snap(&[], true));
+        let out = m.set(SourceId(0), file.clone()).unwrap();
+        assert!(Arc::ptr_eq(&out.vips, &file.vips));
+        // Once the other has one, the map is built.
+        let out = m.set(SourceId(1), snap(&["192.0.2.3"], true)).unwrap();
+        assert_eq!(out.vips.len(), 3);
     }
 
     #[test]

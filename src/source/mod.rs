@@ -12,6 +12,7 @@ pub mod file;
 pub mod interface;
 pub mod kubernetes;
 pub mod merge;
+pub mod runtime;
 
 use std::future::Future;
 
