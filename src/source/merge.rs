@@ -70,6 +70,12 @@ impl Merge {
         let mut excluded: BTreeMap<std::net::IpAddr, Vec<String>> = BTreeMap::new();
         let mut errors = Vec::new();
         let mut sources = Vec::with_capacity(latest.len());
+        let several = self
+            .names
+            .iter()
+            .filter(|(_, kind)| *kind != super::runtime::NAME)
+            .count()
+            > 1;
         // The common case: only the first source has VIPs (the runtime
         // routes and any other source empty). Its map is taken as it is,
         // shared, not rebuilt: with 100k VIPs a rebuild per snapshot would
@@ -127,7 +133,12 @@ impl Merge {
             }
             out.synced &= snap.synced;
             if let Some(e) = &snap.error {
-                errors.push(format!("{name}: {e}"));
+                // Named when there is more than one to tell apart.
+                errors.push(if several {
+                    format!("{name}: {e}")
+                } else {
+                    e.clone()
+                });
             }
             out.reconcile_repairs += snap.reconcile_repairs;
             sources.push(SourceState {
