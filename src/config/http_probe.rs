@@ -178,7 +178,7 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), String> {
     }
     if authority.matches(':').count() > 1 {
         return Err(format!(
-            "has host \"{authority}\"; an IPv6 address is written in brackets: https://[{authority}]/"
+            "has host \"{authority}\"; an IPv6 address is written in brackets, its port after them: https://[2001:db8::1]:6443/"
         ));
     }
     Ok(match authority.rsplit_once(':') {
@@ -286,7 +286,21 @@ pub fn ca_roots(path: &Path, pem: &[u8]) -> Result<RootCertStore, String> {
     for item in CertificateDer::pem_slice_iter(pem) {
         match item {
             Ok(cert) => certs.push(cert),
-            Err(e) => return Err(format!("ca_file {shown} is not valid PEM: {e}")),
+            Err(e) => {
+                use rustls::pki_types::pem::Error as Pem;
+                let why = match e {
+                    Pem::MissingSectionEnd { end_marker } => format!(
+                        "no \"{}\" line closes a block",
+                        String::from_utf8_lossy(&end_marker)
+                    ),
+                    Pem::IllegalSectionStart { line } => format!(
+                        "the line \"{}\" starts no valid block",
+                        String::from_utf8_lossy(&line[..line.len().min(64)])
+                    ),
+                    other => other.to_string(),
+                };
+                return Err(format!("ca_file {shown} is not valid PEM: {why}"));
+            }
         }
     }
     if certs.is_empty() {
@@ -401,7 +415,7 @@ mod tests {
             ),
             (
                 "https://::1/",
-                "url \"https://::1/\" has host \"::1\"; an IPv6 address is written in brackets: https://[::1]/",
+                "url \"https://::1/\" has host \"::1\"; an IPv6 address is written in brackets, its port after them: https://[2001:db8::1]:6443/",
             ),
             (
                 "https://[::1/",
@@ -480,6 +494,15 @@ mod tests {
             format!(
                 "ca_file {} holds no certificate (no -----BEGIN CERTIFICATE----- block)",
                 key_only.display()
+            )
+        );
+        let cut = dir.path().join("cut.pem");
+        std::fs::write(&cut, "-----BEGIN CERTIFICATE-----\nAAAA\n").unwrap();
+        assert_eq!(
+            load_ca_file(&cut).unwrap_err(),
+            format!(
+                "ca_file {} is not valid PEM: no \"-----END CERTIFICATE-----\" line closes a block",
+                cut.display()
             )
         );
         let junk = dir.path().join("junk.pem");
