@@ -461,15 +461,13 @@ fn check_and_run_refuse_a_probe_without_exactly_one_target_alike() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("vips.toml"), "").unwrap();
     let path = dir.path().join("holdfast.toml");
-    let text = format!(
-        "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\
+    let text = "[speaker]\nasn = 65001\nrouter_id = \"192.0.2.2\"\n\
          [[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\n\
          [source]\nkind = \"file\"\npath = \"vips.toml\"\n\
          [[advertisement]]\nname = \"both\"\n\
-         probe = {{ port = 6443, url = \"https://127.0.0.1:6443/readyz\" }}\n\
+         probe = { port = 6443, url = \"https://127.0.0.1:6443/readyz\" }\n\
          [[advertisement]]\nname = \"neither\"\n\
-         probe = {{ interval = \"5s\" }}\n"
-    );
+         probe = { interval = \"5s\" }\n";
     std::fs::write(&path, text).unwrap();
     let want = format!(
         "{p}:13:30: probe has both port and url; give one: port for a TCP connect to the VIP, url for an HTTP(S) GET\n\
