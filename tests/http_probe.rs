@@ -454,6 +454,132 @@ fn a_silent_server_fails_within_the_timeout_and_delays_no_other_probe() {
     assert!(frr.prefix(VIP_PREFIX).is_none());
 }
 
+/// A child process killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The HTTPS server on 127.0.0.1:`port` of the test's own namespace
+/// (loopback only), once it accepts connections.
+fn local_https_server(port: u16, cert: &(PathBuf, PathBuf), status: &Path) -> Child {
+    let child = Command::new("python3")
+        .arg("-c")
+        .arg(HTTPS_SERVER)
+        .arg(port.to_string())
+        .arg(&cert.0)
+        .arg(&cert.1)
+        .arg(status)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 starts");
+    let child = Child(child);
+    wait_until(LONG, "the HTTPS server listening", || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .map(|_| ())
+    });
+    child
+}
+
+/// One probe of `url` by the library's HTTP prober, within 2 s.
+async fn probe(url: String, ca: Option<&Path>) -> Result<(), String> {
+    holdfast::probe::http::HttpProbe::new(
+        holdfast::config::HttpUrl::parse(&url).unwrap(),
+        ca.map(Path::to_path_buf),
+    )
+    .probe(Duration::from_secs(2))
+    .await
+}
+
+/// What the HTTP probe of the library makes of servers whose certificates
+/// do or do not verify: the chain must lead to `ca_file`, and the
+/// certificate must name the URL's host (an IP host as an IP address SAN,
+/// a DNS name as a DNS SAN). No root: the servers are on this namespace's
+/// loopback.
+#[tokio::test]
+async fn https_probes_verify_the_chain_and_the_name() {
+    testlab::require_tools(&["python3", "openssl"]);
+    let pki = pki();
+    let dir = pki.dir.path();
+    let wrong_ip = make_server_cert(dir, "cluster", "wrong-ip", "IP:127.0.0.2");
+    let by_name = make_server_cert(dir, "cluster", "by-name", "DNS:localhost");
+    let status = pki.dir.write("status", "200");
+    let ca = Some(pki.ca.as_path());
+    let shown = pki.ca.display();
+
+    let port = free_port();
+    let good = local_https_server(port, &pki.server, &status);
+    let url = format!("https://127.0.0.1:{port}/readyz");
+    assert_eq!(probe(url.clone(), ca).await, Ok(()));
+    std::fs::write(&status, "503").unwrap();
+    assert_eq!(
+        probe(url.clone(), ca).await,
+        Err("HTTP 503 Service Unavailable".to_string())
+    );
+    std::fs::write(&status, "200").unwrap();
+    // The same server, verified against another CA, and against the
+    // system's roots, which do not hold the test's CA.
+    let other = dir.join("other.crt");
+    assert_eq!(
+        probe(url.clone(), Some(&other)).await,
+        Err(format!(
+            "TLS: certificate verify failed: unknown issuer: the server's chain does not lead to a CA of ca_file {}",
+            other.display()
+        ))
+    );
+    let system = probe(url.clone(), None).await.unwrap_err();
+    assert!(
+        system.starts_with("TLS: certificate verify failed: unknown issuer: the server's chain does not lead to a CA of the system's roots")
+            || system.starts_with("TLS: no system root certificates found"),
+        "{system}"
+    );
+    drop(good);
+
+    // Another CA's server certificate for the right address.
+    let port = free_port();
+    let _impostor = local_https_server(port, &pki.foreign, &status);
+    assert_eq!(
+        probe(format!("https://127.0.0.1:{port}/readyz"), ca).await,
+        Err(format!(
+            "TLS: certificate verify failed: unknown issuer: the server's chain does not lead to a CA of ca_file {shown}"
+        ))
+    );
+
+    // The right CA, but a certificate for another address.
+    let port = free_port();
+    let _wrong = local_https_server(port, &wrong_ip, &status);
+    let said = probe(format!("https://127.0.0.1:{port}/readyz"), ca)
+        .await
+        .unwrap_err();
+    assert!(
+        said.starts_with(
+            "TLS: certificate verify failed: certificate not valid for name \"127.0.0.1\""
+        ) && said.contains("127.0.0.2"),
+        "{said}"
+    );
+
+    // A DNS name: looked up, sent as SNI, matched against the DNS SANs.
+    let port = free_port();
+    let _named = local_https_server(port, &by_name, &status);
+    assert_eq!(
+        probe(format!("https://localhost:{port}/readyz"), ca).await,
+        Ok(())
+    );
+    let said = probe(format!("https://127.0.0.1:{port}/readyz"), ca)
+        .await
+        .unwrap_err();
+    assert!(
+        said.starts_with("TLS: certificate verify failed: certificate not valid for name"),
+        "{said}"
+    );
+}
+
 /// `check` and `run` refuse a probe with both `port` and `url`, or
 /// neither, alike: `PATH:LINE:COL: message`.
 #[test]

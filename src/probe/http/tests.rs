@@ -214,11 +214,15 @@ async fn a_silent_server_fails_when_the_timeout_is_up() {
         }
     });
     let started = Instant::now();
-    let r = probe(
-        &format!("http://127.0.0.1:{port}/"),
-        Duration::from_millis(300),
+    let r = tokio::time::timeout(
+        Duration::from_secs(3),
+        probe(
+            &format!("http://127.0.0.1:{port}/"),
+            Duration::from_millis(300),
+        ),
     )
-    .await;
+    .await
+    .expect("the probe ends by its own timeout");
     let took = started.elapsed();
     assert_eq!(
         r,
@@ -234,9 +238,13 @@ async fn a_silent_server_fails_when_the_timeout_is_up() {
     // Any certificate will do: the handshake never starts.
     std::fs::write(&ca, TEST_CA).unwrap();
     let started = Instant::now();
-    let r = HttpProbe::new(url(&format!("https://127.0.0.1:{port}/")), Some(ca))
-        .probe(Duration::from_millis(300))
-        .await;
+    let r = tokio::time::timeout(
+        Duration::from_secs(3),
+        HttpProbe::new(url(&format!("https://127.0.0.1:{port}/")), Some(ca))
+            .probe(Duration::from_millis(300)),
+    )
+    .await
+    .expect("the probe ends by its own timeout");
     assert_eq!(
         r,
         Err("timed out after 300ms in the TLS handshake".to_string())
