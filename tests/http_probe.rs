@@ -18,6 +18,8 @@ const NODE: &str = "192.0.2.2";
 /// The control-plane VIP: with an HTTP probe it need not be local.
 const VIP: &str = "198.51.100.10";
 const VIP_PREFIX: &str = "198.51.100.10/32";
+/// More VIPs probing the silent server.
+const SILENT_TOO: [&str; 2] = ["198.51.100.11", "198.51.100.12"];
 /// A second VIP, probing another server.
 const VIP2: &str = "198.51.100.20";
 const VIP2_PREFIX: &str = "198.51.100.20/32";
@@ -365,7 +367,8 @@ fn a_vip_follows_an_https_readyz_verified_against_its_ca_file() {
 
 /// A server that accepts and never answers fails its probe when the
 /// timeout is up, each time, and the probe of another VIP goes on at its
-/// own pace meanwhile. The other's server is verified against the
+/// own pace meanwhile, however many probes hang (three VIPs probe the
+/// silent server). The other's server is verified against the
 /// system's roots (`SSL_CERT_FILE` names the cluster CA as the roots), as
 /// a probe without `ca_file` is.
 #[test]
@@ -398,7 +401,12 @@ fn a_silent_server_fails_within_the_timeout_and_delays_no_other_probe() {
     let node = Holdfast::start_env(
         &lab.node,
         &conf(&[slow, good]),
-        &vip_file(&[(VIP, "slow"), (VIP2, "good")]),
+        &vip_file(&[
+            (VIP, "slow"),
+            (SILENT_TOO[0], "slow"),
+            (SILENT_TOO[1], "slow"),
+            (VIP2, "good"),
+        ]),
         &[],
         &[("SSL_CERT_FILE", &ca)],
     );
@@ -433,8 +441,9 @@ fn a_silent_server_fails_within_the_timeout_and_delays_no_other_probe() {
         after - before
     );
 
-    // The other VIP is probed at its own pace meanwhile: withdrawn after
-    // fail_after (2) probes of 503, back after one of 200.
+    // The other VIP is probed at its own pace meanwhile, whatever the
+    // three hung probes: withdrawn after fail_after (2) probes of 503, a
+    // failure every interval, back after one probe of 200.
     std::fs::write(&status, "503").unwrap();
     let failing = Instant::now();
     frr.wait_no_prefix(VIP2_PREFIX, Duration::from_secs(10));
@@ -442,6 +451,23 @@ fn a_silent_server_fails_within_the_timeout_and_delays_no_other_probe() {
     assert!(
         took >= Duration::from_millis(400) && took <= Duration::from_millis(2500),
         "withdrawn {took:?} after /readyz went 503"
+    );
+    let failures = |vip: &str| {
+        probe_status(&node, vip).expect("listed")["consecutive_failures"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = failures(VIP2);
+    std::thread::sleep(Duration::from_secs(3));
+    let after = failures(VIP2);
+    assert!(
+        after - before >= 5,
+        "{} failures of {VIP2} in 3 s at a 500 ms interval",
+        after - before
+    );
+    assert_eq!(
+        probe_status(&node, VIP2).unwrap()["last_error"],
+        "HTTP 503 Service Unavailable"
     );
     std::fs::write(&status, "200").unwrap();
     let passing = Instant::now();
