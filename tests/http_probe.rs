@@ -559,6 +559,19 @@ async fn https_probes_verify_the_chain_and_the_name() {
             other.display()
         ))
     );
+    // The CA file is read before every probe: one prober, its file
+    // rewritten from the other CA to the cluster's, passes from the next
+    // probe on (a rotated bundle needs no reload).
+    let rotated = dir.join("rotated.crt");
+    std::fs::copy(&other, &rotated).unwrap();
+    let mut prober = holdfast::probe::http::HttpProbe::new(
+        holdfast::config::HttpUrl::parse(&url).unwrap(),
+        Some(rotated.clone()),
+    );
+    let said = prober.probe(Duration::from_secs(2)).await.unwrap_err();
+    assert!(said.contains("unknown issuer"), "{said}");
+    std::fs::copy(&pki.ca, &rotated).unwrap();
+    assert_eq!(prober.probe(Duration::from_secs(2)).await, Ok(()));
     let system = probe(url.clone(), None).await.unwrap_err();
     assert!(
         system.starts_with("TLS: certificate verify failed: unknown issuer: the server's chain does not lead to a CA of the system's roots")

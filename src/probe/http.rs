@@ -14,7 +14,7 @@
 //!
 //! TLS is rustls on ring, the stack kube's client uses. The server's
 //! certificate is verified against the probe's `ca_file`, read before
-//! every probe (the TLS configuration is rebuilt only when its bytes
+//! every probe (the TLS configuration is rebuilt only when its contents
 //! change), or else against the system's roots, loaded once per process.
 //! The name verified, and sent as SNI, is the URL's host: an IP host must
 //! be an IP address SAN of the certificate (and no SNI is sent, RFC 6066
@@ -46,9 +46,10 @@ static SYSTEM_ROOTS: Mutex<Option<Arc<ClientConfig>>> = Mutex::new(None);
 pub struct HttpProbe {
     url: HttpUrl,
     ca_file: Option<PathBuf>,
-    /// The CA file's bytes at the last probe, and the configuration built
-    /// from them.
-    cached: Option<(Vec<u8>, Arc<ClientConfig>)>,
+    /// The SHA-256 of the CA file at the last probe, and the
+    /// configuration built from it (a digest, not the bytes: each probed
+    /// VIP keeps its own).
+    cached: Option<([u8; 32], Arc<ClientConfig>)>,
 }
 
 /// Where an exchange is, for the message of one that times out.
@@ -166,13 +167,15 @@ impl HttpProbe {
         let bytes = tokio::task::spawn_blocking(move || http_probe::read_ca_file(&owned))
             .await
             .map_err(|e| format!("reading ca_file {}: {e}", path.display()))??;
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, &bytes).as_ref());
         if let Some((seen, config)) = &self.cached
-            && *seen == bytes
+            && *seen == digest
         {
             return Ok(config.clone());
         }
         let config = client_config(http_probe::ca_roots(path, &bytes)?)?;
-        self.cached = Some((bytes, config.clone()));
+        self.cached = Some((digest, config.clone()));
         Ok(config)
     }
 }
