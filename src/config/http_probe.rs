@@ -290,7 +290,7 @@ pub fn ca_roots(path: &Path, pem: &[u8]) -> Result<RootCertStore, String> {
                 use rustls::pki_types::pem::Error as Pem;
                 let why = match e {
                     Pem::MissingSectionEnd { end_marker } => format!(
-                        "no \"{}\" line closes a block",
+                        "no \"-----END {}-----\" line closes a block",
                         String::from_utf8_lossy(&end_marker)
                     ),
                     Pem::IllegalSectionStart { line } => format!(
