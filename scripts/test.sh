@@ -26,11 +26,13 @@ command -v cargo >/dev/null && command -v rustup >/dev/null || {
   exit 1
 }
 
-# The Kubernetes tests run a real kube-apiserver and etcd, and the chart's
-# tests helm, all built from their Go modules (scripts/kube-api.sh,
-# scripts/helm.sh; Go is on the machines this runs on, from go.dev, not
-# Debian). The tests run against the oldest Kubernetes release holdfast
-# supports; the newest (the script's default) is a documented run:
+# The Kubernetes tests run a real kube-apiserver and etcd, the chart's
+# tests helm, and tests/talos_native.rs GoBGP v4 (Talos's embedded BGP
+# speaker; Debian ships GoBGP 3), all built from their Go modules
+# (scripts/kube-api.sh, scripts/helm.sh, scripts/gobgp4.sh; Go is on the
+# machines this runs on, from go.dev, not Debian). The tests run against
+# the oldest Kubernetes release holdfast supports; the newest (the
+# script's default) is a documented run:
 #   HOLDFAST_KUBE_VERSION=1.37.2 cargo test --test kube_frr ...
 # The builds (about 10 minutes of CPU when nothing is cached) start now, in
 # the background, and fill the time the steps below spend waiting on the
@@ -46,6 +48,7 @@ mkdir -p target/tools
   start=$(date +%s)
   KUBE_API_BUILD_ONLY=1 scripts/kube-api.sh
   HELM_BUILD_ONLY=1 scripts/helm.sh
+  scripts/gobgp4.sh
   echo "built in $(( $(date +%s) - start )) s"
 ) >target/tools/build.log 2>&1 &
 go_build=$!
@@ -110,6 +113,37 @@ for dir in deploy/cluster deploy/cluster/monitoring deploy/overlays/*/; do
   target/kubernetes-validate/bin/kubernetes-validate --strict --quiet -k 1.32.0 target/manifests.yaml ||
     { echo "$dir does not validate against Kubernetes 1.32" >&2; exit 1; }
 done
+# The control-plane VIP's static pod, as a v1 Pod; and the Talos patch's
+# pod (machine.pods), which must be that pod but for its hostPath volumes,
+# with machine.files carrying deploy/control-plane's config and VIP file
+# as they are (docs/src/install/control-plane.md).
+target/kubernetes-validate/bin/kubernetes-validate --strict --quiet -k 1.32.0 deploy/control-plane/static-pod.yaml ||
+  { echo "deploy/control-plane/static-pod.yaml does not validate as a v1 Pod" >&2; exit 1; }
+target/kubernetes-validate/bin/python - deploy/control-plane deploy/talos/control-plane.yaml target/talos-control-plane-pod.yaml <<'PY'
+import copy, sys, yaml
+src, patch_path, out = sys.argv[1:]
+patch = yaml.safe_load(open(patch_path))
+[pod] = patch["machine"]["pods"]
+yaml.safe_dump(pod, open(out, "w"))
+static = yaml.safe_load(open(f"{src}/static-pod.yaml"))
+volumes = lambda p: {v["name"]: v for v in p["spec"]["volumes"]}
+paths = {n: v.get("hostPath", {}).get("path") for n, v in volumes(pod).items()}
+if paths != {"config": "/var/lib/holdfast", "kubernetes-ca": "/var/lib/holdfast/kubernetes-ca.crt", "state": None}:
+    sys.exit(f"{patch_path}: the pod's volumes are not the expected hostPaths: {paths}")
+a, b = copy.deepcopy(pod), copy.deepcopy(static)
+for p in (a, b):
+    for v in p["spec"]["volumes"]:
+        v.get("hostPath", {}).pop("path", None)
+if a != b:
+    sys.exit(f"{patch_path}: machine.pods differs from {src}/static-pod.yaml beyond its hostPath volumes")
+files = {f["path"]: f["content"] for f in patch["machine"]["files"]}
+for name in ("holdfast.toml", "vips.toml"):
+    if files.get(f"/var/lib/holdfast/{name}") != open(f"{src}/{name}").read():
+        sys.exit(f"{patch_path}: /var/lib/holdfast/{name} differs from {src}/{name}")
+print(f"{patch_path}: the static pod of {src}, its config and VIP file")
+PY
+target/kubernetes-validate/bin/kubernetes-validate --strict --quiet -k 1.32.0 target/talos-control-plane-pod.yaml ||
+  { echo "deploy/talos/control-plane.yaml: machine.pods[0] does not validate as a v1 Pod" >&2; exit 1; }
 
 step "the release (scripts/release.sh): static binaries for x86_64 and aarch64, the OCI image, the SBOM"
 # Its x86_64 binary is the static build every later step uses (the lab
@@ -183,8 +217,8 @@ CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static \
   --skip api::process::tests::this_process_reads_plausibly \
   --skip bfd::driver::tests::a_flood_toward_one_session_is_bounded_and_spares_the_others
 
-step "kube-apiserver $HOLDFAST_KUBE_VERSION, etcd and helm, built from their Go modules (started at the beginning)"
-wait "$go_build" || { cat target/tools/build.log; echo "building kube-apiserver, etcd or helm failed (above)" >&2; exit 1; }
+step "kube-apiserver $HOLDFAST_KUBE_VERSION, etcd, helm and GoBGP v4, built from their Go modules (started at the beginning)"
+wait "$go_build" || { cat target/tools/build.log; echo "building kube-apiserver, etcd, helm or GoBGP v4 failed (above)" >&2; exit 1; }
 tail -1 target/tools/build.log
 
 step "the documentation: mdbook build docs (tests/docs.rs checks its configs, commands and links)"

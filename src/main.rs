@@ -187,6 +187,7 @@ fn main() -> ExitCode {
         Command::Undrain { at } => at
             .target()
             .and_then(|t| cli::drain::run(&t, false, io::stdout().lock())),
+        Command::Route { action } => cli::route::run(action, io::stdout().lock()),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

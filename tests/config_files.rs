@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use holdfast::config::{self, Source};
+use holdfast::config;
 
 fn in_package_root() {
     assert!(
@@ -61,7 +61,7 @@ fn every_example_config_checks_cleanly() {
             warnings.join("\n")
         );
         // A file source's VIP file must exist and fit the advertisements.
-        if let Source::File { path: vips } = &config.source {
+        if let Some(vips) = config.file_source() {
             let entries =
                 holdfast::source::file::load_vip_file(vips, &config.vip_file_advertisements())
                     .unwrap_or_else(|diags| {

@@ -811,6 +811,26 @@ fn capabilities_appear_in_the_listen_and_unnumbered_racks_only() {
     );
 }
 
+/// No rack but listen-179 listens for BGP at all (`speaker.listen`
+/// absent): holdfast connects out and binds no BGP port, so it shares a
+/// node with another speaker that owns TCP 179 there, such as Talos's
+/// native BGP (docs/src/install/talos-native.md). The one that listens
+/// says so in its name and docs/src/install/port-179.md.
+#[test]
+fn only_the_listen_179_rack_binds_a_bgp_port() {
+    let listening: Vec<(String, String)> = overlay_names()
+        .filter_map(|name| {
+            let dir = format!("overlays/{name}");
+            let (_, config) = embedded_config(&overlay(name), &dir);
+            config.speaker.listen.map(|l| (dir, l.to_string()))
+        })
+        .collect();
+    assert_eq!(
+        listening,
+        [("overlays/listen-179".to_string(), "[::]:179".to_string())]
+    );
+}
+
 /// `deploy/components/unnumbered`, added to a rack: NET_RAW in the
 /// bounding set and privilege escalation allowed (so that the image's
 /// `cap_net_raw+p` file capability takes effect), and nothing else of the

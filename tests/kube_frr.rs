@@ -1177,3 +1177,87 @@ fn every_permission_of_the_shipped_role_is_used_and_its_absence_is_reported_with
     );
     assert!(frr.prefix(&format!("{VIP}/32")).is_some());
 }
+
+/// Two sources at once, each with its own health: the API server away
+/// never touches the VIP file's routes, a broken VIP file never touches
+/// the Services'.
+/// Whether the source `name` is healthy, as `holdfast status` says.
+fn healthy(status: &Value, name: &str) -> Option<bool> {
+    status["sources"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)?["healthy"]
+        .as_bool()
+}
+
+#[test]
+fn two_sources_at_once_one_broken_leaves_the_other_followed() {
+    let lab = Lab::pair();
+    let c = start(&lab, config("2s").and_file_source("apiserver"), &[]);
+    c.node.write_vips("[[vip]]\naddress = \"198.51.100.80\"\n");
+    c.kube
+        .api
+        .create(&service("web", &["198.51.100.81"]))
+        .unwrap();
+    c.frr.wait_prefix("198.51.100.80/32", LONG);
+    c.frr.wait_prefix("198.51.100.81/32", LONG);
+    let status = c.node.status();
+    let route_source = |status: &Value, prefix: &str| {
+        status["routes"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["prefix"] == prefix))
+            .map(|r| r["source"].clone())
+    };
+    assert_eq!(
+        route_source(&status, "198.51.100.80/32"),
+        Some(json!("apiserver"))
+    );
+    assert_eq!(
+        route_source(&status, "198.51.100.81/32"),
+        Some(json!("kubernetes"))
+    );
+
+    // The API server goes away: the Kubernetes source is unhealthy, the
+    // file is not.
+    c.kube.api.outage();
+    wait_until(
+        LONG,
+        "the Kubernetes source to report itself unhealthy",
+        || {
+            let s = c.node.status();
+            (healthy(&s, "kubernetes") == Some(false) && healthy(&s, "apiserver") == Some(true))
+                .then_some(())
+        },
+    );
+    // The file drops its VIP: withdrawn after the 2 s hold-down...
+    c.node.write_vips("");
+    c.frr.wait_no_prefix("198.51.100.80/32", LONG);
+    // ...while the Service's stands, well past it.
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(c.frr.prefix("198.51.100.81/32").is_some());
+    let (_, why) = c.node.explain("198.51.100.81");
+    assert!(
+        why.contains("its source \"kubernetes\" is unhealthy"),
+        "{why}"
+    );
+
+    // The reverse: the API back, the VIP file broken.
+    c.kube.api.restore_compacted();
+    wait_until(
+        Duration::from_secs(240),
+        "the Kubernetes source to be healthy",
+        || (healthy(&c.node.status(), "kubernetes") == Some(true)).then_some(()),
+    );
+    c.node.write_vips("[[vip]]\naddress = \"198.51.100.80\"\n");
+    c.frr.wait_prefix("198.51.100.80/32", LONG);
+    c.node.write_vips("[[vip]\naddress = \"198.51.100.80\"\n");
+    wait_until(LONG, "the file source to report itself unhealthy", || {
+        (healthy(&c.node.status(), "apiserver") == Some(false)).then_some(())
+    });
+    // The Service goes: withdrawn (delete_delay 0)...
+    c.kube.api.delete::<Service>(Some("demo"), "web").unwrap();
+    c.frr.wait_no_prefix("198.51.100.81/32", LONG);
+    // ...while the broken file's VIP stands.
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(c.frr.prefix("198.51.100.80/32").is_some());
+}

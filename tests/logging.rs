@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bgp_proto::message::check_header;
 use bgp_proto::open::Open;
-use bgp_proto::{Capability, Context, Family, Message, RouteRefresh};
+use bgp_proto::{Capability, Context, Family, GracefulRestart, Message, RouteRefresh};
 use common::{Advertisement, Config, Holdfast, LONG, Peer, Tor, free_port, vips};
 use testlab::{Signal, require_root, wait_for};
 
@@ -157,6 +157,13 @@ fn scripted_session(listener: &TcpListener) -> (TcpStream, std::thread::JoinHand
             Capability::Multiprotocol(Family::IPV4_UNICAST),
             Capability::RouteRefresh,
             Capability::FourOctetAs(65000),
+            // A helper (RFC 4724 §3: no families): SIGTERM closes the
+            // session for graceful restart, as towards a router.
+            Capability::GracefulRestart(GracefulRestart {
+                flags: 0,
+                restart_time: 120,
+                families: Vec::new(),
+            }),
         ],
     );
     for m in [Message::Open(ours), Message::Keepalive] {

@@ -750,7 +750,7 @@ fn a_reload_moves_the_metrics_listener_and_refuses_what_it_cannot_apply() {
     });
     assert!(
         refused.contains(
-            "source.kind changed from \"file\" to \"kubernetes\": a reload cannot switch sources"
+            "the sources changed from [file] to [kubernetes]: a reload cannot switch sources"
         ),
         "{refused}"
     );

@@ -162,6 +162,7 @@ fn every_builder_method_with_the_kubernetes_source_makes_a_config_check_accepts(
         .drain_taints(&["example.com/maintenance"])
         .kubernetes_source()
         .namespaces(&["demo"])
+        .and_file_source("apiserver")
         .peer(Peer::new("tor1", "192.0.2.1", 65000).fast())
         .stability(
             Stability::new()

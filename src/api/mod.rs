@@ -10,10 +10,13 @@
 //! | `GET /v1/explain/{vip}` | JSON of [`Explanation`]; 400 `{"error": …}` when `{vip}` is not an IP address |
 //! | `POST /v1/drain` | starts a planned withdrawal (RFC 8326 graceful shutdown, then withdraw); JSON of [`DrainStatus`] |
 //! | `POST /v1/undrain` | ends it: the routes are advertised normally again; JSON of [`DrainStatus`], 409 while shutting down |
+//! | `GET /v1/routes` | the runtime routes: a JSON list of [`RuntimeRoute`](crate::report::status::RuntimeRoute) |
+//! | `POST /v1/routes/announce?prefix=P&…` | announces a runtime route (`advertisement`, `community`, `large_community`, `local_pref`, `med`, `as_path_prepend`); the list after it, 409 `{"error": …}` when refused |
+//! | `POST /v1/routes/withdraw?prefix=P` | withdraws it; the list after it, 409 when there is none |
 //!
 //! # Who may change state
 //!
-//! The drain endpoints change what this node advertises, so they are not
+//! The drain and runtime-route endpoints change what this node advertises, so they are not
 //! served to whoever reaches a TCP port:
 //!
 //! - on the Unix socket in the state directory ([`local`],
@@ -148,6 +151,15 @@ pub trait StateView: Send + Sync + 'static {
     fn drain(&self, on: bool) -> Answer<Result<DrainStatus, String>> {
         let _ = on;
         answer(Err("this daemon does not drain".into()))
+    }
+    /// The runtime routes after `change` (none: the list), or why it was
+    /// refused (a 409).
+    fn runtime_routes(
+        &self,
+        change: Option<crate::source::runtime::Change>,
+    ) -> Answer<Result<Vec<crate::report::status::RuntimeRoute>, String>> {
+        let _ = change;
+        answer(Err("this daemon has no runtime routes".into()))
     }
     /// The token a TCP client must send (`Authorization: Bearer …`) to
     /// call a state-changing endpoint: `speaker.api_token_file`'s, as the
@@ -463,6 +475,16 @@ enum Endpoint<'a> {
     Explain(&'a str),
     /// `/v1/drain` (true) and `/v1/undrain`.
     Drain(bool),
+    /// `/v1/routes` (list), `/v1/routes/announce`, `/v1/routes/withdraw`.
+    Routes(RoutesCall),
+}
+
+/// What a `/v1/routes` call does.
+#[derive(Debug, PartialEq, Clone, Copy)]
+enum RoutesCall {
+    List,
+    Announce,
+    Withdraw,
 }
 
 fn route(path: &str, surface: Surface) -> Option<Endpoint<'_>> {
@@ -473,12 +495,16 @@ fn route(path: &str, surface: Surface) -> Option<Endpoint<'_>> {
         "/v1/status" => Endpoint::Status,
         "/v1/drain" => Endpoint::Drain(true),
         "/v1/undrain" => Endpoint::Drain(false),
+        "/v1/routes" => Endpoint::Routes(RoutesCall::List),
+        "/v1/routes/announce" => Endpoint::Routes(RoutesCall::Announce),
+        "/v1/routes/withdraw" => Endpoint::Routes(RoutesCall::Withdraw),
         p => Endpoint::Explain(p.strip_prefix("/v1/explain/")?),
     };
     match (surface, &endpoint) {
-        (Surface::MetricsOnly, Endpoint::Status | Endpoint::Explain(_) | Endpoint::Drain(_)) => {
-            None
-        }
+        (
+            Surface::MetricsOnly,
+            Endpoint::Status | Endpoint::Explain(_) | Endpoint::Drain(_) | Endpoint::Routes(_),
+        ) => None,
         _ => Some(endpoint),
     }
 }
@@ -544,6 +570,46 @@ enum Ask {
     Status(RoutePage),
     Explain(IpAddr),
     Drain(bool),
+    /// The runtime routes, after a change or not.
+    Routes(Option<crate::source::runtime::Change>),
+}
+
+/// The change a `/v1/routes/announce` or `/withdraw` query asks for:
+/// `prefix=P` and, to announce, `advertisement=A`, `community=C` and
+/// `large_community=L` (each may repeat), `local_pref=N`, `med=N`,
+/// `as_path_prepend=N`. Values are percent-decoded.
+fn routes_change(call: RoutesCall, query: &str) -> Result<crate::source::runtime::Change, String> {
+    use crate::report::status::RuntimeRoute;
+    let mut route = RuntimeRoute::default();
+    let mut prefix = None;
+    let number = |key: &str, v: &str| -> Result<u32, String> {
+        v.parse()
+            .map_err(|_| format!("{key}={v} is not a number in 0..=4294967295"))
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_decode(raw).ok_or_else(|| format!("{key}: bad percent-encoding"))?;
+        match (call, key) {
+            (_, "prefix") => prefix = Some(value),
+            (RoutesCall::Announce, "advertisement") => route.advertisement = Some(value),
+            (RoutesCall::Announce, "community") => route.communities.push(value),
+            (RoutesCall::Announce, "large_community") => route.large_communities.push(value),
+            (RoutesCall::Announce, "local_pref") => route.local_pref = Some(number(key, &value)?),
+            (RoutesCall::Announce, "med") => route.med = Some(number(key, &value)?),
+            (RoutesCall::Announce, "as_path_prepend") => {
+                route.as_path_prepend =
+                    Some(value.parse().map_err(|_| {
+                        format!("as_path_prepend={value} is not a number in 0..=255")
+                    })?)
+            }
+            _ => return Err(format!("unknown parameter \"{key}\"")),
+        }
+    }
+    let prefix = prefix.ok_or("prefix=PREFIX is required")?;
+    Ok(match call {
+        RoutesCall::Withdraw => crate::source::runtime::Change::Withdraw(prefix),
+        _ => crate::source::runtime::Change::Announce(RuntimeRoute { prefix, ..route }),
+    })
 }
 
 /// [`respond`] for a listener serving `surface`. The request is read
@@ -582,7 +648,10 @@ fn ask<B>(surface: Surface, view: &dyn StateView, req: &Request<B>) -> Ask {
             &format!("no such endpoint: {path}"),
         ));
     };
-    if matches!(endpoint, Endpoint::Drain(_)) {
+    if matches!(
+        endpoint,
+        Endpoint::Drain(_) | Endpoint::Routes(RoutesCall::Announce | RoutesCall::Withdraw)
+    ) {
         if req.method() != Method::POST {
             let mut r = json_error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -627,6 +696,14 @@ fn ask<B>(surface: Surface, view: &dyn StateView, req: &Request<B>) -> Ask {
             Some(refused) => Ask::Done(refused),
             None => Ask::Drain(on),
         },
+        Endpoint::Routes(RoutesCall::List) => Ask::Routes(None),
+        Endpoint::Routes(call) => match refusal(surface, view, req) {
+            Some(refused) => Ask::Done(refused),
+            None => match routes_change(call, req.uri().query().unwrap_or("")) {
+                Ok(change) => Ask::Routes(Some(change)),
+                Err(e) => Ask::Done(json_error(StatusCode::BAD_REQUEST, &e)),
+            },
+        },
     }
 }
 
@@ -654,6 +731,11 @@ async fn answer_to(view: &dyn StateView, ask: Ask) -> Response<Full<Bytes>> {
         },
         Ask::Drain(on) => match view.drain(on).await {
             Ok(Ok(status)) => json(&status),
+            Ok(Err(why)) => json_error(StatusCode::CONFLICT, &why),
+            Err(why) => unavailable(why),
+        },
+        Ask::Routes(change) => match view.runtime_routes(change).await {
+            Ok(Ok(routes)) => json(&routes),
             Ok(Err(why)) => json_error(StatusCode::CONFLICT, &why),
             Err(why) => unavailable(why),
         },

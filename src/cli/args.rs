@@ -125,6 +125,55 @@ pub enum Command {
         #[command(flatten)]
         at: ChangeAt,
     },
+    /// Runtime routes: node-local prefixes announced and withdrawn at run time, kept across restarts in the state directory.
+    Route {
+        #[command(subcommand)]
+        action: RouteAction,
+    },
+}
+
+/// `holdfast route …`.
+#[derive(clap::Subcommand)]
+pub enum RouteAction {
+    /// Announce PREFIX (an address is its host route), under an advertisement, with the attributes it lets through (allow_service_attributes).
+    Announce {
+        /// `198.51.100.0/24`, `198.51.100.10`, `2001:db8::/64`.
+        prefix: String,
+        /// The [[advertisement]] it goes out under (default: the first).
+        #[arg(long, value_name = "NAME")]
+        advertisement: Option<String>,
+        /// A community to add (`65000:100`, `no-export`); repeat for more.
+        #[arg(long = "community", value_name = "C")]
+        communities: Vec<String>,
+        /// A large community to add (`65000:1:2`); repeat for more.
+        #[arg(long = "large-community", value_name = "L")]
+        large_communities: Vec<String>,
+        /// LOCAL_PREF (iBGP only).
+        #[arg(long, value_name = "N")]
+        local_pref: Option<u32>,
+        /// MULTI_EXIT_DISC.
+        #[arg(long, value_name = "N")]
+        med: Option<u32>,
+        /// Our AS this many more times in the AS_PATH (eBGP only).
+        #[arg(long, value_name = "N")]
+        as_path_prepend: Option<u8>,
+        #[command(flatten)]
+        at: ChangeAt,
+    },
+    /// Withdraw the runtime route of PREFIX.
+    Withdraw {
+        prefix: String,
+        #[command(flatten)]
+        at: ChangeAt,
+    },
+    /// List the runtime routes.
+    List {
+        /// Print the API's JSON as it is.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: ChangeAt,
+    },
 }
 
 /// Where `status` and `explain` read: `speaker.api` over TCP by default,

@@ -17,7 +17,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use crate::config::{self, Diagnostic, Severity, Source};
+use crate::config::{self, Diagnostic, Severity};
 
 /// The name a config read from standard input has in diagnostics.
 pub const STDIN_NAME: &str = "<stdin>";
@@ -61,7 +61,7 @@ pub fn run(
             return Ok(1);
         }
     };
-    if let Source::File { path: vips } = &config.source
+    if let Some(vips) = config.file_source()
         && let Err(diags) =
             crate::source::file::load_vip_file(vips, &config.vip_file_advertisements())
     {

@@ -6,5 +6,6 @@ pub mod decode;
 pub mod drain;
 pub mod explain;
 pub mod http;
+pub mod route;
 pub mod status;
 mod table;

@@ -55,7 +55,7 @@ pub use read::{
     FileProblem, MAX_CONFIG_LEN, MAX_PASSWORD_FILE_LEN, MAX_VIP_FILE_LEN, read_regular_file,
 };
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorMismatch, SelectorOperator};
-pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source};
+pub use source::{DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, Source, SourceEntry};
 pub use speaker::{
     ApiToken, BearerToken, DEFAULT_API, MAX_API_TOKEN_FILE_LEN, MIN_API_TOKEN_LEN, NodeName,
     NodeNameFrom, RouterId, Speaker, node_name, read_token_file,
@@ -78,10 +78,12 @@ pub struct Config {
     pub speaker: Speaker,
     /// `[[peer]]`, in file order; at least one.
     pub peers: Vec<Peer>,
-    /// `[source]`.
-    pub source: Source,
+    /// `[source]`, or each `[[source]]` in file order: at least one, at
+    /// most one of each kind.
+    pub sources: Vec<SourceEntry>,
     /// `[source] resync`: how often the desired set is rebuilt from the
-    /// source and every Adj-RIB-Out checked against it; zero: never.
+    /// sources and every Adj-RIB-Out checked against it; zero: never.
+    /// With several sources, the shortest of theirs other than zero.
     pub resync: std::time::Duration,
     /// `[stability]` (all defaults when absent).
     pub stability: Stability,
@@ -109,7 +111,7 @@ impl PartialEq for Config {
             path,
             speaker,
             peers,
-            source,
+            sources,
             resync,
             stability,
             advertisements,
@@ -120,7 +122,7 @@ impl PartialEq for Config {
         *path == other.path
             && *speaker == other.speaker
             && *peers == other.peers
-            && *source == other.source
+            && *sources == other.sources
             && *resync == other.resync
             && *stability == other.stability
             && *advertisements == other.advertisements
@@ -130,6 +132,32 @@ impl PartialEq for Config {
 }
 
 impl Config {
+    /// The VIP file, when a source is one.
+    pub fn file_source(&self) -> Option<&Path> {
+        self.sources.iter().find_map(|s| match &s.kind {
+            Source::File { path } => Some(path.as_path()),
+            Source::Kubernetes(_) => None,
+        })
+    }
+
+    /// The Kubernetes source's settings, when a source is one.
+    pub fn kubernetes_source(&self) -> Option<&KubernetesSource> {
+        self.sources.iter().find_map(|s| match &s.kind {
+            Source::Kubernetes(k) => Some(k),
+            Source::File { .. } => None,
+        })
+    }
+
+    /// The name of the source `id` (its index in [`Config::sources`]).
+    /// The one after the config's is the runtime routes'.
+    pub fn source_name(&self, id: crate::model::SourceId) -> &str {
+        match self.sources.get(usize::from(id.0)) {
+            Some(s) => s.name.as_str(),
+            None if usize::from(id.0) == self.sources.len() => crate::source::runtime::NAME,
+            None => "?",
+        }
+    }
+
     /// Advertisement names in order, as [`parse_vip_file`] wants them.
     pub fn advertisement_names(&self) -> Vec<String> {
         self.advertisements.iter().map(|a| a.name.clone()).collect()
@@ -336,20 +364,14 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         }),
     };
 
-    let mut resync = Some(source::DEFAULT_RESYNC);
-    let source = match section("source", &mut d) {
-        Some(table) => {
-            resync = source::parse_resync(&table, &mut d);
-            source::parse_source(&table, config_dir, &mut d)
-        }
+    let (sources, resync) = match root.get("source") {
+        Some(value) => source::parse_sources(value, config_dir, &mut d),
         None => {
-            if !root.contains("source") {
-                d.error(
-                    &(0..0),
-                    "missing required table [source] (kind = \"kubernetes\" or kind = \"file\")",
-                );
-            }
-            None
+            d.error(
+                &(0..0),
+                "missing required table [source] (kind = \"kubernetes\" or kind = \"file\")",
+            );
+            (None, None)
         }
     };
 
@@ -393,7 +415,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
     match (
         speaker,
         peers,
-        source,
+        sources,
         stability,
         advertisements,
         resync,
@@ -402,7 +424,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         (
             Some(speaker),
             Some(peers),
-            Some(source),
+            Some(sources),
             Some(stability),
             Some(advertisements),
             Some(resync),
@@ -412,7 +434,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
                 path: path.to_path_buf(),
                 speaker,
                 peers,
-                source,
+                sources,
                 resync,
                 stability,
                 advertisements,

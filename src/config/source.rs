@@ -24,7 +24,27 @@ pub enum Source {
     Kubernetes(KubernetesSource),
 }
 
-/// `[source]` with `kind = "kubernetes"`.
+/// One source of VIPs: the `[source]` table, or one of `[[source]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceEntry {
+    /// `name`, by default its kind (`"file"`, `"kubernetes"`): how status,
+    /// `explain` and the logs name it.
+    pub name: String,
+    /// What it is and its settings.
+    pub kind: Source,
+}
+
+impl Source {
+    /// `"file"` or `"kubernetes"`.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Source::File { .. } => "file",
+            Source::Kubernetes(_) => "kubernetes",
+        }
+    }
+}
+
+/// `[source] kind = "kubernetes"`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KubernetesSource {
     /// Namespaces to watch; empty means all.
@@ -68,14 +88,23 @@ pub(crate) const KEYS: &[Key] = &[
         kind: "string",
         default: DefaultValue::Required,
         range: Range::Text(|| "\"kubernetes\" or \"file\"".to_string()),
-        meaning: "`\"kubernetes\"`: Services from the API server; `\"file\"`: a VIP file. A reload cannot switch it: a changed `kind` refuses the reload whole (`source.kind changed from \"file\" to \"kubernetes\": a reload cannot switch sources; restart holdfast to run with the new one`); restart holdfast to change sources.",
+        meaning: "`\"kubernetes\"`: Services from the API server; `\"file\"`: a VIP file. At most one source of each kind. A reload cannot switch it: a changed `kind` (or a source added, removed or renamed) refuses the reload whole (`the sources changed from [file] to [kubernetes]: a reload cannot switch sources; restart holdfast to run with the new ones`); restart holdfast to change sources.",
+    },
+    Key {
+        name: "name",
+        kind: "string",
+        default: DefaultValue::Text("the kind: `\"file\"` or `\"kubernetes\"`"),
+        range: Range::Text(|| {
+            "a DNS label (lower-case letters, digits, `-`), unique among the sources".to_string()
+        }),
+        meaning: "How status, `explain` and the logs name this source and its VIPs.",
     },
     Key {
         name: "resync",
         kind: "duration",
         default: DefaultValue::Value(|| duration(DEFAULT_RESYNC)),
         range: Range::Text(|| format!("\"0s\" (off) or at least {}", duration(MIN_RESYNC))),
-        meaning: "Periodic reconcile: this often the desired set is rebuilt from the source and every peer's Adj-RIB-Out compared with it; what differs is repaired, logged once and counted in `holdfast_reconcile_repairs_total`.",
+        meaning: "Periodic reconcile: this often the desired set is rebuilt from the source and every peer's Adj-RIB-Out compared with it; what differs is repaired, logged once and counted in `holdfast_reconcile_repairs_total`. With several sources one reconcile serves them all, at the shortest `resync` of theirs other than `\"0s\"` (off only when every one says `\"0s\"`).",
     },
     Key {
         name: "path",
@@ -109,8 +138,8 @@ pub(crate) const KEYS: &[Key] = &[
 
 /// The reference's section for these keys.
 pub(crate) const SECTION: Section = Section {
-    title: "`[source]` (required)",
-    intro: "",
+    title: "`[source]` or `[[source]]` (required)",
+    intro: "Where the VIPs come from: one `[source]` table, or several `[[source]]` tables (at most one of each kind), each with its own health. The VIPs of a source that is unhealthy (an API server away, a VIP file that does not parse) stay as they were, whatever the other sources do; each VIP belongs to the first source, in file order, that has it.",
     keys: KEYS,
 };
 const KUBERNETES_ONLY: &[&str] = &["namespaces", "load_balancer_classes", "require_class"];
@@ -119,6 +148,108 @@ const KUBERNETES_ONLY: &[&str] = &["namespaces", "load_balancer_classes", "requi
 enum Kind {
     File,
     Kubernetes,
+}
+
+/// `[source]` or `[[source]]`: the sources and the resync in force.
+pub(crate) fn parse_sources(
+    value: &tree::Value<'_>,
+    config_dir: &Path,
+    d: &mut Diagnostics,
+) -> (Option<Vec<SourceEntry>>, Option<Duration>) {
+    let items: Vec<(Option<Table<'_, '_>>, String)> = match value.get_ref() {
+        toml::de::DeValue::Table(_) => {
+            vec![(
+                Table::from_value(value, "source", "[source]".to_string(), d),
+                "[source]".to_string(),
+            )]
+        }
+        _ => match tree::array(value, "source", d) {
+            Some([]) => {
+                d.error(
+                    &value.span(),
+                    "source is empty: at least one [[source]] is required",
+                );
+                return (None, None);
+            }
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let what = format!("[[source]] #{}", i + 1);
+                    (Table::from_value(item, "source", what.clone(), d), what)
+                })
+                .collect(),
+            None => return (None, None),
+        },
+    };
+    let mut sources = Vec::with_capacity(items.len());
+    let mut resyncs = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for (table, what) in &items {
+        let Some(table) = table else {
+            ok = false;
+            continue;
+        };
+        resyncs.push(parse_resync(table, d));
+        let name = match table.get("name") {
+            None => None,
+            Some(v) => match tree::string(v, "name", d) {
+                Some(text) => match dns_label_problem(text) {
+                    Some(why) => {
+                        d.error(&v.span(), format!("source name \"{text}\" {why}"));
+                        ok = false;
+                        None
+                    }
+                    None => Some((text.to_string(), v.span())),
+                },
+                None => {
+                    ok = false;
+                    None
+                }
+            },
+        };
+        let Some(kind) = parse_source(table, config_dir, d) else {
+            ok = false;
+            continue;
+        };
+        let kind_span = table.get("kind").map(|v| v.span()).unwrap_or(0..0);
+        if let Some(first) = sources
+            .iter()
+            .find(|s: &&SourceEntry| s.kind.kind_name() == kind.kind_name())
+        {
+            d.error(
+                &kind_span,
+                format!(
+                    "a second kind = \"{}\" source in {what}: at most one source of each kind (the first is \"{}\")",
+                    kind.kind_name(),
+                    first.name
+                ),
+            );
+            ok = false;
+            continue;
+        }
+        let (name, name_span) = name.unwrap_or_else(|| (kind.kind_name().to_string(), kind_span));
+        if sources.iter().any(|s: &SourceEntry| s.name == name) {
+            d.error(
+                &name_span,
+                format!("source name \"{name}\" is used twice: each source needs its own"),
+            );
+            ok = false;
+            continue;
+        }
+        sources.push(SourceEntry { name, kind });
+    }
+    let resync = resyncs
+        .into_iter()
+        .collect::<Option<Vec<Duration>>>()
+        .map(|all| {
+            all.iter()
+                .copied()
+                .filter(|r| !r.is_zero())
+                .min()
+                .unwrap_or(Duration::ZERO)
+        });
+    (ok.then_some(sources), resync)
 }
 
 pub(crate) fn parse_source(

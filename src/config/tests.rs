@@ -108,7 +108,7 @@ fn minimal_config_gets_documented_defaults() {
         }]
     );
     assert_eq!(
-        config.source,
+        config.sources[0].kind,
         Source::Kubernetes(KubernetesSource {
             namespaces: vec![],
             load_balancer_classes: vec!["holdfast.dev/bgp".to_string()],
@@ -288,7 +288,7 @@ fn full_schema_parses_to_the_values_written() {
     assert!(!tor1.is_ibgp(config.speaker.asn));
 
     assert_eq!(
-        config.source,
+        config.sources[0].kind,
         Source::File {
             path: PathBuf::from("/etc/holdfast/vips.toml")
         }
@@ -1250,7 +1250,7 @@ fn source_kinds_and_their_keys() {
         "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n[source]\nkind = \"kubernetes\"\nnamespaces = [\"web\"]\nload_balancer_classes = [\"example.com/lb\"]\nrequire_class = true\n",
     );
     assert_eq!(
-        config.source,
+        config.sources[0].kind,
         Source::Kubernetes(KubernetesSource {
             namespaces: vec!["web".to_string()],
             load_balancer_classes: vec!["example.com/lb".to_string()],
@@ -3016,5 +3016,52 @@ fn warns_about_one_source_address_for_every_node_of_a_rack() {
     // The file source's config is the node's own.
     no_warning(
         "[speaker]\nasn = 65001\n[source]\nkind = \"file\"\npath = \"v.toml\"\n[[peer]]\nname = \"tor1\"\naddress = \"192.0.2.1\"\nasn = 65000\nsource_address = \"192.0.2.11\"\n",
+    );
+}
+
+const ONE_PEER: &str =
+    "[speaker]\nasn = 65001\n[[peer]]\nname = \"a\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+
+#[test]
+fn several_sources_each_named_at_most_one_of_each_kind() {
+    let config = valid(&format!(
+        "{ONE_PEER}[[source]]\nname = \"apiserver\"\nkind = \"file\"\npath = \"/etc/holdfast/apiserver.toml\"\nresync = \"1m\"\n[[source]]\nkind = \"kubernetes\"\nresync = \"0s\"\n"
+    ));
+    let names: Vec<&str> = config.sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["apiserver", "kubernetes"]);
+    assert_eq!(
+        config.file_source(),
+        Some(Path::new("/etc/holdfast/apiserver.toml"))
+    );
+    assert!(config.kubernetes_source().is_some());
+    // The shortest resync other than off serves both.
+    assert_eq!(config.resync, Duration::from_secs(60));
+    assert_eq!(config.source_name(crate::model::SourceId(1)), "kubernetes");
+
+    assert_eq!(
+        problems(&format!(
+            "{ONE_PEER}[[source]]\nkind = \"file\"\npath = \"a.toml\"\n[[source]]\nkind = \"file\"\npath = \"b.toml\"\n"
+        )),
+        vec![
+            "11:8: a second kind = \"file\" source in [[source]] #2: at most one source of each kind (the first is \"file\")"
+        ]
+    );
+    assert_eq!(
+        problems(&format!(
+            "{ONE_PEER}[[source]]\nname = \"x\"\nkind = \"file\"\npath = \"a.toml\"\n[[source]]\nname = \"x\"\nkind = \"kubernetes\"\n"
+        )),
+        vec!["12:8: source name \"x\" is used twice: each source needs its own"]
+    );
+    assert_eq!(
+        problems(&format!(
+            "{ONE_PEER}[[source]]\nname = \"No\"\nkind = \"kubernetes\"\n"
+        )),
+        vec![
+            "8:8: source name \"No\" must be lower-case letters, digits and '-', not beginning or ending with '-'"
+        ]
+    );
+    assert_eq!(
+        problems(&format!("source = []\n{ONE_PEER}")),
+        vec!["1:10: source is empty: at least one [[source]] is required"]
     );
 }

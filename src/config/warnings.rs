@@ -22,7 +22,6 @@ use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
 use super::node_override::NodeMatch;
 use super::peer::Peer;
-use super::source::Source;
 use super::tree::{Table, Value};
 
 /// Where the shipped DaemonSet's liveness and readiness probes ask
@@ -172,7 +171,7 @@ pub(crate) fn find(config: &Config, root: &Table<'_, '_>, d: &mut Diagnostics) {
         root,
         d,
     );
-    if let Source::File { .. } = config.source {
+    if config.kubernetes_source().is_none() {
         for (i, o) in config.node_overrides.iter().enumerate() {
             if let NodeMatch::Selector(_) = o.matcher {
                 let at = span(
@@ -249,7 +248,7 @@ fn too_long(
 
 fn speaker(config: &Config, root: &Table<'_, '_>, d: &mut Diagnostics) {
     let s = &config.speaker;
-    let kubernetes = matches!(config.source, Source::Kubernetes(_));
+    let kubernetes = config.kubernetes_source().is_some();
     let at = |key: &str| span(root, &[Key("speaker"), Key(key)]);
     let api = s.api;
     if !api.ip().is_loopback() {
@@ -353,7 +352,7 @@ fn peer_warnings(config: &Config, i: usize, p: &Peer, root: &Table<'_, '_>, d: &
     if p.bfd.is_none() {
         too_long("hold_time", h, &path("hold_time"), root, d);
     }
-    if let (Some(addr), Source::Kubernetes(_)) = (p.source_address, &config.source)
+    if let (Some(addr), Some(_)) = (p.source_address, config.kubernetes_source())
         && written(root, &path("source_address"))
     {
         d.warning(
@@ -530,8 +529,8 @@ fn advertisement(
         ("service_selector", a.service_selector.is_some()),
         ("namespace_selector", a.namespace_selector.is_some()),
     ];
-    match &config.source {
-        Source::File { .. } => {
+    match config.kubernetes_source() {
+        None => {
             for (key, set) in selectors {
                 if set {
                     d.warning(
@@ -543,7 +542,7 @@ fn advertisement(
                 }
             }
         }
-        Source::Kubernetes(k) => {
+        Some(k) => {
             let Some(sel) = &a.namespace_selector else {
                 return;
             };

@@ -15,9 +15,21 @@ impl super::Daemon {
         self.peers
             .values()
             .map(|p| {
+                // The peer keeps our routes only if the session negotiated
+                // graceful restart: the peer sent the capability (RFC 4724
+                // §3; a helper sends it without families). A peer that did
+                // not (Talos's embedded GoBGP, for one) drops them the
+                // moment the session closes, so they are withdrawn in
+                // order instead. A session not established now has nothing
+                // to keep: the config decides.
+                let negotiated = p
+                    .handle
+                    .as_ref()
+                    .and_then(|h| h.snapshot().negotiated)
+                    .map(|n| n.peer_graceful_restart.is_some());
                 let plan = exit_plan(
                     reason,
-                    p.config.graceful_restart.enabled,
+                    p.config.graceful_restart.enabled && negotiated.unwrap_or(true),
                     self.opts.withdraw_on_exit,
                     draining,
                     node.as_ref(),

@@ -91,6 +91,9 @@ struct Daemon {
     /// The Kubernetes source, when `source.kind = "kubernetes"`.
     kube: Option<Arc<crate::source::kubernetes::Handle>>,
     kube_config: Option<watch::Sender<Arc<Config>>>,
+    /// The config, for the runtime routes' source (it checks them
+    /// against the config in force).
+    runtime_config: watch::Sender<Arc<Config>>,
     /// Whether an advertisement announces an interface's addresses (the
     /// interface driver reads them only then).
     interfaces_wanted: watch::Sender<bool>,

@@ -139,11 +139,18 @@ pub(super) struct Prepared {
 }
 
 /// `source.kind` as the config file writes it.
-fn source_kind(s: &config::Source) -> &'static str {
-    match s {
-        config::Source::File { .. } => "file",
-        config::Source::Kubernetes(_) => "kubernetes",
-    }
+/// The config's sources as a reload compares them: `[file]`, or
+/// `[apiserver: file, kubernetes]` (a name other than the kind shown).
+fn source_kinds(c: &config::Config) -> String {
+    let each: Vec<String> = c
+        .sources
+        .iter()
+        .map(|s| match s.kind.kind_name() {
+            kind if kind == s.name => kind.to_string(),
+            kind => format!("{}: {kind}", s.name),
+        })
+        .collect();
+    format!("[{}]", each.join(", "))
 }
 
 /// Whether a peer's session must be reset for `new` to apply. Only
@@ -282,12 +289,12 @@ impl Daemon {
         // The source is the start of the flow (its task, its watchers,
         // the stability layer's view of it); switching it in a running
         // daemon is a restart's job.
-        if std::mem::discriminant(&new.source) != std::mem::discriminant(&self.config.source) {
+        if source_kinds(&new) != source_kinds(&self.config) {
             return Err(format!(
-                "{}: source.kind changed from \"{}\" to \"{}\": a reload cannot switch sources; restart holdfast to run with the new one",
+                "{}: the sources changed from {} to {}: a reload cannot switch sources; restart holdfast to run with the new ones",
                 path.display(),
-                source_kind(&self.config.source),
-                source_kind(&new.source),
+                source_kinds(&self.config),
+                source_kinds(&new),
             ));
         }
         let identity_changed = config_identity(&new) != config_identity(&self.config);
@@ -439,6 +446,7 @@ impl Daemon {
         if let Some(tx) = &self.kube_config {
             let _ = tx.send(self.config.clone());
         }
+        self.runtime_config.send_replace(self.config.clone());
         if let (Some(tx), Some(s)) = (
             &self.file_settings,
             crate::source::file::FileSettings::from_config(&self.config),

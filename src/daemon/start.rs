@@ -274,6 +274,7 @@ async fn start_source(
     node: &str,
     view: &Arc<View>,
     stops: &watch::Receiver<bool>,
+    runtime: Runtime,
 ) -> Result<Source, String> {
     let (snap_tx, snap_rx) = watch::channel(SourceSnapshot::default());
     // Interface addresses, for `[[advertisement]] interface`, read while
@@ -285,46 +286,82 @@ async fn start_source(
     let mut kube = None;
     let mut kube_config = None;
     let mut node_status = None;
-    match crate::source::file::FileSettings::from_config(config) {
-        Some(settings) => {
-            let (resync_tx, resync_rx) = tokio::sync::mpsc::unbounded_channel();
-            let start = crate::source::file::Start::begin(settings.clone(), Some(first_read))
-                .with_resyncs(resync_rx);
-            file_resync = Some(resync_tx);
-            let (tx, rx) = watch::channel(settings);
-            tokio::spawn(crate::source::file::run(
-                start,
-                rx,
-                snap_tx,
-                crate::source::file::DEFAULT_POLL_INTERVAL,
-                until(stops),
-            ));
-            file_settings = Some(tx);
-        }
-        None => {
-            use crate::source::kubernetes;
-            // The Node is found by this node's name (`node_name`).
-            let options = kubernetes::Options::new(node.to_string());
-            let client = kubernetes::connect(&options).await?;
-            // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
-            // (the Kubernetes source only: the file source has no cluster).
-            let view = view.clone();
-            node_status = Some(crate::report::NodeStatusWriter::spawn(
-                client.clone(),
-                options.node_name.clone(),
-                crate::report::node_status::DEFAULT_INTERVAL,
-                // The counts, not the route list: built every few seconds
-                // by the main loop, it must not walk every route.
-                Arc::new(move || {
-                    let counts = view.counts();
-                    Box::pin(async move { counts.await.ok() })
-                }),
-            ));
-            let (tx, rx) = watch::channel(config.clone());
-            kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
-            kube_config = Some(tx);
+    // Each source publishes to its own channel; the runtime routes are
+    // the last source; the merge (`source::merge`) makes them one.
+    let mut first_read = Some(first_read);
+    let mut inputs = Vec::new();
+    let mut channel = || {
+        let (tx, rx) = watch::channel(SourceSnapshot::default());
+        inputs.push(rx);
+        tx
+    };
+    for entry in &config.sources {
+        let snap_tx = channel();
+        match &entry.kind {
+            crate::config::Source::File { .. } => {
+                let Some(settings) = crate::source::file::FileSettings::from_config(config) else {
+                    continue;
+                };
+                let Some(first_read) = first_read.take() else {
+                    continue;
+                };
+                let (resync_tx, resync_rx) = tokio::sync::mpsc::unbounded_channel();
+                let start = crate::source::file::Start::begin(settings.clone(), Some(first_read))
+                    .with_resyncs(resync_rx);
+                file_resync = Some(resync_tx);
+                let (tx, rx) = watch::channel(settings);
+                tokio::spawn(crate::source::file::run(
+                    start,
+                    rx,
+                    snap_tx,
+                    crate::source::file::DEFAULT_POLL_INTERVAL,
+                    until(stops),
+                ));
+                file_settings = Some(tx);
+            }
+            crate::config::Source::Kubernetes(_) => {
+                use crate::source::kubernetes;
+                // The Node is found by this node's name (`node_name`).
+                let options = kubernetes::Options::new(node.to_string());
+                let client = kubernetes::connect(&options).await?;
+                // This node's BGPNodeStatus, for `kubectl get bgpnodestatuses`
+                // (the Kubernetes source only: the file source has no cluster).
+                let view = view.clone();
+                node_status = Some(crate::report::NodeStatusWriter::spawn(
+                    client.clone(),
+                    options.node_name.clone(),
+                    crate::report::node_status::DEFAULT_INTERVAL,
+                    // The counts, not the route list: built every few seconds
+                    // by the main loop, it must not walk every route.
+                    Arc::new(move || {
+                        let counts = view.counts();
+                        Box::pin(async move { counts.await.ok() })
+                    }),
+                ));
+                let (tx, rx) = watch::channel(config.clone());
+                kube = Some(Arc::new(kubernetes::spawn(client, options, rx, snap_tx)));
+                kube_config = Some(tx);
+            }
         }
     }
+    let runtime_tx = channel();
+    crate::source::runtime::spawn(
+        runtime.state_dir,
+        runtime.config,
+        crate::model::SourceId(config.sources.len() as u8),
+        runtime_tx,
+        runtime.commands,
+    );
+    let names = config
+        .sources
+        .iter()
+        .map(|s| (s.name.clone(), s.kind.kind_name()))
+        .chain([(
+            crate::source::runtime::NAME.to_string(),
+            crate::source::runtime::NAME,
+        )])
+        .collect();
+    crate::source::merge::follow(names, inputs, snap_tx);
     Ok(Source {
         snapshots: snap_rx,
         file_settings,
@@ -334,6 +371,13 @@ async fn start_source(
         node_status,
         interfaces_wanted,
     })
+}
+
+/// What the runtime routes' source needs.
+struct Runtime {
+    state_dir: std::path::PathBuf,
+    config: watch::Receiver<Arc<Config>>,
+    commands: tokio::sync::mpsc::Receiver<crate::source::runtime::Command>,
 }
 
 /// How long the daemon waits at start for the Node's labels when an
@@ -379,7 +423,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     info!(api = %config.speaker.api, "HTTP API listening");
     let (view, mut requests) = View::new(published_rx);
-    let view = Arc::new(view);
+    let (runtime_commands, runtime_rx) =
+        tokio::sync::mpsc::channel(crate::source::runtime::COMMAND_QUEUE);
+    let (runtime_config, runtime_config_rx) = watch::channel(config.clone());
+    let view = Arc::new(view.with_runtime(runtime_commands));
     let api = spawn_server(
         api_listener,
         config.speaker.api,
@@ -418,7 +465,19 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube_config,
         node_status,
         interfaces_wanted,
-    } = start_source(&config, first_read, &node, &view, &stops).await?;
+    } = start_source(
+        &config,
+        first_read,
+        &node,
+        &view,
+        &stops,
+        Runtime {
+            state_dir: opts.state_dir.clone(),
+            config: runtime_config_rx,
+            commands: runtime_rx,
+        },
+    )
+    .await?;
 
     let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
     let (accept_tx, accept_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -447,6 +506,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         bfd: None,
         kube,
         kube_config,
+        runtime_config,
         interfaces_wanted,
         probe_tasks: BTreeMap::new(),
         probe_tx,

@@ -80,6 +80,11 @@ pub struct RouteView {
     pub deferred: bool,
 }
 
+/// Names joined with `+`.
+fn join<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.collect::<Vec<_>>().join("+")
+}
+
 /// How the probe steers its VIP, for `holdfast status`.
 fn steering_word(p: &ProbeView) -> Option<String> {
     if let Some(file) = &p.disabled {
@@ -428,6 +433,55 @@ impl Facts<'_> {
         self.status_page(RoutePage::ALL)
     }
 
+    /// Each configured source's state: from the combined snapshot with
+    /// several, from the snapshot itself with one.
+    fn source_statuses(&self) -> Vec<SourceStatus> {
+        if !self.snapshot.sources.is_empty() {
+            return self
+                .snapshot
+                .sources
+                .iter()
+                .map(|s| SourceStatus {
+                    name: s.name.clone(),
+                    kind: s.kind.to_string(),
+                    healthy: s.healthy,
+                    synced: s.synced,
+                    error: s.error.clone(),
+                    vips: s.vips,
+                })
+                .collect();
+        }
+        self.config
+            .sources
+            .iter()
+            .map(|s| SourceStatus {
+                name: s.name.clone(),
+                kind: s.kind.kind_name().to_string(),
+                healthy: self.snapshot.healthy,
+                synced: self.snapshot.synced,
+                error: self.snapshot.error.clone(),
+                vips: self.snapshot.vips.len(),
+            })
+            .collect()
+    }
+
+    /// How `explain` names source `id`: `file`, `Kubernetes`, or with a
+    /// name of its own, `file "apiserver"`.
+    fn source_words(&self, id: crate::model::SourceId) -> String {
+        let Some(s) = self.config.sources.get(usize::from(id.0)) else {
+            return self.config.source_name(id).to_string();
+        };
+        let kind = match s.kind {
+            Source::File { .. } => "file",
+            Source::Kubernetes(_) => "Kubernetes",
+        };
+        if s.name == s.kind.kind_name() {
+            kind.to_string()
+        } else {
+            format!("{kind} \"{}\"", s.name)
+        }
+    }
+
     /// The status with one page of the routes: only those are looked up
     /// in the peers' Adj-RIBs-Out and turned into JSON-ready rows (with
     /// 400,000 VIPs, every route for every request was 100–150 MB). The
@@ -435,10 +489,6 @@ impl Facts<'_> {
     /// (`/metrics`) costs the same with 10 routes or 100,000.
     pub fn status_page(&self, page: RoutePage) -> Status {
         let now = Instant::now();
-        let kind = match self.config.source {
-            Source::File { .. } => "file",
-            Source::Kubernetes(_) => "kubernetes",
-        };
         let st = self.stability;
         let total = st.shown();
         let range = page.range(total);
@@ -475,6 +525,7 @@ impl Facts<'_> {
                         .as_ref()
                         .and_then(|r| r.service.as_deref().map(str::to_string)),
                     advertisements: route
+                        .as_ref()
                         .map(|r| r.advertisements.iter().cloned().collect())
                         .unwrap_or_default(),
                     peers: self.advertised_to(&r.prefix),
@@ -484,6 +535,7 @@ impl Facts<'_> {
                         .route
                         .as_ref()
                         .and_then(|r| r.attributes.as_ref()?.endpoints),
+                    source: route.map(|r| self.config.source_name(r.source).to_string()),
                 }
             })
             .collect();
@@ -503,12 +555,14 @@ impl Facts<'_> {
                 .map(ToString::to_string)
                 .collect(),
             source: SourceStatus {
-                kind: kind.into(),
+                name: join(self.config.sources.iter().map(|s| s.name.as_str())),
+                kind: join(self.config.sources.iter().map(|s| s.kind.kind_name())),
                 healthy: self.snapshot.healthy,
                 synced: self.snapshot.synced,
                 error: self.snapshot.error.clone(),
                 vips: self.snapshot.vips.len(),
             },
+            sources: self.source_statuses(),
             peers: self.peers.iter().map(|p| peer_status(p, now)).collect(),
             routes,
             routes_total: None,
@@ -582,16 +636,23 @@ impl Facts<'_> {
         );
         let route = route_owned.as_ref();
         let at_source = self.snapshot.vips.get(&ip);
+        // The Kubernetes source's account speaks for its own VIPs and for
+        // those no source has, not for another source's.
+        let kube = self
+            .config
+            .sources
+            .iter()
+            .position(|s| matches!(s.kind, Source::Kubernetes(_)))
+            .map(|i| crate::model::SourceId(i as u8));
+        let from_source =
+            from_source.filter(|_| at_source.is_none_or(|v| Some(v.route.source) == kube));
         let source_explains = from_source.is_some();
         let from_source = from_source.filter(|l| !l.is_empty());
         match at_source {
             _ if from_source.is_some() => reasons.extend(from_source.into_iter().flatten()),
             Some(v) => reasons.push(format!(
                 "the {} source has it{}, under advertisement{} {}",
-                match self.config.source {
-                    Source::File { .. } => "file",
-                    Source::Kubernetes(_) => "Kubernetes",
-                },
+                self.source_words(v.route.source),
                 v.route
                     .service
                     .as_ref()
@@ -645,10 +706,23 @@ impl Facts<'_> {
         for o in &self.config.applied_overrides {
             reasons.push(format!("this node's config has {o}"));
         }
-        if !self.snapshot.healthy {
+        if !self.snapshot.healthy && self.snapshot.sources.is_empty() {
             reasons.push(format!(
                 "the source is unhealthy ({}): the last known routes stand and nothing is withdrawn",
                 self.snapshot.error.as_deref().unwrap_or("no detail")
+            ));
+        }
+        // With several sources, the health of the one the VIP is from.
+        let from = at_source
+            .map(|v| v.route.source)
+            .or(route.and_then(|r| r.route.as_ref()).map(|r| r.source));
+        if let Some(s) = from.and_then(|id| self.snapshot.sources.get(usize::from(id.0)))
+            && !s.healthy
+        {
+            reasons.push(format!(
+                "its source \"{}\" is unhealthy ({}): its last known routes stand and none of them is withdrawn; the other sources' routes follow them as usual",
+                s.name,
+                s.error.as_deref().unwrap_or("no detail")
             ));
         }
         match route.map(|r| &r.state) {

@@ -63,6 +63,7 @@ fn daemon(dir: &Path) -> (Daemon, Inputs, Arc<View>, watch::Sender<SourceSnapsho
         bfd: None,
         kube: None,
         kube_config: None,
+        runtime_config: watch::channel(config.clone()).0,
         interfaces_wanted: watch::channel(false).0,
         probe_tasks: BTreeMap::new(),
         probe_tx,

@@ -67,6 +67,8 @@ impl Request {
 /// The API's handle on the daemon.
 pub struct View {
     requests: mpsc::Sender<Request>,
+    /// The runtime routes' source, which answers their requests itself.
+    runtime: Option<mpsc::Sender<crate::source::runtime::Command>>,
     published: watch::Receiver<Published>,
     wait: Duration,
 }
@@ -78,11 +80,18 @@ impl View {
         (
             View {
                 requests,
+                runtime: None,
                 published,
                 wait: ANSWER_WAIT,
             },
             rx,
         )
+    }
+
+    /// The same, with the runtime routes' source answering theirs.
+    pub fn with_runtime(mut self, runtime: mpsc::Sender<crate::source::runtime::Command>) -> View {
+        self.runtime = Some(runtime);
+        self
     }
 
     /// The same, waiting at most `wait` for an answer (tests).
@@ -139,6 +148,33 @@ impl crate::api::StateView for View {
     }
     fn drain(&self, on: bool) -> Answer<Result<DrainStatus, String>> {
         self.ask(move |reply| Request::Drain { on, reply })
+    }
+    fn runtime_routes(
+        &self,
+        change: Option<crate::source::runtime::Change>,
+    ) -> Answer<Result<Vec<crate::report::status::RuntimeRoute>, String>> {
+        let runtime = self.runtime.clone();
+        let wait = self.wait;
+        Box::pin(async move {
+            let stopping = || {
+                Unavailable("holdfast is stopping: its runtime routes no longer answer".to_string())
+            };
+            let runtime = runtime.ok_or_else(stopping)?;
+            let (reply, rx) = oneshot::channel();
+            let asked = async {
+                runtime
+                    .send(crate::source::runtime::Command { change, reply })
+                    .await
+                    .map_err(|_| stopping())?;
+                rx.await.map_err(|_| stopping())
+            };
+            tokio::time::timeout(wait, asked).await.unwrap_or_else(|_| {
+                Err(Unavailable(format!(
+                    "the runtime routes did not answer within {:.1}s (the state directory slow to write?); try again",
+                    wait.as_secs_f64()
+                )))
+            })
+        })
     }
     fn ready(&self) -> Result<(), String> {
         self.readiness().map(|_| ())

@@ -188,6 +188,37 @@ pub struct SourceSnapshot {
     /// VIPs on which the source's own periodic reconcile found the set it
     /// had published wrong (a missed change), so far.
     pub reconcile_repairs: u64,
+    /// With several sources (`source::merge`), the unhealthy ones (their
+    /// routes stand); empty from a single source, whose `healthy` says it.
+    pub unhealthy: SourceSet,
+    /// With several sources, each one's state, in config order; empty from
+    /// a single source.
+    pub sources: Arc<Vec<SourceState>>,
+}
+
+impl SourceSnapshot {
+    /// The unhealthy sources, as the stability layer takes them.
+    pub fn unhealthy_sources(&self) -> SourceSet {
+        match (self.healthy, self.unhealthy.is_empty()) {
+            (true, _) => SourceSet::NONE,
+            (false, true) => SourceSet::ALL,
+            (false, false) => self.unhealthy,
+        }
+    }
+}
+
+/// One source's state within a combined snapshot (status, `explain`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceState {
+    /// Its `name`.
+    pub name: String,
+    /// `"file"` or `"kubernetes"`.
+    pub kind: &'static str,
+    pub healthy: bool,
+    pub synced: bool,
+    pub error: Option<String>,
+    /// The VIPs it has now (some may belong to an earlier source).
+    pub vips: usize,
 }
 
 /// Why a prefix is no longer in the source's set, when the source knows.
@@ -243,6 +274,50 @@ pub struct RouteFacts {
     /// since only nodes with a local endpoint announce it. A change of it
     /// alone changes no path attribute, so no UPDATE goes out for it.
     pub local_traffic: bool,
+    /// The source it came from: its health decides whether the route's
+    /// absence counts (an unhealthy source's routes stand). 0 with one
+    /// source.
+    pub source: SourceId,
+}
+
+/// A source of VIPs: its index among the config's sources (`[source]`
+/// or each `[[source]]`, in file order).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SourceId(pub u8);
+
+impl SourceId {
+    /// At most this many sources (one of each kind today).
+    pub const MAX: usize = 64;
+}
+
+/// A set of sources, e.g. the unhealthy ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SourceSet(u64);
+
+impl SourceSet {
+    /// No source.
+    pub const NONE: SourceSet = SourceSet(0);
+    /// Every source.
+    pub const ALL: SourceSet = SourceSet(u64::MAX);
+
+    pub fn contains(self, id: SourceId) -> bool {
+        u32::from(id.0) < 64 && self.0 & (1 << id.0) != 0
+    }
+
+    pub fn insert(&mut self, id: SourceId) {
+        if u32::from(id.0) < 64 {
+            self.0 |= 1 << id.0;
+        }
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The sources in `self` and not in `other`.
+    pub fn minus(self, other: SourceSet) -> SourceSet {
+        SourceSet(self.0 & !other.0)
+    }
 }
 
 impl Route {
@@ -256,12 +331,27 @@ impl Route {
             service,
             attributes,
             local_traffic: false,
+            source: SourceId::default(),
         }))
+    }
+
+    /// The same route from source `id` (shares the allocation when it is
+    /// from `id` already).
+    pub fn from_source(mut self, id: SourceId) -> Route {
+        if self.source != id {
+            self.make_mut().source = id;
+        }
+        self
     }
 
     /// The facts to change in place; copied first when shared.
     pub fn make_mut(&mut self) -> &mut RouteFacts {
         Arc::make_mut(&mut self.0)
+    }
+
+    /// The allocation's address (an identity while `self` lives).
+    pub fn as_ptr(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 
     /// Whether `self` and `other` are one allocation (then equal): what

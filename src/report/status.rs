@@ -18,7 +18,12 @@ pub struct Status {
     /// The `[[node_override]]`s in force on this node and what each set.
     #[serde(default)]
     pub node_overrides: Vec<String>,
+    /// The sources together: healthy only when every one is; `kind`
+    /// lists their kinds (`"file"`, `"kubernetes"`, `"file+kubernetes"`).
     pub source: SourceStatus,
+    /// Each source, in config order (one with a single `[source]`).
+    #[serde(default)]
+    pub sources: Vec<SourceStatus>,
     pub peers: Vec<PeerStatus>,
     /// The routes, or one page of them (see [`RoutePage`]).
     pub routes: Vec<RouteStatus>,
@@ -145,8 +150,41 @@ pub struct ProbeStatus {
     pub last_error: Option<String>,
 }
 
+/// A runtime route (`holdfast route announce`): what the API takes and
+/// lists, and what the state directory keeps. The attributes are those a
+/// Service may ask for with its annotations, and as for a Service, the
+/// advertisement must let each through (`allow_service_attributes`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeRoute {
+    /// `198.51.100.10/32`, `198.51.100.0/24`, `2001:db8::/64`.
+    pub prefix: String,
+    /// The `[[advertisement]]` it goes out under; the first one if none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertisement: Option<String>,
+    /// Added to the advertisement's COMMUNITIES (RFC 1997).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub communities: Vec<String>,
+    /// Added to the advertisement's LARGE_COMMUNITY (RFC 8092).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub large_communities: Vec<String>,
+    /// Replaces the advertisement's LOCAL_PREF (iBGP only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_pref: Option<u32>,
+    /// Replaces the advertisement's MULTI_EXIT_DISC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub med: Option<u32>,
+    /// Our AS this many more times in the AS_PATH (eBGP only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_path_prepend: Option<u8>,
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SourceStatus {
+    /// Its `name` (the kind unless the config names it; for the sources
+    /// together, their names joined with `+`).
+    #[serde(default)]
+    pub name: String,
     /// "file" or "kubernetes".
     pub kind: String,
     pub healthy: bool,
@@ -260,6 +298,9 @@ pub struct RouteStatus {
     /// Endpoint units in the route's link-bandwidth community.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_bandwidth: Option<u32>,
+    /// The source the VIP comes from (its `name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

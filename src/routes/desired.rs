@@ -205,12 +205,14 @@ pub fn desired<'s>(
             merge(&mut gathered, prefix, [name.clone()], make);
         }
     }
+    // A prefix keeps its route: its source, and the attributes a runtime
+    // route asks for.
     for (prefix, vip) in &snapshot.prefixes {
         merge(
             &mut gathered,
             *prefix,
             vip.route.advertisements.iter().cloned(),
-            || None,
+            || Some(vip.route.clone()),
         );
     }
     for ad in &config.advertisements {

@@ -742,10 +742,13 @@ impl Routes {
         let mut changes = self.collector();
         let notes = self.withdraw_notes(&self.stability, now, false, Some((&present, &absences)));
         // Taken: the stability layer frees it while it reads it.
-        self.stability
-            .update_with(now, present, &absences, snap.healthy, &mut |c| {
-                changes.push(c)
-            });
+        self.stability.update_with(
+            now,
+            present,
+            &absences,
+            snap.unhealthy_sources(),
+            &mut |c| changes.push(c),
+        );
         self.stability_dirty = true;
         if snap.synced && self.first_synced.is_none() {
             // The instant the stability layer saw the complete view: its

@@ -11,6 +11,8 @@
 pub mod file;
 pub mod interface;
 pub mod kubernetes;
+pub mod merge;
+pub mod runtime;
 
 use std::future::Future;
 

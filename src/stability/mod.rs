@@ -132,8 +132,8 @@ pub use guard::{DEFAULT_MAX_WITHDRAW_FRACTION, GuardParams, GuardView};
 pub use params::{DampingParams, MAX_TIMER, Params, ParamsError};
 pub use view::{Counters, KeyState};
 
-use crate::model::Absence;
 use crate::model::sorted::SortedMap;
+use crate::model::{Absence, SourceId, SourceSet};
 
 /// One change for the speaker's RIB.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,6 +146,50 @@ pub enum Change<K, V> {
     Withdraw(K),
 }
 
+/// Which source a route came from: its health decides whether the
+/// route's absence counts ([`Health`]). Types with no source (the tests'
+/// attributes) take the default, source 0.
+pub trait Sourced {
+    fn source(&self) -> SourceId {
+        SourceId::default()
+    }
+}
+
+impl Sourced for crate::model::Route {
+    fn source(&self) -> SourceId {
+        self.source
+    }
+}
+impl Sourced for () {}
+impl Sourced for u8 {}
+impl Sourced for u32 {}
+impl Sourced for &'static str {}
+
+/// The sources' health as a snapshot gives it: the unhealthy ones. With
+/// one source, `true` (healthy) or `false` converts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Health {
+    pub unhealthy: SourceSet,
+}
+
+impl From<bool> for Health {
+    fn from(healthy: bool) -> Health {
+        Health {
+            unhealthy: if healthy {
+                SourceSet::NONE
+            } else {
+                SourceSet::ALL
+            },
+        }
+    }
+}
+
+impl From<SourceSet> for Health {
+    fn from(unhealthy: SourceSet) -> Health {
+        Health { unhealthy }
+    }
+}
+
 /// The stability state machine over prefixes `K` with attributes `V`.
 #[derive(Debug, Clone)]
 pub struct Stability<K, V> {
@@ -153,7 +197,8 @@ pub struct Stability<K, V> {
     /// One sorted list (crate::model::sorted): built at its final size on a
     /// bulk load, walked on every call.
     entries: SortedMap<K, Entry<V>>,
-    source_healthy: bool,
+    /// The sources that were unhealthy at the last snapshot.
+    unhealthy: SourceSet,
     /// The latest instant passed in; views are as of this instant.
     now: Option<Instant>,
     counters: Counters,
@@ -317,15 +362,19 @@ impl<V> Entry<V> {
         key: &K,
         histories: &Histories<K>,
         params: &Params,
-        source_healthy: bool,
-    ) -> Option<Instant> {
+        unhealthy: SourceSet,
+    ) -> Option<Instant>
+    where
+        V: Sourced,
+    {
         match &self.phase {
             Phase::Pending { since, .. } => since.checked_add(params.advertise_delay),
             Phase::Advertised { .. } | Phase::Withdrawn => None,
-            // The last known set stands while the source is unhealthy
+            // The last known set stands while its source is unhealthy
             // (a failed probe's absence excepted).
-            Phase::Absent { absence, .. }
-                if !source_healthy && absence.reason.waits_for_healthy_source() =>
+            Phase::Absent { attrs, absence }
+                if unhealthy.contains(attrs.source())
+                    && absence.reason.waits_for_healthy_source() =>
             {
                 None
             }
@@ -391,11 +440,11 @@ impl<K: Clone, V: Clone> Change<&K, &V> {
 
 /// `key`, which has `entry`, is present at the source with `attrs`.
 #[allow(clippy::too_many_arguments)]
-fn appear<K: Ord + Clone, V: Clone + Eq>(
+fn appear<K: Ord + Clone, V: Clone + Eq + Sourced>(
     entry: &mut Entry<V>,
     params: &Params,
     counters: &mut Counters,
-    source_healthy: bool,
+    unhealthy: SourceSet,
     now: Instant,
     key: &K,
     attrs: V,
@@ -427,6 +476,7 @@ fn appear<K: Ord + Clone, V: Clone + Eq>(
                 .get(key)
                 .and_then(|h| h.damped_until(now))
                 .is_some();
+            let source_healthy = !unhealthy.contains(sent.source());
             if absence.reason.damped() && source_healthy && past_own_timer && damped {
                 counters.absorbed_by_damping += 1;
             } else {
@@ -494,7 +544,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Delta<K, V> {
     }
 }
 
-impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
+impl<K: Ord + Clone, V: Clone + Eq + Sourced> Stability<K, V> {
     /// A state machine with nothing advertised. The source counts as healthy
     /// until an update says otherwise.
     pub fn new(params: Params) -> Result<Self, ParamsError> {
@@ -502,7 +552,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         Ok(Stability {
             params,
             entries: SortedMap::new(),
-            source_healthy: true,
+            unhealthy: SourceSet::NONE,
             now: None,
             counters: Counters::default(),
             guard: guard::Guard::new(),
@@ -577,10 +627,10 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         now: Instant,
         present: impl IntoIterator<Item = (K, V)>,
         absences: &BTreeMap<K, Absence>,
-        source_healthy: bool,
+        health: impl Into<Health>,
     ) -> Vec<Change<K, V>> {
         let mut changes = Vec::new();
-        self.update_with(now, present, absences, source_healthy, &mut |c| {
+        self.update_with(now, present, absences, health, &mut |c| {
             changes.push(c.to_owned())
         });
         changes
@@ -594,9 +644,10 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         now: Instant,
         present: impl IntoIterator<Item = (K, V)>,
         absences: &BTreeMap<K, Absence>,
-        source_healthy: bool,
+        health: impl Into<Health>,
         out: &mut dyn FnMut(Change<&K, &V>),
     ) {
+        let unhealthy = health.into().unhealthy;
         let now = self.advance(now);
         let mut delta = Delta::new();
         // Transitions due by now happen first, under the health that held
@@ -604,16 +655,20 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         // polled at the deadline before bringing this snapshot.
         self.fire_due(now, &mut delta);
 
-        if source_healthy && !self.source_healthy {
-            // Healthy again: absences are measured from now (see module doc).
+        let recovered = self.unhealthy.minus(unhealthy);
+        if !recovered.is_empty() {
+            // Healthy again: the absences of the sources that recovered
+            // are measured from now (see module doc).
             for entry in self.entries.values_mut() {
-                if let Phase::Absent { absence, .. } = &mut entry.phase {
+                if let Phase::Absent { attrs, absence } = &mut entry.phase
+                    && recovered.contains(attrs.source())
+                {
                     absence.clock = now;
                     absence.reason_since = now;
                 }
             }
         }
-        self.source_healthy = source_healthy;
+        self.unhealthy = unhealthy;
 
         if self.entries.is_empty() && self.params.advertise_delay.is_zero() {
             // The first load without an advertise delay: every prefix is
@@ -667,7 +722,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
                     entry,
                     &self.params,
                     &mut self.counters,
-                    source_healthy,
+                    unhealthy,
                     now,
                     key,
                     attrs,
@@ -680,7 +735,13 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             // An unhealthy source's set is not taken as its word on what
             // went: only an absence that does not wait for it (a failed
             // probe) is.
-            if !source_healthy && reported.is_none_or(Absence::waits_for_healthy_source) {
+            let source_unhealthy = match &entry.phase {
+                Phase::Pending { attrs, .. }
+                | Phase::Advertised { attrs }
+                | Phase::Absent { attrs, .. } => unhealthy.contains(attrs.source()),
+                Phase::Withdrawn => false,
+            };
+            if source_unhealthy && reported.is_none_or(Absence::waits_for_healthy_source) {
                 continue;
             }
             match &mut entry.phase {
@@ -758,9 +819,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         } else if self.guard.is_idle() {
             self.entries
                 .iter()
-                .filter_map(|(k, e)| {
-                    e.deadline(k, &self.histories, &self.params, self.source_healthy)
-                })
+                .filter_map(|(k, e)| e.deadline(k, &self.histories, &self.params, self.unhealthy))
                 .min()
         } else {
             // A withdrawal the guard holds back is due already; it goes at
@@ -768,9 +827,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
             self.entries
                 .iter()
                 .filter(|(k, _)| !self.guard.holds(k))
-                .filter_map(|(k, e)| {
-                    e.deadline(k, &self.histories, &self.params, self.source_healthy)
-                })
+                .filter_map(|(k, e)| e.deadline(k, &self.histories, &self.params, self.unhealthy))
                 .min()
         };
         match (entries, self.guard.next_release(&self.params.guard)) {
@@ -896,7 +953,7 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
         let mut guarded_due = Vec::new();
         for (key, entry) in self.entries.iter_mut() {
             let due = entry
-                .deadline(key, &self.histories, &self.params, self.source_healthy)
+                .deadline(key, &self.histories, &self.params, self.unhealthy)
                 .is_some_and(|deadline| deadline <= now);
             if guarded && entry.wire().is_some() {
                 on_wire += 1;
@@ -1024,15 +1081,15 @@ impl<K: Ord + Clone, V: Clone + Eq> Stability<K, V> {
 
     fn key_state(&self, key: &K, entry: &Entry<V>) -> Option<KeyState> {
         let now = self.now?;
-        let healthy = self.source_healthy;
         match &entry.phase {
             Phase::Pending { since, .. } => Some(KeyState::PendingAdvertise {
                 until: since.checked_add(self.params.advertise_delay),
             }),
             Phase::Advertised { .. } => Some(KeyState::Advertised),
             Phase::Withdrawn => None,
-            Phase::Absent { absence, .. } => {
-                let runs = healthy || !absence.reason.waits_for_healthy_source();
+            Phase::Absent { attrs, absence } => {
+                let runs = !self.unhealthy.contains(attrs.source())
+                    || !absence.reason.waits_for_healthy_source();
                 let scheduled = |t: Option<Instant>| if runs { t } else { None };
                 let own_end = absence.own_end(&self.params);
                 let history = self.histories.get(key);

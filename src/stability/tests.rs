@@ -1215,6 +1215,7 @@ fn a_bulk_load_copies_no_attributes() {
     }
     #[derive(Debug, PartialEq, Eq)]
     struct Counted(u32);
+    impl crate::stability::Sourced for Counted {}
     impl Clone for Counted {
         fn clone(&self) -> Self {
             CLONES.with(|c| c.set(c.get() + 1));
@@ -1288,4 +1289,70 @@ fn a_withdrawn_prefix_and_its_history_go_once_the_history_is_forgotten() {
     assert_eq!(lab.s.entries.len(), 1, "only the present prefix is left");
     assert!(lab.state(VIP).is_none());
     assert_eq!(lab.state(VIP2), Some(KeyState::Advertised));
+}
+
+// ---- several sources ----
+
+/// A route from source `id` (the attributes are the source here).
+fn from_source(id: u8) -> crate::model::Route {
+    crate::model::Route::new(Default::default(), None, None).from_source(crate::model::SourceId(id))
+}
+
+#[test]
+fn an_unhealthy_source_keeps_its_routes_while_a_healthy_one_is_followed() {
+    use crate::model::{Route, SourceId, SourceSet};
+    let t0 = Instant::now();
+    let mut s: Stability<IpNet, Route> = Stability::new(hold(secs(30))).unwrap();
+    let (file, kube) = (from_source(0), from_source(1));
+    let both = BTreeMap::from([(vip(VIP), file.clone()), (vip(VIP2), kube.clone())]);
+    let none = BTreeMap::new();
+    assert_eq!(s.update(t0, both.clone(), &none, SourceSet::NONE).len(), 2);
+    // The Kubernetes source (1) breaks and its snapshot lacks VIP2; the
+    // file (0), healthy, drops VIP: only VIP is held down.
+    let mut kube_down = SourceSet::NONE;
+    kube_down.insert(SourceId(1));
+    assert_eq!(s.update(t0 + secs(1), [], &none, kube_down), vec![]);
+    assert!(matches!(
+        s.state(&vip(VIP)),
+        Some(KeyState::HeldDown { .. })
+    ));
+    assert_eq!(s.state(&vip(VIP2)), Some(KeyState::Advertised));
+    // The file's hold-down runs out and VIP goes; VIP2 stands however long
+    // the outage lasts.
+    assert_eq!(s.next_deadline(), Some(t0 + secs(31)));
+    assert_eq!(s.poll(t0 + secs(31)), vec![Change::Withdraw(vip(VIP))]);
+    assert_eq!(s.poll(t0 + secs(600)), vec![]);
+    assert_eq!(s.state(&vip(VIP2)), Some(KeyState::Advertised));
+    // Even a Deleted from the broken source waits for it.
+    let deleted = BTreeMap::from([(vip(VIP2), Absence::Deleted)]);
+    assert_eq!(s.update(t0 + secs(601), [], &deleted, kube_down), vec![]);
+    // Healthy again without VIP2: its absence counts from now.
+    assert_eq!(s.update(t0 + secs(700), [], &none, SourceSet::NONE), vec![]);
+    assert!(matches!(
+        s.state(&vip(VIP2)),
+        Some(KeyState::HeldDown { .. })
+    ));
+    assert_eq!(s.poll(t0 + secs(729)), vec![]);
+    assert_eq!(s.poll(t0 + secs(730)), vec![Change::Withdraw(vip(VIP2))]);
+}
+
+#[test]
+fn a_source_recovering_restarts_only_its_own_hold_downs() {
+    use crate::model::{Route, SourceId, SourceSet};
+    let t0 = Instant::now();
+    let mut s: Stability<IpNet, Route> = Stability::new(hold(secs(30))).unwrap();
+    let both = BTreeMap::from([(vip(VIP), from_source(0)), (vip(VIP2), from_source(1))]);
+    let none = BTreeMap::new();
+    s.update(t0, both, &none, SourceSet::NONE);
+    // Both VIPs vanish while both sources are healthy: two hold-downs.
+    assert_eq!(s.update(t0 + secs(1), [], &none, SourceSet::NONE), vec![]);
+    // Source 1 breaks at 10 s and recovers at 20 s: its VIP2's hold-down
+    // stood still and starts again at 20 s; VIP's (source 0) runs on.
+    let mut one_down = SourceSet::NONE;
+    one_down.insert(SourceId(1));
+    assert_eq!(s.update(t0 + secs(10), [], &none, one_down), vec![]);
+    assert_eq!(s.update(t0 + secs(20), [], &none, SourceSet::NONE), vec![]);
+    assert_eq!(s.poll(t0 + secs(31)), vec![Change::Withdraw(vip(VIP))]);
+    assert_eq!(s.poll(t0 + secs(49)), vec![]);
+    assert_eq!(s.poll(t0 + secs(50)), vec![Change::Withdraw(vip(VIP2))]);
 }

@@ -1,6 +1,8 @@
-//! GoBGP 3.10 (Debian `gobgpd`) inside a namespace. Its gRPC API listens on
-//! a loopback port of the namespace, so the `gobgp` CLI must run inside the
-//! namespace too (`ip netns exec NS gobgp -p PORT …`).
+//! GoBGP inside a namespace: 3.10 (Debian `gobgpd`) by default, or other
+//! binaries ([`Gobgp::start_binaries`]: GoBGP v4, built by
+//! `scripts/gobgp4.sh`). Its gRPC API listens on a loopback port of the
+//! namespace, so the `gobgp` CLI must run inside the namespace too
+//! (`ip netns exec NS gobgp -p PORT …`).
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -30,6 +32,8 @@ pub struct Gobgp {
     dir: LabDir,
     netns: String,
     port: u16,
+    /// The `gobgp` CLI: a name on PATH or a path.
+    cli: String,
 }
 
 impl Gobgp {
@@ -38,15 +42,21 @@ impl Gobgp {
     /// chosen free; pprof is disabled (it would take localhost:6060 in every
     /// instance).
     pub fn start(ns: &Netns, toml_conf: &str) -> Gobgp {
-        require_root();
         require_tools(&["gobgpd", "gobgp"]);
+        Gobgp::start_binaries(ns, toml_conf, "gobgpd", "gobgp")
+    }
+
+    /// [`Gobgp::start`] with these binaries of gobgpd and its CLI (paths,
+    /// or names on PATH) instead of the distribution's.
+    pub fn start_binaries(ns: &Netns, toml_conf: &str, gobgpd: &str, cli: &str) -> Gobgp {
+        require_root();
         let dir = LabDir::new("gobgp");
         let conf = dir.write("gobgpd.toml", toml_conf);
         let port = free_api_port(ns);
         let api = format!("127.0.0.1:{port}");
         let conf = conf.to_string_lossy().into_owned();
         let argv = [
-            "gobgpd",
+            gobgpd,
             "-f",
             &conf,
             "-t",
@@ -63,6 +73,7 @@ impl Gobgp {
             dir,
             netns: ns.name().to_owned(),
             port,
+            cli: cli.to_owned(),
         };
         wait_for(START_TIMEOUT, "gobgpd to answer on its API port", || {
             gobgp.process.assert_running("starting (config error?)");
@@ -96,7 +107,7 @@ impl Gobgp {
     fn try_cli(&self, args: &[&str]) -> std::process::Output {
         let port = self.port.to_string();
         let mut cmd = std::process::Command::new("ip");
-        cmd.args(["netns", "exec", &self.netns, "gobgp", "-p", &port])
+        cmd.args(["netns", "exec", &self.netns, &self.cli, "-p", &port])
             .args(args);
         cmd.stdin(std::process::Stdio::null())
             .output()

@@ -197,6 +197,8 @@ pub struct Config {
     speaker: Keys,
     peers: Vec<Peer>,
     source: Option<Keys>,
+    /// Sources after the first: then every source is a `[[source]]`.
+    more_sources: Vec<Keys>,
     stability: Option<Stability>,
     advertisements: Vec<Advertisement>,
     node_overrides: Vec<NodeOverride>,
@@ -276,6 +278,17 @@ impl Config {
         let mut source = Keys::default();
         source.set("kind", "kubernetes");
         self.source = Some(source);
+        self
+    }
+
+    /// A second source, `kind = "file"` named `name` at the test's VIP
+    /// file (`path = "VIPS"`): every source is then a `[[source]]`.
+    pub fn and_file_source(mut self, name: &str) -> Config {
+        let mut source = Keys::default();
+        source.set("name", name);
+        source.set("kind", "file");
+        source.set("path", "VIPS");
+        self.more_sources.push(source);
         self
     }
 
@@ -359,7 +372,14 @@ impl Config {
             table(&mut out, "[[peer]]", &p.keys);
         }
         if let Some(source) = &self.source {
-            table(&mut out, "[source]", source);
+            if self.more_sources.is_empty() {
+                table(&mut out, "[source]", source);
+            } else {
+                table(&mut out, "[[source]]", source);
+            }
+        }
+        for source in &self.more_sources {
+            table(&mut out, "[[source]]", source);
         }
         if let Some(stability) = &self.stability {
             table(&mut out, "[stability]", &stability.keys);

@@ -230,6 +230,7 @@ fn an_empty_status_and_a_troubled_daemon() {
     let s = Status {
         config_error: Some("/etc/h.toml:3:1: unknown key `foo`\n/etc/h.toml:9:5: bad".into()),
         source: SourceStatus {
+            name: "file".into(),
             kind: "file".into(),
             healthy: false,
             synced: true,

@@ -101,7 +101,7 @@ pub mod parse;
 pub use parse::{VipEntry, load_vip_file, parse_vip_file, parse_vip_file_into};
 
 use super::SnapshotSink;
-use crate::config::{self, Config, Diagnostic, Source};
+use crate::config::{self, Config, Diagnostic};
 use crate::model::{Interner, Route, SourceSnapshot, Vip, VipMap};
 use dirwatch::PathWatch;
 
@@ -153,13 +153,10 @@ pub struct FileSettings {
 impl FileSettings {
     /// The settings of a `kind = "file"` config; `None` for other kinds.
     pub fn from_config(config: &Config) -> Option<Self> {
-        match &config.source {
-            Source::File { path } => Some(FileSettings {
-                path: path.clone(),
-                advertisements: config.vip_file_advertisements(),
-            }),
-            Source::Kubernetes(_) => None,
-        }
+        config.file_source().map(|path| FileSettings {
+            path: path.to_path_buf(),
+            advertisements: config.vip_file_advertisements(),
+        })
     }
 }
 

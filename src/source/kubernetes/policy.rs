@@ -101,7 +101,7 @@ use super::service::{
     local_traffic_policy, opted_out, service_type,
 };
 use crate::config::{
-    AddressKind, Config, DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, LabelSelector, Source,
+    AddressKind, Config, DEFAULT_LOAD_BALANCER_CLASS, KubernetesSource, LabelSelector,
     format_duration, format_ranges,
 };
 use crate::model::Absence;
@@ -271,6 +271,8 @@ impl Evaluation {
             interfaces: Default::default(),
             // The watcher adds the repairs its resyncs counted.
             reconcile_repairs: 0,
+            unhealthy: Default::default(),
+            sources: Default::default(),
         }
     }
 
@@ -374,9 +376,9 @@ pub fn needs_namespace_labels(config: &Config) -> bool {
 /// The `[source]` settings that apply; the defaults when the config's
 /// source is not Kubernetes (the daemon does not run this source then).
 pub(crate) fn source_settings(config: &Config) -> Cow<'_, KubernetesSource> {
-    match &config.source {
-        Source::Kubernetes(k) => Cow::Borrowed(k),
-        Source::File { .. } => Cow::Owned(KubernetesSource {
+    match config.kubernetes_source() {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(KubernetesSource {
             namespaces: Vec::new(),
             load_balancer_classes: vec![DEFAULT_LOAD_BALANCER_CLASS.to_string()],
             require_class: false,
