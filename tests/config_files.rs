@@ -146,6 +146,7 @@ fixtures! {
     fixture_node_overrides => "node-overrides",
     fixture_unnumbered => "unnumbered",
     fixture_bfd_auth => "bfd-auth",
+    fixture_http_probes => "http-probes",
 }
 
 #[test]

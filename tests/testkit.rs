@@ -133,6 +133,14 @@ fn every_builder_method_with_the_file_source_makes_a_config_check_accepts() {
                 )
                 .degraded(Degraded::new().med(1000).communities(&["65001:666"])),
         )
+        .advertisement(
+            Advertisement::new("apiserver").probe(
+                Probe::http("https://127.0.0.1:6443/readyz")
+                    .ca_file("/etc/kubernetes/pki/ca.crt")
+                    .interval("1s")
+                    .timeout("500ms"),
+            ),
+        )
         .advertisement(Advertisement::new("loopback").interface("lo"))
         .node_override(
             NodeOverride::names(&["node-7"])

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 
 use super::http;
 use super::table::{Align, table, time_left, up_down};
-use crate::report::status::{PeerStatus, RouteStatus, Status};
+use crate::report::status::{PeerStatus, ProbeStatus, RouteStatus, Status};
 
 /// Fetches and prints; `json`: the API's JSON as it came. Exit code 0; a
 /// daemon that cannot be reached or answers nonsense is an `Err` (exit 2).
@@ -132,7 +132,49 @@ pub fn render_status(s: &Status) -> String {
             s.routes.len()
         );
     }
+    if !s.probes.is_empty() {
+        out.push('\n');
+        out.push_str(&render_probes(&s.probes));
+        if let Some(more) = s.probes_not_listed {
+            let _ = writeln!(
+                out,
+                "… and {more} more probe{} that do not pass",
+                plural(more as u64)
+            );
+        }
+    }
     out
+}
+
+/// The probes that do not pass: VIP, target, state and last error.
+pub fn render_probes(probes: &[ProbeStatus]) -> String {
+    let rows: Vec<Vec<String>> = probes
+        .iter()
+        .map(|p| {
+            let state = match p.state.as_str() {
+                "failing" => format!("failing, {} in a row", p.consecutive_failures),
+                "not-passed-yet" => "not passed yet".to_string(),
+                other => or_dash(other).to_string(),
+            };
+            vec![
+                p.vip.clone(),
+                p.target.clone(),
+                state,
+                p.last_error
+                    .as_deref()
+                    .map_or_else(|| "-".to_string(), one_line),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            ("Probed VIP", Align::Left),
+            ("Probe", Align::Left),
+            ("State", Align::Left),
+            ("Last error", Align::Left),
+        ],
+        &rows,
+    )
 }
 
 /// The `show bgp summary` part.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
+use super::http_probe::HttpUrl;
 use super::peer::name_problem;
 use super::schema::{
     DefaultValue, IntRange, Key, PORT, POSITIVE_U32, Range, Section, U32, duration,
@@ -54,8 +55,9 @@ pub struct Advertisement {
     pub local_pref: Option<u32>,
     /// MULTI_EXIT_DISC (RFC 4271 §5.1.4).
     pub med: Option<u32>,
-    /// Advertise a VIP only while TCP connects to it succeed; a failing
-    /// probe withdraws it at once, without the hold-down (src/probe.rs).
+    /// Advertise a VIP only while its probe (a TCP connect to it, or an
+    /// HTTP(S) GET) succeeds; a failing probe withdraws it at once, without
+    /// the hold-down (src/probe/).
     pub probe: Option<Probe>,
     /// Which Service annotations (`holdfast.dev/communities`, ...) may
     /// change the attributes of this advertisement's routes. None by
@@ -257,15 +259,16 @@ impl OnFailure {
     }
 }
 
-/// TCP health probe gating an advertisement: the VIP is advertised only
-/// while connecting to it on `port` succeeds.
+/// Health probe gating an advertisement: the VIP is advertised only while
+/// its probe succeeds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
-    /// TCP port to connect to on the VIP.
-    pub port: u16,
+    /// What is probed: `port` or `url`.
+    pub target: ProbeTarget,
     /// Time between probes.
     pub interval: Duration,
-    /// Time a connect may take; less than `interval`.
+    /// Time a probe may take (a connect; the whole HTTP exchange); less
+    /// than `interval`.
     pub timeout: Duration,
     /// Consecutive failures before the VIP counts as absent.
     pub fail_after: u32,
@@ -276,6 +279,45 @@ pub struct Probe {
     /// While this file exists the probe counts as failed (a maintenance
     /// switch, like ExaBGP healthcheck's `--disable`).
     pub disable_file: Option<std::path::PathBuf>,
+}
+
+/// What a probe tries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeTarget {
+    /// `port`: a TCP connect to VIP:port.
+    Tcp {
+        /// The TCP port connected to on the VIP.
+        port: u16,
+    },
+    /// `url`: an HTTP(S) GET of this URL, whatever the VIP; a 2xx status
+    /// passes.
+    Http {
+        /// The URL GET asks for.
+        url: HttpUrl,
+        /// `ca_file`: the CAs an `https://` server's certificate must chain
+        /// to, instead of the system's roots. Read before each probe.
+        ca_file: Option<std::path::PathBuf>,
+    },
+}
+
+impl ProbeTarget {
+    /// "TCP probe to port 443", "HTTP probe of https://127.0.0.1:6443/readyz".
+    pub fn describe(&self) -> String {
+        match self {
+            ProbeTarget::Tcp { port } => format!("TCP probe to port {port}"),
+            ProbeTarget::Http { url, .. } => format!("HTTP probe of {url}"),
+        }
+    }
+}
+
+impl std::fmt::Display for ProbeTarget {
+    /// What is probed, as `status` shows it: "port 443", or the URL.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeTarget::Tcp { port } => write!(f, "port {port}"),
+            ProbeTarget::Http { url, .. } => write!(f, "{url}"),
+        }
+    }
 }
 
 /// `aggregation_length`: an IPv4 prefix length.
@@ -376,7 +418,7 @@ pub(crate) const KEYS: &[Key] = &[
         kind: "table",
         default: DefaultValue::Text("none (no probe)"),
         range: Range::Any,
-        meaning: "TCP-probe gating: an inline table whose keys are in the probe section.",
+        meaning: "Probe gating (a TCP connect to the VIP, or an HTTP(S) GET): an inline table whose keys are in the probe section.",
     },
     Key {
         name: "allow_service_attributes",
@@ -490,9 +532,23 @@ pub(crate) const PROBE_KEYS: &[Key] = &[
     Key {
         name: "port",
         kind: "integer",
-        default: DefaultValue::Required,
+        default: DefaultValue::Text("none; one of `port` and `url` is required"),
         range: Range::Int(PORT),
-        meaning: "TCP port to connect to on the VIP. The VIP is advertised only while a TCP connect from this node to VIP:port succeeds: first after one success, withdrawn at once (no hold-down: a datapath fact) after `fail_after` failures, back after `recover_after` successes (see *TCP-probe gating*).",
+        meaning: "TCP port to connect to on the VIP. The VIP is advertised only while a TCP connect from this node to VIP:port succeeds: first after one success, withdrawn at once (no hold-down: a datapath fact) after `fail_after` failures, back after `recover_after` successes (see *TCP-probe gating*). Not with `url`.",
+    },
+    Key {
+        name: "url",
+        kind: "string",
+        default: DefaultValue::Text("none; one of `port` and `url` is required"),
+        range: Range::Text(|| "an `http://` or `https://` URL".to_string()),
+        meaning: "Instead of `port`: an HTTP/1.1 GET of this URL, e.g. `\"https://127.0.0.1:6443/readyz\"`; a probe passes when a 2xx status line arrives within `timeout` (connect, TLS handshake, request and status line together), and anything else fails it (`\"HTTP 503 Service Unavailable\"`, a refused connect, a certificate that does not verify). The URL names the target whatever the VIP (the node's own API server for a control-plane VIP). Host: an IPv4 address, a bracketed IPv6 address or a DNS name (resolved before each probe); port 80 or 443 unless given; path `/` unless given; no user info or fragment. With `https://` the server's certificate must chain to `ca_file` (or the system's roots) and name the host (an IP host as an IP address SAN). No client certificate is sent: the endpoint must answer unauthenticated requests (see *HTTP(S) probes*).",
+    },
+    Key {
+        name: "ca_file",
+        kind: "string (path)",
+        default: DefaultValue::Text("none (the system's roots)"),
+        range: Range::Any,
+        meaning: "For an `https://` `url` only: a PEM file of one or more CA certificates that the server's certificate must chain to, instead of the system's roots (e.g. `\"/etc/kubernetes/pki/ca.crt\"`). Relative to the config file's directory. Read before every probe, so a rotated CA is used without a reload; a file that cannot be read or holds no certificate fails the probe with that reason, and `holdfast check` and the config load warn about it.",
     },
     Key {
         name: "interval",
@@ -506,7 +562,7 @@ pub(crate) const PROBE_KEYS: &[Key] = &[
         kind: "duration",
         default: DefaultValue::Value(|| duration(DEFAULT_PROBE_TIMEOUT)),
         range: Range::Text(|| "above 0 and below interval".to_string()),
-        meaning: "Connect timeout.",
+        meaning: "How long one probe may take: the TCP connect, or for `url` the whole exchange (name lookup, connect, TLS handshake, request, status line).",
     },
     Key {
         name: "fail_after",
@@ -541,13 +597,14 @@ pub(crate) const PROBE_KEYS: &[Key] = &[
 /// The reference's section for these keys.
 pub(crate) const PROBE_SECTION: Section = Section {
     title: "`[[advertisement]] probe`",
-    intro: "TCP-probe gating, an inline table of an `[[advertisement]]`: the VIP is advertised only while a TCP connect from this node to VIP:`port` succeeds: first after one success, withdrawn at once (no hold-down: a datapath fact) after `fail_after` failures, back after `recover_after` successes.",
+    intro: "Probe gating, an inline table of an `[[advertisement]]` with `port` or `url`: the VIP is advertised only while its probe succeeds — a TCP connect from this node to VIP:`port`, or an HTTP(S) GET of `url` answering 2xx: first after one success, withdrawn at once (no hold-down: a datapath fact) after `fail_after` failures, back after `recover_after` successes.",
     keys: PROBE_KEYS,
 };
 
 pub(crate) fn parse_advertisement(
     value: &Value<'_>,
     peer_names: &[String],
+    config_dir: &std::path::Path,
     registry: &mut AdvertisementRegistry,
     d: &mut Diagnostics,
 ) -> Option<Advertisement> {
@@ -739,7 +796,7 @@ pub(crate) fn parse_advertisement(
     };
     let probe = match table.get("probe") {
         None => Some(None),
-        Some(v) => parse_probe(v, d).map(Some),
+        Some(v) => parse_probe(v, config_dir, d).map(Some),
     };
     let allow_service_attributes = match table.get("allow_service_attributes") {
         None => Some(Vec::new()),
@@ -887,12 +944,14 @@ fn parse_degraded(value: &Value<'_>, d: &mut Diagnostics) -> Option<Degraded> {
     })
 }
 
-fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
+fn parse_probe(
+    value: &Value<'_>,
+    config_dir: &std::path::Path,
+    d: &mut Diagnostics,
+) -> Option<Probe> {
     let table = Table::from_value(value, "probe", "[[advertisement]] probe".to_string(), d)?;
     table.reject_unknown_keys(PROBE_KEYS, d);
-    let port = table
-        .required("port", d)
-        .and_then(|v| tree::integer_in(v, "port", PORT, d));
+    let target = probe_target(&table, config_dir, d);
     let positive = |key: &str, default: Duration, d: &mut Diagnostics| match table.get(key) {
         None => Some(default),
         Some(v) => tree::duration_checked(v, key, d, |t| {
@@ -954,7 +1013,7 @@ fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
         return None;
     }
     Some(Probe {
-        port: port?,
+        target: target?,
         interval: interval?,
         timeout: timeout?,
         fail_after: fail_after?,
@@ -962,4 +1021,80 @@ fn parse_probe(value: &Value<'_>, d: &mut Diagnostics) -> Option<Probe> {
         on_failure: on_failure?,
         disable_file: disable_file?,
     })
+}
+
+/// `port`, or `url` with its `ca_file`: exactly one of `port` and `url`.
+fn probe_target(
+    table: &Table<'_, '_>,
+    config_dir: &std::path::Path,
+    d: &mut Diagnostics,
+) -> Option<ProbeTarget> {
+    let ca_file = table.get("ca_file").map(|v| {
+        (
+            v,
+            tree::string(v, "ca_file", d).and_then(|text| {
+                if text.is_empty() {
+                    d.error(
+                        &v.span(),
+                        "ca_file is empty; give the path of a PEM file of CA certificates, or remove the key to use the system's roots",
+                    );
+                    return None;
+                }
+                Some(config_dir.join(text))
+            }),
+        )
+    });
+    match (table.get("port"), table.get("url")) {
+        (Some(_), Some(url)) => {
+            d.error(
+                &url.span(),
+                "probe has both port and url; give one: port for a TCP connect to the VIP, url for an HTTP(S) GET",
+            );
+            None
+        }
+        (None, None) => {
+            d.error(
+                &table.span(),
+                "probe needs port (a TCP connect to the VIP) or url (an HTTP(S) GET, e.g. url = \"https://127.0.0.1:6443/readyz\")",
+            );
+            None
+        }
+        (Some(port), None) => {
+            let port = tree::integer_in(port, "port", PORT, d);
+            if let Some((v, _)) = ca_file {
+                d.error(
+                    &v.span(),
+                    "ca_file is for a probe with an https:// url; a port probe only connects",
+                );
+                return None;
+            }
+            Some(ProbeTarget::Tcp { port: port? })
+        }
+        (None, Some(v)) => {
+            let url = tree::string(v, "url", d).and_then(|text| {
+                HttpUrl::parse(text)
+                    .map_err(|why| d.error(&v.span(), why))
+                    .ok()
+            });
+            let ca_file = match ca_file {
+                None => Some(None),
+                Some((at, path)) => match (&url, path) {
+                    (Some(u), Some(_)) if !u.https => {
+                        d.error(
+                            &at.span(),
+                            format!(
+                                "ca_file is for https:// urls; url \"{u}\" is plain HTTP, which has no certificate to verify"
+                            ),
+                        );
+                        None
+                    }
+                    (_, path) => path.map(Some),
+                },
+            };
+            Some(ProbeTarget::Http {
+                url: url?,
+                ca_file: ca_file?,
+            })
+        }
+    }
 }

@@ -12,6 +12,7 @@
 pub(crate) mod advertisement;
 pub(crate) mod diagnostic;
 mod duration;
+pub mod http_probe;
 mod node_override;
 mod peer;
 pub mod read;
@@ -37,10 +38,11 @@ pub use crate::model::community::{
 };
 pub use advertisement::{
     AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Degraded, LinkBandwidth,
-    NAMESPACE_NAME_LABEL, OnFailure, Probe, ServiceAttribute,
+    NAMESPACE_NAME_LABEL, OnFailure, Probe, ProbeTarget, ServiceAttribute,
 };
 pub use diagnostic::{Diagnostic, MAX_LISTED, Severity, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};
+pub use http_probe::{HttpUrl, UrlHost};
 pub use node_override::{
     AppliedOverride, NodeMatch, NodeOverride, PeerOverride, derived_router_id, resolve,
 };
@@ -386,9 +388,13 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         Some(list) => tree::array_of_tables(list, "advertisement", &mut d).map(|items| {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                if let Some(adv) =
-                    parse_advertisement(item, &peer_names, &mut advertisement_registry, &mut d)
-                {
+                if let Some(adv) = parse_advertisement(
+                    item,
+                    &peer_names,
+                    config_dir,
+                    &mut advertisement_registry,
+                    &mut d,
+                ) {
                     out.push(adv);
                 }
             }
@@ -439,6 +445,9 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
             // Looked for once the file is valid: most need the whole
             // config (the peers an advertisement reaches, the source).
             warnings::find(&config, &root, &mut d);
+            if read_passwords {
+                warnings::ca_files(&config, &root, &mut d);
+            }
             config.warnings = d.into_sorted();
             Ok(config)
         }

@@ -162,7 +162,7 @@ General rules:
 
 - Unknown keys are errors (with a suggestion when the key looks like a typo).
 - Durations are strings with units: `ms`, `s`, `m`, `h`, combinable largest first (`\"500ms\"`, `\"9s\"`, `\"1m30s\"`, `\"1h\"`). A bare number is an error.
-- Relative paths (`password_file`, `bfd.key_file`, `api_token_file`, `source.path`) are relative to the directory of the config file.
+- Relative paths (`password_file`, `bfd.key_file`, `api_token_file`, `source.path`, `probe.ca_file`) are relative to the directory of the config file.
 - One spelling per address: an IPv4-mapped IPv6 address (`::ffff:192.0.2.1`) is refused in `address`, `source_address`, `listen`, `api` and `metrics`, with the IPv4 form to write instead.
 - Label selectors (`node_selector`, `service_selector`, `namespace_selector`) are written `{ match_labels = { key = \"value\" }, match_expressions = [{ key = \"k\", operator = \"In\", values = [\"a\"] }] }` with Kubernetes semantics (see the label selector tables below).
 ";

@@ -341,7 +341,7 @@ fn full_schema_parses_to_the_values_written() {
     assert_eq!(
         public.probe,
         Some(Probe {
-            port: 443,
+            target: ProbeTarget::Tcp { port: 443 },
             interval: secs(5),
             timeout: secs(2),
             fail_after: 4,
@@ -1652,7 +1652,7 @@ fn probe_timeout_below_interval() {
     assert_eq!(
         problems(&text),
         vec![
-            "11:9: missing required key \"port\" in [[advertisement]] probe",
+            "11:9: probe needs port (a TCP connect to the VIP) or url (an HTTP(S) GET, e.g. url = \"https://127.0.0.1:6443/readyz\")",
             "11:41: fail_after must be in 1..=4294967295, got 0",
         ]
     );
@@ -1663,7 +1663,7 @@ fn probe_timeout_below_interval() {
     assert_eq!(
         config.advertisements[0].probe,
         Some(Probe {
-            port: 80,
+            target: ProbeTarget::Tcp { port: 80 },
             interval: secs(2),
             timeout: secs(1),
             fail_after: 3,
@@ -1730,6 +1730,140 @@ fn steering_keys_parse_and_are_checked() {
         bad("probe = { port = 80, disable_file = \"down\" }"),
         ["11:37: disable_file \"down\" must be an absolute path"]
     );
+}
+
+#[test]
+fn http_probes_take_a_url_and_an_optional_ca_file() {
+    let config = valid(&format!(
+        "{}[[advertisement]]\nname = \"api\"\n\
+         probe = {{ url = \"https://127.0.0.1:6443/readyz\", ca_file = \"pki/ca.crt\", interval = \"1s\", timeout = \"500ms\", fail_after = 3, recover_after = 2 }}\n\
+         [[advertisement]]\nname = \"web\"\nprobe = {{ url = \"http://[::1]/healthz\" }}\n",
+        with_peer("")
+    ));
+    let api = config.advertisements[0].probe.as_ref().unwrap();
+    let ProbeTarget::Http { url, ca_file } = &api.target else {
+        panic!("{api:?}")
+    };
+    assert_eq!(url.as_str(), "https://127.0.0.1:6443/readyz");
+    assert!(url.https);
+    assert_eq!(url.host, UrlHost::Ip("127.0.0.1".parse().unwrap()));
+    assert_eq!((url.port, url.target.as_str()), (6443, "/readyz"));
+    // Relative to the config file's directory, like password_file.
+    assert_eq!(
+        ca_file.as_deref(),
+        Some(Path::new("/etc/holdfast/pki/ca.crt"))
+    );
+    assert_eq!(
+        (api.interval, api.timeout, api.fail_after, api.recover_after),
+        (secs(1), Duration::from_millis(500), 3, 2)
+    );
+    assert_eq!(
+        api.target.describe(),
+        "HTTP probe of https://127.0.0.1:6443/readyz"
+    );
+    assert_eq!(api.target.to_string(), "https://127.0.0.1:6443/readyz");
+    let web = config.advertisements[1].probe.as_ref().unwrap();
+    let ProbeTarget::Http { url, ca_file } = &web.target else {
+        panic!("{web:?}")
+    };
+    assert_eq!((url.https, url.port, ca_file), (false, 80, &None));
+}
+
+#[test]
+fn a_probe_has_port_or_url_and_ca_file_goes_with_https() {
+    let bad = |probe: &str| {
+        problems(&format!(
+            "{}[[advertisement]]\nname = \"a\"\nprobe = {probe}\n",
+            with_peer("")
+        ))
+    };
+    assert_eq!(
+        bad("{ port = 443, url = \"https://127.0.0.1/\" }"),
+        [
+            "11:29: probe has both port and url; give one: port for a TCP connect to the VIP, url for an HTTP(S) GET"
+        ]
+    );
+    assert_eq!(
+        bad("{ fail_after = 2 }"),
+        [
+            "11:9: probe needs port (a TCP connect to the VIP) or url (an HTTP(S) GET, e.g. url = \"https://127.0.0.1:6443/readyz\")"
+        ]
+    );
+    assert_eq!(
+        bad("{ url = \"http://127.0.0.1:8080/readyz\", ca_file = \"/etc/ca.crt\" }"),
+        [
+            "11:59: ca_file is for https:// urls; url \"http://127.0.0.1:8080/readyz\" is plain HTTP, which has no certificate to verify"
+        ]
+    );
+    assert_eq!(
+        bad("{ port = 443, ca_file = \"/etc/ca.crt\" }"),
+        ["11:33: ca_file is for a probe with an https:// url; a port probe only connects"]
+    );
+    assert_eq!(
+        bad("{ url = \"https://127.0.0.1/\", ca_file = \"\" }"),
+        [
+            "11:49: ca_file is empty; give the path of a PEM file of CA certificates, or remove the key to use the system's roots"
+        ]
+    );
+    assert_eq!(
+        bad("{ url = \"tcp://127.0.0.1:6443\" }"),
+        [
+            "11:17: url \"tcp://127.0.0.1:6443\" has scheme \"tcp\"; a probe url is http:// or https://"
+        ]
+    );
+    assert_eq!(
+        bad("{ url = 6443 }"),
+        ["11:17: url must be a string, got an integer"]
+    );
+    // The URL and the other keys are each checked.
+    assert_eq!(
+        bad("{ url = \"https://[::1/\", timeout = \"0s\" }"),
+        [
+            "11:17: url \"https://[::1/\" has an IPv6 address without its closing ']'",
+            "11:44: timeout must be more than 0s",
+        ]
+    );
+}
+
+/// A CA file that cannot be used is a warning where the config is read
+/// with its files (`holdfast check`, `run`): the probe reads it again
+/// before each request and fails with the same reason meanwhile.
+#[test]
+fn an_unusable_ca_file_is_a_warning_when_files_are_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_path = dir.path().join("node.toml");
+    std::fs::write(dir.path().join("empty.crt"), "").unwrap();
+    let text = format!(
+        "{}[[advertisement]]\nname = \"a\"\nprobe = {{ url = \"https://127.0.0.1:6443/readyz\", ca_file = \"missing.crt\" }}\n\
+         [[advertisement]]\nname = \"b\"\nprobe = {{ url = \"https://127.0.0.1:6443/readyz\", ca_file = \"empty.crt\" }}\n",
+        with_peer("")
+    );
+    std::fs::write(&config_path, &text).unwrap();
+    let config = load(&config_path).expect("still a valid config");
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    let said: Vec<String> = config
+        .warnings
+        .iter()
+        .map(|d| {
+            assert!(d.is_warning(), "{d}");
+            format!("{}:{}: {}", d.line, d.col, d.message)
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            format!(
+                "11:60: cannot read ca_file {}: No such file or directory (os error 2); its probe fails with this reason until the file is fixed (it is read again before every probe)",
+                file("missing.crt")
+            ),
+            format!(
+                "14:60: ca_file {} holds no certificate (no -----BEGIN CERTIFICATE----- block); its probe fails with this reason until the file is fixed (it is read again before every probe)",
+                file("empty.crt")
+            ),
+        ]
+    );
+    // Without the files (`check --skip-password-files`), nothing is read.
+    assert!(valid(&text).warnings.is_empty());
 }
 
 #[test]

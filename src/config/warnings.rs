@@ -187,6 +187,43 @@ pub(crate) fn find(config: &Config, root: &Table<'_, '_>, d: &mut Diagnostics) {
     }
 }
 
+/// Reads each probe's `ca_file` (the config load does when it reads the
+/// `password_file`s: `holdfast check` without `--skip-password-files`, and
+/// `holdfast run` at start and on reload): one that cannot be used is a
+/// warning, not an error, since the probe reads it again before each
+/// request and fails with the same reason until it is fixed (a CA that
+/// appears or is rotated later is picked up without a reload).
+pub(crate) fn ca_files(config: &Config, root: &Table<'_, '_>, d: &mut Diagnostics) {
+    if !root.contains("advertisement") {
+        return;
+    }
+    for (i, a) in config.advertisements.iter().enumerate() {
+        let Some(super::Probe {
+            target:
+                super::ProbeTarget::Http {
+                    ca_file: Some(path),
+                    ..
+                },
+            ..
+        }) = &a.probe
+        else {
+            continue;
+        };
+        if let Err(why) = super::http_probe::load_ca_file(path) {
+            let at = span(
+                root,
+                &[Key("advertisement"), Index(i), Key("probe"), Key("ca_file")],
+            );
+            d.warning(
+                &at,
+                format!(
+                    "{why}; its probe fails with this reason until the file is fixed (it is read again before every probe)"
+                ),
+            );
+        }
+    }
+}
+
 fn too_long(
     key: &str,
     value: Duration,

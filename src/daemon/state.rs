@@ -18,8 +18,8 @@ use crate::model::Absence;
 use crate::model::Route;
 use crate::model::SourceSnapshot;
 use crate::report::status::{
-    Explanation, NotificationCount, PeerExplanation, PeerStatus, RoutePage, RouteStatus,
-    SourceStatus, StabilityCounters, Status,
+    Explanation, NotificationCount, PeerExplanation, PeerStatus, ProbeStatus, RoutePage,
+    RouteStatus, SourceStatus, StabilityCounters, Status,
 };
 use crate::routes::drain::Control;
 use crate::routes::{ProbeView, Probing};
@@ -539,6 +539,7 @@ impl Facts<'_> {
                 }
             })
             .collect();
+        let (probes, probes_not_listed) = self.probes_not_passing();
         let mut status = Status {
             node: self.node.to_string(),
             asn: self.config.speaker.asn,
@@ -583,9 +584,42 @@ impl Facts<'_> {
                 withdrawals_deferred: c.withdrawals_deferred,
                 withdrawals_deferred_total: c.withdrawals_deferred_total,
             },
+            probes,
+            probes_not_listed,
         };
         page.mark(&mut status, total);
         status
+    }
+
+    /// The probes that do not pass, for the status, at most
+    /// [`PROBES_LISTED`](crate::report::status::PROBES_LISTED), and how
+    /// many more there are.
+    fn probes_not_passing(&self) -> (Vec<ProbeStatus>, Option<usize>) {
+        use crate::probe::Verdict;
+        let mut not_passing = self
+            .probes
+            .iter()
+            .filter(|(_, p)| p.tracker.verdict != Verdict::Passing || p.tracker.disabled);
+        let listed: Vec<ProbeStatus> = not_passing
+            .by_ref()
+            .take(crate::report::status::PROBES_LISTED)
+            .map(|(ip, p)| ProbeStatus {
+                vip: ip.to_string(),
+                target: p.config.target.to_string(),
+                state: if p.tracker.disabled {
+                    "disabled"
+                } else if p.tracker.verdict == Verdict::Failing {
+                    "failing"
+                } else {
+                    "not-passed-yet"
+                }
+                .to_string(),
+                consecutive_failures: p.tracker.consecutive_failures(),
+                last_error: p.tracker.last_error.clone(),
+            })
+            .collect();
+        let more = not_passing.count();
+        (listed, (more > 0).then_some(more))
     }
 
     /// Why this node does or doesn't advertise `vip`, in plain words.
@@ -646,15 +680,18 @@ impl Facts<'_> {
         }
         if let Some(p) = self.probes.get(&ip).map(Probing::view) {
             reasons.push(match p.verdict {
-                crate::probe::Verdict::Passing => format!("its TCP probe to port {} passes", p.port),
+                crate::probe::Verdict::Passing => format!("its {} passes", p.target.describe()),
                 crate::probe::Verdict::Unknown => format!(
-                    "its TCP probe to port {} has not succeeded yet{}: not advertised until it does",
-                    p.port,
-                    p.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+                    "its {} has not succeeded yet{}: not advertised until it does",
+                    p.target.describe(),
+                    p.error
+                        .as_ref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
                 ),
                 crate::probe::Verdict::Failing => {
                     crate::probe::explain_failing(crate::probe::Failing {
-                        port: p.port,
+                        target: &p.target,
                         failures: p.failures,
                         fail_after: p.fail_after,
                         error: p.error.as_deref(),

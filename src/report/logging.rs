@@ -597,7 +597,7 @@ impl WithdrawCause {
                 }
             }
             WithdrawCause::Absence(Absence::Drained) => "this node is drained or excluded".into(),
-            WithdrawCause::Absence(Absence::ProbeFailed) => "its TCP probe fails".into(),
+            WithdrawCause::Absence(Absence::ProbeFailed) => "its probe fails".into(),
         }
     }
 }

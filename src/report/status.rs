@@ -40,6 +40,14 @@ pub struct Status {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routes_truncated: Option<usize>,
     pub counters: StabilityCounters,
+    /// The probes that do not pass (not passed yet, failing, or disabled by
+    /// their disable file), in VIP order, at most [`PROBES_LISTED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeStatus>,
+    /// Set only when more probes do not pass than `probes` lists: how many
+    /// more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes_not_listed: Option<usize>,
     /// The planned withdrawal of this node's routes, while one is under way
     /// (`holdfast drain`, or SIGTERM without graceful restart).
     #[serde(default)]
@@ -121,6 +129,25 @@ impl RoutePage {
         status.routes_offset = Some(range.start);
         status.routes_truncated = Some(total - range.end);
     }
+}
+
+/// The most probes one `/v1/status` answer lists.
+pub const PROBES_LISTED: usize = 100;
+
+/// A probe that does not pass, and why.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProbeStatus {
+    /// The probed VIP.
+    pub vip: String,
+    /// What is probed: "port 443" (a TCP connect to the VIP) or the URL.
+    pub target: String,
+    /// "not-passed-yet" (never advertised so far), "failing" (withdrawn,
+    /// or degraded) or "disabled" (its disable file exists).
+    pub state: String,
+    /// Probes failed in a row.
+    pub consecutive_failures: u32,
+    /// The last failure, in words ("HTTP 503 Service Unavailable").
+    pub last_error: Option<String>,
 }
 
 /// A runtime route (`holdfast route announce`): what the API takes and

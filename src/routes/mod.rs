@@ -36,10 +36,11 @@ use crate::speaker::{self, DrainPhase, PeerTable};
 use crate::stability::{self, Stability};
 use drain::{Control, ExitPlan, Scope};
 
-/// A probed VIP (TCP-probe gating).
+/// A probed VIP (probe gating).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeView {
-    pub port: u16,
+    /// What is probed: VIP:port, or a URL.
+    pub target: config::ProbeTarget,
     pub verdict: crate::probe::Verdict,
     pub failures: u32,
     pub fail_after: u32,
@@ -128,7 +129,7 @@ impl Probing {
     /// What the status and explain views show of it.
     pub fn view(&self) -> ProbeView {
         ProbeView {
-            port: self.config.port,
+            target: self.config.target.clone(),
             verdict: self.tracker.verdict,
             failures: self.tracker.consecutive_failures(),
             fail_after: self.config.fail_after,
@@ -166,7 +167,7 @@ pub struct Routes {
     /// The VIPs come from a file (the withdraw lines say so).
     from_file: bool,
     snapshot: Arc<SourceSnapshot>,
-    /// TCP probes of VIPs whose advertisement has one.
+    /// Probes of VIPs whose advertisement has one.
     probes: BTreeMap<IpAddr, Probing>,
     /// The probed set changed since [`Self::take_probes_changed`].
     probes_changed: bool,
@@ -440,21 +441,28 @@ impl Routes {
                 probe::Verdict::Failing if p.config.on_failure == config::OnFailure::Degrade => {
                     warn!(
                         vip = %r.vip,
-                        port = p.config.port,
+                        probe = %p.config.target,
                         error = p.tracker.last_error.as_deref().unwrap_or(""),
-                        "TCP probe failed {} times: announcing with the degraded attributes",
+                        "{} failed {} times: announcing with the degraded attributes",
+                        p.config.target.describe(),
                         p.config.fail_after
                     )
                 }
                 probe::Verdict::Failing => warn!(
                     vip = %r.vip,
-                    port = p.config.port,
+                    probe = %p.config.target,
                     error = p.tracker.last_error.as_deref().unwrap_or(""),
-                    "TCP probe failed {} times: withdrawing (the datapath does not serve it)",
+                    "{} failed {} times: withdrawing",
+                    p.config.target.describe(),
                     p.config.fail_after
                 ),
                 probe::Verdict::Passing => {
-                    info!(vip = %r.vip, port = p.config.port, "TCP probe passes: advertising")
+                    info!(
+                        vip = %r.vip,
+                        probe = %p.config.target,
+                        "{} passes: advertising",
+                        p.config.target.describe()
+                    )
                 }
                 probe::Verdict::Unknown => {}
             }

@@ -344,8 +344,12 @@ fn the_probes_views_say_what_the_trackers_hold_when_asked() {
     r.on_probe(t0 + secs(3), probed(a, false));
     let view = r.probe_view(&a).unwrap();
     assert_eq!(
-        (view.failures, view.error.as_deref(), view.port),
-        (1, Some("connection refused"), 443)
+        (view.failures, view.error.as_deref(), &view.target),
+        (
+            1,
+            Some("connection refused"),
+            &config::ProbeTarget::Tcp { port: 443 }
+        )
     );
 
     // Events that leave the probed set as it is keep each probe's state:

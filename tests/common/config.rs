@@ -689,10 +689,18 @@ impl Probe {
     pub fn tcp(port: u16) -> Probe {
         Probe::default().port(port)
     }
+
+    /// An HTTP(S) probe: a GET of `url`.
+    pub fn http(url: &str) -> Probe {
+        Probe::default().url(url)
+    }
 }
 
 keys!(Probe.keys {
     port(u16) => "port";
+    url(&str) => "url";
+    /// `ca_file`: the CAs an `https://` url's server must chain to.
+    ca_file(impl Into<Value>) => "ca_file";
     interval(&str) => "interval";
     timeout(&str) => "timeout";
     fail_after(u32) => "fail_after";

@@ -284,3 +284,41 @@ fn a_page_of_routes_says_how_many_more_there_are() {
     };
     assert!(!render_status(&whole).contains("more route"));
 }
+
+#[test]
+fn probes_that_do_not_pass_are_listed_with_their_target_and_error() {
+    let mut s = fixture();
+    s.probes = vec![
+        crate::report::status::ProbeStatus {
+            vip: "198.51.100.10".into(),
+            target: "https://127.0.0.1:6443/readyz".into(),
+            state: "failing".into(),
+            consecutive_failures: 4,
+            last_error: Some("TLS: certificate verify failed: unknown issuer".into()),
+        },
+        crate::report::status::ProbeStatus {
+            vip: "198.51.100.11".into(),
+            target: "port 443".into(),
+            state: "not-passed-yet".into(),
+            consecutive_failures: 0,
+            last_error: None,
+        },
+    ];
+    s.probes_not_listed = Some(7);
+    let text = render_status(&s);
+    let tail = text
+        .split_once("\nProbed VIP")
+        .map(|(_, t)| format!("Probed VIP{t}"))
+        .expect("a probe table");
+    assert_eq!(
+        tail,
+        "\
+Probed VIP     Probe                          State                Last error
+198.51.100.10  https://127.0.0.1:6443/readyz  failing, 4 in a row  TLS: certificate verify failed: unknown issuer
+198.51.100.11  port 443                       not passed yet       -
+… and 7 more probes that do not pass
+"
+    );
+    // None listed: no table.
+    assert!(!render_status(&fixture()).contains("Probed VIP"));
+}

@@ -264,7 +264,7 @@ fn withdraw_causes_read_as_the_operator_configured_them() {
     );
     assert_eq!(
         WithdrawCause::Absence(Absence::ProbeFailed).describe(&params, false),
-        "its TCP probe fails"
+        "its probe fails"
     );
     assert_eq!(
         WithdrawCause::Absence(Absence::Drained).describe(&params, false),

@@ -1,7 +1,9 @@
-//! TCP-probe gating of VIPs: a VIP whose advertisement has a
-//! `probe` is advertised only while a TCP connect from this node to
-//! VIP:port succeeds — while the node's datapath really serves it. (ICMP is
-//! no probe: with Cilium and kube-proxy a ping to a VIP loops by design.)
+//! Probe gating of VIPs: a VIP whose advertisement has a `probe` is
+//! advertised only while its probe succeeds: a TCP connect from this node
+//! to VIP:port — the node's datapath really serves it — or an HTTP(S) GET
+//! of the probe's URL answering 2xx ([`http`]: a control-plane VIP follows
+//! its node's API server's `/readyz`). (ICMP is no probe: with Cilium and
+//! kube-proxy a ping to a VIP loops by design.)
 //!
 //! A failing probe is a datapath fact, not a source flap: after
 //! `fail_after` consecutive failures the VIP is withdrawn at once, without
@@ -16,7 +18,7 @@
 //! as failed at once, without waiting for `fail_after` (ExaBGP's
 //! `--disable`: a maintenance switch); once it is gone the VIP needs
 //! `recover_after` successes like any failed probe. [`health`] is the
-//! decision; the driver only stats the file and connects.
+//! decision; the driver only stats the file and connects (or GETs).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -24,7 +26,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::config::{OnFailure, Probe};
+use crate::config::{OnFailure, Probe, ProbeTarget};
+
+pub mod http;
 
 /// Where a probed VIP stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,10 +189,42 @@ async fn disable_file_present(path: &std::path::Path, bound: Duration) -> bool {
     )
 }
 
+/// How one VIP is probed.
+enum Prober {
+    /// A TCP connect to this address.
+    Tcp(SocketAddr),
+    Http(http::HttpProbe),
+}
+
+impl Prober {
+    fn new(vip: IpAddr, target: &ProbeTarget) -> Prober {
+        match target {
+            ProbeTarget::Tcp { port } => Prober::Tcp(SocketAddr::new(vip, *port)),
+            ProbeTarget::Http { url, ca_file } => {
+                Prober::Http(http::HttpProbe::new(url.clone(), ca_file.clone()))
+            }
+        }
+    }
+
+    /// One probe, within `timeout`.
+    async fn probe(&mut self, timeout: Duration) -> Result<(), String> {
+        match self {
+            Prober::Tcp(addr) => {
+                match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(*addr)).await {
+                    Ok(Ok(_stream)) => Ok(()),
+                    Ok(Err(e)) => Err(format!("connect to {addr}: {e}")),
+                    Err(_) => Err(format!("connect to {addr}: no answer within {timeout:?}")),
+                }
+            }
+            Prober::Http(h) => h.probe(timeout).await,
+        }
+    }
+}
+
 /// Probes `vip` every `probe.interval` until the handle is dropped.
 pub fn spawn(vip: IpAddr, probe: Probe, results: mpsc::UnboundedSender<ProbeResult>) -> ProbeTask {
     let task = tokio::spawn(async move {
-        let addr = SocketAddr::new(vip, probe.port);
+        let mut prober = Prober::new(vip, &probe.target);
         let mut ticks = tokio::time::interval(probe.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -202,18 +238,7 @@ pub fn spawn(vip: IpAddr, probe: Probe, results: mpsc::UnboundedSender<ProbeResu
                 }
                 continue;
             }
-            let result =
-                match tokio::time::timeout(probe.timeout, tokio::net::TcpStream::connect(addr))
-                    .await
-                {
-                    Ok(Ok(_stream)) => Ok(()),
-                    Ok(Err(e)) => Err(format!("connect to {addr}: {e}")),
-                    Err(_) => Err(format!(
-                        "connect to {addr}: no answer within {:?}",
-                        probe.timeout
-                    )),
-                };
-            let result = Observation::Probed(result);
+            let result = Observation::Probed(prober.probe(probe.timeout).await);
             if results.send(ProbeResult { vip, result }).is_err() {
                 return;
             }
@@ -233,7 +258,7 @@ impl Drop for ProbeTask {
 
 /// What `explain` needs of a failing probe.
 pub struct Failing<'a> {
-    pub port: u16,
+    pub target: &'a ProbeTarget,
     pub failures: u32,
     pub fail_after: u32,
     pub error: Option<&'a str>,
@@ -255,10 +280,14 @@ pub fn explain_failing(p: Failing<'_>) -> String {
             path.display()
         ),
         None => format!(
-            "its TCP probe to port {} failed {} times in a row ({}): {what} — the datapath does not serve it",
-            p.port,
+            "its {} failed {} times in a row ({}): {what}{}",
+            p.target.describe(),
             p.failures.max(p.fail_after),
-            p.error.unwrap_or("no detail")
+            p.error.unwrap_or("no detail"),
+            match p.target {
+                ProbeTarget::Tcp { .. } => " — the datapath does not serve it",
+                ProbeTarget::Http { .. } => "",
+            }
         ),
     }
 }
@@ -275,7 +304,7 @@ mod tests {
 
     fn probe() -> Probe {
         Probe {
-            port: 443,
+            target: ProbeTarget::Tcp { port: 443 },
             interval: Duration::from_secs(2),
             timeout: Duration::from_secs(1),
             fail_after: 3,
