@@ -1441,3 +1441,44 @@ fn the_grafana_dashboard_uses_documented_metrics() {
         assert!(used.contains(needed), "the dashboard shows no {needed}");
     }
 }
+
+/// The control-plane config (deploy/control-plane, embedded the same in
+/// deploy/talos/control-plane.yaml) passes `holdfast check
+/// --deny-warnings` on a node: its VIP file and a cluster CA where it
+/// names them.
+#[test]
+fn the_control_plane_config_passes_holdfast_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = root().join("deploy/control-plane");
+    let text = std::fs::read_to_string(dir.join("holdfast.toml")).unwrap();
+    std::fs::copy(dir.join("vips.toml"), tmp.path().join("vips.toml")).unwrap();
+    let ca = tmp.path().join("ca.crt");
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=kubernetes"])
+        .arg("-keyout")
+        .arg(tmp.path().join("ca.key"))
+        .arg("-out")
+        .arg(&ca)
+        .output()
+        .expect("openssl (scripts/test.sh installs it)");
+    assert!(made.status.success(), "{made:?}");
+    let on_node = text
+        .replace("\"/etc/holdfast/", &format!("\"{}/", tmp.path().display()))
+        .replace("/etc/kubernetes/pki/ca.crt", &ca.display().to_string());
+    assert_ne!(on_node, text, "the paths the test moves are in the config");
+    let config = tmp.path().join("holdfast.toml");
+    std::fs::write(&config, on_node).unwrap();
+    let (ok, out) = check(&config, &[]);
+    assert!(
+        ok,
+        "deploy/control-plane/holdfast.toml: holdfast check:\n{out}"
+    );
+}

@@ -156,7 +156,7 @@ pub trait StateView: Send + Sync + 'static {
     /// refused (a 409).
     fn runtime_routes(
         &self,
-        change: Option<crate::source::runtime::Change>,
+        change: Option<crate::report::status::RuntimeChange>,
     ) -> Answer<Result<Vec<crate::report::status::RuntimeRoute>, String>> {
         let _ = change;
         answer(Err("this daemon has no runtime routes".into()))
@@ -571,14 +571,17 @@ enum Ask {
     Explain(IpAddr),
     Drain(bool),
     /// The runtime routes, after a change or not.
-    Routes(Option<crate::source::runtime::Change>),
+    Routes(Option<crate::report::status::RuntimeChange>),
 }
 
 /// The change a `/v1/routes/announce` or `/withdraw` query asks for:
 /// `prefix=P` and, to announce, `advertisement=A`, `community=C` and
 /// `large_community=L` (each may repeat), `local_pref=N`, `med=N`,
 /// `as_path_prepend=N`. Values are percent-decoded.
-fn routes_change(call: RoutesCall, query: &str) -> Result<crate::source::runtime::Change, String> {
+fn routes_change(
+    call: RoutesCall,
+    query: &str,
+) -> Result<crate::report::status::RuntimeChange, String> {
     use crate::report::status::RuntimeRoute;
     let mut route = RuntimeRoute::default();
     let mut prefix = None;
@@ -607,8 +610,8 @@ fn routes_change(call: RoutesCall, query: &str) -> Result<crate::source::runtime
     }
     let prefix = prefix.ok_or("prefix=PREFIX is required")?;
     Ok(match call {
-        RoutesCall::Withdraw => crate::source::runtime::Change::Withdraw(prefix),
-        _ => crate::source::runtime::Change::Announce(RuntimeRoute { prefix, ..route }),
+        RoutesCall::Withdraw => crate::report::status::RuntimeChange::Withdraw(prefix),
+        _ => crate::report::status::RuntimeChange::Announce(RuntimeRoute { prefix, ..route }),
     })
 }
 

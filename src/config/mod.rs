@@ -153,7 +153,7 @@ impl Config {
     pub fn source_name(&self, id: crate::model::SourceId) -> &str {
         match self.sources.get(usize::from(id.0)) {
             Some(s) => s.name.as_str(),
-            None if usize::from(id.0) == self.sources.len() => crate::source::runtime::NAME,
+            None if usize::from(id.0) == self.sources.len() => crate::model::RUNTIME_SOURCE,
             None => "?",
         }
     }

@@ -151,7 +151,7 @@ impl crate::api::StateView for View {
     }
     fn runtime_routes(
         &self,
-        change: Option<crate::source::runtime::Change>,
+        change: Option<crate::report::status::RuntimeChange>,
     ) -> Answer<Result<Vec<crate::report::status::RuntimeRoute>, String>> {
         let runtime = self.runtime.clone();
         let wait = self.wait;

@@ -280,6 +280,10 @@ pub struct RouteFacts {
     pub source: SourceId,
 }
 
+/// The name of the runtime routes' source (`source::runtime`), the one
+/// after the config's.
+pub const RUNTIME_SOURCE: &str = "runtime";
+
 /// A source of VIPs: its index among the config's sources (`[source]`
 /// or each `[[source]]`, in file order).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -179,6 +179,13 @@ pub struct RuntimeRoute {
     pub as_path_prepend: Option<u8>,
 }
 
+/// A change to the runtime routes the API asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeChange {
+    Announce(RuntimeRoute),
+    Withdraw(String),
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SourceStatus {
     /// Its `name` (the kind unless the config names it; for the sources

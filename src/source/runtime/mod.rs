@@ -37,7 +37,7 @@ pub struct RuntimeRoutes {
 }
 
 /// The name this source has in status and `explain`.
-pub const NAME: &str = "runtime";
+pub const NAME: &str = crate::model::RUNTIME_SOURCE;
 
 impl RuntimeRoutes {
     /// The routes a file kept, as its text; the first problem if it is not
@@ -226,12 +226,7 @@ fn check(
     Ok((advertisement.name.clone(), attributes))
 }
 
-/// A change the API asks for.
-#[derive(Debug, Clone)]
-pub enum Change {
-    Announce(RuntimeRoute),
-    Withdraw(String),
-}
+pub use crate::report::status::RuntimeChange as Change;
 
 /// One request to the runtime source: a change (or none: the list), and
 /// where its answer goes — the routes after it, or why it was refused.
