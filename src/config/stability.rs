@@ -91,7 +91,7 @@ pub(crate) const STABILITY_KEYS: &[Key] = &[
 /// The reference's section for these keys.
 pub(crate) const STABILITY_SECTION: Section = Section {
     title: "`[stability]` (optional)",
-    intro: "The mass-withdrawal guard (`max_withdraw_fraction`, `withdraw_rate`): one step that would withdraw more than `max_withdraw_fraction` of the routes this node has on the wire goes out progressively: the allowed share (`floor(fraction × routes)`, at least one) is withdrawn at once, the rest is held back and released at `withdraw_rate`, in prefix order. A drained node and a failing TCP probe are never slowed.",
+    intro: "The mass-withdrawal guard (`max_withdraw_fraction`, `withdraw_rate`): one step that would withdraw more than `max_withdraw_fraction` of the routes this node has on the wire goes out progressively: the allowed share (`floor(fraction × routes)`, at least one) is withdrawn at once, the rest is held back and released at `withdraw_rate`, in prefix order. A drained node and a failing probe are never slowed.",
     keys: STABILITY_KEYS,
 };
 
