@@ -162,6 +162,7 @@ pub enum RouteAction {
     },
     /// Withdraw the runtime route of PREFIX.
     Withdraw {
+        /// The prefix as announced (`198.51.100.0/24`; an address is its host route).
         prefix: String,
         #[command(flatten)]
         at: ChangeAt,
