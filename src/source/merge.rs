@@ -87,11 +87,9 @@ impl Merge {
         for (i, snap) in latest.iter().enumerate() {
             let id = SourceId(i as u8);
             let (name, kind) = &self.names[i];
-            for (ip, vip) in snap
-                .vips
-                .iter()
-                .take(if only_first { 0 } else { usize::MAX })
-            {
+            // (Taken whole above when only the first source has VIPs.)
+            let each = (!only_first).then(|| snap.vips.iter());
+            for (ip, vip) in each.into_iter().flatten() {
                 if vips.contains_key(ip) {
                     continue;
                 }

@@ -18,8 +18,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::config::Config;
-use crate::model::attributes::{MAX_PREPEND, ServiceAttribute, ServiceAttributes};
-use crate::model::community::{parse_community, parse_large_community};
+use crate::model::attributes::{ServiceAttribute, ServiceAttributes};
 use crate::model::{Route, SourceId, SourceSnapshot, Vip, VipMap};
 use crate::report::status::RuntimeRoute;
 
@@ -190,30 +189,34 @@ fn check(
             advertisement.name
         ));
     }
+    // Each value read by the attribute table's own parser, as a Service's
+    // annotation of it would be (bounds, community names, lists).
+    let joined = |list: &[String]| (!list.is_empty()).then(|| list.join(","));
+    let asked = [
+        (ServiceAttribute::Communities, joined(&route.communities)),
+        (
+            ServiceAttribute::LargeCommunities,
+            joined(&route.large_communities),
+        ),
+        (
+            ServiceAttribute::LocalPref,
+            route.local_pref.map(|v| v.to_string()),
+        ),
+        (ServiceAttribute::Med, route.med.map(|v| v.to_string())),
+        (
+            ServiceAttribute::AsPathPrepend,
+            route.as_path_prepend.map(|v| v.to_string()),
+        ),
+    ];
     let mut attributes = ServiceAttributes::default();
     let mut asks = Vec::new();
-    for c in &route.communities {
-        attributes.communities.push(parse_community(c)?);
-        asks.push(ServiceAttribute::Communities);
-    }
-    for c in &route.large_communities {
-        attributes.large_communities.push(parse_large_community(c)?);
-        asks.push(ServiceAttribute::LargeCommunities);
-    }
-    if let Some(v) = route.local_pref {
-        attributes.local_pref = Some(v);
-        asks.push(ServiceAttribute::LocalPref);
-    }
-    if let Some(v) = route.med {
-        attributes.med = Some(v);
-        asks.push(ServiceAttribute::Med);
-    }
-    if let Some(v) = route.as_path_prepend {
-        if v > MAX_PREPEND {
-            return Err(format!("as_path_prepend {v} is more than {MAX_PREPEND}"));
-        }
-        attributes.as_path_prepend = Some(v);
-        asks.push(ServiceAttribute::AsPathPrepend);
+    for (attribute, text) in asked {
+        let (Some(text), Some(annotation)) = (text, attribute.row().annotation.as_ref()) else {
+            continue;
+        };
+        (annotation.parse)(&text, &mut attributes)
+            .map_err(|why| format!("{} {text}: {why}", attribute.as_str()))?;
+        asks.push(attribute);
     }
     if let Some(refused) = asks.iter().find(|a| !advertisement.allows(**a)) {
         return Err(format!(
