@@ -972,8 +972,9 @@ struct VipTruth {
     /// VIP went away"): the reason, since when, and whether it went in a
     /// mass disappearance.
     remembered: Option<Memory>,
-    /// Drained (the Node cordoned or excluded): since when, while it is;
-    /// when it last stopped being (back, or a new process). (9).
+    /// Drained (the Node cordoned or excluded): since when, while the
+    /// stability layer holds it so; when it last stopped being (back, or a
+    /// new process). (9).
     drain_mark: Option<Duration>,
     drain_end: Option<Duration>,
 }
@@ -1765,10 +1766,14 @@ impl Sim {
         let held = gone_damped && now < self.keep_until(i);
         let delay = !self.settings.advertise_delay.is_zero();
         let v = &mut self.vips[i];
-        if v.gone.is_some_and(|(_, why)| why == Absence::Drained) {
+        // Back from a drain, the route goes on without GRACEFUL_SHUTDOWN;
+        // unless its fresh probe, failing, stays Unknown: then it is still
+        // absent to the stability layer, for the reason it had (marked
+        // until withdrawn after graceful_shutdown_wait).
+        if v.drain_mark.is_some() && (!probed(i) || !v.probe_failing) {
             v.drain_end = Some(now);
+            v.drain_mark = None;
         }
-        v.drain_mark = None;
         v.remembered = None;
         if gone_damped && !held {
             // Withdrawn while away, after the hold-down (or not: the guard
@@ -1879,9 +1884,10 @@ impl Sim {
         v.gone = Some((at, why));
         v.reason_since = now;
         if damped(why) {
-            // No local endpoint, after no reason: its delay from now.
+            // No local endpoint, after no reason: its delay from now, if
+            // the layer still holds it (else it went at its hold-down).
             if v.taken {
-                v.hold_until = now + delay;
+                v.hold_until = v.hold_until.min(now + delay);
             }
             self.coverage.no_local_endpoint += 1;
             return;
@@ -3481,6 +3487,11 @@ impl Sim {
                     // probe does not run.
                     if v.present {
                         v.covered_since = pass.then_some(now);
+                        // Its probe no longer Unknown: back from a drain.
+                        if pass && v.drain_mark.is_some() {
+                            v.drain_mark = None;
+                            v.drain_end = Some(now);
+                        }
                     }
                     self.report_probe(i);
                 }
@@ -3591,11 +3602,9 @@ impl Sim {
             let by_node = |i: usize| {
                 let v = &self.vips[i];
                 match v.drain_mark {
-                    Some(t) if v.gone.is_some_and(|(_, w)| w == Absence::Drained) => {
-                        (now >= t + settle).then_some(true)
-                    }
-                    _ if v.drain_end.is_some_and(|t| now < t + settle) => None,
-                    _ => Some(false),
+                    Some(t) => (now >= t + settle).then_some(true),
+                    None if v.drain_end.is_some_and(|t| now < t + settle) => None,
+                    None => Some(false),
                 }
             };
             for (p, st) in rt.rib.iter().filter(|(_, st)| !st.stale) {
@@ -3609,8 +3618,10 @@ impl Sim {
                     checks += 1;
                     if st.graceful_shutdown != want {
                         let v = index_of(p).map(|i| self.vips[i].clone());
+                        let state = self.routes.stability().state(p);
+                        let desired = self.tables[r].get(p).cloned();
                         bad.push(format!(
-                            "(9) r{r}: {p} with GRACEFUL_SHUTDOWN {}, the node's {:?}, the VIP {v:?}",
+                            "(9) r{r}: {p} with GRACEFUL_SHUTDOWN {}, the node's {:?}, the VIP {v:?}; stability {state:?}, desired {desired:?}",
                             !want, self.gs[r]
                         ));
                         break;
