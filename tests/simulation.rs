@@ -1,29 +1,57 @@
 //! A deterministic simulation of a whole node on virtual time.
 //!
-//! The daemon's sans-IO cores — the routes core (`Routes`: source
-//! snapshots, probe results, drains, reloads, the exit and instants in;
-//! per-peer tables out) and one `PeerSession` per router (FSM, speaker,
-//! graceful-restart R bit) — are wired together as the daemon's drivers
-//! wire them, but with no tokio, socket or clock: the network is a queue of
-//! deliveries on a virtual clock (one `Instant` base plus a simulated
-//! offset), the routers are small BGP speakers written here on
-//! `bgp-proto`'s codec (one dual-stack with graceful restart and enhanced
-//! route refresh, one IPv4 with route refresh, one IPv6 over IPv6), and a
-//! seeded PRNG picks the node's stability settings (advertise_delay,
-//! damping, each peer's MRAI) and what happens: IPv4 and IPv6 VIPs
-//! appearing, flapping (back before the hold-down), vanishing or deleted
-//! for good, all vanishing at once, the source turning unhealthy and
-//! healthy, `holdfast drain` / `undrain`, probe failures, router session
-//! resets, router restarts with and without graceful restart, routers
-//! asking for ROUTE-REFRESH, reloads that remove or add a peer or change
-//! the hold-down, holdfast's planned exit (RFC 8326 graceful shutdown,
-//! then withdrawal) and its graceful restart, packet delays, and time
-//! moving to the next deadline or by a random step (every deadline on the
-//! way handled in order).
+//! The daemon's sans-IO cores — the source (the Kubernetes policy, or the
+//! VIP file source), the routes core (`Routes`: source snapshots, probe
+//! results, drains, reloads, the exit and instants in; per-peer tables
+//! out) and one `PeerSession` per router (FSM, speaker, graceful-restart R
+//! bit) — are wired together as the daemon's drivers wire them, but with
+//! no tokio, socket or clock: the network is a queue of deliveries on a
+//! virtual clock (one `Instant` base plus a simulated offset), the routers
+//! are small BGP speakers written here on `bgp-proto`'s codec (one
+//! dual-stack with graceful restart and enhanced route refresh, one IPv4
+//! with route refresh, one IPv6 over IPv6), and a seeded PRNG picks the
+//! node's settings (its source, advertise_delay, damping, each peer's
+//! MRAI) and what happens.
 //!
-//! After every step the invariants below are checked. A violation prints
-//! its seed and the events of the run, shrunk (events dropped one at a
-//! time while the run still fails).
+//! The source is real. A seed with the Kubernetes source keeps a model
+//! cluster (a LoadBalancer Service per VIP, some with
+//! `externalTrafficPolicy: Local`; their EndpointSlices, with this node's
+//! endpoint ready, not ready, terminating or elsewhere; the Node, cordoned
+//! or excluded), turns its objects into the watchers' records
+//! (`ServiceRecord::of`, `SliceRecord::of`) and evaluates them with the
+//! policy (`policy::update` for the Services a watch event names,
+//! `policy::evaluate` for the Node, re-lists, an outage's end, a reload, a
+//! process's first) into the snapshot (`Evaluation::snapshot`), with the
+//! watcher layer's health: an outage or a 410 Gone makes the source
+//! unhealthy with its last evaluation, its store frozen; when its links
+//! are live again, the store is the API server's and one full evaluation
+//! follows; a re-list may answer no Service at all while healthy (see
+//! `Kube`). A seed with the file source writes a VIP file and has the
+//! file source (`FileSource::take_read`: the digest, the parser, "empty is
+//! confirmed", the last good set) read it after each edit: VIPs added or
+//! removed, the file emptied, truncated and rewritten, broken (a syntax
+//! error, an unknown advertisement, a VIP twice, the file deleted) and
+//! mended (see `VipFile`). The daemon runs one source at a time; so does
+//! each seed.
+//!
+//! What happens: VIPs appearing, flapping (back before the hold-down),
+//! vanishing or deleted for good, all vanishing at once, the source
+//! turning unhealthy and healthy, re-lists (410 Gone) and empty re-lists,
+//! local endpoints lost and back, the Node cordoned and uncordoned,
+//! `holdfast drain` / `undrain`, probe failures, router session resets,
+//! router restarts with and without graceful restart, routers asking for
+//! ROUTE-REFRESH, reloads that remove or add a peer or change the
+//! hold-down, holdfast's planned exit (RFC 8326 graceful shutdown, then
+//! withdrawal) and its graceful restart, packet delays, and time moving to
+//! the next deadline or by a random step (every deadline on the way
+//! handled in order).
+//!
+//! After every step the invariants below are checked against a model of
+//! what the source's objects ask for, written from the policy's and the
+//! sources' documented rules (`Objects::wants`, `Objects::fate`,
+//! `Sim::model_kube`, `Sim::model_file`), not from their code. A
+//! violation prints its seed and the events of the run, shrunk (events
+//! dropped one at a time while the run still fails).
 //!
 //! `HOLDFAST_SIM_SEEDS=N` runs seeds 0..N; `HOLDFAST_SIM_SEED=S` replays
 //! one seed (and prints its settings and events); `HOLDFAST_SIM_EVENTS=N`
@@ -49,8 +77,8 @@ use holdfast::probe::{Observation, ProbeResult};
 use holdfast::session::{Input, Output, PeerSession, PeerSpec, StopHow};
 use holdfast::source::file::{EMPTY_SETTLE, FileSettings, FileSource};
 use holdfast::source::kubernetes::{
-    Changes, Cluster, EXCLUDE_LABEL, Evaluation, NodeFacts, ServiceKey, ServiceRecord,
-    SliceRecord, evaluate, needs_full_evaluation, node_facts, update,
+    Changes, Cluster, EXCLUDE_LABEL, Evaluation, NodeFacts, ServiceKey, ServiceRecord, SliceRecord,
+    evaluate, needs_full_evaluation, node_facts, update,
 };
 use holdfast::speaker::PeerTable;
 use holdfast::stability::{DampingParams, Stability};
@@ -974,7 +1002,7 @@ struct VipTruth {
     remembered: Option<Memory>,
     /// Drained (the Node cordoned or excluded): since when, while the
     /// stability layer holds it so; when it last stopped being (back, or a
-    /// new process). (9).
+    /// new process). (8).
     drain_mark: Option<Duration>,
     drain_end: Option<Duration>,
 }
@@ -1192,7 +1220,10 @@ impl Records {
 
     fn slice(&self, i: usize, state: Option<Endpoint>) -> Option<Arc<SliceRecord>> {
         let e = state?;
-        let at = Endpoint::ALL.iter().position(|x| *x == e).expect("an endpoint");
+        let at = Endpoint::ALL
+            .iter()
+            .position(|x| *x == e)
+            .expect("an endpoint");
         self.slices[i][at].clone()
     }
 
@@ -1381,7 +1412,9 @@ impl VipFile {
         }
         match self.broken {
             Some(0) => text.push_str("[[vip]\naddress = \"10.0.0.1\"\n"),
-            Some(1) => text.push_str("[[vip]]\naddress = \"10.0.0.99\"\nadvertisement = \"nope\"\n"),
+            Some(1) => {
+                text.push_str("[[vip]]\naddress = \"10.0.0.99\"\nadvertisement = \"nope\"\n")
+            }
             Some(2) => {
                 let i = (0..VIPS).find(|&i| self.listed[i]).unwrap_or(0);
                 let _ = write!(text, "[[vip]]\naddress = \"{}\"\n", vip_ip(i));
@@ -1476,7 +1509,7 @@ struct Sim {
     hold_down_changed_at: Duration,
     drained: bool,
     undrained_at: Option<Duration>,
-    /// (9) GRACEFUL_SHUTDOWN per router.
+    /// (8) GRACEFUL_SHUTDOWN per router.
     gs: Vec<Gs>,
     exit: Option<Exit>,
     /// The sessions are being stopped at the end of an exit.
@@ -1703,9 +1736,8 @@ impl Sim {
     /// episode).
     fn bound(&self, i: usize) -> u64 {
         let v = &self.vips[i];
-        let withdrawn = v.gone.is_some_and(|(_, why)| damped(why))
-            && v.taken
-            && self.now >= self.keep_until(i);
+        let withdrawn =
+            v.gone.is_some_and(|(_, why)| damped(why)) && v.taken && self.now >= self.keep_until(i);
         v.transitions + u64::from(withdrawn)
     }
 
@@ -2084,7 +2116,10 @@ impl Sim {
         let now = self.now;
         let c = &self.config.stability;
         let retention = c.withdraw_hold_down
-            + self.settings.damping.map_or(Duration::ZERO, |d| d.max_suppress)
+            + self
+                .settings
+                .damping
+                .map_or(Duration::ZERO, |d| d.max_suppress)
             + c.delete_delay.max(c.local_endpoint_delay)
             + REASON_MARGIN;
         let on_wire = self
@@ -2940,12 +2975,12 @@ impl Sim {
                         && subcode == n.subcode
                     {
                         rt.coverage.shutdown_ceases += 1;
-                        // (9) RFC 8326 §3 then RFC 4486: every route
+                        // (8) RFC 8326 §3 then RFC 4486: every route
                         // withdrawn before the Cease.
                         if !rt.on_conn.is_empty() {
                             let left = rt.on_conn.clone();
                             return self.fail(format!(
-                                "(9) r{r}: Cease/Administrative Shutdown with {left:?} still advertised"
+                                "(8) r{r}: Cease/Administrative Shutdown with {left:?} still advertised"
                             ));
                         }
                     } else if n.code == CEASE
@@ -2955,7 +2990,7 @@ impl Sim {
                         rt.coverage.deconfigured_ceases += 1;
                     } else {
                         let d = n.describe();
-                        return self.fail(format!("(10) r{r}: {d}, not Cease subcode {subcode}"));
+                        return self.fail(format!("(9) r{r}: {d}, not Cease subcode {subcode}"));
                     }
                 }
                 self.routers[r].drop_conn(now, true);
@@ -3054,12 +3089,12 @@ impl Sim {
             } => self.router_receives(r, conn, bytes, table),
             Delivery::RouterClosed { r, conn } => {
                 if self.routers[r].conn == Some(conn) {
-                    // (9), (10) The Cease was due before the close.
+                    // (8), (9) The Cease was due before the close.
                     if let Some((c, subcode)) = self.routers[r].expect_cease
                         && c == conn
                     {
                         return self.fail(format!(
-                            "(10) r{r}: the node closed the session without Cease subcode {subcode}"
+                            "(9) r{r}: the node closed the session without Cease subcode {subcode}"
                         ));
                     }
                     self.routers[r].drop_conn(self.now, false);
@@ -3572,7 +3607,7 @@ impl Sim {
                 let n = rt.rib.len();
                 bad.push(format!("(7) r{r} holds {n} routes of {n_vips} VIPs"));
             }
-            // (10) A peer a reload removed is sent Cease/Peer De-configured
+            // (9) A peer a reload removed is sent Cease/Peer De-configured
             // (a hard reset, RFC 8538 §3): from SETTLE after, its router
             // holds none of the node's routes (stale ones only if the
             // session was down then: they go at the restart time).
@@ -3583,11 +3618,11 @@ impl Sim {
                 let fresh = rt.rib.iter().find(|(_, s)| established || !s.stale);
                 if let Some((p, s)) = fresh {
                     bad.push(format!(
-                        "(10) r{r}, removed at {at:?}, still has {p} ({s:?})"
+                        "(9) r{r}, removed at {at:?}, still has {p} ({s:?})"
                     ));
                 }
             }
-            // (9) RFC 8326 §3: GRACEFUL_SHUTDOWN on every route the router
+            // (8) RFC 8326 §3: GRACEFUL_SHUTDOWN on every route the router
             // has from SETTLE after a drain or exit towards it began, on
             // none from SETTLE after it ended; and on the route of a VIP the
             // Node's cordon (or exclusion) drained, from SETTLE after, while
@@ -3621,7 +3656,7 @@ impl Sim {
                         let state = self.routes.stability().state(p);
                         let desired = self.tables[r].get(p).cloned();
                         bad.push(format!(
-                            "(9) r{r}: {p} with GRACEFUL_SHUTDOWN {}, the node's {:?}, the VIP {v:?}; stability {state:?}, desired {desired:?}",
+                            "(8) r{r}: {p} with GRACEFUL_SHUTDOWN {}, the node's {:?}, the VIP {v:?}; stability {state:?}, desired {desired:?}",
                             !want, self.gs[r]
                         ));
                         break;

@@ -308,12 +308,18 @@ fn take_read_keeps_the_last_good_set_and_confirms_an_empty_file() {
         .expect("the health changes");
     assert_eq!(*broken.vips, one());
     assert!(!broken.healthy && broken.synced && broken.error.is_some());
-    assert_eq!(source.take_read(T0 + 3 * SEC, Ok(TWO.into())), Some(healthy(two())));
+    assert_eq!(
+        source.take_read(T0 + 3 * SEC, Ok(TWO.into())),
+        Some(healthy(two()))
+    );
     // Emptied: not believed within EMPTY_SETTLE, believed at it.
     let empty = EMPTY_SETTLE.as_nanos() as Nanos;
     assert_eq!(source.take_read(T0 + 4 * SEC, Ok(String::new())), None);
     assert!(source.confirming_empty());
-    assert_eq!(source.take_read(T0 + 4 * SEC + empty - 1, Ok(String::new())), None);
+    assert_eq!(
+        source.take_read(T0 + 4 * SEC + empty - 1, Ok(String::new())),
+        None
+    );
     let believed = source.take_read(T0 + 4 * SEC + empty, Ok(String::new()));
     assert_eq!(believed, Some(healthy(crate::model::VipMap::default())));
     assert!(!source.confirming_empty());
