@@ -1816,6 +1816,13 @@ impl Sim {
                 v.flap.exact = false;
             }
         }
+        if delay && v.gone.is_some_and(|(_, why)| !damped(why)) {
+            // Back from a definitive absence the layer may not have
+            // withdrawn yet (a drain's graceful_shutdown_wait, the guard):
+            // advertised at once, not after advertise_delay, and a penalty
+            // of its next absence may escape the model.
+            v.flap.exact = false;
+        }
         // A probed VIP whose datapath fails is not advertised: its fresh
         // probe fails (RFC-free: the probe's rule).
         let eligible = !probed(i) || !v.probe_failing;
