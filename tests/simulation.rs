@@ -416,7 +416,13 @@ fn generate(seed: u64, n: usize) -> Vec<Ev> {
                 944..948 => Ev::HoldDown([5, 10, 30, 60][rng.below(4) as usize]),
                 948..953 => Ev::Exit(rng.below(3) == 0),
                 953..969 => Ev::Endpoint(
-                    vip,
+                    // Mostly a Service with traffic policy Local (the
+                    // others' endpoints change nothing advertised).
+                    if rng.below(4) == 0 {
+                        vip
+                    } else {
+                        3 * rng.below(5) as usize + 2
+                    },
                     [
                         Endpoint::Ready,
                         Endpoint::Ready,
