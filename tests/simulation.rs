@@ -1836,9 +1836,16 @@ impl Sim {
             v.covered_since = eligible.then_some(now);
             v.transitions += 1;
         } else if !eligible {
-            // Back while still held, and withdrawn for its probe at once.
+            // Back while still held, its fresh probe failing (Unknown: not
+            // advertised): still absent to the layer, held to the end of
+            // its hold-down. A probe passing meanwhile brings it back at
+            // once, not after advertise_delay, and a penalty of its next
+            // absence may then escape the model.
             v.covered_since = None;
             v.transitions += 1;
+            if delay {
+                v.flap.exact = false;
+            }
         }
         v.present = true;
         v.gone = None;
