@@ -3701,11 +3701,12 @@ impl Sim {
                     }
                     checks += 1;
                     // Wanted when the connection dropped: present, or held
-                    // down then (what happened since does not matter).
+                    // down then (what happened since does not matter; what
+                    // went at that very instant may have gone first).
                     let held = match v.gone {
                         None => v.present,
                         Some((at, why)) if damped(why) => {
-                            at >= dropped || dropped < self.keep_until(i)
+                            at > dropped || dropped < self.keep_until(i)
                         }
                         Some(_) => false,
                     };
