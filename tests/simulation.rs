@@ -1,29 +1,57 @@
 //! A deterministic simulation of a whole node on virtual time.
 //!
-//! The daemon's sans-IO cores — the routes core (`Routes`: source
-//! snapshots, probe results, drains, reloads, the exit and instants in;
-//! per-peer tables out) and one `PeerSession` per router (FSM, speaker,
-//! graceful-restart R bit) — are wired together as the daemon's drivers
-//! wire them, but with no tokio, socket or clock: the network is a queue of
-//! deliveries on a virtual clock (one `Instant` base plus a simulated
-//! offset), the routers are small BGP speakers written here on
-//! `bgp-proto`'s codec (one dual-stack with graceful restart and enhanced
-//! route refresh, one IPv4 with route refresh, one IPv6 over IPv6), and a
-//! seeded PRNG picks the node's stability settings (advertise_delay,
-//! damping, each peer's MRAI) and what happens: IPv4 and IPv6 VIPs
-//! appearing, flapping (back before the hold-down), vanishing or deleted
-//! for good, all vanishing at once, the source turning unhealthy and
-//! healthy, `holdfast drain` / `undrain`, probe failures, router session
-//! resets, router restarts with and without graceful restart, routers
-//! asking for ROUTE-REFRESH, reloads that remove or add a peer or change
-//! the hold-down, holdfast's planned exit (RFC 8326 graceful shutdown,
-//! then withdrawal) and its graceful restart, packet delays, and time
-//! moving to the next deadline or by a random step (every deadline on the
-//! way handled in order).
+//! The daemon's sans-IO cores — the source (the Kubernetes policy, or the
+//! VIP file source), the routes core (`Routes`: source snapshots, probe
+//! results, drains, reloads, the exit and instants in; per-peer tables
+//! out) and one `PeerSession` per router (FSM, speaker, graceful-restart R
+//! bit) — are wired together as the daemon's drivers wire them, but with
+//! no tokio, socket or clock: the network is a queue of deliveries on a
+//! virtual clock (one `Instant` base plus a simulated offset), the routers
+//! are small BGP speakers written here on `bgp-proto`'s codec (one
+//! dual-stack with graceful restart and enhanced route refresh, one IPv4
+//! with route refresh, one IPv6 over IPv6), and a seeded PRNG picks the
+//! node's settings (its source, advertise_delay, damping, each peer's
+//! MRAI) and what happens.
 //!
-//! After every step the invariants below are checked. A violation prints
-//! its seed and the events of the run, shrunk (events dropped one at a
-//! time while the run still fails).
+//! The source is real. A seed with the Kubernetes source keeps a model
+//! cluster (a LoadBalancer Service per VIP, some with
+//! `externalTrafficPolicy: Local`; their EndpointSlices, with this node's
+//! endpoint ready, not ready, terminating or elsewhere; the Node, cordoned
+//! or excluded), turns its objects into the watchers' records
+//! (`ServiceRecord::of`, `SliceRecord::of`) and evaluates them with the
+//! policy (`policy::update` for the Services a watch event names,
+//! `policy::evaluate` for the Node, re-lists, an outage's end, a reload, a
+//! process's first) into the snapshot (`Evaluation::snapshot`), with the
+//! watcher layer's health: an outage or a 410 Gone makes the source
+//! unhealthy with its last evaluation, its store frozen; when its links
+//! are live again, the store is the API server's and one full evaluation
+//! follows; a re-list may answer no Service at all while healthy (see
+//! `Kube`). A seed with the file source writes a VIP file and has the
+//! file source (`FileSource::take_read`: the digest, the parser, "empty is
+//! confirmed", the last good set) read it after each edit: VIPs added or
+//! removed, the file emptied, truncated and rewritten, broken (a syntax
+//! error, an unknown advertisement, a VIP twice, the file deleted) and
+//! mended (see `VipFile`). The daemon runs one source at a time; so does
+//! each seed.
+//!
+//! What happens: VIPs appearing, flapping (back before the hold-down),
+//! vanishing or deleted for good, all vanishing at once, the source
+//! turning unhealthy and healthy, re-lists (410 Gone) and empty re-lists,
+//! local endpoints lost and back, the Node cordoned and uncordoned,
+//! `holdfast drain` / `undrain`, probe failures, router session resets,
+//! router restarts with and without graceful restart, routers asking for
+//! ROUTE-REFRESH, reloads that remove or add a peer or change the
+//! hold-down, holdfast's planned exit (RFC 8326 graceful shutdown, then
+//! withdrawal) and its graceful restart, packet delays, and time moving to
+//! the next deadline or by a random step (every deadline on the way
+//! handled in order).
+//!
+//! After every step the invariants below are checked against a model of
+//! what the source's objects ask for, written from the policy's and the
+//! sources' documented rules (`Objects::wants`, `Objects::fate`,
+//! `Sim::model_kube`, `Sim::model_file`), not from their code. A
+//! violation prints its seed and the events of the run, shrunk (events
+//! dropped one at a time while the run still fails).
 //!
 //! `HOLDFAST_SIM_SEEDS=N` runs seeds 0..N; `HOLDFAST_SIM_SEED=S` replays
 //! one seed (and prints its settings and events); `HOLDFAST_SIM_EVENTS=N`
@@ -44,12 +72,19 @@ use bgp_proto::fsm::{ConnId, Direction, State};
 use bgp_proto::open::Open;
 use bgp_proto::{Capability, Community, Context, Family, Message, Notification, RouteRefresh};
 use holdfast::daemon::sim::{ExitPlan, ExitReason, Routes, exit_plan, stability_params};
-use holdfast::model::{Absence, Route, SourceSnapshot, Vip, VipMap};
+use holdfast::model::{Absence, SourceSnapshot};
 use holdfast::probe::{Observation, ProbeResult};
 use holdfast::session::{Input, Output, PeerSession, PeerSpec, StopHow};
+use holdfast::source::file::{EMPTY_SETTLE, FileSettings, FileSource};
+use holdfast::source::kubernetes::{
+    Changes, Cluster, EXCLUDE_LABEL, Evaluation, NodeFacts, ServiceKey, ServiceRecord, SliceRecord,
+    evaluate, needs_full_evaluation, node_facts, update,
+};
 use holdfast::speaker::PeerTable;
 use holdfast::stability::{DampingParams, Stability};
 use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Node;
+use kube_standin::fixtures::{SliceEndpoint, endpoint_slice, load_balancer_service};
 
 /// IPv4 VIPs 10.0.0.1..=V4_VIPS, then IPv6 VIPs 2001:db8:100::1..; the odd
 /// ones are probed.
@@ -67,6 +102,15 @@ const MAX_DELAY_MS: u64 = 400;
 /// the network's delay, twice (a reply), with room to spare. A peer's
 /// MRAI comes on top ([`Sim::settle`]), advertise_delay before.
 const SETTLE: Duration = Duration::from_millis(2 * MAX_DELAY_MS + 200);
+/// The guard's pace bounds how long it may hold a due withdrawal back: one
+/// per `withdraw_rate` interval, each VIP at most once (1w).
+const GUARD_SLACK: Duration = Duration::from_millis(100 * (VIPS as u64 + 1));
+/// The reasons the Kubernetes policy remembers for a VIP that went are
+/// kept this long past the longest timer that may need them (policy.rs,
+/// `REASON_MARGIN`).
+const REASON_MARGIN: Duration = Duration::from_secs(60);
+/// This node's name (`NODE_NAME`).
+const NODE: &str = "node-1";
 /// r1's `graceful_restart.restart_time`.
 const RESTART_TIME: Duration = Duration::from_secs(20);
 /// Router keepalive interval (a third of the 9 s hold time).
@@ -126,11 +170,17 @@ max_withdraw_fraction = 0.5
 
 [[advertisement]]
 name = "public"
+service_selector = { match_labels = { tier = "public" } }
 
 [[advertisement]]
 name = "probed"
+service_selector = { match_labels = { tier = "probed" } }
 probe = { port = 443, fail_after = 1, recover_after = 1 }
 "#;
+
+/// The `[source]` of a seed that reads a VIP file (CONFIG's is the
+/// Kubernetes source).
+const FILE_SOURCE: &str = "[source]\nkind = \"file\"\npath = \"vips.toml\"\n";
 
 // --- PRNG ---
 
@@ -160,9 +210,20 @@ fn ms(n: u64) -> Duration {
 
 // --- the node's settings, drawn per seed ---
 
-/// The stability settings of one seed's node.
+/// Where a seed's VIPs come from: one source at a time, as the daemon
+/// runs one (`[source] kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SourceKind {
+    /// A model cluster, read by the Kubernetes source's policy.
+    Kubernetes,
+    /// A VIP file, read by the file source.
+    File,
+}
+
+/// The stability settings of one seed's node, and its source.
 #[derive(Clone, Debug)]
 struct Settings {
+    source: SourceKind,
     /// `[stability] advertise_delay`.
     advertise_delay: Duration,
     /// `[stability.damping]`, when on.
@@ -205,7 +266,14 @@ fn settings(seed: u64) -> Settings {
             ms(100 + rng.below(5_000))
         }
     });
+    // Drawn last: the settings above stay what they were for each seed.
+    let source = if rng.below(5) < 3 {
+        SourceKind::Kubernetes
+    } else {
+        SourceKind::File
+    };
     Settings {
+        source,
         advertise_delay,
         damping,
         mrai,
@@ -215,8 +283,15 @@ fn settings(seed: u64) -> Settings {
 /// The config file with the seed's settings, and every peer (a reload
 /// removing one leaves it out: [`Sim::reload`]).
 fn base_config(s: &Settings) -> holdfast::config::Config {
-    let mut config =
-        holdfast::config::parse(Path::new("sim.toml"), CONFIG).expect("a valid config");
+    let text = match s.source {
+        SourceKind::Kubernetes => CONFIG.to_string(),
+        SourceKind::File => CONFIG.replace("[source]\nkind = \"kubernetes\"\n", FILE_SOURCE),
+    };
+    let mut config = holdfast::config::parse(Path::new("sim.toml"), &text).expect("a valid config");
+    assert_eq!(
+        matches!(config.source, holdfast::config::Source::File { .. }),
+        s.source == SourceKind::File
+    );
     assert_eq!(config.speaker.graceful_shutdown_wait, SHUTDOWN_WAIT);
     config.stability.advertise_delay = s.advertise_delay;
     config.stability.damping = s.damping;
@@ -230,23 +305,54 @@ fn base_config(s: &Settings) -> holdfast::config::Config {
 
 /// One thing that happens; what cannot happen in the state at hand (a VIP
 /// that is there appearing) is a no-op, so any sublist is a valid run.
+/// The source's events change the model cluster or the VIP file, which
+/// the real source then reads (see `Kube` and `VipFile`); an event of the
+/// other source is a no-op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ev {
     /// Time moves to the next deadline (a timer, a delivery, a flap's end).
     Next,
     /// Time moves by this many ms, every deadline on the way handled.
     Step(u64),
+    /// Kubernetes: Service i created, or its ingress list refilled, with
+    /// VIP i; file: VIP i added.
     Appear(usize),
-    /// Gone for this many ms, less than the first hold-down, then back.
+    /// As `Vanish`, for this many ms (less than the first hold-down), then
+    /// back (`Appear`): the LB-IPAM flap.
     Flap(usize, u64),
-    /// Gone with no reason (held down), until an `Appear`.
+    /// Kubernetes: Service i's `status.loadBalancer.ingress` emptied; file:
+    /// VIP i removed. Until an `Appear`.
     Vanish(usize),
-    /// The Service deleted: a definitive absence.
+    /// Kubernetes: Service i deleted (a definitive absence); file: VIP i
+    /// removed (a file gives no reasons).
     Delete(usize),
-    /// Every VIP gone in one snapshot (the empty-list fault).
+    /// Kubernetes: every Service's ingress list emptied at once; file:
+    /// every VIP removed (a valid, empty file).
     MassVanish,
-    Unhealthy,
+    /// Kubernetes: the API server unreachable (every watcher's link
+    /// broken); file: the file broken (0: a syntax error, 1: an entry
+    /// naming an unknown advertisement, 2: a VIP twice, 3: the file
+    /// deleted).
+    Unhealthy(u8),
+    /// The API server reachable again (the watchers catch up or re-list);
+    /// the file mended.
     Healthy,
+    /// Kubernetes: this node's endpoint of Service i is now this (only
+    /// Services with traffic policy Local care, see [`local`]).
+    Endpoint(usize, Endpoint),
+    /// Kubernetes: the Node cordoned (`spec.unschedulable`), or (`true`)
+    /// labelled excluded from load balancers.
+    Cordon(bool),
+    /// Kubernetes: the Node neither cordoned nor excluded.
+    Uncordon,
+    /// Kubernetes: a watch ends in 410 Gone; the re-list is done this many
+    /// ms later.
+    Relist(u64),
+    /// Kubernetes: a re-list answers no Service at all, healthy (an etcd
+    /// restore, the wrong cluster), for this many ms, until the next
+    /// re-list; file: the file truncated (`O_TRUNC`) and rewritten this
+    /// many ms later.
+    EmptyList(u64),
     Drain,
     Undrain,
     ProbeFail(usize),
@@ -295,7 +401,7 @@ fn generate(seed: u64, n: usize) -> Vec<Ev> {
                 610..650 => Ev::Vanish(vip),
                 650..670 => Ev::Delete(vip),
                 670..678 => Ev::MassVanish,
-                678..698 => Ev::Unhealthy,
+                678..698 => Ev::Unhealthy(rng.below(4) as u8),
                 698..728 => Ev::Healthy,
                 728..736 => Ev::Drain,
                 736..756 => Ev::Undrain,
@@ -309,6 +415,26 @@ fn generate(seed: u64, n: usize) -> Vec<Ev> {
                 932..944 => Ev::AddPeer(r),
                 944..948 => Ev::HoldDown([5, 10, 30, 60][rng.below(4) as usize]),
                 948..953 => Ev::Exit(rng.below(3) == 0),
+                953..969 => Ev::Endpoint(
+                    // Mostly a Service with traffic policy Local (the
+                    // others' endpoints change nothing advertised).
+                    if rng.below(4) == 0 {
+                        vip
+                    } else {
+                        3 * rng.below(5) as usize + 2
+                    },
+                    [
+                        Endpoint::Ready,
+                        Endpoint::Ready,
+                        Endpoint::NotReady,
+                        Endpoint::Terminating,
+                        Endpoint::Elsewhere,
+                    ][rng.below(5) as usize],
+                ),
+                969..972 => Ev::Cordon(rng.below(2) == 0),
+                972..978 => Ev::Uncordon,
+                978..983 => Ev::Relist(rng.below(3_000)),
+                983..987 => Ev::EmptyList(1 + rng.below(40_000)),
                 _ => Ev::Delay(r, rng.below(MAX_DELAY_MS + 1)),
             }
         })
@@ -358,6 +484,26 @@ struct Coverage {
     deconfigured_ceases: u64,
     additions: u64,
     hold_down_changes: u64,
+    /// The Kubernetes source's evaluations: incremental (`policy::update`)
+    /// and full (`policy::evaluate`: the Node, a re-list, an outage's end,
+    /// a reload, a process's first).
+    policy_updates: u64,
+    policy_evaluations: u64,
+    /// Absences the model took: with no local endpoint (traffic policy
+    /// Local), drained (the Node cordoned or excluded), Services missing
+    /// in a mass disappearance (held down, not deleted).
+    no_local_endpoint: u64,
+    drained_absences: u64,
+    mass_absences: u64,
+    /// Re-lists after 410 Gone; re-lists that answered no Service.
+    relists: u64,
+    empty_relists: u64,
+    /// Broken VIP files; reads of a VIP file emptied that the source did
+    /// not believe yet.
+    file_breaks: u64,
+    empty_file_waits: u64,
+    /// Checks of (1w) that bound a VIP gone from the source.
+    withdrawn_checked: u64,
 }
 
 impl Coverage {
@@ -384,6 +530,16 @@ impl Coverage {
         self.deconfigured_ceases += o.deconfigured_ceases;
         self.additions += o.additions;
         self.hold_down_changes += o.hold_down_changes;
+        self.policy_updates += o.policy_updates;
+        self.policy_evaluations += o.policy_evaluations;
+        self.no_local_endpoint += o.no_local_endpoint;
+        self.drained_absences += o.drained_absences;
+        self.mass_absences += o.mass_absences;
+        self.relists += o.relists;
+        self.empty_relists += o.empty_relists;
+        self.file_breaks += o.file_breaks;
+        self.empty_file_waits += o.empty_file_waits;
+        self.withdrawn_checked += o.withdrawn_checked;
     }
 }
 
@@ -826,6 +982,10 @@ struct VipTruth {
     /// when it last began to.
     probe_failing: bool,
     probe_failed_at: Option<Duration>,
+    /// Probed: the routes core has had its probe's first result since the
+    /// VIP last came into the snapshot (until then the probe is Unknown
+    /// and the VIP not advertised).
+    probe_known: bool,
     /// Bound (2): changes of what routers should have for it.
     transitions: u64,
     /// Gone with no reason: the stability layer has taken the absence
@@ -837,6 +997,39 @@ struct VipTruth {
     /// re-evaluates it; a source healthy again restarts it, later).
     hold_until: Duration,
     flap: Flap,
+    /// Gone: where the stability layer counts its hold-down from (the
+    /// absence, or the source last healthy again), and its reason's timer
+    /// (the reason given, or the source last healthy again): (1w).
+    clock: Duration,
+    reason_since: Duration,
+    /// The Kubernetes policy's memory of why it went (policy.rs, "Why a
+    /// VIP went away"): the reason, since when, and whether it went in a
+    /// mass disappearance.
+    remembered: Option<Memory>,
+    /// Drained (the Node cordoned or excluded): since when, while the
+    /// stability layer holds it so; when it last stopped being (back, or a
+    /// new process). (8).
+    drain_mark: Option<Duration>,
+    drain_end: Option<Duration>,
+}
+
+/// What the Kubernetes policy remembers of a VIP that went.
+#[derive(Clone, Copy, Debug)]
+struct Memory {
+    reason: Absence,
+    since: Duration,
+    mass: bool,
+}
+
+/// The reasons the stability layer holds a VIP for (hold-down, damping)
+/// rather than withdrawing it at its reason's fixed delay.
+fn damped(why: Absence) -> bool {
+    matches!(why, Absence::Vanished | Absence::NoLocalEndpoint)
+}
+
+/// The reasons whose withdrawals the mass-withdrawal guard paces.
+fn guarded(why: Absence) -> bool {
+    matches!(why, Absence::Vanished | Absence::Deleted)
 }
 
 fn vip_ip(i: usize) -> IpAddr {
@@ -866,6 +1059,377 @@ fn probed(i: usize) -> bool {
 
 fn index_of(p: &IpNet) -> Option<usize> {
     (0..VIPS).find(|&i| vip_prefix(i) == *p)
+}
+
+// --- the source side: a model cluster, or a VIP file ---
+
+/// Whether Service i has `externalTrafficPolicy: Local`: its VIP is
+/// advertised only while this node has a ready endpoint of it.
+fn local(i: usize) -> bool {
+    i % 3 == 2
+}
+
+/// This node's endpoint of a Service, as the Service's EndpointSlice shows
+/// it (the slice always has a ready endpoint on another node too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Endpoint {
+    Ready,
+    /// `conditions.ready: false`.
+    NotReady,
+    /// `conditions.terminating: true`, `ready` unset (which alone would
+    /// read as ready).
+    Terminating,
+    /// Only on other nodes: the watcher keeps nothing of the slice.
+    Elsewhere,
+}
+
+impl Endpoint {
+    const ALL: [Endpoint; 4] = [
+        Endpoint::Ready,
+        Endpoint::NotReady,
+        Endpoint::Terminating,
+        Endpoint::Elsewhere,
+    ];
+}
+
+/// A slice as the watcher keeps it: nothing when this node has no endpoint
+/// in it (records.rs, `SliceRecord::of`).
+fn kept(slice: Option<Endpoint>) -> Option<Endpoint> {
+    slice.filter(|e| *e != Endpoint::Elsewhere)
+}
+
+/// The objects of the model cluster, by VIP (Service i gives VIP i): what
+/// the API server holds, or what the watchers hold of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Objects {
+    /// Service `default/svc-i`, type LoadBalancer: absent, or with VIP i in
+    /// its `status.loadBalancer.ingress` (`true`) or that list empty.
+    services: [Option<bool>; VIPS],
+    /// Its EndpointSlice: absent, or this node's endpoint in it.
+    slices: [Option<Endpoint>; VIPS],
+    /// The Node: `spec.unschedulable`, and the exclude label.
+    cordoned: bool,
+    excluded: bool,
+}
+
+impl Objects {
+    fn node_problem(&self) -> bool {
+        self.cordoned || self.excluded
+    }
+
+    /// The model of the policy's rules (policy.rs, "Which addresses"; rules
+    /// 1–4 take every Service here): VIP i is advertised when its Service
+    /// lists it, has a ready local endpoint if its traffic policy is Local
+    /// (5), and the Node is neither cordoned nor excluded (6).
+    fn wants(&self, i: usize) -> bool {
+        self.services[i] == Some(true)
+            && (!local(i) || kept(self.slices[i]) == Some(Endpoint::Ready))
+            && !self.node_problem()
+    }
+
+    /// Why VIP i went, as its Service judges it (policy.rs, "Why a VIP
+    /// went away"): `missing` when the Service is not listed.
+    fn fate(&self, i: usize, missing: Absence) -> Absence {
+        if self.node_problem() {
+            Absence::Drained
+        } else if self.services[i].is_none() {
+            missing
+        } else if local(i) && kept(self.slices[i]) != Some(Endpoint::Ready) {
+            Absence::NoLocalEndpoint
+        } else {
+            Absence::Vanished
+        }
+    }
+}
+
+/// The watchers' records of every state of every object, made once from
+/// the Kubernetes objects as a watch delivers them (`ServiceRecord::of`,
+/// `SliceRecord::of`): what the policy reads.
+struct Records {
+    /// Service i's record, its ingress list empty and with VIP i.
+    services: Vec<[Arc<ServiceRecord>; 2]>,
+    /// Service i's slice's record by [`Endpoint`] (`None`: not kept).
+    slices: Vec<[Option<Arc<SliceRecord>>; 4]>,
+    /// The Node: as is, cordoned, excluded, both.
+    nodes: [Node; 4],
+}
+
+impl Records {
+    fn get() -> &'static Records {
+        static RECORDS: std::sync::OnceLock<Records> = std::sync::OnceLock::new();
+        RECORDS.get_or_init(Records::make)
+    }
+
+    fn make() -> Records {
+        let services = (0..VIPS)
+            .map(|i| {
+                let ip = vip_ip(i).to_string();
+                [&[][..], &[ip.as_str()][..]].map(|ingress| {
+                    let mut svc = load_balancer_service("default", &format!("svc-{i}"), ingress);
+                    svc.metadata.uid = Some(format!("uid-{i}"));
+                    let tier = if probed(i) { "probed" } else { "public" };
+                    svc.metadata.labels = Some(BTreeMap::from([("tier".into(), tier.into())]));
+                    if local(i) {
+                        let spec = svc.spec.as_mut().expect("a spec");
+                        spec.external_traffic_policy = Some("Local".into());
+                    }
+                    Arc::new(ServiceRecord::of(svc))
+                })
+            })
+            .collect();
+        let slices = (0..VIPS)
+            .map(|i| {
+                Endpoint::ALL.map(|e| {
+                    let here = match e {
+                        Endpoint::Elsewhere => "node-3",
+                        _ => NODE,
+                    };
+                    let mut endpoint = SliceEndpoint::ready("10.244.0.10", here);
+                    endpoint.ready = e != Endpoint::NotReady;
+                    let mut slice = endpoint_slice(
+                        "default",
+                        &format!("svc-{i}"),
+                        &format!("svc-{i}-x1"),
+                        &[endpoint, SliceEndpoint::ready("10.244.1.10", "node-2")],
+                    );
+                    if e == Endpoint::Terminating {
+                        let ep = &mut slice.endpoints.as_mut().expect("endpoints")[0];
+                        let c = ep.conditions.as_mut().expect("conditions");
+                        (c.ready, c.serving, c.terminating) = (None, Some(true), Some(true));
+                    }
+                    SliceRecord::of(slice, NODE).map(Arc::new)
+                })
+            })
+            .collect();
+        let nodes = [(false, false), (true, false), (false, true), (true, true)].map(
+            |(cordoned, excluded)| {
+                let labels: &[(&str, &str)] = if excluded {
+                    &[(EXCLUDE_LABEL, "true")]
+                } else {
+                    &[]
+                };
+                let mut node = kube_standin::fixtures::node(NODE, "192.0.2.2", labels);
+                node.spec.as_mut().expect("a spec").unschedulable = cordoned.then_some(true);
+                node
+            },
+        );
+        Records {
+            services,
+            slices,
+            nodes,
+        }
+    }
+
+    fn service(&self, i: usize, state: Option<bool>) -> Option<Arc<ServiceRecord>> {
+        state.map(|with_vip| self.services[i][usize::from(with_vip)].clone())
+    }
+
+    fn slice(&self, i: usize, state: Option<Endpoint>) -> Option<Arc<SliceRecord>> {
+        let e = state?;
+        let at = Endpoint::ALL
+            .iter()
+            .position(|x| *x == e)
+            .expect("an endpoint");
+        self.slices[i][at].clone()
+    }
+
+    fn node(&self, o: &Objects) -> &Node {
+        &self.nodes[usize::from(o.cordoned) + 2 * usize::from(o.excluded)]
+    }
+}
+
+fn service_key(i: usize) -> ServiceKey {
+    ServiceKey {
+        namespace: "default".into(),
+        name: format!("svc-{i}"),
+    }
+}
+
+/// The Kubernetes source of the node's current process: the model
+/// cluster, the watchers' store, their links, and the policy's last
+/// evaluation, mirroring the watcher layer (watch.rs):
+///
+/// - A watch event that changes a record (a Service, or this node's part
+///   of its EndpointSlice) is evaluated at once by `policy::update`, for
+///   the Services it names; the Node's changes, a re-list, the end of an
+///   outage, a reload and a process's first evaluation by
+///   `policy::evaluate`. (The 50 ms debounce is the driver's timing, not
+///   simulated: each change is evaluated when it happens.)
+/// - While a link is not live (an outage: the API server unreachable; a
+///   410 Gone: re-listing) the source is unhealthy, evaluates nothing and
+///   publishes its last evaluation with `healthy: false` (`synced` once it
+///   has evaluated, never before): the store is frozen. When every link is
+///   live again the store is the API server's and one full evaluation
+///   follows.
+/// - A re-list that answers no Service is believed (the links are live, the
+///   source healthy): the Services are gone from the store until the next
+///   re-list; watch events meanwhile bring back the objects they carry.
+/// - A new process lists afresh: with the API server unreachable it has no
+///   view at all (unhealthy, unsynced) until it is.
+struct Kube {
+    /// What the API server holds.
+    cluster: Objects,
+    /// This node's endpoint of each Service's pods, whether the Service
+    /// exists or not (its slice is there while it does).
+    endpoints: [Endpoint; VIPS],
+    /// What the watchers hold.
+    store: Objects,
+    outage: bool,
+    /// Re-listing after a 410 Gone, until then.
+    relist_at: Option<Duration>,
+    /// A re-list answered no Service; the next re-list, then.
+    empty_until: Option<Duration>,
+    eval: Evaluation,
+    evaluated: bool,
+    /// `Handle::node_facts`, as the last full evaluation left them.
+    node_facts: Option<NodeFacts>,
+}
+
+impl Kube {
+    fn new() -> Kube {
+        let mut cluster = Objects {
+            services: [None; VIPS],
+            slices: [None; VIPS],
+            cordoned: false,
+            excluded: false,
+        };
+        // Half the VIPs are there from the start.
+        for i in (0..VIPS).filter(|i| i % 4 < 2) {
+            cluster.services[i] = Some(true);
+        }
+        let mut kube = Kube {
+            cluster,
+            endpoints: [Endpoint::Ready; VIPS],
+            store: cluster,
+            outage: false,
+            relist_at: None,
+            empty_until: None,
+            eval: Evaluation::default(),
+            evaluated: false,
+            node_facts: None,
+        };
+        kube.sync_slices();
+        kube.store = kube.cluster;
+        kube
+    }
+
+    /// Each Service's slice follows it (the EndpointSlice controller).
+    fn sync_slices(&mut self) {
+        for i in 0..VIPS {
+            self.cluster.slices[i] = self.cluster.services[i].map(|_| self.endpoints[i]);
+        }
+    }
+
+    fn live(&self) -> bool {
+        !self.outage && self.relist_at.is_none()
+    }
+
+    fn snapshot(&self) -> SourceSnapshot {
+        let error = (!self.live()).then(|| {
+            if self.outage {
+                "services: simulated API outage".to_string()
+            } else {
+                "services: re-listing (410 Gone)".to_string()
+            }
+        });
+        if self.evaluated {
+            self.eval.snapshot(self.live(), true, error)
+        } else {
+            SourceSnapshot {
+                error,
+                ..SourceSnapshot::default()
+            }
+        }
+    }
+
+    /// A new process's source: nothing evaluated; its watchers list the
+    /// API server's objects, if it answers.
+    fn restart(&mut self) {
+        self.eval = Evaluation::default();
+        self.evaluated = false;
+        self.node_facts = None;
+        self.relist_at = None;
+        self.empty_until = None;
+        if !self.outage {
+            self.store = self.cluster;
+        }
+    }
+}
+
+/// The VIP file of a seed with the file source: what it lists, how it is
+/// broken, and the file source (`FileSource`) of the node's current
+/// process, driven as `file::run` drives it: each edit is read at once
+/// (the inotify settle, 3 ms, is the driver's timing, not simulated), and
+/// while the source confirms an empty file it is read again
+/// `EMPTY_SETTLE` later.
+struct VipFile {
+    /// The VIPs it lists.
+    listed: [bool; VIPS],
+    /// Broken: how ([`Ev::Unhealthy`]).
+    broken: Option<u8>,
+    /// Truncated by a writer that has not written yet (empty, valid),
+    /// until it rewrites the file then.
+    truncated: bool,
+    rewrite_at: Option<Duration>,
+    source: FileSource,
+    /// The next check the source asked for.
+    recheck_at: Option<Duration>,
+    /// The model: since when reads have found the file valid and empty
+    /// after a set with VIPs.
+    empty_since: Option<Duration>,
+}
+
+impl VipFile {
+    fn new(config: &holdfast::config::Config) -> VipFile {
+        let settings = FileSettings::from_config(config).expect("the file source");
+        VipFile {
+            listed: std::array::from_fn(|i| i % 4 < 2),
+            broken: None,
+            truncated: false,
+            rewrite_at: None,
+            source: FileSource::new(settings),
+            recheck_at: None,
+            empty_since: None,
+        }
+    }
+
+    /// The file's text, as a read finds it.
+    fn text(&self) -> Result<String, String> {
+        use std::fmt::Write;
+        if self.broken == Some(3) {
+            return Err(
+                "vips.toml:1:1: error: cannot read file: No such file or directory (os error 2)"
+                    .into(),
+            );
+        }
+        let mut text = String::new();
+        let listed = (0..VIPS).filter(|&i| self.listed[i] && !self.truncated);
+        for i in listed {
+            let _ = writeln!(
+                text,
+                "[[vip]]\naddress = \"{}\"\nservice = \"default/svc-{i}\"",
+                vip_ip(i)
+            );
+            // The others take the default: the first advertisement.
+            if probed(i) {
+                text.push_str("advertisement = \"probed\"\n");
+            }
+            text.push('\n');
+        }
+        match self.broken {
+            Some(0) => text.push_str("[[vip]\naddress = \"10.0.0.1\"\n"),
+            Some(1) => {
+                text.push_str("[[vip]]\naddress = \"10.0.0.99\"\nadvertisement = \"nope\"\n")
+            }
+            Some(2) => {
+                let i = (0..VIPS).find(|&i| self.listed[i]).unwrap_or(0);
+                let _ = write!(text, "[[vip]]\naddress = \"{}\"\n", vip_ip(i));
+                let _ = write!(text, "[[vip]]\naddress = \"{}\"\n", vip_ip(i));
+            }
+            _ => {}
+        }
+        Ok(text)
+    }
 }
 
 /// The node's exit under way: each peer's plan (`routes::drain::exit_plan`;
@@ -934,12 +1498,24 @@ struct Sim {
     mrai_last: BTreeMap<ConnId, Duration>,
     eor_written: BTreeSet<ConnId>,
     vips: Vec<VipTruth>,
+    /// The source: the model cluster read by the Kubernetes source, or
+    /// the VIP file read by the file source (one of them).
+    kube: Option<Kube>,
+    file: Option<VipFile>,
+    /// The last snapshot the source published in this process (the
+    /// daemon's watch channel carries only changes).
+    last_snapshot: Option<SourceSnapshot>,
+    /// The model: the source of this process has a view (it has listed,
+    /// or read a valid file), and is healthy.
+    synced: bool,
     healthy: bool,
     /// When the source last turned unhealthy.
     unhealthy_since: Option<Duration>,
+    /// When a reload last changed the hold-down.
+    hold_down_changed_at: Duration,
     drained: bool,
     undrained_at: Option<Duration>,
-    /// (9) GRACEFUL_SHUTDOWN per router.
+    /// (8) GRACEFUL_SHUTDOWN per router.
     gs: Vec<Gs>,
     exit: Option<Exit>,
     /// The sessions are being stopped at the end of an exit.
@@ -964,6 +1540,8 @@ impl Sim {
         let names: Vec<String> = peers.iter().map(|p| p.name.clone()).collect();
         let n = names.len();
         let active = vec![true; n];
+        let kube = (settings.source == SourceKind::Kubernetes).then(Kube::new);
+        let file = (settings.source == SourceKind::File).then(|| VipFile::new(&config));
         let (routes, sessions) = boot(&config, &peers, &active, t0, seed, false);
         let mut sim = Sim {
             settings,
@@ -995,8 +1573,13 @@ impl Sim {
             mrai_last: BTreeMap::new(),
             eor_written: BTreeSet::new(),
             vips: vec![VipTruth::default(); VIPS],
-            healthy: true,
+            kube,
+            file,
+            last_snapshot: None,
+            synced: false,
+            healthy: false,
             unhealthy_since: None,
+            hold_down_changed_at: Duration::ZERO,
             drained: false,
             undrained_at: None,
             gs: vec![Gs::Clear(Duration::ZERO); n],
@@ -1009,21 +1592,14 @@ impl Sim {
             violation: None,
             digest: 0xcbf2_9ce4_8422_2325,
         };
-        // Half the VIPs are there from the start.
-        for i in (0..VIPS).filter(|i| i % 4 < 2) {
-            sim.appear_truth(i);
-        }
         sim.start_node();
         sim
     }
 
-    /// The node's first snapshot, its probes' first results, its sessions
-    /// started.
+    /// The node's source started (its first snapshot, its probes' first
+    /// results), its sessions started.
     fn start_node(&mut self) {
-        self.snapshot();
-        for i in 0..VIPS {
-            self.report_probe(i);
-        }
+        self.source_start();
         for r in 0..self.sessions.len() {
             self.node_input(r, Input::Start { bfd_up: false });
         }
@@ -1073,6 +1649,12 @@ impl Sim {
         self.gs = vec![Gs::Clear(self.now); self.sessions.len()];
         for (i, v) in self.vips.iter_mut().enumerate() {
             v.flap = Flap::default();
+            // The new process's source remembers nothing, its probes know
+            // nothing.
+            v.remembered = None;
+            v.probe_known = false;
+            v.drain_mark = None;
+            v.drain_end = None;
             if !v.present {
                 // Held down in the old process only: the new one never
                 // advertises it, and End-of-RIB sweeps it at the router.
@@ -1126,9 +1708,10 @@ impl Sim {
         self.vips[i].present && self.due(i).is_some_and(|d| d <= self.now)
     }
 
-    /// A VIP gone with no reason: the earliest instant the layer may
-    /// withdraw it — its hold-down, and damping's episode (a lower bound:
-    /// the guard, a source healthy again, only make it later).
+    /// A VIP gone with no reason (or with no local endpoint): the earliest
+    /// instant the layer may withdraw it — its hold-down (its
+    /// `local_endpoint_delay`), and damping's episode (a lower bound: the
+    /// guard, a source healthy again, only make it later).
     fn keep_until(&self, i: usize) -> Duration {
         let v = &self.vips[i];
         if !v.taken {
@@ -1148,20 +1731,68 @@ impl Sim {
         let v = &self.vips[i];
         match v.gone {
             None => v.present,
-            Some((_, Absence::Vanished)) => t < self.keep_until(i),
+            Some((_, why)) if damped(why) => t < self.keep_until(i),
             Some(_) => false,
         }
     }
 
     /// Bound (2): the changes counted so far, and the withdrawal of a VIP
-    /// absent with no reason once the layer may have made it (never
-    /// earlier than its hold-down and its damping episode).
+    /// absent with no reason (or no local endpoint) once the layer may
+    /// have made it (never earlier than its hold-down and its damping
+    /// episode).
     fn bound(&self, i: usize) -> u64 {
         let v = &self.vips[i];
-        let withdrawn = matches!(v.gone, Some((_, Absence::Vanished)))
-            && v.taken
-            && self.now >= self.keep_until(i);
+        let withdrawn =
+            v.gone.is_some_and(|(_, why)| damped(why)) && v.taken && self.now >= self.keep_until(i);
         v.transitions + u64::from(withdrawn)
+    }
+
+    /// A reason's own timer in the stability layer (its module doc).
+    fn own_delay(&self, why: Absence) -> Duration {
+        let s = &self.config.stability;
+        match why {
+            Absence::Vanished => self.hold_down,
+            Absence::NoLocalEndpoint => s.local_endpoint_delay,
+            Absence::Deleted => s.delete_delay,
+            Absence::Drained => SHUTDOWN_WAIT,
+            Absence::ProbeFailed => Duration::ZERO,
+        }
+    }
+
+    /// (1w) The latest instant the stability layer may still advertise VIP
+    /// `i`, gone from a healthy source: its reason's own timer, counted as
+    /// the layer counts it (the hold-down from the absence or from when the
+    /// source was last healthy again, or from the last reload of the
+    /// hold-down; the other reasons' delays from when they were given or
+    /// the source was last healthy again), or the damping episode in force
+    /// when later, and the guard's pace for the reasons it paces. `None`:
+    /// no bound (the source is unhealthy, or damping may keep it and the
+    /// model cannot tell how long).
+    fn withdraw_by(&self, i: usize) -> Option<Duration> {
+        let v = &self.vips[i];
+        let (_, why) = v.gone?;
+        if v.present || !self.healthy || (damped(why) && !v.taken) {
+            return None;
+        }
+        let own = match why {
+            Absence::Vanished => (v.clock + self.hold_down).max(self.hold_down_changed_at),
+            _ => v.reason_since + self.own_delay(why),
+        };
+        let damping = match self.settings.damping {
+            Some(_) if damped(why) => {
+                if !v.flap.exact {
+                    return None;
+                }
+                v.flap.episode.map(|(_, end, _)| end + DAMPING_MARGIN)
+            }
+            _ => None,
+        };
+        let guard = if guarded(why) {
+            GUARD_SLACK
+        } else {
+            Duration::ZERO
+        };
+        Some(own.max(damping.unwrap_or_default()) + guard)
     }
 
     fn appear_truth(&mut self, i: usize) {
@@ -1169,11 +1800,20 @@ impl Sim {
         if self.vips[i].present {
             return;
         }
-        let gone_vanished = matches!(self.vips[i].gone, Some((_, Absence::Vanished)));
-        let held = gone_vanished && now < self.keep_until(i);
+        let gone_damped = self.vips[i].gone.is_some_and(|(_, why)| damped(why));
+        let held = gone_damped && now < self.keep_until(i);
         let delay = !self.settings.advertise_delay.is_zero();
         let v = &mut self.vips[i];
-        if gone_vanished && !held {
+        // Back from a drain, the route goes on without GRACEFUL_SHUTDOWN;
+        // unless its fresh probe, failing, stays Unknown: then it is still
+        // absent to the stability layer, for the reason it had (marked
+        // until withdrawn after graceful_shutdown_wait).
+        if v.drain_mark.is_some() && (!probed(i) || !v.probe_failing) {
+            v.drain_end = Some(now);
+            v.drain_mark = None;
+        }
+        v.remembered = None;
+        if gone_damped && !held {
             // Withdrawn while away, after the hold-down (or not: the guard
             // or a source healthy again may have kept it, and then a
             // penalty of its next absence may escape the model).
@@ -1182,6 +1822,13 @@ impl Sim {
                 v.flap.exact = false;
             }
         }
+        if delay && v.gone.is_some_and(|(_, why)| !damped(why)) {
+            // Back from a definitive absence the layer may not have
+            // withdrawn yet (a drain's graceful_shutdown_wait, the guard):
+            // advertised at once, not after advertise_delay, and a penalty
+            // of its next absence may escape the model.
+            v.flap.exact = false;
+        }
         // A probed VIP whose datapath fails is not advertised: its fresh
         // probe fails (RFC-free: the probe's rule).
         let eligible = !probed(i) || !v.probe_failing;
@@ -1189,25 +1836,20 @@ impl Sim {
             v.covered_since = eligible.then_some(now);
             v.transitions += 1;
         } else if !eligible {
-            // Back while still held, and withdrawn for its probe at once.
+            // Back while still held, its fresh probe failing (Unknown: not
+            // advertised): still absent to the layer, held to the end of
+            // its hold-down. A probe passing meanwhile brings it back at
+            // once, not after advertise_delay, and a penalty of its next
+            // absence may then escape the model.
             v.covered_since = None;
             v.transitions += 1;
+            if delay {
+                v.flap.exact = false;
+            }
         }
         v.present = true;
         v.gone = None;
         v.taken = false;
-    }
-
-    /// The VIP appears; a probed one gets a fresh probe (Unknown: not
-    /// advertised), whose first result, the datapath's health, follows at
-    /// once as the probe task's would.
-    fn appear(&mut self, i: usize) {
-        if self.vips[i].present {
-            return;
-        }
-        self.appear_truth(i);
-        self.snapshot();
-        self.report_probe(i);
     }
 
     fn report_probe(&mut self, i: usize) {
@@ -1220,25 +1862,44 @@ impl Sim {
             Observation::Probed(Ok(()))
         };
         let vip = vip_ip(i);
+        self.vips[i].probe_known = true;
         self.routes_call(|r, at| r.on_probe(at, ProbeResult { vip, result }));
     }
 
+    /// VIP `i` leaves the source's view: the stability layer holds it
+    /// (`damped` reasons: hold-down or `local_endpoint_delay`, and damping)
+    /// or withdraws it after its reason's delay (deleted; drained: marked
+    /// GRACEFUL_SHUTDOWN meanwhile, then withdrawn).
     fn vanish_truth(&mut self, i: usize, why: Absence) {
         if !self.vips[i].present {
             return;
         }
         let now = self.now;
         let on_layer = self.on_layer(i);
-        let (healthy, hold_down, damping) = (self.healthy, self.hold_down, self.settings.damping);
+        let healthy = self.healthy;
+        let (delay, damping) = (self.own_delay(why), self.settings.damping);
         let v = &mut self.vips[i];
         v.present = false;
+        v.probe_known = false;
         v.gone = Some((now, why));
-        // A definitive absence is withdrawn at once (once the source is
-        // healthy); one with no reason only once it outlasts the hold-down
-        // and any damping episode (see `bound`).
-        if why != Absence::Vanished {
-            v.transitions += 1;
+        v.clock = now;
+        v.reason_since = now;
+        match why {
+            Absence::NoLocalEndpoint => self.coverage.no_local_endpoint += 1,
+            Absence::Drained => self.coverage.drained_absences += 1,
+            _ => {}
+        }
+        // A definitive absence is withdrawn after its delay (once the
+        // source is healthy): one UPDATE, two when drained (the route
+        // marked GRACEFUL_SHUTDOWN, then withdrawn). One with no reason, or
+        // no local endpoint, only once it outlasts its hold-down (its
+        // delay) and any damping episode (see `bound`).
+        if !damped(why) {
+            v.transitions += if why == Absence::Drained { 2 } else { 1 };
             v.covered_since = None;
+            if why == Absence::Drained {
+                v.drain_mark = Some(now);
+            }
             return;
         }
         if !healthy {
@@ -1248,7 +1909,7 @@ impl Sim {
             return;
         }
         v.taken = true;
-        v.hold_until = now + hold_down;
+        v.hold_until = now + delay;
         if on_layer {
             if let Some(p) = &damping {
                 v.flap.penalize(now, p);
@@ -1260,20 +1921,69 @@ impl Sim {
         }
     }
 
+    /// VIP `i`, gone, gets a stronger reason (policy.rs: reasons only
+    /// escalate): the layer's timer for it runs from now.
+    fn escalate(&mut self, i: usize, why: Absence) {
+        let Some((at, old)) = self.vips[i].gone else {
+            return;
+        };
+        if why <= old {
+            return;
+        }
+        let now = self.now;
+        let delay = self.own_delay(why);
+        let v = &mut self.vips[i];
+        v.gone = Some((at, why));
+        v.reason_since = now;
+        if damped(why) {
+            // No local endpoint, after no reason: its delay from now, if
+            // the layer still holds it (else it went at its hold-down).
+            if v.taken {
+                v.hold_until = v.hold_until.min(now + delay);
+            }
+            self.coverage.no_local_endpoint += 1;
+            return;
+        }
+        v.transitions += if why == Absence::Drained { 2 } else { 1 };
+        v.covered_since = None;
+        if why == Absence::Drained {
+            v.drain_mark = Some(now);
+            self.coverage.drained_absences += 1;
+        }
+    }
+
+    /// VIP `i` leaves the view of a new process's source, which never had
+    /// it: nothing of it to take as absent.
+    fn drop_silently(&mut self, i: usize) {
+        let v = &mut self.vips[i];
+        v.present = false;
+        v.probe_known = false;
+        v.gone = None;
+        v.covered_since = None;
+        v.taken = false;
+    }
+
     /// The source is healthy again: the layer takes the absences it had
-    /// not (RFC-free: measured from now), penalizing those it advertised.
+    /// not (RFC-free: measured from now), penalizing those it advertised,
+    /// and measures every absence afresh from now.
     fn take_absences(&mut self) {
         let now = self.now;
         for i in 0..VIPS {
+            let v = &mut self.vips[i];
+            if v.gone.is_some() {
+                v.clock = now;
+                v.reason_since = now;
+            }
             let v = &self.vips[i];
-            if v.taken || !matches!(v.gone, Some((_, Absence::Vanished))) {
+            let Some((_, why)) = v.gone else { continue };
+            if v.taken || !damped(why) {
                 continue;
             }
             let advertised = self.due(i).is_some_and(|d| d <= now);
-            let (hold_down, damping) = (self.hold_down, self.settings.damping);
+            let (delay, damping) = (self.own_delay(why), self.settings.damping);
             let v = &mut self.vips[i];
             v.taken = true;
-            v.hold_until = now + hold_down;
+            v.hold_until = now + delay;
             if advertised {
                 if let Some(p) = &damping {
                     v.flap.penalize(now, p);
@@ -1284,34 +1994,496 @@ impl Sim {
         }
     }
 
-    fn snapshot(&mut self) {
-        let mut vips = Vec::new();
-        let mut absences = BTreeMap::new();
-        for (i, v) in self.vips.iter().enumerate() {
-            let ad = if probed(i) { "probed" } else { "public" };
-            if v.present {
-                vips.push((
-                    vip_ip(i),
-                    Vip::of(Route::new(
-                        Arc::new(BTreeSet::from([ad.to_string()])),
-                        Some(format!("default/svc-{i}").into()),
-                        None,
-                    )),
-                ));
-            } else if let Some((_, why)) = v.gone
-                && why != Absence::Vanished
-            {
-                absences.insert(vip_ip(i), why);
+    /// The model's word on the source's health (see `Kube`, `VipFile`).
+    fn set_health(&mut self, healthy: bool) {
+        if healthy && !self.healthy {
+            self.healthy = true;
+            self.take_absences();
+        } else if !healthy && self.healthy {
+            self.healthy = false;
+            self.unhealthy_since = Some(self.now);
+        }
+    }
+
+    /// The source of a new process has no view (the API server does not
+    /// answer; the VIP file is broken): nothing is wanted until it has.
+    fn model_unsynced(&mut self) {
+        for i in 0..VIPS {
+            if self.vips[i].present {
+                self.drop_silently(i);
             }
         }
-        let snap = SourceSnapshot {
-            vips: Arc::new(vips.into_iter().collect::<VipMap>()),
-            absences,
-            healthy: self.healthy,
-            synced: true,
-            ..SourceSnapshot::default()
-        };
+        self.synced = false;
+        self.set_health(false);
+    }
+
+    // --- the source: the model cluster or the VIP file, read by the real
+    // source code ---
+
+    /// The source's snapshot to the routes core, as the daemon's watch
+    /// channel carries it: only when it differs from the last one.
+    fn send_snapshot(&mut self, snap: SourceSnapshot) {
+        if self.last_snapshot.as_ref() == Some(&snap) {
+            return;
+        }
+        self.last_snapshot = Some(snap.clone());
         self.routes_call(|r, at| r.on_snapshot(at, snap));
+    }
+
+    /// A new process's source starts: the Kubernetes source lists (when
+    /// the API server answers), the file source reads the file; then each
+    /// probed VIP's first result.
+    fn source_start(&mut self) {
+        self.last_snapshot = None;
+        if let Some(k) = &mut self.kube {
+            k.restart();
+            if k.live() {
+                self.kube_evaluate(None);
+            } else {
+                let snap = k.snapshot();
+                self.model_unsynced();
+                self.send_snapshot(snap);
+            }
+        }
+        if let Some(f) = &mut self.file {
+            f.source = FileSource::new(f.source.settings().clone());
+            f.recheck_at = None;
+            f.empty_since = None;
+            self.file_read(true);
+        }
+        for i in 0..VIPS {
+            self.report_probe(i);
+        }
+    }
+
+    /// The Kubernetes source evaluates its store: `policy::update` for the
+    /// Services of `touched` (as the watcher layer does for record
+    /// changes), else (or when the policy asks for it) `policy::evaluate`;
+    /// then the model's view, and the snapshot.
+    fn kube_evaluate(&mut self, touched: Option<&[usize]>) {
+        let at = self.at();
+        let config = self.config.clone();
+        let records = Records::get();
+        let Some(k) = &mut self.kube else { return };
+        let fresh = !k.evaluated;
+        let slices: Vec<Arc<SliceRecord>> = (0..VIPS)
+            .filter_map(|i| records.slice(i, k.store.slices[i]))
+            .collect();
+        let mut full = true;
+        if let Some(touched) = touched.filter(|_| !fresh) {
+            let services: Vec<(ServiceKey, Option<Arc<ServiceRecord>>)> = touched
+                .iter()
+                .map(|&i| (service_key(i), records.service(i, k.store.services[i])))
+                .collect();
+            let changes = Changes {
+                services: &services,
+                endpoint_slices: &slices,
+                namespaces: None,
+            };
+            if !needs_full_evaluation(&k.eval, &config, &changes) {
+                update(&mut k.eval, &config, &changes, at);
+                self.coverage.policy_updates += 1;
+                full = false;
+            }
+        }
+        if full {
+            let services: Vec<Arc<ServiceRecord>> = (0..VIPS)
+                .filter_map(|i| records.service(i, k.store.services[i]))
+                .collect();
+            let node = records.node(&k.store);
+            let cluster = Cluster {
+                node_name: NODE,
+                node: Some(node),
+                services: &services,
+                endpoint_slices: &slices,
+                namespaces: None,
+            };
+            let next = evaluate(&k.eval, &config, &cluster, at);
+            k.node_facts = Some(NodeFacts {
+                drained: next.node_problem.clone(),
+                ..node_facts(node)
+            });
+            k.eval = next;
+            self.coverage.policy_evaluations += 1;
+        }
+        k.evaluated = true;
+        let snap = k.snapshot();
+        self.set_health(true);
+        let appeared = self.model_kube(fresh);
+        self.send_snapshot(snap);
+        for i in appeared {
+            self.report_probe(i);
+        }
+    }
+
+    /// The model of the Kubernetes policy, from its module doc (not its
+    /// code): which VIPs the store's objects ask for ([`Objects::wants`]),
+    /// and why each one that went went — its Service's verdict
+    /// ([`Objects::fate`]), never weaker than the reason remembered (reasons
+    /// escalate; a reason is remembered for the hold-down, damping's
+    /// ceiling, the longer of `delete_delay` and `local_endpoint_delay`, and
+    /// a minute) — except that VIPs whose Services went missing from the
+    /// list are held down rather than deleted when there are more of them
+    /// than the guard lets go in one step, or more than one with no
+    /// Service listed (a mass disappearance), and stay so. `fresh`: the
+    /// first evaluation of a process, which remembers nothing. Answers the
+    /// VIPs that came.
+    fn model_kube(&mut self, fresh: bool) -> Vec<usize> {
+        let Some(k) = &self.kube else {
+            return Vec::new();
+        };
+        let store = k.store;
+        let now = self.now;
+        let c = &self.config.stability;
+        let retention = c.withdraw_hold_down
+            + self
+                .settings
+                .damping
+                .map_or(Duration::ZERO, |d| d.max_suppress)
+            + c.delete_delay.max(c.local_endpoint_delay)
+            + REASON_MARGIN;
+        let on_wire = self
+            .vips
+            .iter()
+            .filter(|v| v.present || v.remembered.is_some_and(|m| m.reason < Absence::Deleted))
+            .count();
+        // (VIP, what it had gone for if it had, strict, lenient): the
+        // verdict when a Service missing counts as deleted, and as absent.
+        let mut judged: Vec<(usize, Option<Memory>, Absence, Absence)> = Vec::new();
+        for i in (0..VIPS).filter(|&i| !fresh && !store.wants(i)) {
+            let v = &self.vips[i];
+            let before = match v.remembered {
+                _ if v.present => None,
+                Some(m) if now.saturating_sub(m.since) <= retention => Some(m),
+                _ => continue,
+            };
+            let prior = before.map_or(Absence::Vanished, |m| m.reason);
+            let lenient = prior.max(store.fate(i, Absence::Vanished));
+            let strict = if before.is_some_and(|m| m.mass) {
+                lenient
+            } else {
+                prior.max(store.fate(i, Absence::Deleted))
+            };
+            judged.push((i, before, strict, lenient));
+        }
+        let by_deletion = judged.iter().filter(|j| j.2 != j.3).count();
+        let allowance = ((GUARD_FRACTION * on_wire as f64).floor() as usize).max(1);
+        let none_listed = store.services.iter().all(Option::is_none);
+        let mass = by_deletion > allowance || (none_listed && by_deletion > 1);
+        if mass {
+            self.coverage.mass_absences += by_deletion as u64;
+        }
+        let mut outcome: Vec<Option<Memory>> = vec![None; VIPS];
+        for (i, before, strict, lenient) in judged {
+            let (reason, was_mass) = if mass && strict != lenient {
+                (lenient, true)
+            } else {
+                (strict, before.is_some_and(|m| m.mass))
+            };
+            let since = match before {
+                Some(m) if m.reason == reason => m.since,
+                _ => now,
+            };
+            outcome[i] = Some(Memory {
+                reason,
+                since,
+                mass: was_mass,
+            });
+        }
+        let mut appeared = Vec::new();
+        for (i, memory) in outcome.into_iter().enumerate() {
+            let present = self.vips[i].present;
+            if store.wants(i) {
+                if !present {
+                    self.appear_truth(i);
+                    appeared.push(i);
+                }
+            } else if let Some(m) = memory {
+                if present {
+                    self.vanish_truth(i, m.reason);
+                } else {
+                    self.escalate(i, m.reason);
+                }
+            } else if present {
+                // A new process never had it.
+                self.drop_silently(i);
+            }
+            self.vips[i].remembered = memory;
+        }
+        self.synced = true;
+        appeared
+    }
+
+    /// Service i's objects (`touched`) changed at the API server: the
+    /// watchers see it while their links are live (through an empty list
+    /// too: the objects changed join the store), and the source evaluates
+    /// what changed its records.
+    fn kube_changed(&mut self, touched: &[usize]) {
+        let Some(k) = &mut self.kube else { return };
+        k.sync_slices();
+        if !k.live() {
+            return;
+        }
+        let mut changed = Vec::new();
+        for &i in touched {
+            let before = (k.store.services[i], kept(k.store.slices[i]));
+            k.store.services[i] = k.cluster.services[i];
+            k.store.slices[i] = k.cluster.slices[i];
+            if before != (k.store.services[i], kept(k.store.slices[i])) {
+                changed.push(i);
+            }
+        }
+        if !changed.is_empty() {
+            self.kube_evaluate(Some(&changed));
+        }
+    }
+
+    /// The Node changed at the API server: evaluated across every Service.
+    fn kube_node_changed(&mut self) {
+        let Some(k) = &mut self.kube else { return };
+        if !k.live() {
+            return;
+        }
+        let before = (k.store.cordoned, k.store.excluded);
+        (k.store.cordoned, k.store.excluded) = (k.cluster.cordoned, k.cluster.excluded);
+        if before != (k.store.cordoned, k.store.excluded) {
+            self.kube_evaluate(None);
+        }
+    }
+
+    /// A link is no longer live: the source says so, with its last
+    /// evaluation.
+    fn kube_unhealthy(&mut self) {
+        let Some(k) = &self.kube else { return };
+        let snap = k.snapshot();
+        self.set_health(false);
+        self.send_snapshot(snap);
+    }
+
+    /// Every link is live again, through a (re-)list: the store is the API
+    /// server's, evaluated in full.
+    fn kube_relisted(&mut self) {
+        let Some(k) = &mut self.kube else { return };
+        k.store = k.cluster;
+        k.empty_until = None;
+        self.kube_evaluate(None);
+    }
+
+    /// The file source reads the file (`fresh`: the first read of a new
+    /// process's source); the model's view follows, then the snapshot.
+    fn file_read(&mut self, fresh: bool) {
+        let now = self.now;
+        let Some(f) = &mut self.file else { return };
+        let text = f.text();
+        let at = 1_700_000_000_000_000_000i128 + now.as_nanos() as i128;
+        let snap = f.source.take_read(at, text);
+        if f.source.confirming_empty() && f.recheck_at.is_none() {
+            // `file::run`: read again once an emptiness seen now may be
+            // believed.
+            f.recheck_at = Some(now + EMPTY_SETTLE);
+        }
+        let appeared = self.model_file(fresh);
+        if let Some(snap) = snap {
+            self.send_snapshot(snap);
+        }
+        for i in appeared {
+            self.report_probe(i);
+        }
+    }
+
+    /// The model of the file source, from its module doc: a broken (or
+    /// missing) file keeps the last good set, unhealthy (a new process has
+    /// none: unsynced); a valid file is the set, except that one with no
+    /// VIP after a set that had some is believed only once reads have
+    /// found it so for `EMPTY_SETTLE` (nothing changes meanwhile, the
+    /// health neither). Every absence is one with no reason. Answers the
+    /// VIPs that came.
+    fn model_file(&mut self, fresh: bool) -> Vec<usize> {
+        let now = self.now;
+        // The last good set had VIPs (a new process has none).
+        let had = !fresh && self.synced && self.vips.iter().any(|v| v.present);
+        let Some(f) = &mut self.file else {
+            return Vec::new();
+        };
+        if f.broken.is_some() {
+            f.empty_since = None;
+            if fresh {
+                self.model_unsynced();
+            }
+            self.set_health(false);
+            return Vec::new();
+        }
+        let listed: [bool; VIPS] = std::array::from_fn(|i| f.listed[i] && !f.truncated);
+        if had && !listed.contains(&true) {
+            let since = *f.empty_since.get_or_insert(now);
+            if now < since + EMPTY_SETTLE {
+                self.coverage.empty_file_waits += 1;
+                return Vec::new();
+            }
+        }
+        f.empty_since = None;
+        self.synced = true;
+        self.set_health(true);
+        let mut appeared = Vec::new();
+        for (i, listed) in listed.into_iter().enumerate() {
+            match (listed, self.vips[i].present) {
+                (true, false) => {
+                    self.appear_truth(i);
+                    appeared.push(i);
+                }
+                (false, true) if fresh => self.drop_silently(i),
+                (false, true) => self.vanish_truth(i, Absence::Vanished),
+                _ => {}
+            }
+        }
+        appeared
+    }
+
+    // --- what happens at the source ---
+
+    /// Kubernetes: Service i has VIP i in its ingress list (created, or
+    /// the list refilled); file: VIP i added.
+    fn world_appear(&mut self, i: usize) {
+        if let Some(k) = &mut self.kube {
+            if k.cluster.services[i] != Some(true) {
+                k.cluster.services[i] = Some(true);
+                self.kube_changed(&[i]);
+            }
+        } else if let Some(f) = &mut self.file
+            && !f.listed[i]
+        {
+            f.listed[i] = true;
+            self.file_read(false);
+        }
+    }
+
+    /// Kubernetes: Service i's ingress list emptied (`delete`: the Service
+    /// deleted); file: VIP i removed. Answers whether anything changed.
+    fn world_vanish(&mut self, i: usize, delete: bool) -> bool {
+        if let Some(k) = &mut self.kube {
+            let to = if delete { None } else { Some(false) };
+            let was = k.cluster.services[i];
+            if was.is_none() || was == to || (!delete && was != Some(true)) {
+                return false;
+            }
+            k.cluster.services[i] = to;
+            self.kube_changed(&[i]);
+            true
+        } else if let Some(f) = &mut self.file
+            && f.listed[i]
+        {
+            f.listed[i] = false;
+            self.file_read(false);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Kubernetes: every Service's ingress list emptied at once (one
+    /// evaluation); file: every VIP removed.
+    fn world_mass_vanish(&mut self) {
+        if let Some(k) = &mut self.kube {
+            let touched: Vec<usize> = (0..VIPS)
+                .filter(|&i| k.cluster.services[i] == Some(true))
+                .collect();
+            for &i in &touched {
+                k.cluster.services[i] = Some(false);
+            }
+            self.kube_changed(&touched);
+        } else if let Some(f) = &mut self.file
+            && f.listed.contains(&true)
+        {
+            f.listed = [false; VIPS];
+            self.file_read(false);
+        }
+    }
+
+    /// The API server unreachable; the VIP file broken.
+    fn world_break(&mut self, how: u8) {
+        if let Some(k) = &mut self.kube {
+            if !k.outage {
+                k.outage = true;
+                self.kube_unhealthy();
+            }
+        } else if let Some(f) = &mut self.file
+            && f.broken.is_none()
+        {
+            f.broken = Some(how % 4);
+            self.coverage.file_breaks += 1;
+            self.file_read(false);
+        }
+    }
+
+    /// The API server answers again (the watchers catch up or re-list);
+    /// the VIP file mended.
+    fn world_mend(&mut self) {
+        if let Some(k) = &mut self.kube {
+            if !k.live() {
+                k.outage = false;
+                k.relist_at = None;
+                self.kube_relisted();
+            }
+        } else if let Some(f) = &mut self.file
+            && f.broken.is_some()
+        {
+            f.broken = None;
+            self.file_read(false);
+        }
+    }
+
+    /// The source's own deadlines: a re-list done, an empty list's end, a
+    /// file rewritten, the file source's next check.
+    fn source_deadline(&self) -> Option<Duration> {
+        let kube = self
+            .kube
+            .as_ref()
+            .map(|k| [k.relist_at, k.empty_until])
+            .unwrap_or_default();
+        let file = self
+            .file
+            .as_ref()
+            .map(|f| [f.rewrite_at, f.recheck_at])
+            .unwrap_or_default();
+        kube.into_iter().chain(file).flatten().min()
+    }
+
+    /// Handles one source deadline due by now; answers whether there was
+    /// one.
+    fn source_due(&mut self) -> bool {
+        let now = self.now;
+        let due = |t: Option<Duration>| t.is_some_and(|t| t <= now);
+        if let Some(k) = &mut self.kube {
+            if due(k.relist_at) {
+                k.relist_at = None;
+                if !k.outage {
+                    self.coverage.relists += 1;
+                    self.kube_relisted();
+                }
+                return true;
+            }
+            if due(k.empty_until) {
+                k.empty_until = None;
+                if k.live() {
+                    self.kube_relisted();
+                }
+                return true;
+            }
+        }
+        if let Some(f) = &mut self.file {
+            if due(f.rewrite_at) {
+                f.rewrite_at = None;
+                f.truncated = false;
+                self.file_read(false);
+                return true;
+            }
+            if due(f.recheck_at) {
+                f.recheck_at = None;
+                self.file_read(false);
+                return true;
+            }
+        }
+        false
     }
 
     // --- the routes core, with check (5) around each call ---
@@ -1332,11 +2504,16 @@ impl Sim {
         // (5) The mass-withdrawal guard: one step withdraws at most
         // floor(max_withdraw_fraction × routes on the wire), at least one,
         // of the withdrawals it paces (Vanished, Deleted: not a failed
-        // probe); during an episode, also the releases due since the last
-        // step, one per withdraw interval (plus one for the boundary).
+        // probe, no local endpoint, a drained node); during an episode,
+        // also the releases due since the last step, one per withdraw
+        // interval (plus one for the boundary).
+        let paced = |i: usize| {
+            let v = &self.vips[i];
+            !v.probe_failing && v.gone.is_none_or(|(_, why)| guarded(why))
+        };
         let guarded = before
             .difference(&after)
-            .filter(|p| index_of(p).is_none_or(|i| !self.vips[i].probe_failing))
+            .filter(|p| index_of(p).is_none_or(paced))
             .count();
         let allowance = ((GUARD_FRACTION * on_wire as f64).floor() as usize).max(1);
         let releases = if episode {
@@ -1566,7 +2743,9 @@ impl Sim {
             let v = &self.vips[i];
             let since_start = v.covered_since.is_some_and(|c| c <= self.node_since);
             let due = self.due(i).is_some_and(|d| d <= self.now);
-            let probe_ok = !probed(i) || !v.probe_failing;
+            // (End-of-RIB does not wait for a probe's first result: a
+            // probed VIP is in the table only once it has passed.)
+            let probe_ok = !probed(i) || (!v.probe_failing && v.probe_known);
             if self.held(i, self.now)
                 && (due || since_start)
                 && probe_ok
@@ -1816,12 +2995,12 @@ impl Sim {
                         && subcode == n.subcode
                     {
                         rt.coverage.shutdown_ceases += 1;
-                        // (9) RFC 8326 §3 then RFC 4486: every route
+                        // (8) RFC 8326 §3 then RFC 4486: every route
                         // withdrawn before the Cease.
                         if !rt.on_conn.is_empty() {
                             let left = rt.on_conn.clone();
                             return self.fail(format!(
-                                "(9) r{r}: Cease/Administrative Shutdown with {left:?} still advertised"
+                                "(8) r{r}: Cease/Administrative Shutdown with {left:?} still advertised"
                             ));
                         }
                     } else if n.code == CEASE
@@ -1831,7 +3010,7 @@ impl Sim {
                         rt.coverage.deconfigured_ceases += 1;
                     } else {
                         let d = n.describe();
-                        return self.fail(format!("(10) r{r}: {d}, not Cease subcode {subcode}"));
+                        return self.fail(format!("(9) r{r}: {d}, not Cease subcode {subcode}"));
                     }
                 }
                 self.routers[r].drop_conn(now, true);
@@ -1930,12 +3109,12 @@ impl Sim {
             } => self.router_receives(r, conn, bytes, table),
             Delivery::RouterClosed { r, conn } => {
                 if self.routers[r].conn == Some(conn) {
-                    // (9), (10) The Cease was due before the close.
+                    // (8), (9) The Cease was due before the close.
                     if let Some((c, subcode)) = self.routers[r].expect_cease
                         && c == conn
                     {
                         return self.fail(format!(
-                            "(10) r{r}: the node closed the session without Cease subcode {subcode}"
+                            "(9) r{r}: the node closed the session without Cease subcode {subcode}"
                         ));
                     }
                     self.routers[r].drop_conn(self.now, false);
@@ -1967,6 +3146,7 @@ impl Sim {
         if let Some((&(t, _), _)) = self.reappear.first_key_value() {
             next.push(t);
         }
+        next.extend(self.source_deadline());
         next.into_iter().min()
     }
 
@@ -2001,7 +3181,10 @@ impl Sim {
                 && key.0 <= now
             {
                 self.reappear.remove(&key);
-                self.appear(key.1);
+                self.world_appear(key.1);
+                continue;
+            }
+            if self.source_due() {
                 continue;
             }
             let due: Vec<usize> = (0..self.routers.len())
@@ -2080,6 +3263,7 @@ impl Sim {
                     }
                 }
                 self.hold_down = new;
+                self.hold_down_changed_at = now;
                 self.coverage.hold_down_changes += 1;
             }
             Ev::RemovePeer(r) => {
@@ -2144,6 +3328,12 @@ impl Sim {
             }
             self.node_input(r, Input::Start { bfd_up: false });
         }
+        // The Kubernetes source evaluates a new config at once, in full
+        // (the file source's settings, the path and the advertisements, do
+        // not change here).
+        if self.kube.as_ref().is_some_and(|k| k.live() && k.evaluated) {
+            self.kube_evaluate(None);
+        }
     }
 
     /// SIGTERM (`holdfast run`'s exit, `routes::drain::exit_plan`): the
@@ -2157,6 +3347,9 @@ impl Sim {
             return self.finish_exit();
         }
         let draining = self.routes.drain().drain.draining();
+        // The Node's facts as the Kubernetes source's last full evaluation
+        // left them (`daemon::exit`): a cordoned node withdraws.
+        let node = self.kube.as_ref().and_then(|k| k.node_facts.clone());
         let plans: Vec<Option<ExitPlan>> = (0..self.peers.len())
             .map(|r| {
                 self.active[r].then(|| {
@@ -2165,7 +3358,7 @@ impl Sim {
                         self.peers[r].graceful_restart.enabled,
                         withdraw_on_exit,
                         draining,
-                        None,
+                        node.as_ref(),
                     )
                 })
             })
@@ -2237,45 +3430,70 @@ impl Sim {
                 }
             }
             Ev::Step(ms) => self.advance_to(self.now + Duration::from_millis(ms)),
-            Ev::Appear(i) => self.appear(i),
+            Ev::Appear(i) => self.world_appear(i),
             Ev::Flap(i, ms) => {
-                if self.vips[i].present {
-                    self.vanish_truth(i, Absence::Vanished);
+                if self.world_vanish(i, false) {
                     self.reappear
                         .insert((self.now + Duration::from_millis(ms), i), ());
-                    self.snapshot();
                 }
             }
             Ev::Vanish(i) => {
-                if self.vips[i].present {
-                    self.vanish_truth(i, Absence::Vanished);
-                    self.snapshot();
-                }
+                self.world_vanish(i, false);
             }
             Ev::Delete(i) => {
-                if self.vips[i].present {
-                    self.vanish_truth(i, Absence::Deleted);
-                    self.snapshot();
+                self.world_vanish(i, true);
+            }
+            Ev::MassVanish => self.world_mass_vanish(),
+            Ev::Unhealthy(how) => self.world_break(how),
+            Ev::Healthy => self.world_mend(),
+            Ev::Endpoint(i, e) => {
+                if let Some(k) = &mut self.kube
+                    && k.endpoints[i] != e
+                {
+                    k.endpoints[i] = e;
+                    self.kube_changed(&[i]);
                 }
             }
-            Ev::MassVanish => {
-                for i in 0..VIPS {
-                    self.vanish_truth(i, Absence::Vanished);
-                }
-                self.snapshot();
-            }
-            Ev::Unhealthy => {
-                if self.healthy {
-                    self.healthy = false;
-                    self.unhealthy_since = Some(self.now);
-                    self.snapshot();
+            Ev::Cordon(excluded) => {
+                if let Some(k) = &mut self.kube {
+                    if excluded {
+                        k.cluster.excluded = true;
+                    } else {
+                        k.cluster.cordoned = true;
+                    }
+                    self.kube_node_changed();
                 }
             }
-            Ev::Healthy => {
-                if !self.healthy {
-                    self.healthy = true;
-                    self.take_absences();
-                    self.snapshot();
+            Ev::Uncordon => {
+                if let Some(k) = &mut self.kube {
+                    (k.cluster.cordoned, k.cluster.excluded) = (false, false);
+                    self.kube_node_changed();
+                }
+            }
+            Ev::Relist(ms) => {
+                if let Some(k) = &mut self.kube
+                    && k.live()
+                    && k.evaluated
+                {
+                    k.relist_at = Some(self.now + Duration::from_millis(ms));
+                    self.kube_unhealthy();
+                }
+            }
+            Ev::EmptyList(ms) => {
+                let until = self.now + Duration::from_millis(ms);
+                if let Some(k) = &mut self.kube {
+                    if k.live() && k.evaluated {
+                        k.store.services = [None; VIPS];
+                        k.empty_until = Some(until);
+                        self.coverage.empty_relists += 1;
+                        self.kube_evaluate(None);
+                    }
+                } else if let Some(f) = &mut self.file
+                    && !f.truncated
+                {
+                    f.truncated = true;
+                    f.rewrite_at = Some(until);
+                    self.file_read(false);
                 }
             }
             Ev::Drain | Ev::Undrain => {
@@ -2324,6 +3542,11 @@ impl Sim {
                     // probe does not run.
                     if v.present {
                         v.covered_since = pass.then_some(now);
+                        // Its probe no longer Unknown: back from a drain.
+                        if pass && v.drain_mark.is_some() {
+                            v.drain_mark = None;
+                            v.drain_end = Some(now);
+                        }
                     }
                     self.report_probe(i);
                 }
@@ -2404,7 +3627,7 @@ impl Sim {
                 let n = rt.rib.len();
                 bad.push(format!("(7) r{r} holds {n} routes of {n_vips} VIPs"));
             }
-            // (10) A peer a reload removed is sent Cease/Peer De-configured
+            // (9) A peer a reload removed is sent Cease/Peer De-configured
             // (a hard reset, RFC 8538 §3): from SETTLE after, its router
             // holds none of the node's routes (stale ones only if the
             // session was down then: they go at the restart time).
@@ -2415,29 +3638,49 @@ impl Sim {
                 let fresh = rt.rib.iter().find(|(_, s)| established || !s.stale);
                 if let Some((p, s)) = fresh {
                     bad.push(format!(
-                        "(10) r{r}, removed at {at:?}, still has {p} ({s:?})"
+                        "(9) r{r}, removed at {at:?}, still has {p} ({s:?})"
                     ));
                 }
             }
-            // (9) RFC 8326 §3: GRACEFUL_SHUTDOWN on every route the router
+            // (8) RFC 8326 §3: GRACEFUL_SHUTDOWN on every route the router
             // has from SETTLE after a drain or exit towards it began, on
-            // none from SETTLE after it ended.
+            // none from SETTLE after it ended; and on the route of a VIP the
+            // Node's cordon (or exclusion) drained, from SETTLE after, while
+            // it waits out graceful_shutdown_wait — on no other for it.
             let marked = match self.gs[r] {
                 Gs::Marked(t) if now >= t + settle => Some(true),
                 Gs::Clear(t) if now >= t + settle => Some(false),
                 _ => None,
             };
-            if let Some(marked) = marked {
-                checks += 1;
-                if let Some((p, _)) = rt
-                    .rib
-                    .iter()
-                    .find(|(_, s)| !s.stale && s.graceful_shutdown != marked)
-                {
-                    bad.push(format!(
-                        "(9) r{r}: {p} with GRACEFUL_SHUTDOWN {}, the node's {:?}",
-                        !marked, self.gs[r]
-                    ));
+            // Some(true): marked for the Node; None: settling; Some(false):
+            // not the Node's doing.
+            let by_node = |i: usize| {
+                let v = &self.vips[i];
+                match v.drain_mark {
+                    Some(t) => (now >= t + settle).then_some(true),
+                    None if v.drain_end.is_some_and(|t| now < t + settle) => None,
+                    None => Some(false),
+                }
+            };
+            for (p, st) in rt.rib.iter().filter(|(_, st)| !st.stale) {
+                let node = index_of(p).map_or(Some(false), by_node);
+                let want = match (marked, node) {
+                    (Some(true), _) | (_, Some(true)) => Some(true),
+                    (_, None) => None,
+                    (m, Some(false)) => m,
+                };
+                if let Some(want) = want {
+                    checks += 1;
+                    if st.graceful_shutdown != want {
+                        let v = index_of(p).map(|i| self.vips[i].clone());
+                        let state = self.routes.stability().state(p);
+                        let desired = self.tables[r].get(p).cloned();
+                        bad.push(format!(
+                            "(8) r{r}: {p} with GRACEFUL_SHUTDOWN {}, the node's {:?}, the VIP {v:?}; stability {state:?}, desired {desired:?}",
+                            !want, self.gs[r]
+                        ));
+                        break;
+                    }
                 }
             }
             // (1') Graceful restart (RFC 4724 §4.2): while a helping router
@@ -2458,11 +3701,12 @@ impl Sim {
                     }
                     checks += 1;
                     // Wanted when the connection dropped: present, or held
-                    // down then (what happened since does not matter).
+                    // down then (what happened since does not matter; what
+                    // went at that very instant may have gone first).
                     let held = match v.gone {
                         None => v.present,
-                        Some((at, Absence::Vanished)) => {
-                            at >= dropped || dropped < self.keep_until(i)
+                        Some((at, why)) if damped(why) => {
+                            at > dropped || dropped < self.keep_until(i)
                         }
                         Some(_) => false,
                     };
@@ -2521,6 +3765,31 @@ impl Sim {
                         ));
                         break;
                     }
+                }
+            }
+            // (1w) A VIP gone from a healthy source is gone from the router
+            // (its routes not stale) the settle time after the latest
+            // instant the stability layer may hold it (`withdraw_by`: its
+            // reason's timer — no local endpoint: `local_endpoint_delay`,
+            // deleted: `delete_delay`, drained: graceful_shutdown_wait, none:
+            // the hold-down —, a damping episode, the guard's pace).
+            for i in 0..VIPS {
+                let p = vip_prefix(i);
+                if !of_families(&p) {
+                    continue;
+                }
+                let Some(by) = self.withdraw_by(i) else {
+                    continue;
+                };
+                checks += 1;
+                self.coverage.withdrawn_checked += 1;
+                if now >= by + settle && rt.rib.get(&p).is_some_and(|st| !st.stale) {
+                    let v = self.vips[i].clone();
+                    let state = self.routes.stability().state(&p);
+                    bad.push(format!(
+                        "(1w) {p} still at r{r}, due to go by {by:?}: {v:?}; stability {state:?}"
+                    ));
+                    break;
                 }
             }
             // (2) UPDATEs for a prefix to a router ≤ the changes of what
@@ -2631,7 +3900,8 @@ fn boot(
     restarting: bool,
 ) -> (Routes, Vec<PeerSession>) {
     let stability = Stability::new(stability_params(config)).expect("valid parameters");
-    let mut routes = Routes::new(config.clone(), stability, false, false);
+    let from_file = matches!(config.source, holdfast::config::Source::File { .. });
+    let mut routes = Routes::new(config.clone(), stability, !from_file, from_file);
     let mut sessions = Vec::new();
     for (r, p) in peers.iter().enumerate() {
         if active[r] {

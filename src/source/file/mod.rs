@@ -484,6 +484,36 @@ impl FileSource {
         self.after_prepared(stamp, at, prepared, after)
     }
 
+    /// One check whose stat showed the file changed and whose read, begun
+    /// at `at` (nanoseconds since the Unix epoch), found `text` (or could
+    /// not read it): what [`Self::check`] decides after its read — the
+    /// digest (an unchanged text publishes nothing), the parse, "empty is
+    /// confirmed", the last good set and the health — with no IO and no
+    /// clock. The snapshot to publish, if it differs from the last one.
+    /// For a driver on a clock of its own: the deterministic simulation
+    /// (tests/simulation.rs) edits and breaks a VIP file through it.
+    pub fn take_read(&mut self, at: i128, text: Result<String, String>) -> Option<SourceSnapshot> {
+        // The stat of a file that changed, the same before and after the
+        // read: the read stands.
+        let stamp = Stamp {
+            device: 0,
+            inode: 0,
+            len: text.as_ref().map_or(0, |t| t.len() as u64),
+            modified: at,
+            changed: at,
+        };
+        let last = self.last_read.as_ref().map(|r| r.text.clone());
+        let prepared = Prepared::of(
+            &self.settings.path,
+            &self.settings.advertisements,
+            stamp,
+            text,
+            &Ok(stamp),
+            last.as_ref(),
+        );
+        self.after_prepared(stamp, at, prepared, Ok(stamp))
+    }
+
     /// The decision after a read that began at `at`, of a file stat'ed as
     /// `stamp` before and `after` after it, whose text was digested and
     /// parsed into `prepared` (no IO).

@@ -294,6 +294,37 @@ fn a_missing_file_keeps_the_last_good_set_unhealthy_and_comes_back() {
     );
 }
 
+/// `take_read`, the decisions after a read on a driver's own clock: a
+/// broken text keeps the last good set (unhealthy), the same text twice
+/// publishes nothing, an empty file after a set with VIPs is believed only
+/// [`EMPTY_SETTLE`] after the first read that found it so.
+#[test]
+fn take_read_keeps_the_last_good_set_and_confirms_an_empty_file() {
+    let mut source = pure_source();
+    assert_eq!(source.take_read(T0, Ok(ONE.into())), Some(healthy(one())));
+    assert_eq!(source.take_read(T0 + SEC, Ok(ONE.into())), None);
+    let broken = source
+        .take_read(T0 + 2 * SEC, Ok("[[vi".into()))
+        .expect("the health changes");
+    assert_eq!(*broken.vips, one());
+    assert!(!broken.healthy && broken.synced && broken.error.is_some());
+    assert_eq!(
+        source.take_read(T0 + 3 * SEC, Ok(TWO.into())),
+        Some(healthy(two()))
+    );
+    // Emptied: not believed within EMPTY_SETTLE, believed at it.
+    let empty = EMPTY_SETTLE.as_nanos() as Nanos;
+    assert_eq!(source.take_read(T0 + 4 * SEC, Ok(String::new())), None);
+    assert!(source.confirming_empty());
+    assert_eq!(
+        source.take_read(T0 + 4 * SEC + empty - 1, Ok(String::new())),
+        None
+    );
+    let believed = source.take_read(T0 + 4 * SEC + empty, Ok(String::new()));
+    assert_eq!(believed, Some(healthy(crate::model::VipMap::default())));
+    assert!(!source.confirming_empty());
+}
+
 #[test]
 fn a_file_broken_from_the_start_is_empty_unhealthy_and_unsynced() {
     let mut source = pure_source();
