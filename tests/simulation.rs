@@ -289,7 +289,7 @@ fn base_config(s: &Settings) -> holdfast::config::Config {
     };
     let mut config = holdfast::config::parse(Path::new("sim.toml"), &text).expect("a valid config");
     assert_eq!(
-        matches!(config.source, holdfast::config::Source::File { .. }),
+        config.file_source().is_some(),
         s.source == SourceKind::File
     );
     assert_eq!(config.speaker.graceful_shutdown_wait, SHUTDOWN_WAIT);
@@ -3900,7 +3900,7 @@ fn boot(
     restarting: bool,
 ) -> (Routes, Vec<PeerSession>) {
     let stability = Stability::new(stability_params(config)).expect("valid parameters");
-    let from_file = matches!(config.source, holdfast::config::Source::File { .. });
+    let from_file = config.file_source().is_some();
     let mut routes = Routes::new(config.clone(), stability, !from_file, from_file);
     let mut sessions = Vec::new();
     for (r, p) in peers.iter().enumerate() {
