@@ -344,6 +344,13 @@ impl Daemon {
             Request::Status { page, reply } => {
                 let _ = reply.send(self.facts().status_page(page));
             }
+            Request::NodeStatus { reply } => {
+                let facts = self.facts();
+                let _ = reply.send((
+                    facts.status_page(crate::report::status::RoutePage::NONE),
+                    facts.node_routes(),
+                ));
+            }
             Request::Explain { vip, reply } => {
                 // The Kubernetes source's own account of the VIP.
                 let from_source = self.kube.as_ref().map(|k| k.explain(vip));

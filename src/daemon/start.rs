@@ -331,11 +331,11 @@ async fn start_source(
                     client.clone(),
                     options.node_name.clone(),
                     crate::report::node_status::DEFAULT_INTERVAL,
-                    // The counts, not the route list: built every few seconds
-                    // by the main loop, it must not walk every route.
+                    // The counts and the compact route part (no route rows:
+                    // built every few seconds by the main loop).
                     Arc::new(move || {
-                        let counts = view.counts();
-                        Box::pin(async move { counts.await.ok() })
+                        let asked = view.node_status();
+                        Box::pin(async move { asked.await.ok().map(|(s, r)| (s, Some(r))) })
                     }),
                 ));
                 let (tx, rx) = watch::channel(config.clone());

@@ -17,6 +17,7 @@ use crate::config::{Config, Source};
 use crate::model::Absence;
 use crate::model::Route;
 use crate::model::SourceSnapshot;
+use crate::report::node_status::NodeRoutes;
 use crate::report::status::{
     Explanation, NotificationCount, PeerExplanation, PeerStatus, ProbeStatus, RoutePage,
     RouteStatus, SourceStatus, StabilityCounters, Status,
@@ -426,6 +427,56 @@ impl Facts<'_> {
             })
             .map(|p| p.name.clone())
             .collect()
+    }
+
+    /// The route part of this node's `BGPNodeStatus`: each prefix in some
+    /// peer's Adj-RIB-Out with those peers, the routes the stability layer
+    /// holds that are not simply advertised, and the VIPs the source has
+    /// and this node does not want, with why. One walk of each peer's
+    /// table and of the stability table; no route rows built.
+    pub fn node_routes(&self) -> NodeRoutes {
+        let mut announced: BTreeMap<IpNet, Vec<u16>> = BTreeMap::new();
+        for (i, p) in self.peers.iter().enumerate() {
+            let Some(rt) = p.runtime.as_ref() else {
+                continue;
+            };
+            let i = u16::try_from(i).unwrap_or(u16::MAX);
+            for prefix in rt.advertised.keys() {
+                announced.entry(*prefix).or_default().push(i);
+            }
+        }
+        let st = self.stability;
+        let mut withheld: BTreeMap<IpNet, (String, Vec<String>)> = BTreeMap::new();
+        for (prefix, state) in st.states() {
+            let word = match state {
+                _ if st.deferred(prefix) => "deferred",
+                KeyState::Advertised => continue,
+                KeyState::PendingAdvertise { .. } => "pending",
+                KeyState::HeldDown { .. } => "held-down",
+                KeyState::Damped { .. } => "damped",
+                KeyState::Draining { .. } => "draining",
+            };
+            let reasons = state
+                .absence()
+                .map(|a| vec![absence_word(a).to_string()])
+                .unwrap_or_default();
+            withheld.insert(*prefix, (word.to_string(), reasons));
+        }
+        for (ip, why) in self.snapshot.excluded.iter() {
+            withheld
+                .entry(IpNet::from(*ip))
+                .or_insert_with(|| ("not-selected".to_string(), why.clone()));
+        }
+        NodeRoutes {
+            peers: self.peers.iter().map(|p| p.name.clone()).collect(),
+            announced: announced.into_iter().collect(),
+            withheld: withheld
+                .into_iter()
+                .map(|(p, (state, why))| (p, state, why))
+                .collect(),
+            drain: (self.drain.drain.draining() || self.drain.exiting)
+                .then(|| self.drain.status(Instant::now()).state),
+        }
     }
 
     #[cfg(test)]

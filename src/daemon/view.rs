@@ -39,6 +39,10 @@ pub enum Request {
         page: RoutePage,
         reply: oneshot::Sender<Status>,
     },
+    /// The counts and the route part of this node's `BGPNodeStatus`.
+    NodeStatus {
+        reply: oneshot::Sender<(Status, crate::report::node_status::NodeRoutes)>,
+    },
     /// Why this node does or does not advertise `vip`.
     Explain {
         vip: IpAddr,
@@ -58,6 +62,7 @@ impl Request {
         match self {
             Request::Status { reply, .. } => reply.is_closed(),
             Request::Explain { reply, .. } => reply.is_closed(),
+            Request::NodeStatus { reply } => reply.is_closed(),
             // A drain changes state: it is carried out whoever waits.
             Request::Drain { .. } => false,
         }
@@ -127,12 +132,9 @@ impl View {
         })
     }
 
-    /// The counts without the route list, for the node status writer.
-    pub fn counts(&self) -> Answer<Status> {
-        self.ask(|reply| Request::Status {
-            page: RoutePage::NONE,
-            reply,
-        })
+    /// The counts and the route part, for the node status writer.
+    pub fn node_status(&self) -> Answer<(Status, crate::report::node_status::NodeRoutes)> {
+        self.ask(|reply| Request::NodeStatus { reply })
     }
 }
 

@@ -15,8 +15,12 @@
 //!   failure is logged once per streak and retried after
 //!   [`RETRY_AFTER`]: the status is informative and never holds up routing.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
+
+use ipnet::IpNet;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
@@ -56,6 +60,217 @@ pub struct NodeStatusBody {
     pub peers_configured: u32,
     pub peers: Vec<NodePeer>,
     pub routes: RouteCounts,
+    /// The drain (`holdfast drain`, a cordon's withdrawal): its state,
+    /// absent while the node is not draining.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<String>,
+    /// What the node announces to which peers: the prefixes in each peer's
+    /// Adj-RIB-Out, grouped by the set of peers that have them, runs of
+    /// consecutive host routes written as `FIRST-LAST`. At most
+    /// [`PREFIXES_LISTED`] entries in all; the rest only counted in
+    /// `announcedNotListed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub announced: Vec<Announced>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub announced_not_listed: u64,
+    /// VIPs the node knows of and does not announce now (or announces only
+    /// until a timer ends), with why: at most [`WITHHELD_LISTED`], the
+    /// rest counted in `withheldNotListed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<Withheld>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub withheld_not_listed: u64,
+    /// The last changes to what the node announces, newest first, at most
+    /// [`CHANGES_LISTED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<Change>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Entries of `announced` an object lists at most (each a prefix or a run
+/// of consecutive host routes, at most 80 bytes).
+pub const PREFIXES_LISTED: usize = 1000;
+/// VIPs of `withheld` an object lists at most.
+pub const WITHHELD_LISTED: usize = 200;
+/// Reasons one withheld VIP lists at most, each cut to [`REASON_BYTES`].
+pub const REASONS_LISTED: usize = 3;
+pub const REASON_BYTES: usize = 200;
+/// Changes an object keeps.
+pub const CHANGES_LISTED: usize = 20;
+
+/// Prefixes announced to the same peers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Announced {
+    pub peers: Vec<String>,
+    /// `198.51.100.10/32`, or a run `198.51.100.10-198.51.100.99` of
+    /// host routes.
+    pub prefixes: Vec<String>,
+}
+
+/// A VIP the node does not announce now, or only until a timer ends.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Withheld {
+    pub prefix: String,
+    /// `not-selected` (the source has it, this node does not want it),
+    /// or the stability state: `pending`, `held-down`, `damped`,
+    /// `draining`, `deferred`.
+    pub state: String,
+    pub reasons: Vec<String>,
+}
+
+/// One change to what the node announces.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub prefix: String,
+    /// `announced` or `withdrawn`.
+    pub change: String,
+    /// When the writer saw it, RFC 3339 to the second.
+    pub at: String,
+}
+
+/// The route part of a node's status as the main loop reads it, before it
+/// is cut to an object's bounds ([`NodeRoutes::apply`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeRoutes {
+    /// The configured peers' names, in config order.
+    pub peers: Vec<String>,
+    /// Each prefix in some peer's Adj-RIB-Out, in prefix order, with the
+    /// indices (into `peers`) of the peers that have it.
+    pub announced: Vec<(IpNet, Vec<u16>)>,
+    /// Prefixes not announced now (or only until a timer ends), in prefix
+    /// order, with their state and reasons.
+    pub withheld: Vec<(IpNet, String, Vec<String>)>,
+    /// The drain's state, while there is one.
+    pub drain: Option<String>,
+}
+
+impl NodeRoutes {
+    /// Writes the route part into `body`: grouped, compacted and cut to
+    /// the bounds; `changes` are the writer's (see [`changes_between`]).
+    pub fn apply(&self, body: &mut NodeStatusBody) {
+        body.drain = self.drain.clone();
+        let mut groups: BTreeMap<&[u16], Vec<IpNet>> = BTreeMap::new();
+        for (prefix, peers) in &self.announced {
+            groups.entry(peers.as_slice()).or_default().push(*prefix);
+        }
+        let mut listed = 0;
+        let mut not_listed = 0u64;
+        body.announced = groups
+            .into_iter()
+            .map(|(peers, prefixes)| {
+                let mut runs = runs(&prefixes);
+                let room = PREFIXES_LISTED.saturating_sub(listed);
+                for (_, n) in runs.iter().skip(room) {
+                    not_listed += n;
+                }
+                runs.truncate(room);
+                listed += runs.len();
+                Announced {
+                    peers: peers
+                        .iter()
+                        .filter_map(|i| self.peers.get(usize::from(*i)).cloned())
+                        .collect(),
+                    prefixes: runs.into_iter().map(|(text, _)| text).collect(),
+                }
+            })
+            .filter(|a| !a.prefixes.is_empty())
+            .collect();
+        body.announced_not_listed = not_listed;
+        body.withheld = self
+            .withheld
+            .iter()
+            .take(WITHHELD_LISTED)
+            .map(|(prefix, state, reasons)| Withheld {
+                prefix: prefix.to_string(),
+                state: state.clone(),
+                reasons: reasons
+                    .iter()
+                    .take(REASONS_LISTED)
+                    .map(|r| cut(r, REASON_BYTES))
+                    .collect(),
+            })
+            .collect();
+        body.withheld_not_listed = self.withheld.len().saturating_sub(WITHHELD_LISTED) as u64;
+    }
+
+    /// The announced prefixes, for the writer's next [`changes_between`].
+    pub fn announced_set(&self) -> BTreeSet<IpNet> {
+        self.announced.iter().map(|(p, _)| *p).collect()
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+/// Sorted prefixes as runs: consecutive host routes (/32, /128) as
+/// `FIRST-LAST`, anything else alone; with how many prefixes each holds.
+fn runs(prefixes: &[IpNet]) -> Vec<(String, u64)> {
+    let host = |p: &IpNet| p.prefix_len() == p.max_prefix_len();
+    let next = |a: &IpNet, b: &IpNet| match (a.addr(), b.addr()) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => u32::from(a).checked_add(1) == Some(u32::from(b)),
+        (IpAddr::V6(a), IpAddr::V6(b)) => u128::from(a).checked_add(1) == Some(u128::from(b)),
+        _ => false,
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < prefixes.len() {
+        let first = prefixes[i];
+        let mut j = i;
+        while host(&first)
+            && j + 1 < prefixes.len()
+            && host(&prefixes[j + 1])
+            && next(&prefixes[j], &prefixes[j + 1])
+        {
+            j += 1;
+        }
+        let text = if j == i {
+            first.to_string()
+        } else {
+            format!("{}-{}", first.addr(), prefixes[j].addr())
+        };
+        out.push((text, (j - i + 1) as u64));
+        i = j + 1;
+    }
+    out
+}
+
+/// What changed from `before` to `now` (announced or withdrawn), newest
+/// first, prepended to `kept` and cut to [`CHANGES_LISTED`].
+pub fn changes_between(
+    before: &BTreeSet<IpNet>,
+    now: &BTreeSet<IpNet>,
+    at: Timestamp,
+    kept: &[Change],
+) -> Vec<Change> {
+    let at = Timestamp::from_second(at.as_second())
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .to_string();
+    let change = |p: &IpNet, what: &str| Change {
+        prefix: p.to_string(),
+        change: what.to_string(),
+        at: at.clone(),
+    };
+    let mut out: Vec<Change> = now
+        .difference(before)
+        .map(|p| change(p, "announced"))
+        .chain(before.difference(now).map(|p| change(p, "withdrawn")))
+        .take(CHANGES_LISTED)
+        .collect();
+    out.extend(kept.iter().cloned());
+    out.truncate(CHANGES_LISTED);
+    out
 }
 
 /// One `[[peer]]`.
@@ -167,6 +382,7 @@ pub fn build(status: &Status, now: Timestamp, previous: Option<&NodeStatusBody>)
             deferred: status.counters.withdrawals_deferred,
         },
         peers,
+        ..NodeStatusBody::default()
     }
 }
 
@@ -204,8 +420,11 @@ pub fn status_patch(node: &str, body: &NodeStatusBody) -> serde_json::Value {
 /// The daemon's status as the writer asks for it: an answer to come (the
 /// main loop builds it), or none when the daemon did not answer in time —
 /// the writer then tries again at its next interval.
-pub type AskStatus =
-    dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Option<Status>> + Send>> + Send + Sync;
+/// With the status's counts comes the route part ([`NodeRoutes`]) when
+/// the daemon gives one.
+pub type AskStatus = dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Option<(Status, Option<NodeRoutes>)>> + Send>>
+    + Send
+    + Sync;
 
 /// Writes this node's `BGPNodeStatus`. The task stops when this is dropped.
 #[derive(Debug)]
@@ -266,16 +485,30 @@ impl Writer {
         // different cause behind the first (a 403 after a 404).
         let mut failing: Option<String> = None;
         let mut not_before = tokio::time::Instant::now();
+        // The announced prefixes at the last build, and the changes seen
+        // since the writer started (the object's `changes`).
+        let mut announced: Option<BTreeSet<IpNet>> = None;
+        let mut changes: Vec<Change> = Vec::new();
         loop {
             tick.tick().await;
             let now = tokio::time::Instant::now();
             if now < not_before {
                 continue;
             }
-            let Some(now_status) = status().await else {
+            let Some((now_status, routes)) = status().await else {
                 continue;
             };
-            let body = build(&now_status, Timestamp::now(), written.as_ref());
+            let at = Timestamp::now();
+            let mut body = build(&now_status, at, written.as_ref());
+            if let Some(routes) = routes {
+                routes.apply(&mut body);
+                let set = routes.announced_set();
+                if let Some(before) = announced.as_ref().filter(|b| **b != set) {
+                    changes = changes_between(before, &set, at, &changes);
+                }
+                announced = Some(set);
+                body.changes = changes.clone();
+            }
             // Unchanged since the last write: nothing to do, unless the
             // last attempt failed (the object may be gone, or the write
             // refused, whatever body it carried).
@@ -465,5 +698,118 @@ mod tests {
         assert!(o.get("status").is_none());
         let p = status_patch("n1", &NodeStatusBody::default());
         assert_eq!(p["status"]["routes"]["deferred"], 0);
+    }
+
+    fn net(text: &str) -> IpNet {
+        text.parse().expect("a prefix")
+    }
+
+    #[test]
+    fn announced_prefixes_are_grouped_by_peers_and_runs_collapse() {
+        let routes = NodeRoutes {
+            peers: vec!["tor1".into(), "tor2".into()],
+            announced: vec![
+                (net("10.0.0.0/24"), vec![0, 1]),
+                (net("198.51.100.10/32"), vec![0, 1]),
+                (net("198.51.100.11/32"), vec![0, 1]),
+                (net("198.51.100.12/32"), vec![0, 1]),
+                (net("198.51.100.14/32"), vec![0, 1]),
+                (net("198.51.100.15/32"), vec![0]),
+                (net("2001:db8::1/128"), vec![0, 1]),
+                (net("2001:db8::2/128"), vec![0, 1]),
+            ],
+            withheld: vec![(
+                net("198.51.100.20/32"),
+                "not-selected".into(),
+                vec!["no ready endpoint on this node".into()],
+            )],
+            drain: None,
+        };
+        let mut body = NodeStatusBody::default();
+        routes.apply(&mut body);
+        assert_eq!(
+            body.announced,
+            [
+                Announced {
+                    peers: vec!["tor1".into()],
+                    prefixes: vec!["198.51.100.15/32".into()],
+                },
+                Announced {
+                    peers: vec!["tor1".into(), "tor2".into()],
+                    prefixes: vec![
+                        "10.0.0.0/24".into(),
+                        "198.51.100.10-198.51.100.12".into(),
+                        "198.51.100.14/32".into(),
+                        "2001:db8::1-2001:db8::2".into(),
+                    ],
+                },
+            ]
+        );
+        assert_eq!(body.announced_not_listed, 0);
+        assert_eq!(body.withheld[0].state, "not-selected");
+        let v = serde_json::to_value(&body).expect("JSON");
+        assert!(v.get("announcedNotListed").is_none(), "{v}");
+        assert_eq!(v["withheld"][0]["prefix"], "198.51.100.20/32");
+    }
+
+    #[test]
+    fn an_object_stays_bounded_whatever_the_node_has() {
+        // 50,000 scattered VIPs (no two consecutive), as many withheld,
+        // each with long reasons: the object stays within its bounds.
+        let scattered =
+            |i: u32, base: u32| IpNet::from(IpAddr::from(std::net::Ipv4Addr::from(base + 2 * i)));
+        let routes = NodeRoutes {
+            peers: vec!["tor1".into(), "tor2".into()],
+            announced: (0..50_000)
+                .map(|i| (scattered(i, 0x0a00_0000), vec![0, 1]))
+                .collect(),
+            withheld: (0..50_000)
+                .map(|i| {
+                    (
+                        scattered(i, 0x0b00_0000),
+                        "not-selected".to_string(),
+                        vec!["é".repeat(400); 10],
+                    )
+                })
+                .collect(),
+            drain: None,
+        };
+        let mut body = NodeStatusBody::default();
+        routes.apply(&mut body);
+        let listed: usize = body.announced.iter().map(|a| a.prefixes.len()).sum();
+        assert_eq!(listed, PREFIXES_LISTED);
+        assert_eq!(body.announced_not_listed, 50_000 - PREFIXES_LISTED as u64);
+        assert_eq!(body.withheld.len(), WITHHELD_LISTED);
+        assert_eq!(body.withheld_not_listed, 50_000 - WITHHELD_LISTED as u64);
+        assert!(body.withheld[0].reasons.len() == REASONS_LISTED);
+        assert!(body.withheld[0].reasons[0].len() <= REASON_BYTES);
+        let bytes = serde_json::to_vec(&body).expect("JSON").len();
+        assert!(bytes < 200_000, "{bytes} bytes");
+    }
+
+    #[test]
+    fn changes_are_newest_first_and_bounded() {
+        let a: BTreeSet<IpNet> = [net("198.51.100.1/32"), net("198.51.100.2/32")].into();
+        let b: BTreeSet<IpNet> = [net("198.51.100.2/32"), net("198.51.100.3/32")].into();
+        let first = changes_between(&a, &b, at("2026-12-01T10:00:00.7Z"), &[]);
+        assert_eq!(
+            first
+                .iter()
+                .map(|c| (c.prefix.as_str(), c.change.as_str(), c.at.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("198.51.100.3/32", "announced", "2026-12-01T10:00:00Z"),
+                ("198.51.100.1/32", "withdrawn", "2026-12-01T10:00:00Z"),
+            ]
+        );
+        let second = changes_between(&b, &a, at("2026-12-01T10:01:00Z"), &first);
+        assert_eq!(second.len(), 4);
+        assert_eq!(second[0].at, "2026-12-01T10:01:00Z");
+        assert_eq!(second[3], first[1]);
+        let many: BTreeSet<IpNet> = (0..100u32)
+            .map(|i| IpNet::from(IpAddr::from(std::net::Ipv4Addr::from(i))))
+            .collect();
+        let lots = changes_between(&BTreeSet::new(), &many, at("2026-12-01T10:02:00Z"), &second);
+        assert_eq!(lots.len(), CHANGES_LISTED);
     }
 }
