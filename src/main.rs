@@ -188,6 +188,21 @@ fn main() -> ExitCode {
             .target()
             .and_then(|t| cli::drain::run(&t, false, io::stdout().lock())),
         Command::Route { action } => cli::route::run(action, io::stdout().lock()),
+        Command::Cluster { action } => match action {
+            cli::args::ClusterAction::Status { kubeconfig, json } => {
+                cli::cluster::status(kubeconfig.as_deref(), json, io::stdout().lock())
+            }
+            cli::args::ClusterAction::Explain {
+                vip,
+                kubeconfig,
+                json,
+            } => cli::cluster::explain_command(
+                kubeconfig.as_deref(),
+                &vip,
+                json,
+                io::stdout().lock(),
+            ),
+        },
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

@@ -130,6 +130,36 @@ pub enum Command {
         #[command(subcommand)]
         action: RouteAction,
     },
+    /// The whole cluster's view, from every node's BGPNodeStatus (also `kubectl holdfast cluster …` with the binary installed as kubectl-holdfast).
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
+    },
+}
+
+/// `holdfast cluster …`.
+#[derive(clap::Subcommand)]
+pub enum ClusterAction {
+    /// A row per node: sessions up, routes advertised and withheld, drain, source, last change.
+    Status {
+        /// The kubeconfig to read the objects with (default: $KUBECONFIG, ~/.kube/config, or the pod's service account).
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: Option<PathBuf>,
+        /// Print the objects' statuses as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Which nodes announce VIP to which peers, which do not and why, its last change on each; exit 0 when some node announces it, 1 when none does.
+    Explain {
+        /// An IPv4 or IPv6 address (a /32 or /128 prefix is taken too).
+        vip: String,
+        /// The kubeconfig to read the objects with (default: $KUBECONFIG, ~/.kube/config, or the pod's service account).
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: Option<PathBuf>,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `holdfast route …`.

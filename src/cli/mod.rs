@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod check;
+pub mod cluster;
 pub mod decode;
 pub mod drain;
 pub mod explain;
