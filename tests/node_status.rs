@@ -122,7 +122,7 @@ async fn the_writer_creates_its_object_owned_by_the_node_and_writes_only_changes
         interval,
         Arc::new(move || {
             let now = view.lock().unwrap().clone();
-            Box::pin(std::future::ready(Some(now)))
+            Box::pin(std::future::ready(Some((now, None))))
         }),
     );
 

@@ -197,6 +197,30 @@ pub fn explain_text(e: &ClusterExplanation) -> String {
     out
 }
 
+/// How many prefixes the node announces to at least one peer: those its
+/// object lists (a run counts each address) and those it only counts.
+pub fn announced_count(s: &NodeStatusBody) -> u128 {
+    let entry = |e: &String| -> u128 {
+        let Some((first, last)) = e.split_once('-') else {
+            return 1;
+        };
+        match (first.parse::<IpAddr>(), last.parse::<IpAddr>()) {
+            (Ok(IpAddr::V4(a)), Ok(IpAddr::V4(b))) => {
+                u128::from(u32::from(b).saturating_sub(u32::from(a))) + 1
+            }
+            (Ok(IpAddr::V6(a)), Ok(IpAddr::V6(b))) => u128::from(b)
+                .saturating_sub(u128::from(a))
+                .saturating_add(1),
+            _ => 1,
+        }
+    };
+    s.announced
+        .iter()
+        .flat_map(|a| &a.prefixes)
+        .map(entry)
+        .fold(u128::from(s.announced_not_listed), u128::saturating_add)
+}
+
 /// The text of `cluster status`: a row per node.
 pub fn status_text(objects: &[NodeObject]) -> String {
     let mut sorted: Vec<&NodeObject> = objects.iter().collect();
@@ -225,7 +249,7 @@ pub fn status_text(objects: &[NodeObject]) -> String {
                     o.name.clone(),
                     s.asn.to_string(),
                     format!("{}/{}", s.peers_established, s.peers_configured),
-                    s.routes.advertised.to_string(),
+                    announced_count(s).to_string(),
                     withheld.to_string(),
                     s.drain.clone().unwrap_or_else(|| "-".into()),
                     s.source.clone(),
@@ -239,7 +263,7 @@ pub fn status_text(objects: &[NodeObject]) -> String {
             ("NODE", Align::Left),
             ("ASN", Align::Right),
             ("PEERS UP", Align::Right),
-            ("ADVERTISED", Align::Right),
+            ("ANNOUNCED", Align::Right),
             ("WITHHELD", Align::Right),
             ("DRAIN", Align::Left),
             ("SOURCE", Align::Left),
@@ -464,6 +488,17 @@ mod tests {
             ip("10.0.0.1"),
         );
         assert_eq!(d.peers, ["tor1 (Active)"]);
+    }
+
+    #[test]
+    fn the_announced_count_counts_each_address_of_a_run() {
+        let mut s = node("node-1");
+        assert_eq!(announced_count(&s), 4);
+        s.announced_not_listed = 10;
+        s.announced[0]
+            .prefixes
+            .push("2001:db8::1-2001:db8::10".into());
+        assert_eq!(announced_count(&s), 30);
     }
 
     #[test]
