@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, mpsc, watch};
 use tracing::{debug, info, warn};
@@ -518,8 +518,14 @@ async fn run_station(
             }
             End::Behind => {
                 s.dropped.fetch_add(1, Ordering::Relaxed);
-                warn!(station = %name, "BMP station {addr} fell {} octets behind: connection dropped; the next one is sent the whole state", s.config.queue_limit);
-                backoff = BACKOFF_MIN;
+                warn!(station = %name, "BMP station {addr} fell {} octets behind: connection dropped; the next one is sent the whole state (in {backoff:?})", s.config.queue_limit);
+                // A station that keeps falling behind is tried less and
+                // less often: each try costs the sessions a whole table.
+                if wait(&mut stop, backoff).await {
+                    return;
+                }
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
             }
             End::Failed(e) => {
                 warn!(station = %name, "BMP station {addr}: {e}");
@@ -572,6 +578,10 @@ async fn serve(
     ticker.tick().await;
     let mut batch: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut types: Vec<u8> = Vec::new();
+    // RFC 7854 §3.3: a station sends nothing; what it sends is read and
+    // dropped, and its end of the connection closing is noticed here.
+    let (mut rd, mut wr) = sock.split();
+    let mut scratch = [0u8; 512];
     loop {
         if s.overflow.load(Ordering::Acquire) {
             return End::Behind;
@@ -586,13 +596,18 @@ async fn serve(
                     while let Ok(item) = rx.try_recv() {
                         s.queued.fetch_sub(item.bytes.len() as u64, Ordering::AcqRel);
                         if admit(&mut up, &item) {
-                            let _ = sock.write_all(&item.bytes).await;
+                            let _ = wr.write_all(&item.bytes).await;
                         }
                     }
                 }).await;
                 return End::Stopped;
             }
             _ = s.wake.notified() => continue,
+            r = rd.read(&mut scratch) => match r {
+                Ok(0) => return End::Failed("closed by the station".into()),
+                Err(e) => return End::Failed(e.to_string()),
+                Ok(_) => continue,
+            },
             item = rx.recv() => {
                 let Some(item) = item else { return End::Stopped };
                 let mut next = Some(item);
@@ -627,7 +642,7 @@ async fn serve(
             continue;
         }
         let written = tokio::select! {
-            r = sock.write_all(&batch) => r,
+            r = wr.write_all(&batch) => r,
             _ = s.wake.notified() => return End::Behind,
             _ = stopping(stop) => return End::Stopped,
         };
