@@ -2122,6 +2122,7 @@ fn the_schema_documents_every_table_the_parser_reads() {
         ("selector", super::selector::SELECTOR_KEYS),
         ("match_expressions", super::selector::REQUIREMENT_KEYS),
         ("vip", crate::source::file::parse::VIP_KEYS),
+        ("bmp", super::bmp::BMP_KEYS),
     ];
     let sections = crate::docs::all_sections();
     for (name, keys) in tables {
