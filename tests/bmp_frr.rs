@@ -5,8 +5,7 @@
 
 mod common;
 
-use std::io::Read;
-use std::net::{IpAddr, TcpListener};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -114,7 +113,11 @@ fn pmbmpd_sees_initiation_peer_up_adj_rib_out_withdrawal_peer_down() {
     let station = Pmbmpd::start(&lab.node, STATION_PORT);
     let mut node = Holdfast::start(
         &lab.node,
-        &conf(&station_toml("pmbmpd", STATION_PORT, "stats_interval = \"1s\"")),
+        &conf(&station_toml(
+            "pmbmpd",
+            STATION_PORT,
+            "stats_interval = \"1s\"",
+        )),
         &vips(&["198.51.100.10", "198.51.100.11"]),
     );
     frr.wait_established(node_ip(), LONG);
@@ -189,7 +192,11 @@ fn a_station_that_comes_back_gets_the_whole_adj_rib_out() {
     let first = Pmbmpd::start(&lab.node, STATION_PORT);
     let node = Holdfast::start(
         &lab.node,
-        &conf(&station_toml("pmbmpd", STATION_PORT, "stats_interval = \"0s\"")),
+        &conf(&station_toml(
+            "pmbmpd",
+            STATION_PORT,
+            "stats_interval = \"0s\"",
+        )),
         &vips(&["198.51.100.10", "198.51.100.11"]),
     );
     frr.wait_established(node_ip(), LONG);
@@ -260,11 +267,14 @@ fn stuck_station(ns: &Netns, port: u16) -> std::process::Child {
 
 /// The gaps between holdfast's KEEPALIVEs as FRR counts them
 /// (`messageStats.keepalivesRecv`, polled every 50 ms) over `window`,
-/// from now; and when FRR had `routes` IPv4 prefixes (from now).
+/// from now (the first from the window's start, the last to its end);
+/// and when FRR had `routes` IPv4 prefixes (from now).
 fn keepalive_gaps(frr: &testlab::Frr, window: Duration, routes: usize) -> (Vec<f64>, Option<f64>) {
     let start = Instant::now();
     let mut last = frr.message_stat(node_ip(), "keepalivesRecv");
-    let mut last_at: Option<Instant> = None;
+    // The window's start counts as a keepalive, and its end closes the
+    // last gap: a session that sends none shows one gap of the window.
+    let mut last_at = start;
     let mut gaps = Vec::new();
     let mut loaded = None;
     while start.elapsed() < window {
@@ -272,16 +282,15 @@ fn keepalive_gaps(frr: &testlab::Frr, window: Duration, routes: usize) -> (Vec<f
         let now = frr.message_stat(node_ip(), "keepalivesRecv");
         if now > last {
             let t = Instant::now();
-            if let Some(prev) = last_at {
-                gaps.push((t - prev).as_secs_f64());
-            }
-            last_at = Some(t);
+            gaps.push((t - last_at).as_secs_f64());
+            last_at = t;
             last = now;
         }
         if loaded.is_none() && frr.count(testlab::Afi::Ipv4) >= routes {
             loaded = Some(start.elapsed().as_secs_f64());
         }
     }
+    gaps.push(last_at.elapsed().as_secs_f64());
     (gaps, loaded)
 }
 
@@ -331,12 +340,19 @@ fn a_station_that_stops_reading_leaves_keepalives_to_frr_alone() {
     eprintln!("figures (gaps, mean, max, loaded, dropped): {figures:?}");
     let (without, with) = (figures[0], figures[1]);
     // RFC 4271 §4.4: 3 s, jittered below it (§10); a poll of 50 ms.
-    assert!(with.2 < 4.5, "a gap of {:.2} s with the stuck station", with.2);
+    assert!(
+        with.2 < 4.5,
+        "a gap of {:.2} s with the stuck station",
+        with.2
+    );
     assert!(
         with.2 <= without.2 + 1.0,
         "gaps: max {:.2} s with the stuck station, {:.2} s without",
         with.2,
         without.2
     );
-    assert!(with.0 + 2 >= without.0, "fewer keepalives: {with:?} vs {without:?}");
+    assert!(
+        with.0 + 2 >= without.0,
+        "fewer keepalives: {with:?} vs {without:?}"
+    );
 }

@@ -288,10 +288,7 @@ fn base_config(s: &Settings) -> holdfast::config::Config {
         SourceKind::File => CONFIG.replace("[source]\nkind = \"kubernetes\"\n", FILE_SOURCE),
     };
     let mut config = holdfast::config::parse(Path::new("sim.toml"), &text).expect("a valid config");
-    assert_eq!(
-        config.file_source().is_some(),
-        s.source == SourceKind::File
-    );
+    assert_eq!(config.file_source().is_some(), s.source == SourceKind::File);
     assert_eq!(config.speaker.graceful_shutdown_wait, SHUTDOWN_WAIT);
     config.stability.advertise_delay = s.advertise_delay;
     config.stability.damping = s.damping;

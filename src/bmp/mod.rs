@@ -253,7 +253,8 @@ impl Hub {
     /// what is queued, and waits (briefly) for it to go out.
     pub async fn terminate(&self) {
         self.inner.stop.send_replace(true);
-        let tasks = std::mem::take(&mut *self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks =
+            std::mem::take(&mut *self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         for t in tasks {
             let _ = tokio::time::timeout(TERMINATION_WAIT * 2, t).await;
         }
@@ -413,7 +414,8 @@ impl PeerTap {
             self.seen[i] = g;
             let Some((up, h)) = &self.up else { continue };
             self.push_all(Kind::Up(h.clone()), peer_up_message(up, h), Some(i));
-            let list = messages.get_or_insert_with(|| table.take().map(|f| f()).unwrap_or_default());
+            let list =
+                messages.get_or_insert_with(|| table.take().map(|f| f()).unwrap_or_default());
             let h = stamped(h);
             for m in list.iter() {
                 self.push_all(Kind::Route, message::route_monitoring(&h, m), Some(i));
@@ -498,7 +500,8 @@ async fn run_station(
         // What was queued for this connection is void: the next one
         // starts from the whole state.
         while let Ok(item) = rx.try_recv() {
-            s.queued.fetch_sub(item.bytes.len() as u64, Ordering::AcqRel);
+            s.queued
+                .fetch_sub(item.bytes.len() as u64, Ordering::AcqRel);
         }
         s.overflow.store(false, Ordering::Release);
         match end {

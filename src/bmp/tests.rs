@@ -107,7 +107,11 @@ async fn a_new_station_gets_initiation_peer_up_the_table_then_live_updates() {
     let got = read_messages(&mut s, 1).await;
     let (down, _) = decode(&got[0]).unwrap();
     assert_eq!(down.msg_type, msg_type::PEER_DOWN);
-    assert_eq!(down.body, &[4u8][..], "RFC 7854 §4.9: remote closed, no data");
+    assert_eq!(
+        down.body,
+        &[4u8][..],
+        "RFC 7854 §4.9: remote closed, no data"
+    );
     hub.terminate().await;
     let got = read_messages(&mut s, 1).await;
     assert_eq!(got[0][5], msg_type::TERMINATION);
@@ -143,7 +147,11 @@ async fn a_station_that_stops_reading_is_dropped_and_never_waited_for() {
     assert!(started.elapsed() < Duration::from_secs(5));
     let deadline = Instant::now() + Duration::from_secs(5);
     while hub.status()[0].dropped == 0 {
-        assert!(Instant::now() < deadline, "never dropped: {:?}", hub.status());
+        assert!(
+            Instant::now() < deadline,
+            "never dropped: {:?}",
+            hub.status()
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Back after the back-off, and sent the state again.

@@ -100,7 +100,10 @@ pub(crate) fn parse_bmp(value: &tree::Value<'_>, d: &mut Diagnostics) -> Option<
                 if out.iter().any(|o| o.name == s.name) {
                     d.error(
                         &table.span(),
-                        format!("[[bmp]] name \"{}\" is used twice: station names are unique", s.name),
+                        format!(
+                            "[[bmp]] name \"{}\" is used twice: station names are unique",
+                            s.name
+                        ),
                     );
                     ok = false;
                 } else {

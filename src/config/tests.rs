@@ -3110,7 +3110,9 @@ fn bmp_problems_are_reported_where_they_are() {
         problems(&with_peer(
             "[[bmp]]\naddress = \"127.0.0.1\"\n[[bmp]]\naddress = \"127.0.0.1\"\nport = 1790\n"
         )),
-        vec!["11:1: [[bmp]] name \"127.0.0.1:1790\" is used twice: station names are unique"
-            .to_string()]
+        vec![
+            "11:1: [[bmp]] name \"127.0.0.1:1790\" is used twice: station names are unique"
+                .to_string()
+        ]
     );
 }

@@ -320,5 +320,9 @@ fn bmp_stations_are_labelled_by_name() {
         e.value("holdfast_bmp_dropped_total", &[("station", "collector")]),
         Some(2.0)
     );
-    assert!(parsed(&Status::default()).family("holdfast_bmp_up").is_none());
+    assert!(
+        parsed(&Status::default())
+            .family("holdfast_bmp_up")
+            .is_none()
+    );
 }
