@@ -224,7 +224,14 @@ impl Hub {
             hub: self.inner.clone(),
             peer,
             counts,
-            seen: vec![0; self.inner.stations.len()],
+            // What the stations connected now are sent from here on is
+            // live: only a later connection needs this session's state.
+            seen: self
+                .inner
+                .stations
+                .iter()
+                .map(|s| s.generation.load(Ordering::Acquire))
+                .collect(),
             resync: self.inner.resync.subscribe(),
             up: None,
             sent_notification: None,
