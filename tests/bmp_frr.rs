@@ -363,6 +363,12 @@ fn a_station_that_stops_reading_leaves_keepalives_to_frr_alone() {
         without.max
     );
     assert!(
+        (with.mean - without.mean).abs() < 0.75,
+        "mean interval {:.2} s with the stuck station, {:.2} s without",
+        with.mean,
+        without.mean
+    );
+    assert!(
         with.gaps + 2 >= without.gaps,
         "fewer keepalives: {with:?} vs {without:?}"
     );

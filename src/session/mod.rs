@@ -412,7 +412,10 @@ impl Driver {
                 .set_written(id, c.queue.written.load(Ordering::Relaxed));
         }
         let by_peer = matches!(input, Input::Closed { .. });
-        let received_before = self.session.status().stats.notifications_received.clone();
+        let received_before = self
+            .bmp
+            .is_some()
+            .then(|| self.session.status().stats.notifications_received.clone());
         let out = self.session.handle(Instant::now(), input);
         let established = self.session.state() == State::Established;
         for o in out {
@@ -450,8 +453,8 @@ impl Driver {
                 }
             }
         }
-        if self.bmp.is_some() {
-            self.bmp_after(established, by_peer, &received_before);
+        if let Some(before) = received_before {
+            self.bmp_after(established, by_peer, &before);
         }
         self.publish();
     }
