@@ -42,7 +42,11 @@ declare -A ALLOWED=(
   # stability layer, probes, drains, the per-peer tables; `report` for the
   # withdraw causes it logs; `source` for the Node's facts a drain follows.
   [routes]="config model probe report source speaker stability"
-  [session]="bfd config model report speaker"
+  # A session reports what it writes to the BMP stations through its tap
+  # (bmp::PeerTap): it only queues, never waits.
+  [session]="bfd bmp config model report speaker"
+  # BMP (RFC 7854): the stations' settings, sysDescr's version.
+  [bmp]="build_info config"
   # Reports read the layers' values: the status view, logs (with the
   # stability layer's reasons), Kubernetes Events and BGPNodeStatus (with
   # the Kubernetes source's client helpers).
@@ -52,7 +56,7 @@ declare -A ALLOWED=(
   # The generated reference pages read the definitions they document.
   [docs]="api cli config source"
   # The wiring: every layer.
-  [daemon]="api bfd build_info config model probe report routes session sleep source speaker stability"
+  [daemon]="api bfd bmp build_info config model probe report routes session sleep source speaker stability"
 )
 
 modules=$(ls -d */ *.rs | sed 's#/$##; s#\.rs$##' | grep -vx 'main\|lib' | sort -u)

@@ -66,7 +66,7 @@ mdbook_build=$!
 
 step "installing test dependencies (Debian packages, rustup targets)"
 need=()
-for p in frr bird2 gobgpd exabgp iproute2 musl-tools jq file man-db python3-venv prometheus libcap2-bin \
+for p in frr bird2 gobgpd exabgp pmacct iproute2 musl-tools jq file man-db python3-venv prometheus libcap2-bin \
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross buildah podman skopeo runc uidmap qemu-user-static; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
@@ -78,7 +78,7 @@ fi
 # namespaces, and prometheus is installed for promtool only (tests/
 # monitoring.rs); its server must not run. (On machines without systemd
 # these are no-ops.)
-for s in frr bird gobgpd exabgp prometheus; do
+for s in frr bird gobgpd exabgp pmacct prometheus; do
   systemctl disable --now "$s" >/dev/null 2>&1 || true
 done
 rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl >/dev/null

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod bfd;
+pub mod bmp;
 pub mod build_info;
 pub mod cli;
 #[deny(missing_docs)]

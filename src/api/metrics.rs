@@ -450,6 +450,33 @@ pub const UPTIME_SECONDS: FamilyDoc = FamilyDoc {
     doc: "",
 };
 
+/// `holdfast_bmp_up`.
+pub const BMP_UP: FamilyDoc = FamilyDoc {
+    name: "holdfast_bmp_up",
+    kind: Kind::Gauge,
+    labels: &["station"],
+    help: "1 while the BMP station (RFC 7854) is connected and initiated, else 0.",
+    doc: "One series per `[[bmp]]` station.",
+};
+
+/// `holdfast_bmp_messages_total`.
+pub const BMP_MESSAGES_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_bmp_messages_total",
+    kind: Kind::Counter,
+    labels: &["station", "type"],
+    help: "BMP messages written to the station, by type.",
+    doc: "`type`: `route_monitoring`, `statistics_report`, `peer_down`, `peer_up`, `initiation`, `termination` (RFC 7854 §4.1).",
+};
+
+/// `holdfast_bmp_dropped_total`.
+pub const BMP_DROPPED_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_bmp_dropped_total",
+    kind: Kind::Counter,
+    labels: &["station"],
+    help: "Connections to the BMP station dropped because it fell `queue_limit` octets behind; the next connection is sent the whole state again.",
+    doc: "",
+};
+
 /// Every holdfast family, in the order `/metrics` writes them.
 pub const FAMILIES: &[&FamilyDoc] = &[
     &PEER_STATE,
@@ -482,6 +509,9 @@ pub const FAMILIES: &[&FamilyDoc] = &[
     &CONFIG_RELOAD_ERROR,
     &BUILD_INFO,
     &UPTIME_SECONDS,
+    &BMP_UP,
+    &BMP_MESSAGES_TOTAL,
+    &BMP_DROPPED_TOTAL,
 ];
 
 /// The whole exposition for one snapshot.
@@ -575,6 +605,20 @@ pub fn render_metrics(status: &Status) -> String {
         Value::Int(1),
     );
 
+    let mut bmp_up = Family::new(&BMP_UP);
+    let mut bmp_messages = Family::new(&BMP_MESSAGES_TOTAL);
+    let mut bmp_dropped = Family::new(&BMP_DROPPED_TOTAL);
+    for b in &status.bmp {
+        let station = || vec![("station", b.station.clone())];
+        bmp_up.add(station(), flag(b.up));
+        for (t, n) in &b.messages {
+            let mut l = station();
+            l.push(("type", t.clone()));
+            bmp_messages.add(l, Value::Int(*n));
+        }
+        bmp_dropped.add(station(), Value::Int(b.dropped));
+    }
+
     let families = [
         peer_state,
         established,
@@ -618,6 +662,9 @@ pub fn render_metrics(status: &Status) -> String {
         single(&CONFIG_RELOAD_ERROR, flag(status.config_error.is_some())),
         build_info,
         single(&UPTIME_SECONDS, Value::Int(status.uptime_seconds)),
+        bmp_up,
+        bmp_messages,
+        bmp_dropped,
     ];
     let mut out = String::with_capacity(4096 + status.peers.len() * 2048);
     for f in &families {

@@ -10,6 +10,7 @@
 //! returns `None` when it found a problem (already recorded).
 
 pub(crate) mod advertisement;
+mod bmp;
 pub(crate) mod diagnostic;
 mod duration;
 pub mod http_probe;
@@ -40,6 +41,7 @@ pub use advertisement::{
     AddressKind, Advertisement, DEFAULT_ADDRESSES, DEFAULT_ADVERTISEMENT, Degraded, LinkBandwidth,
     NAMESPACE_NAME_LABEL, OnFailure, Probe, ProbeTarget, ServiceAttribute,
 };
+pub use bmp::{BmpStation, DEFAULT_BMP_PORT, DEFAULT_QUEUE_LIMIT, DEFAULT_STATS_INTERVAL};
 pub use diagnostic::{Diagnostic, MAX_LISTED, Severity, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};
 pub use http_probe::{HttpUrl, UrlHost};
@@ -95,6 +97,8 @@ pub struct Config {
     /// The overrides [`resolve`] applied to make this config (empty in the
     /// config as read from the file).
     pub applied_overrides: Vec<AppliedOverride>,
+    /// `[[bmp]]`, in file order: the BMP stations (none: no BMP).
+    pub bmp: Vec<BmpStation>,
     /// What the file says that is valid but very likely not meant, each a
     /// [`Severity::Warning`] at its `PATH:LINE:COL`, in file order
     /// (`warnings.rs` says which and why). `check` prints them; `run`
@@ -117,6 +121,7 @@ impl PartialEq for Config {
             advertisements,
             node_overrides,
             applied_overrides,
+            bmp,
             warnings: _,
         } = self;
         *path == other.path
@@ -128,6 +133,7 @@ impl PartialEq for Config {
             && *advertisements == other.advertisements
             && *node_overrides == other.node_overrides
             && *applied_overrides == other.applied_overrides
+            && *bmp == other.bmp
     }
 }
 
@@ -301,6 +307,13 @@ const TOP_LEVEL_KEYS: &[schema::Key] = &[
         range: schema::Range::Any,
         meaning: "Per-node changes to a file that serves a whole rack.",
     },
+    schema::Key {
+        name: "bmp",
+        kind: "array of tables",
+        default: schema::DefaultValue::Text("none (no BMP)"),
+        range: schema::Range::Any,
+        meaning: "BMP monitoring stations (RFC 7854, RFC 8671), one `[[bmp]]` each.",
+    },
 ];
 
 fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, Vec<Diagnostic>> {
@@ -412,6 +425,11 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         }
     };
 
+    let bmp = match root.get("bmp") {
+        None => Some(Vec::new()),
+        Some(list) => bmp::parse_bmp(list, &mut d),
+    };
+
     match (
         speaker,
         peers,
@@ -420,6 +438,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         advertisements,
         resync,
         node_overrides,
+        bmp,
     ) {
         (
             Some(speaker),
@@ -429,6 +448,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
             Some(advertisements),
             Some(resync),
             Some(node_overrides),
+            Some(bmp),
         ) if d.is_empty() => {
             let mut config = Config {
                 path: path.to_path_buf(),
@@ -440,6 +460,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
                 advertisements,
                 node_overrides,
                 applied_overrides: Vec::new(),
+                bmp,
                 warnings: Vec::new(),
             };
             // Looked for once the file is valid: most need the whole

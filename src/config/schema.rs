@@ -135,6 +135,7 @@ pub fn sections() -> Vec<Section> {
         super::advertisement::DEGRADED_SECTION,
         super::selector::SELECTOR_SECTION,
         super::selector::REQUIREMENT_SECTION,
+        super::bmp::SECTION,
     ]
 }
 

@@ -2122,6 +2122,7 @@ fn the_schema_documents_every_table_the_parser_reads() {
         ("selector", super::selector::SELECTOR_KEYS),
         ("match_expressions", super::selector::REQUIREMENT_KEYS),
         ("vip", crate::source::file::parse::VIP_KEYS),
+        ("bmp", super::bmp::BMP_KEYS),
     ];
     let sections = crate::docs::all_sections();
     for (name, keys) in tables {
@@ -3063,5 +3064,55 @@ fn several_sources_each_named_at_most_one_of_each_kind() {
     assert_eq!(
         problems(&format!("source = []\n{ONE_PEER}")),
         vec!["1:10: source is empty: at least one [[source]] is required"]
+    );
+}
+
+#[test]
+fn bmp_stations_with_their_defaults() {
+    let c = valid(&with_peer(
+        "[[bmp]]\naddress = \"127.0.0.1\"\n[[bmp]]\nname = \"collector\"\naddress = \"2001:db8::9\"\nport = 11019\nstats_interval = \"0s\"\nqueue_limit = 65536\n",
+    ));
+    assert_eq!(
+        c.bmp,
+        vec![
+            BmpStation {
+                name: "127.0.0.1:1790".into(),
+                address: "127.0.0.1".parse().unwrap(),
+                port: DEFAULT_BMP_PORT,
+                stats_interval: DEFAULT_STATS_INTERVAL,
+                queue_limit: DEFAULT_QUEUE_LIMIT,
+            },
+            BmpStation {
+                name: "collector".into(),
+                address: "2001:db8::9".parse().unwrap(),
+                port: 11019,
+                stats_interval: Duration::ZERO,
+                queue_limit: 65536,
+            },
+        ]
+    );
+    assert!(valid(&with_peer("")).bmp.is_empty());
+}
+
+#[test]
+fn bmp_problems_are_reported_where_they_are() {
+    assert_eq!(
+        problems(&with_peer(
+            "[[bmp]]\nadress = \"127.0.0.1\"\n[[bmp]]\naddress = \"127.0.0.1\"\nqueue_limit = 10\n"
+        )),
+        vec![
+            "9:1: missing required key \"address\" in [[bmp]]".to_string(),
+            "10:1: unknown key \"adress\" in [[bmp]] (did you mean \"address\"?)".to_string(),
+            "13:15: queue_limit must be in 65536..=1073741824, got 10".to_string(),
+        ]
+    );
+    assert_eq!(
+        problems(&with_peer(
+            "[[bmp]]\naddress = \"127.0.0.1\"\n[[bmp]]\naddress = \"127.0.0.1\"\nport = 1790\n"
+        )),
+        vec![
+            "11:1: [[bmp]] name \"127.0.0.1:1790\" is used twice: station names are unique"
+                .to_string()
+        ]
     );
 }

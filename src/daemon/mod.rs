@@ -126,6 +126,9 @@ struct Daemon {
     /// Reads the config and its password files off the runtime thread,
     /// bounded in time (reloads and the config file's checks).
     config_reader: reload::FileReader,
+    /// The BMP stations (`[[bmp]]`, as at start: a reload does not change
+    /// them).
+    bmp: crate::bmp::Hub,
 }
 
 /// What the main loop waits on, besides the daemon's own state.
@@ -623,6 +626,21 @@ impl Daemon {
                 })
                 .collect(),
             reconcile_repairs: self.reconcile_repairs + self.routes.snapshot().reconcile_repairs,
+            bmp: self
+                .bmp
+                .status()
+                .into_iter()
+                .map(|s| crate::report::status::BmpStatus {
+                    station: s.name,
+                    up: s.up,
+                    messages: s
+                        .messages
+                        .into_iter()
+                        .map(|(t, n)| (t.to_string(), n))
+                        .collect(),
+                    dropped: s.dropped,
+                })
+                .collect(),
         }
     }
 

@@ -78,11 +78,12 @@ impl Daemon {
                         }
                     }
                 }
-                peer.handle = Some(session::spawn(
+                peer.handle = Some(session::spawn_with_bmp(
                     spec,
                     peer.table.subscribe(),
                     self.routes_ready.subscribe(),
                     peer.bfd.as_ref().map(|b| b.status.clone()),
+                    self.bmp.tap(&p.name),
                 ));
             }
             Err(why) => {

@@ -489,6 +489,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         kube.is_some(),
         file_settings.is_some(),
     );
+    // BMP (RFC 7854): sysName is the node's name.
+    let bmp = crate::bmp::Hub::start(&config.bmp, &node);
     let mut d = Daemon {
         opts: opts.clone(),
         started,
@@ -521,6 +523,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         shutdown: stops,
         config_stamp: None,
         config_reader: reload::FileReader::default(),
+        bmp,
     };
     // Overrides by label: the sessions start with them, not with the
     // file's values and a reset a moment later. The API's requests are
@@ -585,6 +588,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
     // answers that holdfast is stopping.
     let signal = d.drive(inputs).await;
     let (graceful, withdrawn) = d.shutdown().await;
+    // The sessions' Peer Downs, then RFC 7854 §4.5 Termination.
+    d.bmp.terminate().await;
     let _ = shutdown_tx.send(true);
     drop(node_status);
     let _ = tokio::time::timeout(Duration::from_secs(2), d.api.task).await;

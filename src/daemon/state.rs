@@ -119,6 +119,8 @@ pub struct Facts<'a> {
     pub peers: Vec<PeerView>,
     /// Routes and VIPs the periodic reconciles repaired.
     pub reconcile_repairs: u64,
+    /// The BMP stations' counters.
+    pub bmp: Vec<crate::report::status::BmpStatus>,
 }
 
 /// What the API answers without asking the main loop: `/readyz` (cheap,
@@ -637,6 +639,7 @@ impl Facts<'_> {
             },
             probes,
             probes_not_listed,
+            bmp: self.bmp.clone(),
         };
         page.mark(&mut status, total);
         status
@@ -1079,6 +1082,7 @@ mod scrape_tests {
                 drain: &self.drain,
                 peers: self.peers.clone(),
                 reconcile_repairs: 0,
+                bmp: Vec::new(),
             }
         }
     }

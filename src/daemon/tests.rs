@@ -82,6 +82,7 @@ fn daemon(dir: &Path) -> (Daemon, Inputs, Arc<View>, watch::Sender<SourceSnapsho
         shutdown,
         config_stamp: None,
         config_reader: reload::FileReader::default(),
+        bmp: crate::bmp::Hub::start(&[], "test"),
     };
     let signal = |kind| tokio::signal::unix::signal(kind).unwrap();
     use tokio::signal::unix::SignalKind;

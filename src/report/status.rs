@@ -52,6 +52,22 @@ pub struct Status {
     /// (`holdfast drain`, or SIGTERM without graceful restart).
     #[serde(default)]
     pub drain: Option<DrainStatus>,
+    /// The BMP stations (RFC 7854), in config order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bmp: Vec<BmpStatus>,
+}
+
+/// One BMP station as `/metrics` shows it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BmpStatus {
+    /// The `[[bmp]]` name.
+    pub station: String,
+    /// Connected (its Initiation written).
+    pub up: bool,
+    /// Messages written, by type (`route_monitoring`, `peer_up`, ...).
+    pub messages: Vec<(String, u64)>,
+    /// Connections dropped because the station fell behind.
+    pub dropped: u64,
 }
 
 /// `holdfast drain` / `undrain`, and the drain part of `/v1/status`.

@@ -205,6 +205,18 @@ pub fn spawn(
     routes_ready: watch::Receiver<bool>,
     bfd: Option<watch::Receiver<BfdStatus>>,
 ) -> PeerHandle {
+    spawn_with_bmp(spec, table, routes_ready, bfd, None)
+}
+
+/// [`spawn`], reporting to the BMP stations through `bmp` (RFC 7854):
+/// the session only ever queues for them, never waits.
+pub fn spawn_with_bmp(
+    spec: PeerSpec,
+    table: watch::Receiver<Arc<PeerTable>>,
+    routes_ready: watch::Receiver<bool>,
+    bfd: Option<watch::Receiver<BfdStatus>>,
+    bmp: Option<crate::bmp::PeerTap>,
+) -> PeerHandle {
     let (cmd_tx, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
     let session = PeerSession::new(
         spec.clone(),
@@ -214,6 +226,7 @@ pub fn spawn(
     let (status_tx, status) = watch::channel(session.status().clone());
     let mut driver = Driver::new(spec.clone(), session, table, routes_ready, status_tx);
     driver.bfd = bfd;
+    driver.bmp = bmp;
     let task = tokio::spawn(driver.run(cmd_rx));
     PeerHandle {
         spec,
@@ -233,6 +246,8 @@ struct ConnIo {
     /// stops handing octets to the session and lingers ([`read_loop`]).
     _release: oneshot::Sender<()>,
     flushed: Option<oneshot::Receiver<()>>,
+    /// The peer's end of the connection (BMP's Peer Up).
+    remote: Option<SocketAddr>,
 }
 
 /// One whole message for a connection's writer, and the code and subcode
@@ -295,6 +310,10 @@ struct Driver {
     conns: HashMap<ConnId, ConnIo>,
     next_conn: u64,
     connecting: Option<JoinHandle<()>>,
+    /// The BMP stations' reporter, when there are stations.
+    bmp: Option<crate::bmp::PeerTap>,
+    /// The connection last written to (the established one, for BMP).
+    last_written: Option<ConnId>,
 }
 
 impl Driver {
@@ -318,6 +337,8 @@ impl Driver {
             conns: HashMap::new(),
             next_conn: 1,
             connecting: None,
+            bmp: None,
+            last_written: None,
         }
     }
 
@@ -371,6 +392,7 @@ impl Driver {
                     };
                     self.step(Input::Bfd { up, diag });
                 }
+                () = async { match self.bmp.as_mut() { Some(t) => t.resync_wanted().await, None => std::future::pending().await } } => self.bmp_resync(),
                 () = sleep => self.step(Input::Timer),
             }
         }
@@ -389,7 +411,13 @@ impl Driver {
             self.session
                 .set_written(id, c.queue.written.load(Ordering::Relaxed));
         }
+        let by_peer = matches!(input, Input::Closed { .. });
+        let received_before = self
+            .bmp
+            .is_some()
+            .then(|| self.session.status().stats.notifications_received.clone());
         let out = self.session.handle(Instant::now(), input);
+        let established = self.session.state() == State::Established;
         for o in out {
             match o {
                 Output::Connect => self.connect(),
@@ -403,6 +431,10 @@ impl Driver {
                     bytes,
                     notification,
                 } => {
+                    self.last_written = Some(conn);
+                    if self.bmp.is_some() {
+                        self.bmp_written(conn, established, &bytes);
+                    }
                     if let Some(c) = self.conns.get(&conn) {
                         let _ = c.writer.send((bytes, notification));
                     }
@@ -421,7 +453,93 @@ impl Driver {
                 }
             }
         }
+        if let Some(before) = received_before {
+            self.bmp_after(established, by_peer, &before);
+        }
         self.publish();
+    }
+
+    /// BMP: a message queued on `conn`; the Peer Up goes before the first
+    /// UPDATE of an established session.
+    fn bmp_written(&mut self, conn: ConnId, established: bool, bytes: &[u8]) {
+        let up = self.bmp.as_ref().is_some_and(|t| t.is_up());
+        if established && !up && crate::bmp::message::bgp_type(bytes) == Some(2) {
+            self.bmp_up(conn);
+        }
+        if let Some(t) = self.bmp.as_mut() {
+            t.written(bytes);
+        }
+    }
+
+    /// BMP: the session's state after a step: Peer Up or Peer Down (with
+    /// the NOTIFICATION the peer sent, when one ended it), and the
+    /// Adj-RIB-Out's size.
+    fn bmp_after(&mut self, established: bool, by_peer: bool, before: &[(u8, u8, u64)]) {
+        let up = self.bmp.as_ref().is_some_and(|t| t.is_up());
+        if established && !up {
+            if let Some(conn) = self.last_written {
+                self.bmp_up(conn);
+            }
+        } else if !established && up {
+            let after = &self.session.status().stats.notifications_received;
+            let received = after
+                .iter()
+                .find(|(c, s, n)| {
+                    !before
+                        .iter()
+                        .any(|(bc, bs, bn)| bc == c && bs == s && bn == n)
+                })
+                .and_then(|&(code, subcode, _)| {
+                    bgp_proto::Message::Notification(Notification {
+                        code,
+                        subcode,
+                        data: Vec::new(),
+                    })
+                    .encode(&bgp_proto::Context::default())
+                    .ok()
+                });
+            if let Some(t) = self.bmp.as_mut() {
+                t.down(received, by_peer);
+            }
+        }
+        let (v4, v6) = self.session.status().advertised_counts;
+        if let Some(t) = self.bmp.as_mut() {
+            t.counts(v4, v6);
+        }
+    }
+
+    fn bmp_up(&mut self, conn: ConnId) {
+        let st = self.session.status();
+        let Some(n) = &st.negotiated else { return };
+        let encode = |o: &bgp_proto::Open| {
+            bgp_proto::Message::Open(o.clone())
+                .encode(&n.tx)
+                .unwrap_or_default()
+        };
+        let remote = self.conns.get(&conn).and_then(|c| c.remote);
+        let up = crate::bmp::Up {
+            peer_address: remote.map_or(self.spec.address, |r| r.ip()),
+            peer_asn: n.peer_asn,
+            peer_id: n.peer_id,
+            four_octet_as: n.four_octet_as,
+            local: st
+                .local_address
+                .unwrap_or_else(|| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)),
+            remote_port: remote.map_or(0, |r| r.port()),
+            sent_open: encode(&n.local_open),
+            received_open: encode(&n.peer_open),
+        };
+        if let Some(t) = self.bmp.as_mut() {
+            t.up(up);
+        }
+    }
+
+    /// BMP: a station (re)connected: it is sent this session's state.
+    fn bmp_resync(&mut self) {
+        let session = &self.session;
+        if let Some(t) = self.bmp.as_mut() {
+            t.resync(|| session.adj_rib_out_messages());
+        }
     }
 
     /// Publishes the session's status, with the NOTIFICATIONs counted as
@@ -466,6 +584,7 @@ impl Driver {
         let local = stream
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+        let remote = stream.peer_addr().ok();
         let (rd, wr) = stream.into_split();
         let (release, released) = oneshot::channel();
         tokio::spawn(read_loop(id, rd, self.io_tx.clone(), released));
@@ -490,6 +609,7 @@ impl Driver {
                 queue,
                 _release: release,
                 flushed: Some(flushed_rx),
+                remote,
             },
         );
         (id, local)

@@ -321,6 +321,12 @@ impl PeerSession {
             .min()
     }
 
+    /// The Adj-RIB-Out as UPDATEs, then End-of-RIB (for a BMP station that
+    /// connects while the session is up); changes nothing.
+    pub fn adj_rib_out_messages(&self) -> Vec<Vec<u8>> {
+        self.speaker.adj_rib_out_messages()
+    }
+
     /// What the rest of the daemon sees of the session. `stats` counts
     /// the NOTIFICATIONs the FSM sent; the driver replaces them by those
     /// its writers got onto the wire.

@@ -301,6 +301,23 @@ impl PeerSpeaker {
         self.rib.table()
     }
 
+    /// The whole Adj-RIB-Out as the UPDATEs the session would send for it,
+    /// then End-of-RIB for each family: what a monitoring station that
+    /// connects is sent (BMP, RFC 8671 §4 with RFC 7854 §5). Empty when the
+    /// session is not up. Changes nothing.
+    pub fn adj_rib_out_messages(&self) -> Vec<Vec<u8>> {
+        let Some(up) = &self.up else {
+            return Vec::new();
+        };
+        let (mut messages, _) = encode(&self.rib.full(), &up.params);
+        messages.extend(up.families.iter().filter_map(|f| {
+            Message::Update(Update::end_of_rib(*f))
+                .encode(&up.params.ctx)
+                .ok()
+        }));
+        messages
+    }
+
     /// Prefixes in the Adj-RIB-Out, (IPv4, IPv6), kept as it changes.
     pub fn advertised_counts(&self) -> (usize, usize) {
         self.rib.counts()

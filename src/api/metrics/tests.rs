@@ -299,3 +299,30 @@ fn every_family_is_declared_and_every_declared_family_exists() {
         }
     }
 }
+
+/// Each `[[bmp]]` station: connected, messages written by type, and
+/// connections dropped because it fell behind.
+#[test]
+fn bmp_stations_are_labelled_by_name() {
+    let e = parsed(&fixture());
+    assert_eq!(
+        e.value("holdfast_bmp_up", &[("station", "collector")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        e.value(
+            "holdfast_bmp_messages_total",
+            &[("station", "collector"), ("type", "route_monitoring")]
+        ),
+        Some(120.0)
+    );
+    assert_eq!(
+        e.value("holdfast_bmp_dropped_total", &[("station", "collector")]),
+        Some(2.0)
+    );
+    assert!(
+        parsed(&Status::default())
+            .family("holdfast_bmp_up")
+            .is_none()
+    );
+}
