@@ -18,6 +18,7 @@
 
 mod exit;
 mod gateway;
+mod handoff;
 mod peers;
 mod reload;
 mod restart;
@@ -126,6 +127,8 @@ struct Daemon {
     /// Reads the config and its password files off the runtime thread,
     /// bounded in time (reloads and the config file's checks).
     config_reader: reload::FileReader,
+    /// The hand-off this process received at its start, if any.
+    handoff: Option<crate::report::status::HandoffStatus>,
 }
 
 /// What the main loop waits on, besides the daemon's own state.
@@ -148,6 +151,8 @@ struct Inputs {
     config_settled: Option<Instant>,
     /// When the chores last ran.
     chores: Chores,
+    /// Requests of a new holdfast to take over (the hand-off socket).
+    handoff: tokio::sync::mpsc::Receiver<crate::handoff::Pending>,
 }
 
 /// One input of the main loop, as [`Daemon::next_input`] takes it; each
@@ -174,6 +179,8 @@ enum Input {
     Chores,
     /// A request of the API.
     Request(Request),
+    /// A new holdfast asks to take over.
+    Handoff(crate::handoff::Pending),
 }
 
 /// Whether the loop goes on after an input.
@@ -252,6 +259,9 @@ impl Daemon {
             if let Input::Signal(name) = input {
                 signal = Some(name);
             }
+            if let Input::Handoff(_) = input {
+                signal = Some("hand-off request");
+            }
             if self.handle(input, &mut inputs).await == Flow::Stop {
                 break;
             }
@@ -282,6 +292,7 @@ impl Daemon {
             Some(accepted) = inputs.accepted.recv() => Input::Accepted(accepted),
             _ = inputs.sigterm.recv() => Input::Signal("SIGTERM"),
             _ = inputs.sigint.recv() => Input::Signal("SIGINT"),
+            Some(pending) = inputs.handoff.recv() => Input::Handoff(pending),
             Some(labels) = next_labels(&mut inputs.labels) => Input::Labels(labels),
             _ = inputs.sighup.recv() => Input::Sighup,
             changed = next_change(&mut inputs.config_watch) => Input::ConfigChanged(changed),
@@ -304,6 +315,7 @@ impl Daemon {
             Input::Request(request) => self.on_request(request),
             Input::Accepted((stream, from)) => self.accept(stream, from),
             Input::Signal(_) => self.on_signal(),
+            Input::Handoff(pending) => self.on_handoff(pending),
             Input::Labels(labels) => {
                 self.on_node_labels(labels).await;
                 Flow::Continue
@@ -596,6 +608,7 @@ impl Daemon {
         state::Facts {
             config: &self.config,
             config_error: self.config_error.as_deref(),
+            handoff: self.handoff.as_ref(),
             node: &self.node,
             router_id: self.router_id.to_string(),
             started: self.started,

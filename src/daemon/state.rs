@@ -118,6 +118,8 @@ pub struct Facts<'a> {
     pub peers: Vec<PeerView>,
     /// Routes and VIPs the periodic reconciles repaired.
     pub reconcile_repairs: u64,
+    /// The hand-off this process received, if any.
+    pub handoff: Option<&'a crate::report::status::HandoffStatus>,
 }
 
 /// What the API answers without asking the main loop: `/readyz` (cheap,
@@ -548,6 +550,7 @@ impl Facts<'_> {
             uptime_seconds: now.saturating_duration_since(self.started).as_secs(),
             config_path: self.config.path.display().to_string(),
             config_error: self.config_error.map(str::to_string),
+            handoff: self.handoff.cloned(),
             node_overrides: self
                 .config
                 .applied_overrides
@@ -1028,6 +1031,7 @@ mod scrape_tests {
                 drain: &self.drain,
                 peers: self.peers.clone(),
                 reconcile_repairs: 0,
+                handoff: None,
             }
         }
     }

@@ -1,4 +1,5 @@
 use super::*;
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 
 /// The old side in a thread: answers the first request with a fallback,
