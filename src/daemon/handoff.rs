@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use crate::handoff::{self, Asked, Pending, Request};
+use crate::handoff::{self, Answer, Asked, Event, Request};
 use crate::report::status::HandoffStatus;
 
 use super::Flow;
@@ -92,27 +92,35 @@ pub(super) async fn take_over(
 }
 
 impl super::Daemon {
-    /// The old side: a holdfast asks to take over. Answered with a
-    /// fallback, then the daemon exits as on SIGTERM (once: a request
-    /// during the exit is answered the same and changes nothing).
-    pub(super) fn on_handoff(&mut self, pending: Pending) -> Flow {
-        let reason = match &pending.request {
-            Request::Compatible(hello) => {
-                info!(pid = hello.pid, build = %hello.build, "hand-off requested by a new holdfast");
-                NO_TRANSFER.to_string()
+    /// The old side: an event of the hand-off socket. A request is
+    /// answered with a fallback; once the new side confirms it, the
+    /// daemon exits as on SIGTERM (once: a later request is answered the
+    /// same and changes nothing). A new side that leaves before
+    /// confirming changes nothing.
+    pub(super) fn on_handoff(&mut self, event: Event) -> Flow {
+        match event {
+            Event::Request { request, reply } => {
+                let reason = match request {
+                    Request::Compatible(hello) => {
+                        info!(pid = hello.pid, build = %hello.build, "hand-off requested by a new holdfast");
+                        NO_TRANSFER.to_string()
+                    }
+                    Request::Incompatible(why) => why,
+                };
+                let _ = reply.send(Answer::Fallback(reason));
+                Flow::Continue
             }
-            Request::Incompatible(why) => why.clone(),
-        };
-        // A small frame on a socket with room: the write does not wait.
-        if let Err(e) = handoff::answer_fallback(&pending.stream, &reason, handoff::version()) {
-            // The new side is gone: nothing changes here.
-            warn!("hand-off: the new holdfast left before the answer ({e}): running on");
-            return Flow::Continue;
+            Event::Abandoned(why) => {
+                warn!("hand-off: the new holdfast left before confirming ({why}): running on");
+                Flow::Continue
+            }
+            Event::Confirmed(reason) => {
+                if self.routes.exiting() {
+                    return Flow::Continue;
+                }
+                warn!(%reason, "hand-off: falling back: exiting as on SIGTERM so that the new holdfast can start");
+                self.on_signal()
+            }
         }
-        if self.routes.exiting() {
-            return Flow::Continue;
-        }
-        warn!(%reason, "hand-off: falling back: exiting as on SIGTERM so that the new holdfast can start");
-        self.on_signal()
     }
 }

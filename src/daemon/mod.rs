@@ -152,7 +152,7 @@ struct Inputs {
     /// When the chores last ran.
     chores: Chores,
     /// Requests of a new holdfast to take over (the hand-off socket).
-    handoff: tokio::sync::mpsc::Receiver<crate::handoff::Pending>,
+    handoff: tokio::sync::mpsc::Receiver<crate::handoff::Event>,
 }
 
 /// One input of the main loop, as [`Daemon::next_input`] takes it; each
@@ -180,7 +180,7 @@ enum Input {
     /// A request of the API.
     Request(Request),
     /// A new holdfast asks to take over.
-    Handoff(crate::handoff::Pending),
+    Handoff(crate::handoff::Event),
 }
 
 /// Whether the loop goes on after an input.
@@ -259,7 +259,7 @@ impl Daemon {
             if let Input::Signal(name) = input {
                 signal = Some(name);
             }
-            if let Input::Handoff(_) = input {
+            if let Input::Handoff(crate::handoff::Event::Confirmed(_)) = input {
                 signal = Some("hand-off request");
             }
             if self.handle(input, &mut inputs).await == Flow::Stop {
@@ -292,7 +292,7 @@ impl Daemon {
             Some(accepted) = inputs.accepted.recv() => Input::Accepted(accepted),
             _ = inputs.sigterm.recv() => Input::Signal("SIGTERM"),
             _ = inputs.sigint.recv() => Input::Signal("SIGINT"),
-            Some(pending) = inputs.handoff.recv() => Input::Handoff(pending),
+            Some(event) = inputs.handoff.recv() => Input::Handoff(event),
             Some(labels) = next_labels(&mut inputs.labels) => Input::Labels(labels),
             _ = inputs.sighup.recv() => Input::Sighup,
             changed = next_change(&mut inputs.config_watch) => Input::ConfigChanged(changed),
@@ -315,7 +315,7 @@ impl Daemon {
             Input::Request(request) => self.on_request(request),
             Input::Accepted((stream, from)) => self.accept(stream, from),
             Input::Signal(_) => self.on_signal(),
-            Input::Handoff(pending) => self.on_handoff(pending),
+            Input::Handoff(event) => self.on_handoff(event),
             Input::Labels(labels) => {
                 self.on_node_labels(labels).await;
                 Flow::Continue

@@ -144,14 +144,16 @@ pub fn read_frame(s: &UnixStream, ours: u16) -> Result<(Message, Vec<OwnedFd>), 
         fds.extend(r.fds);
     }
     let h = wire::parse_header(&header).map_err(Error::Decode)?;
+    let mut body = Vec::new();
+    (&*s).take(u64::from(h.body_len)).read_to_end(&mut body)?;
+    // Another version's frame is read whole (the next frame starts after
+    // it) but not decoded.
     if h.version != ours {
         return Err(Error::Decode(DecodeError::Version {
             theirs: h.version,
             ours,
         }));
     }
-    let mut body = Vec::new();
-    (&*s).take(u64::from(h.body_len)).read_to_end(&mut body)?;
     let message = wire::decode_body(&h, &body, fds.len(), ours).map_err(Error::Decode)?;
     Ok((message, fds))
 }
@@ -189,7 +191,12 @@ pub fn ask(dir: &Path, version: u16) -> Asked {
         });
         write_frame(&s, &hello, &[], version)?;
         match read_frame(&s, version) {
-            Ok((Message::Fallback(f), _)) => Ok(Asked::Fallback(f.reason)),
+            Ok((Message::Fallback(f), _)) => {
+                // The old side stops only once we confirm: if this
+                // process dies first, it goes on.
+                write_frame(&s, &Message::Received, &[], version)?;
+                Ok(Asked::Fallback(f.reason))
+            }
             Ok((Message::Transfer(transfer), fds)) => Ok(Asked::Transfer {
                 transfer,
                 fds,
@@ -200,9 +207,14 @@ pub fn ask(dir: &Path, version: u16) -> Asked {
                 other.kind()
             ))),
             // The old side refuses our version as we refuse its: it
-            // falls back (its Fallback frame is in its own version).
-            Err(Error::Decode(e @ DecodeError::Version { .. })) => {
-                Ok(Asked::Fallback(e.to_string()))
+            // falls back (its Fallback frame is in its own version) and
+            // waits for our confirmation, in its version: that frame's
+            // header and empty body are the same in every version.
+            Err(Error::Decode(DecodeError::Version { theirs, ours })) => {
+                write_frame(&s, &Message::Received, &[], theirs)?;
+                Ok(Asked::Fallback(
+                    DecodeError::Version { theirs, ours }.to_string(),
+                ))
             }
             Err(e) => Err(e),
         }
@@ -309,20 +321,52 @@ impl Drop for Bound {
     }
 }
 
-/// A hand-off request with the connection to answer on.
-pub struct Pending {
-    pub request: Request,
-    pub stream: UnixStream,
+/// What the main loop answers a request with.
+#[derive(Debug)]
+pub enum Answer {
+    /// No hand-off: the daemon exits as on SIGTERM once the new side has
+    /// confirmed it read this (and stays if it never does).
+    Fallback(String),
 }
 
-/// Serves the hand-off socket: each connection's first frame is read off
-/// the runtime thread, and a request goes to `to` (the daemon's main loop,
-/// which answers on the connection). Connections that are not requests
-/// are closed and logged.
+/// What the hand-off socket tells the daemon's main loop.
+#[derive(Debug)]
+pub enum Event {
+    /// A holdfast asks to take over: answer on `reply`.
+    Request {
+        request: Request,
+        reply: tokio::sync::oneshot::Sender<Answer>,
+    },
+    /// The new side confirmed the answer: it waits for this process to
+    /// stop. Carries the answer's reason.
+    Confirmed(String),
+    /// The new side went away before confirming: this process goes on as
+    /// if nothing happened.
+    Abandoned(String),
+}
+
+/// The old side's end of one exchange, after the request was read: the
+/// answer written, the confirmation awaited.
+fn finish(s: &UnixStream, answer: &Answer, version: u16) -> Result<(), Error> {
+    match answer {
+        Answer::Fallback(reason) => answer_fallback(s, reason, version)?,
+    }
+    match read_frame(s, version)? {
+        (Message::Received, _) => Ok(()),
+        (other, _) => Err(Error::Decode(DecodeError::UnknownKind(other.kind() as u8))),
+    }
+}
+
+/// Serves the hand-off socket: each connection's exchange runs off the
+/// runtime thread; its request goes to `to` (the daemon's main loop) with
+/// a channel for the answer, and whether the new side confirmed the answer
+/// follows as another event. One exchange at a time: a second holdfast
+/// asking meanwhile waits in the socket's backlog. Connections that are
+/// no requests are closed and logged.
 pub async fn serve(
     listener: std::os::unix::net::UnixListener,
     version: u16,
-    to: tokio::sync::mpsc::Sender<Pending>,
+    to: tokio::sync::mpsc::Sender<Event>,
 ) {
     let listener = match tokio::net::UnixListener::from_std(listener) {
         Ok(l) => l,
@@ -336,25 +380,46 @@ pub async fn serve(
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let to = to.clone();
-        tokio::spawn(async move {
-            let read = tokio::task::spawn_blocking(move || {
-                let stream = stream.into_std()?;
-                stream.set_nonblocking(false)?;
-                let request = read_request(&stream, version)?;
-                Ok::<_, Error>(Pending { request, stream })
-            })
-            .await;
-            match read {
-                Ok(Ok(pending)) => {
-                    let _ = to.send(pending).await;
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!("hand-off socket: a connection that is no hand-off request: {e}")
-                }
-                Err(e) => tracing::warn!("hand-off socket: {e}"),
+        let read = tokio::task::spawn_blocking(move || {
+            let stream = stream.into_std()?;
+            stream.set_nonblocking(false)?;
+            let request = read_request(&stream, version)?;
+            Ok::<_, Error>((request, stream))
+        })
+        .await;
+        let (request, stream) = match read {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                tracing::warn!("hand-off socket: a connection that is no hand-off request: {e}");
+                continue;
             }
-        });
+            Err(e) => {
+                tracing::warn!("hand-off socket: {e}");
+                continue;
+            }
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if to.send(Event::Request { request, reply }).await.is_err() {
+            return;
+        }
+        let Ok(answer) = answer.await else {
+            continue;
+        };
+        let done = tokio::task::spawn_blocking(move || {
+            let reason = match &answer {
+                Answer::Fallback(r) => r.clone(),
+            };
+            (finish(&stream, &answer, version), reason)
+        })
+        .await;
+        let event = match done {
+            Ok((Ok(()), reason)) => Event::Confirmed(reason),
+            Ok((Err(e), _)) => Event::Abandoned(e.to_string()),
+            Err(e) => Event::Abandoned(e.to_string()),
+        };
+        if to.send(event).await.is_err() {
+            return;
+        }
     }
 }
 

@@ -3,7 +3,7 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 
 /// The old side in a thread: answers the first request with a fallback,
-/// and reports what it read.
+/// waits for the confirmation, and reports what it read.
 fn old_side(dir: &Path, version: u16) -> std::thread::JoinHandle<Result<Request, String>> {
     let (listener, bound) = bind(dir).unwrap();
     listener.set_nonblocking(false).unwrap();
@@ -15,7 +15,7 @@ fn old_side(dir: &Path, version: u16) -> std::thread::JoinHandle<Result<Request,
             Request::Compatible(_) => "no transfer in this test".to_string(),
             Request::Incompatible(why) => why.clone(),
         };
-        answer_fallback(&s, &reason, version).map_err(|e| e.to_string())?;
+        finish(&s, &Answer::Fallback(reason), version).map_err(|e| e.to_string())?;
         Ok(request)
     })
 }
@@ -123,4 +123,29 @@ fn only_the_same_user_or_root_may_take_part() {
     assert!(allowed(c(0), 1000).is_ok());
     let e = allowed(c(1001), 1000).unwrap_err();
     assert!(e.contains("uid 1001"), "{e}");
+}
+
+#[test]
+fn a_new_side_that_leaves_before_confirming_is_abandoned() {
+    let (old, new) = UnixStream::pair().unwrap();
+    write_frame(
+        &new,
+        &Message::Hello(Hello {
+            pid: 1,
+            build: build(),
+        }),
+        &[],
+        wire::VERSION,
+    )
+    .unwrap();
+    assert!(matches!(
+        read_request(&old, wire::VERSION),
+        Ok(Request::Compatible(_))
+    ));
+    // The new side reads nothing and goes away.
+    drop(new);
+    assert!(
+        finish(&old, &Answer::Fallback("x".into()), wire::VERSION).is_err(),
+        "no confirmation: the old side must not stop"
+    );
 }
