@@ -120,7 +120,8 @@ pub fn write_frame(
 ) -> Result<(), Error> {
     let frame = wire::encode(message, version).map_err(Error::Encode)?;
     let sent = holdfast_sockopt::send_with_fds(s, &frame, fds)?;
-    (&*s).write_all(&frame[sent..])?;
+    let mut w = s;
+    w.write_all(&frame[sent..])?;
     Ok(())
 }
 
@@ -145,7 +146,7 @@ pub fn read_frame(s: &UnixStream, ours: u16) -> Result<(Message, Vec<OwnedFd>), 
     }
     let h = wire::parse_header(&header).map_err(Error::Decode)?;
     let mut body = Vec::new();
-    (&*s).take(u64::from(h.body_len)).read_to_end(&mut body)?;
+    s.take(u64::from(h.body_len)).read_to_end(&mut body)?;
     // Another version's frame is read whole (the next frame starts after
     // it) but not decoded.
     if h.version != ours {
