@@ -102,12 +102,12 @@ mod tests {
     use std::io::{Read, Seek, Write};
     use std::os::unix::net::UnixStream;
 
+    /// An open file holding `text`, its name already removed (unique per
+    /// call: the tests run in parallel).
     fn temp_file(text: &str) -> std::fs::File {
-        let path = std::env::temp_dir().join(format!(
-            "holdfast-fdpass-{}-{}",
-            std::process::id(),
-            text.len()
-        ));
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("holdfast-fdpass-{}-{n}", std::process::id()));
         let mut f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

@@ -122,6 +122,15 @@ fn descriptor_counts_must_agree() {
             listed: 5
         })
     ));
+    // A header that lies while what arrived matches the state's list.
+    assert_eq!(
+        decode(&lying, 5, VERSION),
+        Err(DecodeError::FdCount {
+            header: 6,
+            received: 5,
+            listed: 5
+        })
+    );
     // Descriptors beside a message that carries none.
     let hello = encode(&all()[0], VERSION).unwrap();
     assert!(matches!(
