@@ -434,6 +434,8 @@ struct Conn {
 pub struct Resumed {
     /// The new process's number for the connection.
     pub conn: ConnId,
+    /// Who opened the connection (RFC 4271 §6.8 still applies to a later
+    /// collision).
     pub direction: Direction,
     /// Our OPEN as it was sent.
     pub local_open: Open,
