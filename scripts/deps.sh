@@ -54,7 +54,7 @@ declare -A ALLOWED=(
   # The wiring: every layer.
   [daemon]="api bfd build_info config handoff model probe report routes session sleep source speaker stability"
   # The live hand-off: the protocol and its IO; it names the build.
-  [handoff]="build_info"
+  [handoff]="build_info model"
 )
 
 modules=$(ls -d */ *.rs | sed 's#/$##; s#\.rs$##' | grep -vx 'main\|lib' | sort -u)

@@ -424,5 +424,49 @@ pub async fn serve(
     }
 }
 
+/// An Adj-RIB-Out (a peer's table as sent) as groups of prefixes sharing
+/// attributes. Routes that share one allocation of attributes are one
+/// group (runs of equal attributes, as the tables hold them).
+pub fn rib_groups(
+    table: &crate::model::sorted::SortedMap<ipnet::IpNet, std::sync::Arc<crate::model::RouteAttrs>>,
+) -> Vec<wire::RibGroup> {
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<&crate::model::RouteAttrs, Vec<String>> = BTreeMap::new();
+    for (prefix, attrs) in table.iter() {
+        groups
+            .entry(attrs.as_ref())
+            .or_default()
+            .push(prefix.to_string());
+    }
+    groups
+        .into_iter()
+        .map(|(attrs, prefixes)| wire::RibGroup {
+            attrs: attrs.clone(),
+            prefixes,
+        })
+        .collect()
+}
+
+/// The table of [`rib_groups`] again, each group's routes sharing one
+/// allocation of its attributes. A prefix that does not parse is an error
+/// (the state is not taken over).
+pub fn rib_table(
+    groups: Vec<wire::RibGroup>,
+) -> Result<
+    crate::model::sorted::SortedMap<ipnet::IpNet, std::sync::Arc<crate::model::RouteAttrs>>,
+    String,
+> {
+    let total = groups.iter().map(|g| g.prefixes.len()).sum();
+    let mut entries = Vec::with_capacity(total);
+    for g in groups {
+        let attrs = std::sync::Arc::new(g.attrs);
+        for p in g.prefixes {
+            let net: ipnet::IpNet = p.parse().map_err(|e| format!("Adj-RIB-Out: {p:?}: {e}"))?;
+            entries.push((net, attrs.clone()));
+        }
+    }
+    Ok(crate::model::sorted::SortedMap::from_vec(entries))
+}
+
 #[cfg(test)]
 mod tests;

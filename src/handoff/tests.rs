@@ -149,3 +149,60 @@ fn a_new_side_that_leaves_before_confirming_is_abandoned() {
         "no confirmation: the old side must not stop"
     );
 }
+
+#[test]
+fn an_adj_rib_out_crosses_as_groups_and_comes_back_equal() {
+    use crate::model::RouteAttrs;
+    use std::sync::Arc;
+    let plain = Arc::new(RouteAttrs::default());
+    let tagged = Arc::new(RouteAttrs {
+        communities: vec![65001 << 16 | 7],
+        local_pref: Some(200),
+        ..Default::default()
+    });
+    let table: crate::model::sorted::SortedMap<ipnet::IpNet, Arc<RouteAttrs>> = [
+        ("198.51.100.1/32", &plain),
+        ("198.51.100.2/32", &tagged),
+        ("198.51.100.3/32", &plain),
+        ("2001:db8::5/128", &tagged),
+    ]
+    .into_iter()
+    .map(|(p, a)| (p.parse().unwrap(), a.clone()))
+    .collect();
+    let groups = rib_groups(&table);
+    assert_eq!(groups.len(), 2, "one group per set of attributes");
+    let back = rib_table(groups.clone()).unwrap();
+    assert_eq!(
+        back.iter().collect::<Vec<_>>(),
+        table.iter().collect::<Vec<_>>()
+    );
+    // Through a frame, too.
+    let frame = wire::encode(
+        &Message::Transfer(Transfer {
+            build: build(),
+            fds: vec![],
+            sessions: vec![wire::SessionState {
+                peer: "tor".into(),
+                peer_open: vec![],
+                local_open: vec![],
+                unparsed: vec![],
+                hold_remaining: 0,
+                keepalive_remaining: 0,
+                adj_rib_out: groups,
+                end_of_rib_sent: true,
+            }],
+            bfd: vec![],
+        }),
+        wire::VERSION,
+    )
+    .unwrap();
+    let Ok(Message::Transfer(t)) = wire::decode(&frame, 0, wire::VERSION) else {
+        panic!("a transfer");
+    };
+    let again = rib_table(t.sessions[0].adj_rib_out.clone()).unwrap();
+    assert_eq!(again.len(), 4);
+    // A prefix that does not parse refuses the state.
+    let mut bad = rib_groups(&table);
+    bad[0].prefixes.push("198.51.100.300/32".into());
+    assert!(rib_table(bad).is_err());
+}

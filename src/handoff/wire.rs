@@ -128,11 +128,19 @@ pub struct SessionState {
     /// KeepaliveTimer.
     pub hold_remaining: Millis,
     pub keepalive_remaining: Millis,
-    /// The Adj-RIB-Out: the UPDATEs that were sent, as they went on the
-    /// wire, so the next process diffs against exactly what the peer has.
-    pub adj_rib_out: Vec<Vec<u8>>,
+    /// The Adj-RIB-Out: what was sent, grouped by attributes, so the next
+    /// process diffs against exactly what the peer has.
+    pub adj_rib_out: Vec<RibGroup>,
     /// End-of-RIB went out on this session.
     pub end_of_rib_sent: bool,
+}
+
+/// Routes of an Adj-RIB-Out that share their attributes: the attributes
+/// once, then the prefixes (as text: `198.51.100.1/32`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RibGroup {
+    pub attrs: crate::model::RouteAttrs,
+    pub prefixes: Vec<String>,
 }
 
 /// One BFD session (RFC 5880 §6.8.1's state variables).
