@@ -424,46 +424,80 @@ pub async fn serve(
     }
 }
 
-/// An Adj-RIB-Out (a peer's table as sent) as groups of prefixes sharing
-/// attributes. Routes that share one allocation of attributes are one
-/// group (runs of equal attributes, as the tables hold them).
-pub fn rib_groups(
-    table: &crate::model::sorted::SortedMap<ipnet::IpNet, std::sync::Arc<crate::model::RouteAttrs>>,
-) -> Vec<wire::RibGroup> {
-    use std::collections::BTreeMap;
-    let mut groups: BTreeMap<&crate::model::RouteAttrs, Vec<String>> = BTreeMap::new();
-    for (prefix, attrs) in table.iter() {
-        groups
-            .entry(attrs.as_ref())
-            .or_default()
-            .push(prefix.to_string());
+/// An Adj-RIB-Out (a peer's table as sent) as it crosses
+/// ([`wire::RibOut`]): routes that share one allocation of attributes
+/// share one entry of its list.
+pub fn rib_out(table: &RibTable) -> wire::RibOut {
+    use std::fmt::Write as _;
+    let mut attrs: Vec<crate::model::RouteAttrs> = Vec::new();
+    let mut index: std::collections::HashMap<*const crate::model::RouteAttrs, u32> =
+        std::collections::HashMap::new();
+    let mut routes = String::with_capacity(table.len() * 24);
+    for (prefix, a) in table.iter() {
+        let i = *index.entry(std::sync::Arc::as_ptr(a)).or_insert_with(|| {
+            attrs.push(a.as_ref().clone());
+            (attrs.len() - 1) as u32
+        });
+        let _ = write!(routes, "{i:08x}");
+        match prefix {
+            ipnet::IpNet::V4(n) => {
+                let _ = write!(
+                    routes,
+                    "04{:02x}{:08x}",
+                    n.prefix_len(),
+                    u32::from(n.addr())
+                );
+            }
+            ipnet::IpNet::V6(n) => {
+                let _ = write!(
+                    routes,
+                    "06{:02x}{:032x}",
+                    n.prefix_len(),
+                    u128::from(n.addr())
+                );
+            }
+        }
     }
-    groups
-        .into_iter()
-        .map(|(attrs, prefixes)| wire::RibGroup {
-            attrs: attrs.clone(),
-            prefixes,
-        })
-        .collect()
+    wire::RibOut { attrs, routes }
 }
 
-/// The table of [`rib_groups`] again, each group's routes sharing one
-/// allocation of its attributes. A prefix that does not parse is an error
-/// (the state is not taken over).
-pub fn rib_table(
-    groups: Vec<wire::RibGroup>,
-) -> Result<
-    crate::model::sorted::SortedMap<ipnet::IpNet, std::sync::Arc<crate::model::RouteAttrs>>,
-    String,
-> {
-    let total = groups.iter().map(|g| g.prefixes.len()).sum();
-    let mut entries = Vec::with_capacity(total);
-    for g in groups {
-        let attrs = std::sync::Arc::new(g.attrs);
-        for p in g.prefixes {
-            let net: ipnet::IpNet = p.parse().map_err(|e| format!("Adj-RIB-Out: {p:?}: {e}"))?;
-            entries.push((net, attrs.clone()));
+/// A peer's table: prefixes and their attributes.
+pub type RibTable =
+    crate::model::sorted::SortedMap<ipnet::IpNet, std::sync::Arc<crate::model::RouteAttrs>>;
+
+/// The table of [`rib_out`] again, each set of attributes one allocation.
+/// Anything malformed (odd hex, an unknown family or index, a prefix
+/// length past the address) refuses the state: it is not taken over.
+pub fn rib_table(rib: wire::RibOut) -> Result<RibTable, String> {
+    let attrs: Vec<std::sync::Arc<crate::model::RouteAttrs>> =
+        rib.attrs.into_iter().map(std::sync::Arc::new).collect();
+    let hex = rib.routes.as_bytes();
+    let mut at = 0;
+    let take = |at: &mut usize, n: usize| -> Result<u128, String> {
+        let digits = hex
+            .get(*at..*at + 2 * n)
+            .ok_or_else(|| format!("Adj-RIB-Out: cut short at octet {}", *at / 2))?;
+        *at += 2 * n;
+        let text = std::str::from_utf8(digits).map_err(|e| e.to_string())?;
+        u128::from_str_radix(text, 16).map_err(|e| format!("Adj-RIB-Out: {text:?}: {e}"))
+    };
+    let mut entries = Vec::with_capacity(hex.len() / 20);
+    while at < hex.len() {
+        let i = take(&mut at, 4)? as usize;
+        let a = attrs
+            .get(i)
+            .ok_or_else(|| format!("Adj-RIB-Out: attributes {i} of {}", attrs.len()))?;
+        let family = take(&mut at, 1)?;
+        let len = take(&mut at, 1)? as u8;
+        let net = match family {
+            4 => ipnet::Ipv4Net::new(std::net::Ipv4Addr::from(take(&mut at, 4)? as u32), len)
+                .map(ipnet::IpNet::V4),
+            6 => ipnet::Ipv6Net::new(std::net::Ipv6Addr::from(take(&mut at, 16)?), len)
+                .map(ipnet::IpNet::V6),
+            f => return Err(format!("Adj-RIB-Out: family {f}")),
         }
+        .map_err(|e| format!("Adj-RIB-Out: {e}"))?;
+        entries.push((net, a.clone()));
     }
     Ok(crate::model::sorted::SortedMap::from_vec(entries))
 }

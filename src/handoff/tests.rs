@@ -151,7 +151,7 @@ fn a_new_side_that_leaves_before_confirming_is_abandoned() {
 }
 
 #[test]
-fn an_adj_rib_out_crosses_as_groups_and_comes_back_equal() {
+fn an_adj_rib_out_crosses_compact_and_comes_back_equal() {
     use crate::model::RouteAttrs;
     use std::sync::Arc;
     let plain = Arc::new(RouteAttrs::default());
@@ -169,8 +169,8 @@ fn an_adj_rib_out_crosses_as_groups_and_comes_back_equal() {
     .into_iter()
     .map(|(p, a)| (p.parse().unwrap(), a.clone()))
     .collect();
-    let groups = rib_groups(&table);
-    assert_eq!(groups.len(), 2, "one group per set of attributes");
+    let groups = rib_out(&table);
+    assert_eq!(groups.attrs.len(), 2, "each set of attributes once");
     let back = rib_table(groups.clone()).unwrap();
     assert_eq!(
         back.iter().collect::<Vec<_>>(),
@@ -201,8 +201,32 @@ fn an_adj_rib_out_crosses_as_groups_and_comes_back_equal() {
     };
     let again = rib_table(t.sessions[0].adj_rib_out.clone()).unwrap();
     assert_eq!(again.len(), 4);
-    // A prefix that does not parse refuses the state.
-    let mut bad = rib_groups(&table);
-    bad[0].prefixes.push("198.51.100.300/32".into());
-    assert!(rib_table(bad).is_err());
+    // Anything malformed refuses the state.
+    let good = rib_out(&table).routes;
+    let with = |routes: String| {
+        rib_table(wire::RibOut {
+            attrs: rib_out(&table).attrs,
+            routes,
+        })
+    };
+    assert!(
+        with(good[..good.len() - 1].to_string()).is_err(),
+        "cut short"
+    );
+    assert!(
+        with(format!("{good}0000000204")).is_err(),
+        "unknown attributes"
+    );
+    assert!(
+        with(format!("{good}0000000005200a000001")).is_err(),
+        "family 5"
+    );
+    assert!(
+        with(format!("{good}00000000042a0a000001")).is_err(),
+        "a /42 in IPv4"
+    );
+    assert!(
+        with(format!("{good}00000000zz200a000001")).is_err(),
+        "not hex"
+    );
 }

@@ -17,14 +17,14 @@ fn transfer() -> Message {
             unparsed: vec![0xff, 0xff, 0, 0x13],
             hold_remaining: 87_500,
             keepalive_remaining: 12_250,
-            adj_rib_out: vec![RibGroup {
-                attrs: crate::model::RouteAttrs {
+            adj_rib_out: RibOut {
+                attrs: vec![crate::model::RouteAttrs {
                     communities: vec![65001 << 16 | 100],
                     med: Some(10),
                     ..Default::default()
-                },
-                prefixes: vec!["198.51.100.1/32".into(), "2001:db8::1/128".into()],
-            }],
+                }],
+                routes: "0000000004201234567800".into(),
+            },
             end_of_rib_sent: true,
         }],
         bfd: vec![BfdState {
