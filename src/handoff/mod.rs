@@ -428,37 +428,67 @@ pub async fn serve(
 /// ([`wire::RibOut`]): routes that share one allocation of attributes
 /// share one entry of its list.
 pub fn rib_out(table: &RibTable) -> wire::RibOut {
-    use std::fmt::Write as _;
     let mut attrs: Vec<crate::model::RouteAttrs> = Vec::new();
     let mut index: std::collections::HashMap<*const crate::model::RouteAttrs, u32> =
         std::collections::HashMap::new();
-    let mut routes = String::with_capacity(table.len() * 24);
+    let mut routes = Vec::with_capacity(table.len() * 24);
+    let mut last: Option<(*const crate::model::RouteAttrs, u32)> = None;
     for (prefix, a) in table.iter() {
-        let i = *index.entry(std::sync::Arc::as_ptr(a)).or_insert_with(|| {
-            attrs.push(a.as_ref().clone());
-            (attrs.len() - 1) as u32
-        });
-        let _ = write!(routes, "{i:08x}");
+        let ptr = std::sync::Arc::as_ptr(a);
+        // Routes come in runs sharing attributes: the map only at a run's
+        // start.
+        let i = match last {
+            Some((p, i)) if p == ptr => i,
+            _ => {
+                let i = *index.entry(ptr).or_insert_with(|| {
+                    attrs.push(a.as_ref().clone());
+                    (attrs.len() - 1) as u32
+                });
+                last = Some((ptr, i));
+                i
+            }
+        };
+        push_hex(&mut routes, &i.to_be_bytes());
         match prefix {
             ipnet::IpNet::V4(n) => {
-                let _ = write!(
-                    routes,
-                    "04{:02x}{:08x}",
-                    n.prefix_len(),
-                    u32::from(n.addr())
-                );
+                push_hex(&mut routes, &[4, n.prefix_len()]);
+                push_hex(&mut routes, &n.addr().octets());
             }
             ipnet::IpNet::V6(n) => {
-                let _ = write!(
-                    routes,
-                    "06{:02x}{:032x}",
-                    n.prefix_len(),
-                    u128::from(n.addr())
-                );
+                push_hex(&mut routes, &[6, n.prefix_len()]);
+                push_hex(&mut routes, &n.addr().octets());
             }
         }
     }
+    // Hex digits only: valid UTF-8.
+    let routes = String::from_utf8(routes).unwrap_or_default();
     wire::RibOut { attrs, routes }
+}
+
+fn push_hex(out: &mut Vec<u8>, octets: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for o in octets {
+        out.push(DIGITS[usize::from(o >> 4)]);
+        out.push(DIGITS[usize::from(o & 0xf)]);
+    }
+}
+
+/// `n` octets from the hex at `*at`, which moves past them.
+fn take_hex<const N: usize>(hex: &[u8], at: &mut usize) -> Result<[u8; N], String> {
+    let digits = hex
+        .get(*at..*at + 2 * N)
+        .ok_or_else(|| format!("Adj-RIB-Out: cut short at octet {}", *at / 2))?;
+    let nibble = |d: u8| match d {
+        b'0'..=b'9' => Ok(d - b'0'),
+        b'a'..=b'f' => Ok(d - b'a' + 10),
+        _ => Err(format!("Adj-RIB-Out: {:?} is not a hex digit", d as char)),
+    };
+    let mut out = [0u8; N];
+    for (k, o) in out.iter_mut().enumerate() {
+        *o = nibble(digits[2 * k])? << 4 | nibble(digits[2 * k + 1])?;
+    }
+    *at += 2 * N;
+    Ok(out)
 }
 
 /// A peer's table: prefixes and their attributes.
@@ -473,30 +503,22 @@ pub fn rib_table(rib: wire::RibOut) -> Result<RibTable, String> {
         rib.attrs.into_iter().map(std::sync::Arc::new).collect();
     let hex = rib.routes.as_bytes();
     let mut at = 0;
-    let take = |at: &mut usize, n: usize| -> Result<u128, String> {
-        let digits = hex
-            .get(*at..*at + 2 * n)
-            .ok_or_else(|| format!("Adj-RIB-Out: cut short at octet {}", *at / 2))?;
-        *at += 2 * n;
-        let text = std::str::from_utf8(digits).map_err(|e| e.to_string())?;
-        u128::from_str_radix(text, 16).map_err(|e| format!("Adj-RIB-Out: {text:?}: {e}"))
-    };
     let mut entries = Vec::with_capacity(hex.len() / 20);
     while at < hex.len() {
-        let i = take(&mut at, 4)? as usize;
+        let i = u32::from_be_bytes(take_hex::<4>(hex, &mut at)?) as usize;
         let a = attrs
             .get(i)
             .ok_or_else(|| format!("Adj-RIB-Out: attributes {i} of {}", attrs.len()))?;
-        let family = take(&mut at, 1)?;
-        let len = take(&mut at, 1)? as u8;
-        let net = match family {
-            4 => ipnet::Ipv4Net::new(std::net::Ipv4Addr::from(take(&mut at, 4)? as u32), len)
-                .map(ipnet::IpNet::V4),
-            6 => ipnet::Ipv6Net::new(std::net::Ipv6Addr::from(take(&mut at, 16)?), len)
-                .map(ipnet::IpNet::V6),
-            f => return Err(format!("Adj-RIB-Out: family {f}")),
-        }
-        .map_err(|e| format!("Adj-RIB-Out: {e}"))?;
+        let [family, len] = take_hex::<2>(hex, &mut at)?;
+        let net =
+            match family {
+                4 => ipnet::Ipv4Net::new(take_hex::<4>(hex, &mut at)?.into(), len)
+                    .map(ipnet::IpNet::V4),
+                6 => ipnet::Ipv6Net::new(take_hex::<16>(hex, &mut at)?.into(), len)
+                    .map(ipnet::IpNet::V6),
+                f => return Err(format!("Adj-RIB-Out: family {f}")),
+            }
+            .map_err(|e| format!("Adj-RIB-Out: {e}"))?;
         entries.push((net, a.clone()));
     }
     Ok(crate::model::sorted::SortedMap::from_vec(entries))
