@@ -56,7 +56,9 @@ declare -A ALLOWED=(
   # The generated reference pages read the definitions they document.
   [docs]="api cli config source"
   # The wiring: every layer.
-  [daemon]="api bfd bmp build_info config model probe report routes session sleep source speaker stability"
+  [daemon]="api bfd bmp build_info config handoff model probe report routes session sleep source speaker stability"
+  # The live hand-off: the protocol and its IO; it names the build.
+  [handoff]="build_info model"
 )
 
 modules=$(ls -d */ *.rs | sed 's#/$##; s#\.rs$##' | grep -vx 'main\|lib' | sort -u)

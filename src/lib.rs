@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod docs;
+pub mod handoff;
 pub mod model;
 pub mod probe;
 pub mod report;

@@ -14,7 +14,10 @@
 //!   session timers: woken once at the deadline;
 //! - a capability raised by one thread for one operation ([`caps`],
 //!   `capget(2)`/`capset(2)`): `CAP_NET_RAW` for unnumbered peering's raw
-//!   ICMPv6 socket, from the binary's file capabilities.
+//!   ICMPv6 socket, from the binary's file capabilities;
+//! - open descriptors sent to another process (`SCM_RIGHTS`) and the
+//!   credentials of a Unix socket's peer (`SO_PEERCRED`): [`send_with_fds`],
+//!   [`recv_with_fds`], [`peer_credentials`] (a live session hand-off).
 //!
 //! Every function takes anything that lends its file descriptor
 //! ([`AsFd`](std::os::fd::AsFd)): a `socket2::Socket`, a std or tokio
@@ -35,6 +38,7 @@
 pub mod caps;
 mod error;
 mod family;
+mod fdpass;
 mod gtsm;
 mod icmpv6;
 mod ifaddr;
@@ -44,12 +48,17 @@ mod syn;
 mod timer;
 
 // The single exception to the workspace's "no unsafe code": the raw
-// setsockopt(2), getsockopt(2), recvmsg(2), getifaddrs(3), mallopt(3), timerfd and capget/capset calls. Everything else in
+// setsockopt(2), getsockopt(2), recvmsg(2), sendmsg(2) with SCM_RIGHTS,
+// getifaddrs(3), mallopt(3), timerfd, geteuid(2) and capget/capset calls. Everything else in
 // this crate is safe.
 #[allow(unsafe_code)]
 mod sys;
 
 pub use error::Error;
+pub use fdpass::{
+    MAX_FDS, PeerCredentials, ReceivedFds, effective_uid, peer_credentials, recv_with_fds,
+    send_with_fds,
+};
 pub use gtsm::{set_min_ttl, set_ttl, set_ttl_security};
 pub use icmpv6::{Received, recv_with_hop_limit};
 pub use ifaddr::{InterfaceAddress, interface_addresses};

@@ -361,3 +361,156 @@ pub(crate) fn capset(data: &[CapData; 2]) -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// The size of a control buffer for `n` descriptors in one SCM_RIGHTS
+/// message, in u64s (a cmsghdr's alignment).
+fn rights_space(n: usize) -> io::Result<usize> {
+    let bytes = n
+        .checked_mul(size_of::<libc::c_int>())
+        .and_then(|b| u32::try_from(b).ok())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: CMSG_SPACE is arithmetic on its argument only.
+    let space = unsafe { libc::CMSG_SPACE(bytes) } as usize;
+    Ok(space.div_ceil(size_of::<u64>()))
+}
+
+/// `sendmsg(fd, {[data], SCM_RIGHTS(fds)}, MSG_NOSIGNAL)` on a Unix stream
+/// socket: the octets of `data` it took (the descriptors go with the first
+/// of them; the caller writes the rest without descriptors).
+pub(crate) fn sendmsg_fds(
+    fd: BorrowedFd<'_>,
+    data: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<usize> {
+    let raw: Vec<libc::c_int> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let mut control = vec![
+        0u64;
+        if raw.is_empty() {
+            0
+        } else {
+            rights_space(raw.len())?
+        }
+    ];
+    let mut iov = libc::iovec {
+        // sendmsg only reads through iov_base; the cast to *mut is what
+        // the C type asks for.
+        iov_base: data.as_ptr().cast_mut().cast::<libc::c_void>(),
+        iov_len: data.len(),
+    };
+    // SAFETY: all-zero bytes are a valid msghdr (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !raw.is_empty() {
+        msg.msg_control = control.as_mut_ptr().cast::<libc::c_void>();
+        let len = size_of_val(control.as_slice());
+        // The field is a size_t in glibc and a socklen_t in musl.
+        #[cfg(target_env = "musl")]
+        {
+            msg.msg_controllen = len as libc::socklen_t;
+        }
+        #[cfg(not(target_env = "musl"))]
+        {
+            msg.msg_controllen = len;
+        }
+        let payload = size_of_val(raw.as_slice());
+        // SAFETY: `control` holds CMSG_SPACE(payload) bytes (rights_space),
+        // aligned as a cmsghdr (u64s): CMSG_FIRSTHDR is non-null and the
+        // header and CMSG_LEN(payload) bytes of data after it lie inside
+        // the buffer. `raw` is `payload` bytes of c_ints; the copy does not
+        // overlap (`raw` is its own allocation).
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
+            std::ptr::copy_nonoverlapping(raw.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), payload);
+        }
+    }
+    // SAFETY: `fd` is open for the borrow; `msg` points to live locals
+    // (`iov` over `data`, `control`) with the lengths given, which the
+    // kernel only reads during the call. The descriptors in `raw` are
+    // borrowed and open for the call: the kernel duplicates them.
+    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// What `recvmsg_fds` read.
+pub(crate) struct RawFds {
+    pub len: usize,
+    pub fds: Vec<std::os::fd::OwnedFd>,
+    /// The kernel dropped descriptors that did not fit (MSG_CTRUNC): they
+    /// are closed, and the message cannot be trusted.
+    pub truncated: bool,
+}
+
+/// `recvmsg(fd, {[buf], control for max_fds}, MSG_CMSG_CLOEXEC)`: octets
+/// and the descriptors of any SCM_RIGHTS message, each owned (closed when
+/// dropped) from the moment it is read.
+pub(crate) fn recvmsg_fds(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<RawFds> {
+    use std::os::fd::FromRawFd;
+    let mut control = vec![0u64; rights_space(max_fds.max(1))?];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast::<libc::c_void>(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero bytes are a valid msghdr (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast::<libc::c_void>();
+    let len = size_of_val(control.as_slice());
+    #[cfg(target_env = "musl")]
+    {
+        msg.msg_controllen = len as libc::socklen_t;
+    }
+    #[cfg(not(target_env = "musl"))]
+    {
+        msg.msg_controllen = len;
+    }
+    // SAFETY: `fd` is open for the borrow; `msg` points to live locals
+    // (`iov` over `buf`, `control`) and the kernel writes within their
+    // lengths only. MSG_CMSG_CLOEXEC: no descriptor leaks into a child.
+    let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut fds = Vec::new();
+    // SAFETY: `msg` was filled by recvmsg; CMSG_FIRSTHDR/CMSG_NXTHDR walk its
+    // control buffer within msg_controllen. An SCM_RIGHTS message's data is
+    // (cmsg_len - CMSG_LEN(0)) / sizeof(int) descriptors, each installed in
+    // this process by the kernel and owned by nobody else: each becomes an
+    // OwnedFd at once, so none is leaked whatever happens next.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let bytes = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                let data = libc::CMSG_DATA(c).cast::<libc::c_int>();
+                for i in 0..bytes / size_of::<libc::c_int>() {
+                    let raw = std::ptr::read_unaligned(data.add(i));
+                    fds.push(std::os::fd::OwnedFd::from_raw_fd(raw));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(RawFds {
+        len: n as usize,
+        fds,
+        truncated: msg.msg_flags & libc::MSG_CTRUNC != 0,
+    })
+}
+
+/// The effective user ID of this process.
+pub(crate) fn geteuid() -> u32 {
+    // SAFETY: no arguments; geteuid(2) cannot fail.
+    unsafe { libc::geteuid() }
+}

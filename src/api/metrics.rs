@@ -441,6 +441,24 @@ pub const CONFIG_RELOAD_ERROR: FamilyDoc = FamilyDoc {
     doc: "`holdfast status` shows the errors.",
 };
 
+/// `holdfast_handoff_total`.
+pub const HANDOFF_TOTAL: FamilyDoc = FamilyDoc {
+    name: "holdfast_handoff_total",
+    kind: Kind::Counter,
+    labels: &["result"],
+    help: "Hand-offs this process received from the holdfast that ran before it with the same state directory.",
+    doc: "`result`: `completed` (the sessions were taken over as they were, the routers saw nothing) or `fallback` (the previous process exited by its usual path, graceful restart where the exit plan keeps the routes, and the sessions started afresh; `holdfast status` says why). A process receives at most one, at its start: absent when it started alone.",
+};
+
+/// `holdfast_handoff_pause_milliseconds`.
+pub const HANDOFF_PAUSE_MILLISECONDS: FamilyDoc = FamilyDoc {
+    name: "holdfast_handoff_pause_milliseconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "How long the sessions were neither read nor written during the completed hand-off this process received, in milliseconds.",
+    doc: "Absent without a completed hand-off.",
+};
+
 /// `holdfast_uptime_seconds`.
 pub const UPTIME_SECONDS: FamilyDoc = FamilyDoc {
     name: "holdfast_uptime_seconds",
@@ -507,6 +525,8 @@ pub const FAMILIES: &[&FamilyDoc] = &[
     &SOURCE_SYNCED,
     &SOURCE_VIPS,
     &CONFIG_RELOAD_ERROR,
+    &HANDOFF_TOTAL,
+    &HANDOFF_PAUSE_MILLISECONDS,
     &BUILD_INFO,
     &UPTIME_SECONDS,
     &BMP_UP,
@@ -618,6 +638,14 @@ pub fn render_metrics(status: &Status) -> String {
         }
         bmp_dropped.add(station(), Value::Int(b.dropped));
     }
+    let mut handoff = Family::new(&HANDOFF_TOTAL);
+    let mut handoff_pause = Family::new(&HANDOFF_PAUSE_MILLISECONDS);
+    if let Some(h) = &status.handoff {
+        handoff.add(vec![("result", h.result.clone())], Value::Int(1));
+        if let Some(ms) = h.pause_milliseconds {
+            handoff_pause.add(Vec::new(), Value::Int(ms));
+        }
+    }
 
     let families = [
         peer_state,
@@ -660,6 +688,8 @@ pub fn render_metrics(status: &Status) -> String {
         source_synced,
         source_vips,
         single(&CONFIG_RELOAD_ERROR, flag(status.config_error.is_some())),
+        handoff,
+        handoff_pause,
         build_info,
         single(&UPTIME_SECONDS, Value::Int(status.uptime_seconds)),
         bmp_up,

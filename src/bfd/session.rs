@@ -67,6 +67,31 @@ pub enum Output {
     Discarded(Rejected),
 }
 
+/// A session's state as it crosses a hand-off between processes
+/// ([`Session::to_resume`], [`Session::resume`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resumed {
+    pub state: State,
+    pub remote_state: State,
+    pub remote_discr: u32,
+    pub local_diag: Diag,
+    pub remote_min_rx: Duration,
+    pub remote_desired_min_tx: Duration,
+    pub remote_detect_mult: u8,
+    /// Until the next Control packet is due (§6.8.7).
+    pub next_tx_in: Option<Duration>,
+    /// What is left of the Detection Time (§6.8.4).
+    pub detect_in: Option<Duration>,
+    pub polling: bool,
+    /// How long the session has been in its state.
+    pub in_state_for: Duration,
+    /// bfd.XmitAuthSeq (§6.8.1): it must go on growing, or an
+    /// authenticated peer discards what follows (§6.7.3).
+    pub xmit_auth_seq: u32,
+    pub rcv_auth_seq: Option<u32>,
+    pub auth_seq_known_for: Option<Duration>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Session {
     config: Config,
@@ -376,6 +401,56 @@ impl Session {
         [self.next_tx, self.detect_at].into_iter().flatten().min()
     }
 
+    /// The session's state variables (RFC 5880 §6.8.1) to go on in
+    /// another process (a live hand-off): the timers as what is left of
+    /// them, never as `Instant`s.
+    pub fn to_resume(&self, now: Instant) -> Resumed {
+        let left = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(now));
+        Resumed {
+            state: self.state,
+            remote_state: self.remote_state,
+            remote_discr: self.remote_discr,
+            local_diag: self.local_diag,
+            remote_min_rx: self.remote_min_rx,
+            remote_desired_min_tx: self.remote_desired_min_tx,
+            remote_detect_mult: self.remote_detect_mult,
+            next_tx_in: left(self.next_tx),
+            detect_in: left(self.detect_at),
+            polling: self.polling,
+            in_state_for: now.saturating_duration_since(self.since),
+            xmit_auth_seq: self.xmit_auth_seq,
+            rcv_auth_seq: self.rcv_auth_seq,
+            auth_seq_known_for: left(self.auth_seq_known_until),
+        }
+    }
+
+    /// A session that goes on from `r` (handed by another process) under
+    /// `config`, which must keep bfd.LocalDiscr (the peer knows it as
+    /// Your Discriminator, §6.8.6). Nothing is sent until the next
+    /// transmission falls due, and the Detection Time goes on where it was
+    /// (§6.8.4): the peer sees no change.
+    pub fn resume(config: Config, now: Instant, r: Resumed) -> Self {
+        let at = |d: Option<Duration>| d.map(|d| now + d);
+        Session {
+            rng: config.jitter_seed | 1,
+            config,
+            state: r.state,
+            remote_state: r.remote_state,
+            remote_discr: r.remote_discr,
+            local_diag: r.local_diag,
+            remote_min_rx: r.remote_min_rx,
+            remote_desired_min_tx: r.remote_desired_min_tx,
+            remote_detect_mult: r.remote_detect_mult,
+            next_tx: at(r.next_tx_in),
+            detect_at: at(r.detect_in),
+            polling: r.polling,
+            since: now.checked_sub(r.in_state_for).unwrap_or(now),
+            xmit_auth_seq: r.xmit_auth_seq,
+            rcv_auth_seq: r.rcv_auth_seq,
+            auth_seq_known_until: at(r.auth_seq_known_for),
+        }
+    }
+
     /// AdminDown (§6.8.16): tell the peer, stop.
     pub fn admin_down(&mut self, now: Instant) -> Vec<Output> {
         let mut out = Vec::new();
@@ -478,6 +553,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_session_handed_over_goes_on_unseen_by_the_peer() {
+        for t in [None, Some(AuthType::MeticulousKeyedSha1)] {
+            let conf = |d| match t {
+                Some(t) => keyed(d, t, b"key-1", 1000),
+                None => cfg(d),
+            };
+            let mut p = Pair::with(conf(1), conf(2));
+            let t0 = p.now;
+            p.run(t0 + Duration::from_secs(3));
+            assert_eq!((p.a.state(), p.b.state()), (State::Up, State::Up));
+            let changes = p.changes.len();
+            // `a` handed over with 20 ms of silence before the new
+            // process resumes it (well under the 300 ms detection time).
+            let r = p.a.to_resume(p.now);
+            assert_eq!(r.state, State::Up);
+            let pause = Duration::from_millis(20);
+            p.a = Session::resume(conf(1), p.now + pause, r);
+            p.now += pause;
+            p.run(p.now + Duration::from_secs(5));
+            assert_eq!((p.a.state(), p.b.state()), (State::Up, State::Up), "{t:?}");
+            assert_eq!(p.changes.len(), changes, "no state change: {:?}", p.changes);
+            assert_eq!(p.discarded, vec![], "{t:?}: the sequence went on growing");
+        }
+    }
+
+    #[test]
+    fn a_handed_over_session_still_detects_silence_at_the_handed_deadline() {
+        let mut p = Pair::new();
+        let t0 = p.now;
+        p.run(t0 + Duration::from_secs(3));
+        let r = p.a.to_resume(p.now);
+        let detect = r.detect_in.expect("a detection deadline while Up");
+        let mut a = Session::resume(cfg(1), p.now, r);
+        let late = a.poll(p.now + detect - Duration::from_micros(1));
+        assert_eq!(a.state(), State::Up, "{late:?}");
+        let out = a.poll(p.now + detect);
+        assert!(out.contains(&Output::StateChange {
+            from: State::Up,
+            to: State::Down,
+            diag: Diag::ControlDetectionTimeExpired
+        }));
     }
 
     #[test]

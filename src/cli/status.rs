@@ -60,6 +60,9 @@ pub fn render_status(s: &Status) -> String {
     if let Some(d) = &s.drain {
         let _ = writeln!(out, "{}", super::drain::drain_words(d));
     }
+    if let Some(h) = &s.handoff {
+        let _ = writeln!(out, "{}", handoff_words(h));
+    }
     if let Some(e) = &s.config_error {
         let _ = writeln!(out, "config reload FAILED, running the previous config:");
         for line in e.lines() {
@@ -357,3 +360,18 @@ fn one_line(s: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// The line of `holdfast status` on the hand-off this daemon received.
+fn handoff_words(h: &crate::report::status::HandoffStatus) -> String {
+    let mut line = format!(
+        "took over from the previous holdfast at start ({})",
+        h.result
+    );
+    if let Some(ms) = h.pause_milliseconds {
+        let _ = write!(line, ", sessions paused {ms} ms");
+    }
+    if let Some(why) = &h.reason {
+        let _ = write!(line, ": {why}");
+    }
+    line
+}

@@ -18,6 +18,7 @@
 
 mod exit;
 mod gateway;
+mod handoff;
 mod peers;
 mod reload;
 mod restart;
@@ -129,6 +130,8 @@ struct Daemon {
     /// The BMP stations (`[[bmp]]`, as at start: a reload does not change
     /// them).
     bmp: crate::bmp::Hub,
+    /// The hand-off this process received at its start, if any.
+    handoff: Option<crate::report::status::HandoffStatus>,
 }
 
 /// What the main loop waits on, besides the daemon's own state.
@@ -151,6 +154,8 @@ struct Inputs {
     config_settled: Option<Instant>,
     /// When the chores last ran.
     chores: Chores,
+    /// Requests of a new holdfast to take over (the hand-off socket).
+    handoff: tokio::sync::mpsc::Receiver<crate::handoff::Event>,
 }
 
 /// One input of the main loop, as [`Daemon::next_input`] takes it; each
@@ -177,6 +182,8 @@ enum Input {
     Chores,
     /// A request of the API.
     Request(Request),
+    /// A new holdfast asks to take over.
+    Handoff(crate::handoff::Event),
 }
 
 /// Whether the loop goes on after an input.
@@ -255,6 +262,9 @@ impl Daemon {
             if let Input::Signal(name) = input {
                 signal = Some(name);
             }
+            if let Input::Handoff(crate::handoff::Event::Confirmed(_)) = input {
+                signal = Some("hand-off request");
+            }
             if self.handle(input, &mut inputs).await == Flow::Stop {
                 break;
             }
@@ -285,6 +295,7 @@ impl Daemon {
             Some(accepted) = inputs.accepted.recv() => Input::Accepted(accepted),
             _ = inputs.sigterm.recv() => Input::Signal("SIGTERM"),
             _ = inputs.sigint.recv() => Input::Signal("SIGINT"),
+            Some(event) = inputs.handoff.recv() => Input::Handoff(event),
             Some(labels) = next_labels(&mut inputs.labels) => Input::Labels(labels),
             _ = inputs.sighup.recv() => Input::Sighup,
             changed = next_change(&mut inputs.config_watch) => Input::ConfigChanged(changed),
@@ -307,6 +318,7 @@ impl Daemon {
             Input::Request(request) => self.on_request(request),
             Input::Accepted((stream, from)) => self.accept(stream, from),
             Input::Signal(_) => self.on_signal(),
+            Input::Handoff(event) => self.on_handoff(event),
             Input::Labels(labels) => {
                 self.on_node_labels(labels).await;
                 Flow::Continue
@@ -606,6 +618,7 @@ impl Daemon {
         state::Facts {
             config: &self.config,
             config_error: self.config_error.as_deref(),
+            handoff: self.handoff.as_ref(),
             node: &self.node,
             router_id: self.router_id.to_string(),
             started: self.started,

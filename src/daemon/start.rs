@@ -397,7 +397,32 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let router_id = router_id(&config)?;
     // The state directory is this daemon's before anything in it is
     // touched: a second holdfast with the same --state-dir stops here.
-    let (local_listener, state_claim) = crate::api::local::claim(&opts.state_dir)?;
+    // One that finds it held asks the holdfast holding it to hand over
+    // (`handoff`).
+    let (local_listener, state_claim, handoff_received) =
+        match crate::api::local::claim(&opts.state_dir) {
+            Ok((l, c)) => (l, c, None),
+            Err(refused) => {
+                let ((l, c), status) = handoff::take_over(&opts.state_dir, refused).await?;
+                (l, c, Some(status))
+            }
+        };
+    // Where the next holdfast will ask.
+    let (handoff_tx, handoff_rx) = tokio::sync::mpsc::channel(1);
+    let handoff_socket = match crate::handoff::bind(&opts.state_dir) {
+        Ok((listener, bound)) => {
+            tokio::spawn(crate::handoff::serve(
+                listener,
+                crate::handoff::version(),
+                handoff_tx,
+            ));
+            Some(bound)
+        }
+        Err(e) => {
+            warn!(state_dir = %opts.state_dir.display(), "no hand-off socket ({e}): a holdfast started with this state directory will be refused");
+            None
+        }
+    };
     let restarting = restart_marker(&opts.state_dir);
     let restart = restart::Restart::new(restarting, Instant::now(), &config.peers);
     info!(
@@ -524,6 +549,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         config_stamp: None,
         config_reader: reload::FileReader::default(),
         bmp,
+        handoff: handoff_received,
     };
     // Overrides by label: the sessions start with them, not with the
     // file's values and a reset a moment later. The API's requests are
@@ -581,6 +607,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         config_watch: None,
         config_settled: None,
         chores: Chores::new(Instant::now()),
+        handoff: handoff_rx,
     };
     d.config_stamp = config_stamp;
     d.publish();
@@ -597,7 +624,9 @@ pub async fn run(opts: Options) -> Result<(), String> {
         let _ = tokio::time::timeout(Duration::from_secs(2), m.task).await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), local_api).await;
-    // The socket removed, the lock released.
+    // The sockets removed, the lock released (last: the next holdfast
+    // starts once it is).
+    drop(handoff_socket);
     drop(state_claim);
     // A planned stop: one line, whatever the number of peers.
     info!(

@@ -121,6 +121,8 @@ pub struct Facts<'a> {
     pub reconcile_repairs: u64,
     /// The BMP stations' counters.
     pub bmp: Vec<crate::report::status::BmpStatus>,
+    /// The hand-off this process received, if any.
+    pub handoff: Option<&'a crate::report::status::HandoffStatus>,
 }
 
 /// What the API answers without asking the main loop: `/readyz` (cheap,
@@ -601,6 +603,7 @@ impl Facts<'_> {
             uptime_seconds: now.saturating_duration_since(self.started).as_secs(),
             config_path: self.config.path.display().to_string(),
             config_error: self.config_error.map(str::to_string),
+            handoff: self.handoff.cloned(),
             node_overrides: self
                 .config
                 .applied_overrides
@@ -1083,6 +1086,7 @@ mod scrape_tests {
                 peers: self.peers.clone(),
                 reconcile_repairs: 0,
                 bmp: Vec::new(),
+                handoff: None,
             }
         }
     }

@@ -83,6 +83,7 @@ fn daemon(dir: &Path) -> (Daemon, Inputs, Arc<View>, watch::Sender<SourceSnapsho
         config_stamp: None,
         config_reader: reload::FileReader::default(),
         bmp: crate::bmp::Hub::start(&[], "test"),
+        handoff: None,
     };
     let signal = |kind| tokio::signal::unix::signal(kind).unwrap();
     use tokio::signal::unix::SignalKind;
@@ -99,6 +100,7 @@ fn daemon(dir: &Path) -> (Daemon, Inputs, Arc<View>, watch::Sender<SourceSnapsho
         config_watch: None,
         config_settled: None,
         chores: Chores::new(started),
+        handoff: tokio::sync::mpsc::channel(1).1,
     };
     (d, inputs, view, snap_tx)
 }

@@ -103,7 +103,18 @@ impl ServiceAttributes {
 /// The path attributes a peer gets for a route: what its advertisements
 /// add, with the Service's values where they allow them. Encoded per
 /// session by `speaker::EncodeParams::path_attributes`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct RouteAttrs {
     pub communities: Vec<u32>,
     pub large_communities: Vec<(u32, u32, u32)>,

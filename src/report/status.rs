@@ -55,6 +55,11 @@ pub struct Status {
     /// The BMP stations (RFC 7854), in config order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bmp: Vec<BmpStatus>,
+    /// How this process took over from the holdfast that ran before it
+    /// with the same state directory, if it did (`holdfast run` started
+    /// while another ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffStatus>,
 }
 
 /// One BMP station as `/metrics` shows it.
@@ -68,6 +73,25 @@ pub struct BmpStatus {
     pub messages: Vec<(String, u64)>,
     /// Connections dropped because the station fell behind.
     pub dropped: u64,
+}
+
+/// A hand-off this process received, in `/v1/status`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct HandoffStatus {
+    /// "completed": the sessions were taken over as they were; "fallback":
+    /// the previous process exited by its usual path (graceful restart
+    /// where the exit plan keeps the routes) and the sessions started
+    /// afresh.
+    pub result: String,
+    /// Why it fell back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When this process took over, in seconds since the Unix epoch.
+    pub at_unix_seconds: u64,
+    /// How long the sessions were neither read nor written (a completed
+    /// hand-off), in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_milliseconds: Option<u64>,
 }
 
 /// `holdfast drain` / `undrain`, and the drain part of `/v1/status`.

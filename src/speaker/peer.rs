@@ -208,6 +208,34 @@ impl PeerSpeaker {
         out
     }
 
+    /// A session handed over by another process (a live hand-off),
+    /// established there: `advertised` is what that process sent on it
+    /// (its Adj-RIB-Out), taken as sent. Only what the desired table
+    /// changes from it goes out — nothing when they agree —, and
+    /// End-of-RIB only if it had not gone out yet (RFC 4724 §4.1: once
+    /// per session).
+    pub fn resume(
+        &mut self,
+        now: Instant,
+        session: SessionUp,
+        advertised: Arc<PeerTable>,
+        end_of_rib_sent: bool,
+        mut budget: Budget,
+    ) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.refresh_pending.clear();
+        self.refresh_until.clear();
+        self.up = Some(session);
+        self.rib = AdjRibOut::taken_over(advertised);
+        self.mrai_until = None;
+        self.dirty = true;
+        self.end_of_rib_sent = end_of_rib_sent;
+        self.end_of_rib_pending = !end_of_rib_sent;
+        self.sync(now, &mut budget, &mut out);
+        self.end_of_rib(now, &mut budget, &mut out);
+        out
+    }
+
     /// The session left Established: nothing has been sent on the next one,
     /// and its MRAI interval is over (kept, it would be a deadline due for
     /// ever while the table changes with no session to send on).

@@ -616,3 +616,48 @@ fn a_route_without_a_next_hop_of_its_family_is_reported_not_announced() {
     );
     assert_eq!(s.advertised().len(), 2);
 }
+
+#[test]
+fn a_session_taken_over_sends_only_what_differs_from_what_was_sent() {
+    let t0 = Instant::now();
+    let sent_before = table(&["10.0.0.1/32", "10.0.0.2/32", "2001:db8::1/128"]);
+    // The same table: nothing at all, End-of-RIB having gone out.
+    let mut s = PeerSpeaker::new(Duration::ZERO);
+    s.set_routes_ready(true);
+    s.set_table(sent_before.clone());
+    let out = s.resume(
+        t0,
+        session(&[V4, V6]),
+        sent_before.clone(),
+        true,
+        Budget::default(),
+    );
+    assert!(lines(&out).is_empty(), "{:?}", lines(&out));
+    assert!(s.end_of_rib_sent() && !s.end_of_rib_pending());
+    assert_eq!(s.advertised_counts(), (2, 1));
+    // One VIP more and one less: exactly that.
+    let mut s = PeerSpeaker::new(Duration::ZERO);
+    s.set_routes_ready(true);
+    s.set_table(table(&["10.0.0.1/32", "10.0.0.3/32", "2001:db8::1/128"]));
+    let out = s.resume(
+        t0,
+        session(&[V4, V6]),
+        sent_before.clone(),
+        true,
+        Budget::default(),
+    );
+    assert_eq!(lines(&out), ["UPDATE -10.0.0.2/32", "UPDATE +10.0.0.3/32"]);
+    // Taken over before End-of-RIB: it follows, once.
+    let mut s = PeerSpeaker::new(Duration::ZERO);
+    s.set_routes_ready(true);
+    s.set_table(sent_before.clone());
+    let out = s.resume(
+        t0,
+        session(&[V4, V6]),
+        sent_before,
+        false,
+        Budget::default(),
+    );
+    assert_eq!(lines(&out), ["EoR ipv4-unicast", "EoR ipv6-unicast"]);
+    assert!(s.end_of_rib_sent());
+}

@@ -151,6 +151,16 @@ impl AdjRibOut {
         });
     }
 
+    /// What another process sent on a session it handed over: taken as
+    /// sent, so that only a difference from it goes out.
+    pub fn taken_over(routes: Arc<PeerTable>) -> Self {
+        let ipv4 = routes
+            .iter()
+            .filter(|(p, _)| matches!(p, IpNet::V4(_)))
+            .count();
+        AdjRibOut { routes, ipv4 }
+    }
+
     /// A session went down: nothing has been sent on the next one.
     pub fn clear(&mut self) {
         self.routes = Arc::default();

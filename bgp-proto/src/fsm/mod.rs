@@ -427,6 +427,30 @@ struct Conn {
     since: Instant,
 }
 
+/// An established connection as it crosses a hand-off between processes
+/// ([`Session::to_resume`], [`Session::resume`]): the timers as what is
+/// left of them, never as `Instant`s (another process's clock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resumed {
+    /// The new process's number for the connection.
+    pub conn: ConnId,
+    /// Who opened the connection (RFC 4271 §6.8 still applies to a later
+    /// collision).
+    pub direction: Direction,
+    /// Our OPEN as it was sent.
+    pub local_open: Open,
+    /// The peer's OPEN as it was received.
+    pub peer_open: Open,
+    /// Octets read and not yet framed.
+    pub unparsed: Vec<u8>,
+    /// What is left of the HoldTimer (RFC 4271 §4.4).
+    pub hold_remaining: Duration,
+    /// What is left of the KeepaliveTimer (RFC 4271 §4.4).
+    pub keepalive_remaining: Duration,
+    /// The counters so far: they go on counting.
+    pub stats: Stats,
+}
+
 /// When no connection has reached OpenSent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -490,6 +514,76 @@ impl Session {
             stats: Stats::default(),
             established_at: None,
         }
+    }
+
+    /// A session already in Established on one connection, taken over
+    /// from another process (a live hand-off): nothing is sent — no OPEN,
+    /// the peer knows none was — and the session goes on from the handed
+    /// state. The negotiated values are derived again from the two OPENs
+    /// as they were exchanged (refused as [`negotiate`] would refuse the
+    /// peer's OPEN under this `config`). The HoldTimer and the
+    /// KeepaliveTimer (RFC 4271 §4.4, §10) start at what was left of
+    /// them, so the peer sees KEEPALIVEs on schedule; both stay stopped
+    /// when the negotiated Hold Time is 0. `unparsed` is what was read but
+    /// not yet framed (a message cut by the hand-off): the next octets
+    /// continue it. Behaves afterwards as a session established by
+    /// ManualStart (AllowAutomaticStart, §8.1.1).
+    pub fn resume(config: Config, now: Instant, r: Resumed) -> Result<Self, crate::error::Error> {
+        let negotiated = negotiate(&config, &r.local_open, &r.peer_open)?;
+        let mut s = Session::new(config);
+        s.local_open = r.local_open;
+        s.enabled = true;
+        s.phase = if s.config.passive {
+            Phase::Active
+        } else {
+            Phase::Connect
+        };
+        let mut c = Conn {
+            id: r.conn,
+            direction: r.direction,
+            state: ConnState::Established,
+            rx: r.unparsed,
+            hold: Timer::default(),
+            keepalive: Timer::default(),
+            negotiated: None,
+            since: now,
+        };
+        if negotiated.hold_time != 0 {
+            c.hold.start(now, r.hold_remaining);
+            if !negotiated.keepalive.is_zero() {
+                c.keepalive.start(now, r.keepalive_remaining);
+            }
+        }
+        c.negotiated = Some(negotiated);
+        s.conns.push(c);
+        s.state = State::Established;
+        s.established_at = Some(now);
+        s.stats = r.stats;
+        Ok(s)
+    }
+
+    /// What [`Session::resume`] needs of an established connection to go
+    /// on: see [`Resumed`]. `None` without one.
+    pub fn to_resume(&self, now: Instant) -> Option<Resumed> {
+        let c = self
+            .conns
+            .iter()
+            .find(|c| c.state == ConnState::Established)?;
+        let n = c.negotiated.as_ref()?;
+        let left = |t: &Timer| {
+            t.deadline()
+                .map_or(Duration::ZERO, |d| d.saturating_duration_since(now))
+        };
+        Some(Resumed {
+            conn: c.id,
+            direction: c.direction,
+            local_open: n.local_open.clone(),
+            peer_open: n.peer_open.clone(),
+            unparsed: c.rx.clone(),
+            hold_remaining: left(&c.hold),
+            keepalive_remaining: left(&c.keepalive),
+            stats: self.stats.clone(),
+        })
     }
 
     /// The RFC 4271 §8.2.2 state: that of the most advanced connection while

@@ -1315,3 +1315,97 @@ fn the_fsm_sends_its_messages_typed_in_the_context_to_encode_them_in() {
     assert_eq!(ctx.max_message_len, crate::consts::MAX_EXTENDED_MESSAGE_LEN);
     assert!(ctx.four_octet_as);
 }
+
+/// A session established here, handed over `at` into it: the state a new
+/// process resumes from.
+fn handed_over(at: Duration) -> (T, Resumed) {
+    let mut t = T::new(config());
+    t.establish();
+    t.now += at;
+    t.ev(Event::Tick);
+    let r = t.s.to_resume(t.now).expect("established");
+    (t, r)
+}
+
+#[test]
+fn a_resumed_session_sends_nothing_and_keeps_the_timers_it_was_handed() {
+    // Established at 0 (hold 9 s, keepalive 3 s jittered to 2.25–3 s,
+    // RFC 4271 §10); handed over at 2 s: the HoldTimer has 7 s left, the
+    // KeepaliveTimer what its jittered deadline leaves.
+    let (old, r) = handed_over(Duration::from_secs(2));
+    let ka_due = old.s.next_deadline().unwrap();
+    assert_eq!(r.keepalive_remaining, ka_due - old.now);
+    assert!(r.keepalive_remaining <= Duration::from_secs(1));
+    assert_eq!(r.hold_remaining, Duration::from_secs(7));
+    assert_eq!(r.stats.established_transitions, 1);
+    let now = old.now + Duration::from_millis(20);
+    let left = r.keepalive_remaining;
+    let mut t = T {
+        s: Session::resume(config(), now, r.clone()).unwrap(),
+        now,
+    };
+    assert_eq!(t.s.state(), State::Established);
+    let (conn, n) = t.s.established().unwrap();
+    assert_eq!(conn, OUT);
+    assert_eq!(n.hold_time, 9);
+    assert_eq!(t.s.stats().established_transitions, 1, "not a new session");
+    assert_eq!(t.s.next_deadline(), Some(now + left));
+    // Nothing before the keepalive deadline; then a KEEPALIVE (RFC 4271
+    // §4.4), on schedule: no OPEN ever.
+    let a = t.after(left - Duration::from_millis(1));
+    assert!(sent(&a).is_empty(), "{a:?}");
+    let a = t.after(Duration::from_millis(1));
+    assert_eq!(sent(&a), vec![Message::Keepalive]);
+    // The peer's KEEPALIVE restarts the HoldTimer as usual.
+    t.now += Duration::from_secs(5);
+    t.data(OUT, keepalive());
+    t.after(Duration::from_secs(8));
+    assert_eq!(t.s.state(), State::Established);
+    let a = t.after(Duration::from_secs(1));
+    assert_eq!(notification(&a), Some((4, 0)), "HoldTimer expired");
+}
+
+#[test]
+fn a_resumed_session_expires_at_the_handed_hold_deadline() {
+    let (old, r) = handed_over(Duration::from_secs(2));
+    let mut t = T {
+        s: Session::resume(config(), old.now, r).unwrap(),
+        now: old.now,
+    };
+    // Nothing from the peer: 7 s left of the HoldTimer, not 9.
+    t.now += Duration::from_millis(6999);
+    t.ev(Event::Tick);
+    assert_eq!(t.s.state(), State::Established);
+    let a = t.after(Duration::from_millis(1));
+    assert_eq!(notification(&a), Some((4, 0)));
+    assert_eq!(t.s.state(), State::Idle);
+}
+
+#[test]
+fn a_message_cut_by_the_hand_off_is_completed_by_the_next_octets() {
+    let (old, mut r) = handed_over(Duration::from_secs(1));
+    let ka = keepalive();
+    r.unparsed = ka[..7].to_vec();
+    let mut t = T {
+        s: Session::resume(config(), old.now, r).unwrap(),
+        now: old.now,
+    };
+    t.now += Duration::from_secs(1);
+    let a = t.data(OUT, ka[7..].to_vec());
+    assert!(notification(&a).is_none(), "{a:?}");
+    assert_eq!(
+        t.s.stats().messages_received,
+        old.s.stats().messages_received + 1
+    );
+    // The KEEPALIVE restarted the HoldTimer: 9 s from now.
+    t.after(Duration::from_millis(8999));
+    assert_eq!(t.s.state(), State::Established);
+}
+
+#[test]
+fn a_resumed_open_is_checked_against_the_new_config() {
+    let (_, r) = handed_over(Duration::from_secs(1));
+    let mut other = config();
+    other.peer_asn = PeerAs::Is(65099);
+    assert!(Session::resume(other, Instant::now(), r).is_err());
+}

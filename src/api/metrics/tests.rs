@@ -269,6 +269,45 @@ fn an_unknown_state_still_shows_and_empty_families_are_left_out() {
     assert_eq!(e.value("holdfast_uptime_seconds", &[]), Some(0.0));
 }
 
+/// The fixture, as a process that took over from another would show it.
+fn with_handoff(pause: Option<u64>) -> Status {
+    let mut s = fixture();
+    s.handoff = Some(crate::report::status::HandoffStatus {
+        result: if pause.is_some() {
+            "completed"
+        } else {
+            "fallback"
+        }
+        .into(),
+        reason: pause.is_none().then(|| "incompatible".into()),
+        at_unix_seconds: 1_700_000_000,
+        pause_milliseconds: pause,
+    });
+    s
+}
+
+#[test]
+fn a_hand_off_is_counted_by_result_with_its_pause() {
+    let e = parsed(&with_handoff(Some(12)));
+    assert_eq!(
+        e.value("holdfast_handoff_total", &[("result", "completed")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        e.value("holdfast_handoff_pause_milliseconds", &[]),
+        Some(12.0)
+    );
+    let e = parsed(&with_handoff(None));
+    assert_eq!(
+        e.value("holdfast_handoff_total", &[("result", "fallback")]),
+        Some(1.0)
+    );
+    assert!(e.family("holdfast_handoff_pause_milliseconds").is_none());
+    // A process that started alone shows neither.
+    let e = parsed(&fixture());
+    assert!(e.family("holdfast_handoff_total").is_none());
+}
+
 #[test]
 fn large_counters_keep_every_digit() {
     let mut s = fixture();
@@ -286,7 +325,7 @@ fn large_counters_keep_every_digit() {
 /// appears).
 #[test]
 fn every_family_is_declared_and_every_declared_family_exists() {
-    let e = parsed(&fixture());
+    let e = parsed(&with_handoff(Some(12)));
     let emitted: Vec<&str> = e.families.iter().map(|f| f.name.as_str()).collect();
     let declared: Vec<&str> = FAMILIES.iter().map(|f| f.name).collect();
     assert_eq!(emitted, declared, "/metrics against FAMILIES, in order");
