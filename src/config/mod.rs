@@ -440,8 +440,8 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         }
     };
 
-    let tenants = match root.get("tenant") {
-        None => Some(Vec::new()),
+    let (tenants, tenant_names) = match root.get("tenant") {
+        None => (Some(Vec::new()), Vec::new()),
         Some(list) => tenant::parse_tenants(list, &peer_names, &mut d),
     };
 
@@ -451,7 +451,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         peers.as_deref(),
         sources.as_deref(),
         advertisements.as_deref(),
-        tenants.as_deref(),
+        &tenant_names,
         &mut d,
     );
 
@@ -510,7 +510,7 @@ fn export_names(
     peers: Option<&[Peer]>,
     sources: Option<&[SourceEntry]>,
     advertisements: Option<&[Advertisement]>,
-    tenants: Option<&[Tenant]>,
+    tenants: &[String],
     d: &mut Diagnostics,
 ) {
     for (peer, spans) in &registry.policies {
@@ -519,7 +519,7 @@ fn export_names(
                 "advertisement" => {
                     advertisements.map(|a| a.iter().map(|a| a.name.as_str()).collect())
                 }
-                "tenant" => tenants.map(|t| t.iter().map(|t| t.name.as_str()).collect()),
+                "tenant" => Some(tenants.iter().map(String::as_str).collect()),
                 _ => sources.map(|s| {
                     s.iter()
                         .map(|s| s.name.as_str())

@@ -62,13 +62,18 @@ pub(crate) const SECTION: Section = Section {
     keys: KEYS,
 };
 
-/// Every `[[tenant]]`, checked against the peers' names.
+/// Every `[[tenant]]`, checked against the peers' names; and the names
+/// read, even of tenants with problems (so that rules naming them are not
+/// also reported as naming an unknown tenant).
 pub(crate) fn parse_tenants(
     list: &Value<'_>,
     peer_names: &[String],
     d: &mut Diagnostics,
-) -> Option<Vec<Tenant>> {
-    let items = tree::array_of_tables(list, "tenant", d)?;
+) -> (Option<Vec<Tenant>>, Vec<String>) {
+    let mut names_read = Vec::new();
+    let Some(items) = tree::array_of_tables(list, "tenant", d) else {
+        return (None, names_read);
+    };
     let mut out = Vec::with_capacity(items.len());
     let mut ok = true;
     let mut namespaces_seen: Vec<(String, String)> = Vec::new();
@@ -84,10 +89,11 @@ pub(crate) fn parse_tenants(
                 d.error(&v.span(), format!("tenant name \"{text}\" {why}"));
                 return None;
             }
-            if out.iter().any(|t: &Tenant| t.name == text) {
+            if names_read.iter().any(|n| n == text) {
                 d.error(&v.span(), format!("duplicate tenant name \"{text}\""));
                 return None;
             }
+            names_read.push(text.to_string());
             Some(text.to_string())
         });
         let namespaces = match table.get("namespaces") {
@@ -112,6 +118,11 @@ pub(crate) fn parse_tenants(
                 |n| format!("namespace \"{n}\""),
             ),
         };
+        if let (Some(name), Some(namespaces)) = (&name, &namespaces) {
+            for ns in namespaces {
+                namespaces_seen.push((ns.clone(), name.clone()));
+            }
+        }
         let peers = table.required("peers", d).and_then(|v| {
             let list = tree::unique_list(
                 v,
@@ -143,9 +154,6 @@ pub(crate) fn parse_tenants(
         });
         match (name, namespaces, peers) {
             (Some(name), Some(namespaces), Some(peers)) => {
-                for ns in &namespaces {
-                    namespaces_seen.push((ns.clone(), name.clone()));
-                }
                 out.push(Tenant {
                     name,
                     namespaces,
@@ -155,5 +163,5 @@ pub(crate) fn parse_tenants(
             _ => ok = false,
         }
     }
-    ok.then_some(out)
+    (ok.then_some(out), names_read)
 }
