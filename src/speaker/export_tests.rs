@@ -223,17 +223,9 @@ fn a_tenants_routes_reach_only_its_peers() {
 
 #[test]
 fn no_policy_and_no_tenant_is_the_table_as_before() {
-    let plain = crate::config::parse(
-        Path::new("t.toml"),
-        &BASE
-            .replace("POLICY_A", "")
-            .replace("POLICY_B", "")
-            .split("[[tenant]]")
-            .next()
-            .unwrap()
-            .to_string(),
-    )
-    .unwrap();
+    let text = BASE.replace("POLICY_A", "").replace("POLICY_B", "");
+    let no_tenants = text.split("[[tenant]]").next().unwrap();
+    let plain = crate::config::parse(Path::new("t.toml"), no_tenants).unwrap();
     let routes = [(net("198.51.100.1/32"), route(None, None))];
     let t = tables(&plain, &routes);
     let peer = plain.peer("tor-a").unwrap();
