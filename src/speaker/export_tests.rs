@@ -234,3 +234,31 @@ fn no_policy_and_no_tenant_is_the_table_as_before() {
     assert_eq!(Some(&*t["tor-a"][&routes[0].0]), v.attrs.as_ref());
     assert_eq!(describe(peer, &v), "");
 }
+
+/// Routes that share one allocation (a file's VIPs do) are judged by
+/// prefix when a rule has prefix ranges, and once for all otherwise.
+#[test]
+fn routes_sharing_one_allocation_are_judged_by_prefix_when_rules_need_it() {
+    let c = config(
+        r#"
+[[peer.export]]
+prefixes = ["198.51.100.0/25 le 32"]
+action = "reject"
+"#,
+        r#"
+[[peer.export]]
+advertisements = ["public"]
+set_med = 5
+"#,
+    );
+    let shared = route(None, None);
+    let routes: Vec<(IpNet, Route)> = ["198.51.100.1/32", "198.51.100.2/32", "198.51.100.200/32"]
+        .iter()
+        .map(|p| (net(p), shared.clone()))
+        .collect();
+    let t = tables(&c, &routes);
+    let a: Vec<_> = t["tor-a"].keys().copied().collect();
+    assert_eq!(a, vec![net("198.51.100.200/32")]);
+    assert_eq!(t["tor-b"].len(), 3);
+    assert!(t["tor-b"].values().all(|a| a.med == Some(5)));
+}

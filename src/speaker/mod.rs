@@ -159,20 +159,43 @@ pub fn peer_tables<'a>(
         } else {
             // The tenant gate and the export policy (RFC 4271 §9.1.3), on
             // what the advertisements give; equal results share one
-            // allocation as above.
+            // allocation as above. Without prefix ranges in the rules the
+            // verdict is the route's alone: the last route's answers the
+            // routes that share its allocation (a file's VIPs do).
+            let by_route = peer
+                .export
+                .rules
+                .iter()
+                .all(|r| r.matches.prefixes.is_empty());
+            let mut last: Option<(&'a Route, Option<Arc<RouteAttrs>>)> = None;
             PeerTable::from_sorted(routes.clone().filter_map(|(prefix, route)| {
-                let base = attrs_of(route)?;
+                if by_route
+                    && let Some((r, attrs)) = &last
+                    && r.ptr_eq(route)
+                {
+                    return Some((*prefix, attrs.clone()?));
+                }
+                let Some(base) = attrs_of(route) else {
+                    if by_route {
+                        last = Some((route, None));
+                    }
+                    return None;
+                };
                 let subject = export::Subject::new(config, prefix, route);
                 let verdict = export::for_peer(config, peer, &subject, (*base).clone());
-                let attrs = verdict.attrs?;
-                if attrs == *base {
-                    return Some((*prefix, base));
+                let shared = verdict.attrs.map(|attrs| {
+                    if attrs == *base {
+                        return base;
+                    }
+                    by_policy
+                        .entry(attrs.clone())
+                        .or_insert_with(|| Arc::new(attrs))
+                        .clone()
+                });
+                if by_route {
+                    last = Some((route, shared.clone()));
                 }
-                let shared = by_policy
-                    .entry(attrs.clone())
-                    .or_insert_with(|| Arc::new(attrs))
-                    .clone();
-                Some((*prefix, shared))
+                Some((*prefix, shared?))
             }))
         };
         tables.insert(peer.name.clone(), table);
