@@ -699,6 +699,7 @@ mod plain {
             let service = proptest::option::of(prop_oneof![Just("web"), Just("a # b"), Just("")]);
             let advertisement =
                 proptest::option::of(prop_oneof![Just("public"), Just("internal"), Just("nope")]);
+            let tenant = proptest::option::of(prop_oneof![Just("acme"), Just("bad name")]);
             let noise = prop_oneof![
                 12 => Just(""),
                 2 => Just("\n"),
@@ -707,21 +708,32 @@ mod plain {
                 1 => Just("address = '198.51.100.7'\n"),
                 1 => Just("other = \"x\"\n"),
             ];
-            (address, service, advertisement, noise, any::<bool>()).prop_map(
-                |(address, service, advertisement, noise, service_first)| {
-                    let mut keys = vec![format!("address = \"{address}\"\n")];
-                    if let Some(s) = service {
-                        keys.push(format!("service=\"{s}\" # why\n"));
-                    }
-                    if service_first {
-                        keys.reverse();
-                    }
-                    if let Some(a) = advertisement {
-                        keys.push(format!("\tadvertisement = \"{a}\"\n"));
-                    }
-                    format!("[[vip]]\n{noise}{}", keys.concat())
-                },
+            (
+                address,
+                service,
+                advertisement,
+                tenant,
+                noise,
+                any::<bool>(),
             )
+                .prop_map(
+                    |(address, service, advertisement, tenant, noise, service_first)| {
+                        let mut keys = vec![format!("address = \"{address}\"\n")];
+                        if let Some(s) = service {
+                            keys.push(format!("service=\"{s}\" # why\n"));
+                        }
+                        if service_first {
+                            keys.reverse();
+                        }
+                        if let Some(a) = advertisement {
+                            keys.push(format!("\tadvertisement = \"{a}\"\n"));
+                        }
+                        if let Some(t) = tenant {
+                            keys.push(format!("tenant = \"{t}\"\n"));
+                        }
+                        format!("[[vip]]\n{noise}{}", keys.concat())
+                    },
+                )
         }
 
         proptest::proptest! {
