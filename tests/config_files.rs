@@ -147,6 +147,7 @@ fixtures! {
     fixture_unnumbered => "unnumbered",
     fixture_bfd_auth => "bfd-auth",
     fixture_http_probes => "http-probes",
+    fixture_export_policy => "export-policy",
 }
 
 #[test]

@@ -92,7 +92,23 @@ fn every_builder_method_with_the_file_source_makes_a_config_check_accepts() {
         .peer(
             Peer::new("ibgp", "192.0.2.3", PeerAsn::Internal)
                 .hold_time("0s")
-                .keepalive("0s"),
+                .keepalive("0s")
+                .export_default("reject")
+                .export(&[ExportRule::new()
+                    .name("tenant-a")
+                    .prefixes(&["198.51.100.0/24 le 32"])
+                    .advertisements(&["public"])
+                    .namespaces(&["a"])
+                    .tenants(&["acme"])
+                    .communities(&["65001:100"])
+                    .sources(&["file"])
+                    .set_add_communities(&["65000:1"])
+                    .set_remove_communities(&["65001:100"])
+                    .set_add_large_communities(&["65000:1:1"])
+                    .set_local_pref(300)
+                    .set_med(5)
+                    .set_prepend(1)
+                    .action("accept")]),
         )
         .peer(
             Peer::new("gw", "default-gateway", 65000)
@@ -115,6 +131,7 @@ fn every_builder_method_with_the_file_source_makes_a_config_check_accepts() {
                         .max_suppress("1h"),
                 ),
         )
+        .tenant(Tenant::new("acme", &["ibgp"]).namespaces(&["a"]))
         .advertisement(
             Advertisement::public("65001:100")
                 .large_communities(&["65001:1:100"])

@@ -13,6 +13,7 @@ pub(crate) mod advertisement;
 mod bmp;
 pub(crate) mod diagnostic;
 mod duration;
+pub mod export;
 pub mod http_probe;
 mod node_override;
 mod peer;
@@ -22,6 +23,7 @@ mod selector;
 mod source;
 mod speaker;
 mod stability;
+mod tenant;
 pub(crate) mod tree;
 pub(crate) mod vip_range;
 mod warnings;
@@ -44,6 +46,7 @@ pub use advertisement::{
 pub use bmp::{BmpStation, DEFAULT_BMP_PORT, DEFAULT_QUEUE_LIMIT, DEFAULT_STATS_INTERVAL};
 pub use diagnostic::{Diagnostic, MAX_LISTED, Severity, list as list_diagnostics};
 pub use duration::{format_duration, parse_duration};
+pub use export::{ExportAction, ExportMatch, ExportPolicy, ExportRule, ExportSet, PrefixRange};
 pub use http_probe::{HttpUrl, UrlHost};
 pub use node_override::{
     AppliedOverride, NodeMatch, NodeOverride, PeerOverride, derived_router_id, resolve,
@@ -63,11 +66,13 @@ pub use speaker::{
     NodeNameFrom, RouterId, Speaker, node_name, read_token_file,
 };
 pub use stability::{Damping, Stability};
+pub use tenant::Tenant;
 pub use vip_range::{VipFileAdvertisement, VipRange, format_ranges, in_ranges, parse_vip_range};
 pub use warnings::{PROBED_API, SHIPPED_GRACE_PERIOD};
 
 use advertisement::{AdvertisementRegistry, parse_advertisement};
 use diagnostic::Diagnostics;
+pub(crate) use peer::name_problem;
 use peer::{PeerContext, PeerRegistry, parse_peer};
 use tree::Table;
 
@@ -94,6 +99,8 @@ pub struct Config {
     pub advertisements: Vec<Advertisement>,
     /// `[[node_override]]`, in file order.
     pub node_overrides: Vec<NodeOverride>,
+    /// `[[tenant]]`, in file order.
+    pub tenants: Vec<Tenant>,
     /// The overrides [`resolve`] applied to make this config (empty in the
     /// config as read from the file).
     pub applied_overrides: Vec<AppliedOverride>,
@@ -120,6 +127,7 @@ impl PartialEq for Config {
             stability,
             advertisements,
             node_overrides,
+            tenants,
             applied_overrides,
             bmp,
             warnings: _,
@@ -132,6 +140,7 @@ impl PartialEq for Config {
             && *stability == other.stability
             && *advertisements == other.advertisements
             && *node_overrides == other.node_overrides
+            && *tenants == other.tenants
             && *applied_overrides == other.applied_overrides
             && *bmp == other.bmp
     }
@@ -184,6 +193,18 @@ impl Config {
     /// The peer called `name`.
     pub fn peer(&self, name: &str) -> Option<&Peer> {
         self.peers.iter().find(|p| p.name == name)
+    }
+
+    /// The tenant called `name`.
+    pub fn tenant(&self, name: &str) -> Option<&Tenant> {
+        self.tenants.iter().find(|t| t.name == name)
+    }
+
+    /// The tenant whose `namespaces` hold `namespace`.
+    pub fn tenant_of_namespace(&self, namespace: &str) -> Option<&Tenant> {
+        self.tenants
+            .iter()
+            .find(|t| t.namespaces.iter().any(|n| n == namespace))
     }
 
     /// The advertisement called `name`.
@@ -314,6 +335,13 @@ const TOP_LEVEL_KEYS: &[schema::Key] = &[
         range: schema::Range::Any,
         meaning: "BMP monitoring stations (RFC 7854, RFC 8671), one `[[bmp]]` each.",
     },
+    schema::Key {
+        name: "tenant",
+        kind: "array of tables",
+        default: schema::DefaultValue::Text("none"),
+        range: schema::Range::Any,
+        meaning: "Tenants: the namespaces of each and the peers its VIPs may reach.",
+    },
 ];
 
 fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, Vec<Diagnostic>> {
@@ -430,6 +458,21 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         Some(list) => bmp::parse_bmp(list, &mut d),
     };
 
+    let (tenants, tenant_names) = match root.get("tenant") {
+        None => (Some(Vec::new()), Vec::new()),
+        Some(list) => tenant::parse_tenants(list, &peer_names, &mut d),
+    };
+
+    export_names(
+        &peer_registry,
+        speaker.as_ref(),
+        peers.as_deref(),
+        sources.as_deref(),
+        advertisements.as_deref(),
+        &tenant_names,
+        &mut d,
+    );
+
     match (
         speaker,
         peers,
@@ -439,6 +482,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
         resync,
         node_overrides,
         bmp,
+        tenants,
     ) {
         (
             Some(speaker),
@@ -449,6 +493,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
             Some(resync),
             Some(node_overrides),
             Some(bmp),
+            Some(tenants),
         ) if d.is_empty() => {
             let mut config = Config {
                 path: path.to_path_buf(),
@@ -459,6 +504,7 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
                 stability,
                 advertisements,
                 node_overrides,
+                tenants,
                 applied_overrides: Vec::new(),
                 bmp,
                 warnings: Vec::new(),
@@ -473,5 +519,65 @@ fn parse_with(path: &Path, text: &str, read_passwords: bool) -> Result<Config, V
             Ok(config)
         }
         _ => Err(d.into_sorted()),
+    }
+}
+
+/// The names `[[peer.export]]` rules use, checked against the file's
+/// advertisements, tenants and sources; and a rule setting LOCAL_PREF on
+/// an eBGP peer, where RFC 4271 §5.1.5 keeps LOCAL_PREF off the wire.
+fn export_names(
+    registry: &PeerRegistry,
+    speaker: Option<&Speaker>,
+    peers: Option<&[Peer]>,
+    sources: Option<&[SourceEntry]>,
+    advertisements: Option<&[Advertisement]>,
+    tenants: &[String],
+    d: &mut Diagnostics,
+) {
+    for (peer, spans) in &registry.policies {
+        for r in &spans.names {
+            let known: Option<Vec<&str>> = match r.kind {
+                "advertisement" => {
+                    advertisements.map(|a| a.iter().map(|a| a.name.as_str()).collect())
+                }
+                "tenant" => Some(tenants.iter().map(String::as_str).collect()),
+                _ => sources.map(|s| {
+                    s.iter()
+                        .map(|s| s.name.as_str())
+                        .chain([crate::model::RUNTIME_SOURCE])
+                        .collect()
+                }),
+            };
+            // A section that did not read has its own diagnostics.
+            let Some(known) = known else { continue };
+            if known.contains(&r.name.as_str()) {
+                continue;
+            }
+            let mut m = format!(
+                "export rule of peer \"{peer}\" names {} \"{}\", which the config does not define",
+                r.kind, r.name
+            );
+            match tree::did_you_mean(&r.name, &known) {
+                Some(s) => m.push_str(&format!(" (did you mean \"{s}\"?)")),
+                None => m.push_str(&format!("; known: {}", tree::quoted_list(&known))),
+            }
+            d.error(&r.span, m);
+        }
+        let (Some(speaker), Some(peers)) = (speaker, peers) else {
+            continue;
+        };
+        let Some(p) = peers.iter().find(|p| &p.name == peer) else {
+            continue;
+        };
+        if !p.is_ibgp(speaker.asn) {
+            for span in &spans.local_pref {
+                d.warning(
+                    span,
+                    format!(
+                        "set_local_pref on peer \"{peer}\", an eBGP peer: LOCAL_PREF is sent to iBGP peers only (RFC 4271 §5.1.5), so this has no effect"
+                    ),
+                );
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::diagnostic::Diagnostics;
 use super::duration::format_duration;
+use super::export::{ExportPolicy, PolicySpans};
 use super::read::{FileProblem, MAX_PASSWORD_FILE_LEN};
 use super::schema::{
     DefaultValue, IntRange, Key, PORT, Range, Section, duration, list, quoted, seconds,
@@ -75,6 +76,10 @@ pub struct Peer {
     pub graceful_restart: GracefulRestart,
     /// BFD (RFC 5880/5881/5883) liveness detection; none when disabled.
     pub bfd: Option<Bfd>,
+    /// `[[peer.export]]` and `export_default`: what of the routes this
+    /// peer is sent, with which changes (RFC 4271 §9.1.3). A change of it
+    /// alone resets no session.
+    pub export: ExportPolicy,
 }
 
 impl Peer {
@@ -596,6 +601,20 @@ pub(crate) const KEYS: &[Key] = &[
         range: Range::Any,
         meaning: "BFD liveness detection (RFC 5880): an inline table, `bfd = { min_rx = \"100ms\", min_tx = \"100ms\", multiplier = 3 }`; present means enabled unless `enabled = false`. Its keys are in the BFD section.",
     },
+    Key {
+        name: "export",
+        kind: "array of tables",
+        default: DefaultValue::Text("none (every route, as its advertisements make it)"),
+        range: Range::Any,
+        meaning: "This peer's export policy: `[[peer.export]]` rules, tried in order after the advertisements and the Service's own attributes (RFC 4271 §9.1.3); their keys are in the `[[peer.export]]` section.",
+    },
+    Key {
+        name: "export_default",
+        kind: "string",
+        default: DefaultValue::Text("`\"accept\"`"),
+        range: Range::Text(|| "\"accept\" or \"reject\"".to_string()),
+        meaning: "What happens to a route no `accept` or `reject` rule of `[[peer.export]]` matched: `\"accept\"` sends it (with what matching rules set), `\"reject\"` keeps it from this peer.",
+    },
 ];
 
 /// The reference's section for these keys.
@@ -621,6 +640,9 @@ pub(crate) struct PeerContext<'a> {
 pub(crate) struct PeerRegistry {
     names: Vec<(String, usize)>,
     endpoints: Vec<((PeerAddress, u16), usize)>,
+    /// Each peer's export policy's names and LOCAL_PREF keys, by peer
+    /// name, for the checks that need the whole file.
+    pub(crate) policies: Vec<(String, PolicySpans)>,
 }
 
 impl PeerRegistry {
@@ -811,6 +833,12 @@ pub(crate) fn parse_peer(
         Some(v) => bfd(v, cx, d),
     };
 
+    let mut spans = PolicySpans::default();
+    let export = super::export::parse_policy(&table, &mut spans, d);
+    if let Some(n) = &name {
+        registry.policies.push((n.clone(), spans));
+    }
+
     Some(Peer {
         name: name?,
         address: address?,
@@ -829,6 +857,7 @@ pub(crate) fn parse_peer(
         min_route_advertisement_interval: min_route_advertisement_interval?,
         graceful_restart: graceful_restart?,
         bfd: bfd?,
+        export: export?,
     })
 }
 

@@ -105,6 +105,7 @@ fn minimal_config_gets_documented_defaults() {
                 long_lived_stale_time: None,
             },
             bfd: None,
+            export: Default::default(),
         }]
     );
     assert_eq!(
@@ -394,7 +395,7 @@ fn unknown_keys_are_reported_at_the_key_with_a_suggestion() {
              \"interface\", \"family\", \"asn\", \"local_asn\", \"port\", \"password_file\", \"hold_time\", \"keepalive\", \
              \"connect_retry\", \"ebgp_multihop\", \"ttl_security\", \"source_address\", \
              \"families\", \"passive\", \"min_route_advertisement_interval\", \
-             \"graceful_restart\" or \"bfd\"",
+             \"graceful_restart\", \"bfd\", \"export\" or \"export_default\"",
         ]
     );
 }
@@ -1973,11 +1974,13 @@ fn vip_file_parses_with_default_advertisement() {
                 address: "198.51.100.10".parse().expect("ip"),
                 service: Some("demo/web".to_string()),
                 advertisement: "public".to_string(),
+                tenant: None,
             },
             VipEntry {
                 address: "2001:db8:100::10".parse().expect("ip"),
                 service: None,
                 advertisement: "private".to_string(),
+                tenant: None,
             },
         ]
     );
@@ -2046,7 +2049,7 @@ fn vip_file_problems() {
             "vips.toml:3:17: unknown advertisement \"publc\" (did you mean \"public\"?)",
             "vips.toml:5:11: duplicate VIP 198.51.100.10 (first listed on line 2)",
             "vips.toml:7:11: address must be an IPv4 or IPv6 address (a single address, not a prefix), got \"198.51.100.0/24\"",
-            "vips.toml:8:1: unknown key \"port\" in [[vip]]; expected one of \"address\", \"service\" or \"advertisement\"",
+            "vips.toml:8:1: unknown key \"port\" in [[vip]]; expected one of \"address\", \"service\", \"advertisement\" or \"tenant\"",
             "vips.toml:9:1: missing required key \"address\" in [[vip]]",
         ]
     );
@@ -3113,6 +3116,68 @@ fn bmp_problems_are_reported_where_they_are() {
         vec![
             "11:1: [[bmp]] name \"127.0.0.1:1790\" is used twice: station names are unique"
                 .to_string()
+        ]
+    );
+}
+
+const EXPORT_BASE: &str = "[speaker]\nasn = 65001\n[source]\nkind = \"file\"\npath = \"v.toml\"\n[[advertisement]]\nname = \"public\"\n[[tenant]]\nname = \"acme\"\nnamespaces = [\"a\"]\npeers = [\"tor\"]\n[[peer]]\nname = \"tor\"\naddress = \"192.0.2.1\"\nasn = 65000\n";
+
+fn export_problems(rules: &str) -> Vec<String> {
+    let text = format!("{EXPORT_BASE}{rules}");
+    match parse(Path::new("c.toml"), &text) {
+        Ok(c) => c.warnings.iter().map(ToString::to_string).collect(),
+        Err(d) => d.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn export_rules_are_checked_at_their_line_and_column() {
+    // Lines 16.. are the rules.
+    assert_eq!(
+        export_problems(
+            "[[peer.export]]\nprefixes = [\"198.51.100.0/24 ge 30 le 28\", \"198.51.100.0/24 le 33\"]\nadvertisements = [\"publik\"]\ntenants = [\"acme\", \"initech\"]\nsources = [\"fil\"]\nset_add_communities = [\"65000:1\"]\nset_remove_communities = [\"65000:1\"]\n"
+        ),
+        vec![
+            "c.toml:17:13: \"198.51.100.0/24 ge 30 le 28\": ge 30 is greater than le 28: the range is empty",
+            "c.toml:17:44: \"198.51.100.0/24 le 33\": le 33 is longer than an IPv4 prefix can be (32)",
+            "c.toml:18:19: export rule of peer \"tor\" names advertisement \"publik\", which the config does not define (did you mean \"public\"?)",
+            "c.toml:19:20: export rule of peer \"tor\" names tenant \"initech\", which the config does not define; known: \"acme\"",
+            "c.toml:20:12: export rule of peer \"tor\" names source \"fil\", which the config does not define (did you mean \"file\"?)",
+            "c.toml:22:27: community 65000:1 is both added and removed by this rule: a contradiction; keep one",
+        ]
+    );
+}
+
+#[test]
+fn export_rules_that_are_never_tried_and_local_pref_on_ebgp_are_warned_about() {
+    assert_eq!(
+        export_problems(
+            "[[peer.export]]\nprefixes = [\"198.51.100.0/24 le 32\"]\naction = \"reject\"\n[[peer.export]]\nname = \"narrow\"\nprefixes = [\"198.51.100.128/25 le 32\"]\nnamespaces = [\"a\"]\nset_local_pref = 10\naction = \"accept\"\n[[peer.export]]\naction = \"accept\"\n[[peer.export]]\nset_med = 1\n"
+        ),
+        vec![
+            "c.toml:19:1: warning: export rule 2 (\"narrow\") is never tried: rule 1 before it matches every route this one does and ends with action \"reject\"",
+            "c.toml:23:18: warning: set_local_pref on peer \"tor\", an eBGP peer: LOCAL_PREF is sent to iBGP peers only (RFC 4271 §5.1.5), so this has no effect",
+            "c.toml:27:1: warning: export rule 4 is never tried: rule 3 before it matches every route and ends with action \"accept\"",
+        ]
+    );
+}
+
+#[test]
+fn tenants_are_checked() {
+    let text = format!(
+        "{EXPORT_BASE}[[tenant]]\nname = \"acme\"\nnamespaces = [\"a\"]\npeers = [\"tr\"]\n"
+    );
+    let d: Vec<String> = parse(Path::new("c.toml"), &text)
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        d,
+        vec![
+            "c.toml:17:8: duplicate tenant name \"acme\"",
+            "c.toml:18:15: namespace \"a\" already belongs to tenant \"acme\": a namespace belongs to at most one tenant",
+            "c.toml:19:10: tenant peer \"tr\" is not a [[peer]] name (did you mean \"tor\"?)",
         ]
     );
 }

@@ -153,14 +153,18 @@ fn source_kinds(c: &config::Config) -> String {
     format!("[{}]", each.join(", "))
 }
 
-/// Whether a peer's session must be reset for `new` to apply. Only
-/// `connect_retry` does not need one: it paces connection attempts
-/// (RFC 4271 §8.2.2, the ConnectRetryTimer) and nothing negotiated on an
-/// established session depends on it.
+/// Whether a peer's session must be reset for `new` to apply. Two keys
+/// do not need one: `connect_retry` paces connection attempts (RFC 4271
+/// §8.2.2, the ConnectRetryTimer) and nothing negotiated on an
+/// established session depends on it; the export policy
+/// (`[[peer.export]]`, `export_default`) only changes what the peer's
+/// Adj-RIB-Out should hold (RFC 4271 §9.1.3), and the routes core's new
+/// tables send just the difference as UPDATEs on the running session.
 pub(super) fn needs_reset(old: &config::Peer, new: &config::Peer) -> bool {
-    let mut same_timers = new.clone();
-    same_timers.connect_retry = old.connect_retry;
-    same_timers != *old
+    let mut same_session = new.clone();
+    same_session.connect_retry = old.connect_retry;
+    same_session.export = old.export.clone();
+    same_session != *old
 }
 
 /// The MD5 keys the listening socket needs (RFC 2385 §2: the key is per
@@ -498,9 +502,16 @@ impl Daemon {
                 }
                 Some(p) if cur != *p => {
                     // Only timers of the next connection attempt changed
-                    // (connect_retry, RFC 4271 §8.2.2): the running session
-                    // keeps its TCP connection and its routes.
-                    info!(peer = %name, "peer's connect_retry changed: no reset; it applies to this peer's next session");
+                    // (connect_retry, RFC 4271 §8.2.2), or the export
+                    // policy (the new tables, carried by `commit`, send
+                    // only what changed): the running session keeps its
+                    // TCP connection and its routes.
+                    if cur.connect_retry != p.connect_retry {
+                        info!(peer = %name, "peer's connect_retry changed: no reset; it applies to this peer's next session");
+                    }
+                    if cur.export != p.export {
+                        info!(peer = %name, "peer's export policy changed: no reset; only the routes it changes are re-sent");
+                    }
                     if let Some(cur) = self.peers.get_mut(&name) {
                         cur.config = p.clone();
                     }

@@ -825,13 +825,30 @@ impl Facts<'_> {
             .map(|r| r.advertisements.iter().cloned().collect())
             .or_else(|| at_source.map(|v| v.route.advertisements.iter().cloned().collect()))
             .unwrap_or_default();
+        // The tenant gate and the peer's export policy (RFC 4271 §9.1.3):
+        // which rule did what, in the words of `speaker::export`.
+        let held = route
+            .and_then(|r| r.route.as_ref())
+            .or_else(|| at_source.map(|v| &v.route));
+        let export = |name: &str| -> Option<(bool, String)> {
+            let peer = self.config.peer(name)?;
+            let v = crate::speaker::export_verdict(self.config, peer, &prefix, held?)?;
+            let words = crate::speaker::export::describe(peer, &v);
+            (!words.is_empty()).then_some((v.attrs.is_some(), words))
+        };
         let peers = self
             .peers
             .iter()
             .map(|p| {
                 let sent = advertised_to.contains(&p.name);
+                let export = export(&p.name);
                 let why = if sent {
-                    "advertised".to_string()
+                    match &export {
+                        Some((_, words)) => format!("advertised: {words}"),
+                        None => "advertised".to_string(),
+                    }
+                } else if let Some((false, words)) = &export {
+                    format!("not advertised: {words}")
                 } else if route.is_none() {
                     "not advertised: no route".into()
                 } else if !self.config.advertisements.iter().filter(|a| ads.contains(&a.name)).any(|a| a.applies_to_peer(&p.name)) {

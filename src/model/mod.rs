@@ -274,6 +274,10 @@ pub struct RouteFacts {
     /// since only nodes with a local endpoint announce it. A change of it
     /// alone changes no path attribute, so no UPDATE goes out for it.
     pub local_traffic: bool,
+    /// The `[[tenant]]` its VIP file entry names (`tenant = "NAME"`);
+    /// a Service's tenant comes from its namespace instead
+    /// (`speaker::export::tenant_of`).
+    pub tenant: Option<Arc<str>>,
     /// The source it came from: its health decides whether the route's
     /// absence counts (an unhealthy source's routes stand). 0 with one
     /// source.
@@ -335,6 +339,7 @@ impl Route {
             service,
             attributes,
             local_traffic: false,
+            tenant: None,
             source: SourceId::default(),
         }))
     }

@@ -8,6 +8,7 @@
 
 mod attrs;
 pub mod drain;
+pub mod export;
 mod next_hop;
 pub mod peer;
 mod rib;
@@ -106,6 +107,8 @@ pub fn peer_tables<'a>(
         Option<Arc<RouteAttrs>>,
     )>;
     let mut by_value: BTreeMap<RouteAttrs, Arc<RouteAttrs>> = BTreeMap::new();
+    // What export policies made, shared the same way.
+    let mut by_policy: BTreeMap<RouteAttrs, Arc<RouteAttrs>> = BTreeMap::new();
     let mut tables = BTreeMap::new();
     for peer in &config.peers {
         let mut known: Known = Vec::new();
@@ -147,11 +150,54 @@ pub fn peer_tables<'a>(
             attrs
         };
         // In prefix order, straight into the table (crate::model::sorted).
-        let table = PeerTable::from_sorted(
-            routes
-                .clone()
-                .filter_map(|(prefix, route)| Some((*prefix, attrs_of(route)?))),
-        );
+        let table = if peer.export.is_pass_through() && config.tenants.is_empty() {
+            PeerTable::from_sorted(
+                routes
+                    .clone()
+                    .filter_map(|(prefix, route)| Some((*prefix, attrs_of(route)?))),
+            )
+        } else {
+            // The tenant gate and the export policy (RFC 4271 §9.1.3), on
+            // what the advertisements give; equal results share one
+            // allocation as above. Without prefix ranges in the rules the
+            // verdict is the route's alone: the last route's answers the
+            // routes that share its allocation (a file's VIPs do).
+            let by_route = peer
+                .export
+                .rules
+                .iter()
+                .all(|r| r.matches.prefixes.is_empty());
+            let mut last: Option<(&'a Route, Option<Arc<RouteAttrs>>)> = None;
+            PeerTable::from_sorted(routes.clone().filter_map(|(prefix, route)| {
+                if by_route
+                    && let Some((r, attrs)) = &last
+                    && r.ptr_eq(route)
+                {
+                    return Some((*prefix, attrs.clone()?));
+                }
+                let Some(base) = attrs_of(route) else {
+                    if by_route {
+                        last = Some((route, None));
+                    }
+                    return None;
+                };
+                let subject = export::Subject::new(config, prefix, route);
+                let verdict = export::for_peer(config, peer, &subject, (*base).clone());
+                let shared = verdict.attrs.map(|attrs| {
+                    if attrs == *base {
+                        return base;
+                    }
+                    by_policy
+                        .entry(attrs.clone())
+                        .or_insert_with(|| Arc::new(attrs))
+                        .clone()
+                });
+                if by_route {
+                    last = Some((route, shared.clone()));
+                }
+                Some((*prefix, shared?))
+            }))
+        };
         tables.insert(peer.name.clone(), table);
     }
     tables
@@ -159,3 +205,21 @@ pub fn peer_tables<'a>(
 
 #[cfg(test)]
 mod tests;
+
+/// What `peer`'s table holds for `route` at `prefix` and why, for
+/// `explain`: `None` when no advertisement of the route is for the peer,
+/// else the verdict of the tenant gate and the export policy.
+pub fn export_verdict(
+    config: &Config,
+    peer: &crate::config::Peer,
+    prefix: &IpNet,
+    route: &Route,
+) -> Option<export::Verdict> {
+    let ads = config
+        .advertisements
+        .iter()
+        .filter(|a| route.advertisements.contains(&a.name));
+    let base = attrs_for_peer(&peer.name, ads, route.attributes.as_deref())?;
+    let subject = export::Subject::new(config, prefix, route);
+    Some(export::for_peer(config, peer, &subject, base))
+}

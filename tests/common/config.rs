@@ -202,6 +202,7 @@ pub struct Config {
     stability: Option<Stability>,
     advertisements: Vec<Advertisement>,
     node_overrides: Vec<NodeOverride>,
+    tenants: Vec<Tenant>,
 }
 
 keys!(Config.speaker {
@@ -327,6 +328,12 @@ impl Config {
         self
     }
 
+    /// One more `[[tenant]]`.
+    pub fn tenant(mut self, t: Tenant) -> Config {
+        self.tenants.push(t);
+        self
+    }
+
     pub fn node_override(mut self, o: NodeOverride) -> Config {
         self.node_overrides.push(o);
         self
@@ -389,6 +396,9 @@ impl Config {
         }
         for a in &self.advertisements {
             table(&mut out, "[[advertisement]]", &a.keys);
+        }
+        for t in &self.tenants {
+            table(&mut out, "[[tenant]]", &t.keys);
         }
         for o in &self.node_overrides {
             out.push_str("[[node_override]]\n");
@@ -515,6 +525,8 @@ keys!(Peer.keys {
     mrai(&str) => "min_route_advertisement_interval";
     graceful_restart(GracefulRestart) => "graceful_restart";
     bfd(Bfd) => "bfd";
+    /// `export_default`: `"accept"` or `"reject"`.
+    export_default(&str) => "export_default";
 });
 
 /// An inline table's builder: a struct of [`Keys`] written as
@@ -791,4 +803,66 @@ impl NodeOverride {
 keys!(NodeOverride.keys {
     asn(u32) => "asn";
     router_id(&str) => "router_id";
+});
+
+impl Peer {
+    /// `export = [ {...}, ... ]`: the peer's `[[peer.export]]` rules, in
+    /// order (written inline).
+    pub fn export(mut self, rules: &[ExportRule]) -> Peer {
+        self.keys.set(
+            "export",
+            Value::Array(rules.iter().cloned().map(Value::from).collect()),
+        );
+        self
+    }
+}
+
+inline_table!(
+    /// One `[[peer.export]]` rule.
+    ExportRule
+);
+
+impl ExportRule {
+    pub fn new() -> ExportRule {
+        ExportRule::default()
+    }
+}
+
+keys!(ExportRule.keys {
+    name(&str) => "name";
+    /// `prefixes`, e.g. `&["198.51.100.0/24 le 32"]`.
+    prefixes(&[&str]) => "prefixes";
+    advertisements(&[&str]) => "advertisements";
+    namespaces(&[&str]) => "namespaces";
+    tenants(&[&str]) => "tenants";
+    communities(&[&str]) => "communities";
+    sources(&[&str]) => "sources";
+    set_add_communities(&[&str]) => "set_add_communities";
+    set_remove_communities(&[&str]) => "set_remove_communities";
+    set_add_large_communities(&[&str]) => "set_add_large_communities";
+    set_local_pref(u32) => "set_local_pref";
+    set_med(u32) => "set_med";
+    set_prepend(u8) => "set_prepend";
+    /// `action`: `"continue"`, `"accept"` or `"reject"`.
+    action(&str) => "action";
+});
+
+/// One `[[tenant]]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tenant {
+    keys: Keys,
+}
+
+impl Tenant {
+    /// Tenant `name`, whose routes may reach `peers`.
+    pub fn new(name: &str, peers: &[&str]) -> Tenant {
+        let mut keys = Keys::default();
+        keys.set("name", name);
+        keys.set("peers", peers);
+        Tenant { keys }
+    }
+}
+
+keys!(Tenant.keys {
+    namespaces(&[&str]) => "namespaces";
 });

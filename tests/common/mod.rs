@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use testlab::Netns;
 
 pub use config::{
-    Advertisement, Bfd, Config, Damping, Degraded, GracefulRestart, NodeOverride, Peer, PeerAsn,
-    Probe, Selector, Stability,
+    Advertisement, Bfd, Config, Damping, Degraded, ExportRule, GracefulRestart, NodeOverride, Peer,
+    PeerAsn, Probe, Selector, Stability, Tenant,
 };
 pub use daemon::{Container, Holdfast, free_port, metric_value};
 pub use tor::Tor;

@@ -61,13 +61,25 @@ pub(crate) struct Payload {
     regarding: ObjectReference,
     change: RouteChange,
     peers: Vec<String>,
-    /// A Warning instead: the Service's attribute annotations were refused
-    /// (the text says which and why).
-    refused: Option<String>,
+    /// A Warning instead: the Service's attribute annotations were refused,
+    /// or peers its tenant may not reach (the text says which and why).
+    refused: Option<(Refusal, String)>,
+}
+
+/// What a Warning Event refuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Attribute annotations ([`ATTRIBUTES_REFUSED`]).
+    Attributes,
+    /// Peers the Service's tenant may not reach ([`TENANT_PEERS_REFUSED`]).
+    TenantPeers,
 }
 
 /// The reason of the Warning Event about refused attribute annotations.
 pub const ATTRIBUTES_REFUSED: &str = "AttributesRefused";
+/// The reason of the Warning Event about a Service whose advertisement
+/// names peers its tenant may not reach (`[[tenant]] peers`).
+pub const TENANT_PEERS_REFUSED: &str = "TenantPeersRefused";
 
 struct State {
     limiter: Limiter<ServiceKey, Payload>,
@@ -165,10 +177,17 @@ pub(crate) fn note(
     text
 }
 
-/// The text of a Warning about refused annotations (at most 1 kB).
-pub(crate) fn refused_note(node: &str, address: IpAddr, why: &str) -> String {
-    let mut text =
-        format!("node {node} announces {address} with its advertisement's attributes: {why}");
+/// The text of a Warning about refused annotations or tenant peers (at
+/// most 1 kB).
+pub(crate) fn refused_note(node: &str, address: IpAddr, refusal: Refusal, why: &str) -> String {
+    let mut text = match refusal {
+        Refusal::Attributes => {
+            format!("node {node} announces {address} with its advertisement's attributes: {why}")
+        }
+        Refusal::TenantPeers => {
+            format!("node {node} announces {address} only to its tenant's peers: {why}")
+        }
+    };
     if text.len() > 1000 {
         let mut cut = 997;
         while !text.is_char_boundary(cut) {
@@ -230,6 +249,17 @@ impl EventRecorder {
     /// bypasses the per-Service rate limit (which keeps only the latest
     /// change per address and would drop it behind a route change).
     pub fn refused(&self, regarding: ObjectReference, address: IpAddr, why: String) {
+        self.refuse(regarding, address, Refusal::Attributes, why);
+    }
+
+    /// A Warning Event on the Service: its advertisement names peers its
+    /// tenant may not reach (`why`), and `address` goes to the tenant's
+    /// peers only. Sent like [`EventRecorder::refused`].
+    pub fn tenant_refused(&self, regarding: ObjectReference, address: IpAddr, why: String) {
+        self.refuse(regarding, address, Refusal::TenantPeers, why);
+    }
+
+    fn refuse(&self, regarding: ObjectReference, address: IpAddr, refusal: Refusal, why: String) {
         {
             let Ok(mut state) = self.inner.state.lock() else {
                 return;
@@ -240,7 +270,7 @@ impl EventRecorder {
                     regarding,
                     change: RouteChange::Advertised,
                     peers: Vec::new(),
-                    refused: Some(why),
+                    refused: Some((refusal, why)),
                 },
                 suppressed: 0,
             });
@@ -311,12 +341,13 @@ impl Writer {
             suppressed,
         } = notice;
         let (reason, action, type_) = match (&payload.refused, payload.change) {
-            (Some(_), _) => (ATTRIBUTES_REFUSED, "Advertise", "Warning"),
+            (Some((Refusal::Attributes, _)), _) => (ATTRIBUTES_REFUSED, "Advertise", "Warning"),
+            (Some((Refusal::TenantPeers, _)), _) => (TENANT_PEERS_REFUSED, "Advertise", "Warning"),
             (None, RouteChange::Advertised) => ("Advertised", "Advertise", "Normal"),
             (None, RouteChange::Withdrawn) => ("Withdrawn", "Withdraw", "Normal"),
         };
         let note = match &payload.refused {
-            Some(why) => refused_note(&self.node, address, why),
+            Some((refusal, why)) => refused_note(&self.node, address, *refusal, why),
             None => note(
                 &self.node,
                 address,

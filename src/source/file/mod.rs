@@ -976,11 +976,16 @@ fn parse(
         path,
         &text,
         advertisements,
-        |address, service, advertisement| {
-            let route = match service {
+        |address, service, advertisement, tenant| {
+            let mut route = match service {
                 None => interner.plain(advertisement),
                 Some(s) => Route::new(interner.one(advertisement), Some(s.into()), None),
             };
+            if let Some(t) = tenant {
+                // One allocation per entry naming a tenant: such VIPs
+                // do not share the plain route of their advertisement.
+                route.make_mut().tenant = Some(t.into());
+            }
             let vip = Vip::of(route);
             (address, vip)
         },

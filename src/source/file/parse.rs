@@ -55,6 +55,8 @@ pub struct VipEntry {
     /// The `[[advertisement]]` it is advertised under (resolved: the first
     /// advertisement when the entry names none).
     pub advertisement: String,
+    /// The `[[tenant]]` it belongs to, if the entry names one.
+    pub tenant: Option<String>,
 }
 
 /// The keys of the VIP file's top level.
@@ -89,6 +91,13 @@ pub(crate) const VIP_KEYS: &[Key] = &[
         range: Range::Any,
         meaning: "Which advertisement's peers and attributes apply; must name one the config defines.",
     },
+    Key {
+        name: "tenant",
+        kind: "string",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "The `[[tenant]]` this VIP belongs to: it reaches only the tenant's peers. A name the config does not define reaches no peer (`explain` says so).",
+    },
 ];
 
 /// The reference's section for a `[[vip]]`.
@@ -110,10 +119,11 @@ pub fn parse_vip_file(
         path,
         text,
         advertisements,
-        |address, service, advertisement| VipEntry {
+        |address, service, advertisement, tenant| VipEntry {
             address,
             service: service.map(str::to_string),
             advertisement: advertisement.to_string(),
+            tenant: tenant.map(str::to_string),
         },
     )
 }
@@ -126,14 +136,21 @@ pub fn parse_vip_file_into<T>(
     path: &Path,
     text: &str,
     advertisements: &[VipFileAdvertisement],
-    mut make: impl FnMut(IpAddr, Option<&str>, &str) -> T,
+    mut make: impl FnMut(IpAddr, Option<&str>, &str, Option<&str>) -> T,
 ) -> Result<Vec<T>, Vec<Diagnostic>> {
     if let Some(entries) = plain::parse(text, advertisements, &mut make) {
         return Ok(entries);
     }
     Ok(parse_toml(path, text, advertisements)?
         .into_iter()
-        .map(|e| make(e.address, e.service.as_deref(), &e.advertisement))
+        .map(|e| {
+            make(
+                e.address,
+                e.service.as_deref(),
+                &e.advertisement,
+                e.tenant.as_deref(),
+            )
+        })
         .collect())
 }
 
@@ -201,6 +218,16 @@ fn parse_toml(
                 None => Some(None),
                 Some(v) => tree::string(v, "service", &mut d).map(|s| Some(s.to_string())),
             };
+            let tenant = match table.get("tenant") {
+                None => Some(None),
+                Some(v) => tree::string(v, "tenant", &mut d).and_then(|t| {
+                    if let Some(why) = crate::config::name_problem(t) {
+                        d.error(&v.span(), format!("tenant name \"{t}\" {why}"));
+                        return None;
+                    }
+                    Some(Some(t.to_string()))
+                }),
+            };
             let advertisement = match table.get("advertisement") {
                 None => Some(default_advertisement.to_string()),
                 Some(v) => tree::string(v, "advertisement", &mut d).and_then(|name| {
@@ -217,8 +244,8 @@ fn parse_toml(
                     None
                 }),
             };
-            if let (Some(address), Some(service), Some(advertisement)) =
-                (address, service, advertisement)
+            if let (Some(address), Some(service), Some(advertisement), Some(tenant)) =
+                (address, service, advertisement, tenant)
             {
                 let named = table.get("advertisement").is_some();
                 if let Some(a) = advertisements.iter().find(|a| a.name == advertisement)
@@ -232,6 +259,7 @@ fn parse_toml(
                     address,
                     service,
                     advertisement,
+                    tenant,
                 });
             }
         }
@@ -268,6 +296,7 @@ mod plain {
         address: Option<&'t str>,
         service: Option<&'t str>,
         advertisement: Option<&'t str>,
+        tenant: Option<&'t str>,
     }
 
     /// The addresses read so far, to refuse a duplicate. A file in address
@@ -429,7 +458,7 @@ mod plain {
     pub(super) fn parse<T>(
         text: &str,
         advertisements: &[VipFileAdvertisement],
-        make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
+        make: &mut impl FnMut(IpAddr, Option<&str>, &str, Option<&str>) -> T,
     ) -> Option<Vec<T>> {
         match read(text, advertisements, make, Seen::Ordered(None)) {
             Err(Stop::OutOfOrder) => {
@@ -452,7 +481,7 @@ mod plain {
     fn read<T>(
         text: &str,
         advertisements: &[VipFileAdvertisement],
-        make: &mut impl FnMut(IpAddr, Option<&str>, &str) -> T,
+        make: &mut impl FnMut(IpAddr, Option<&str>, &str, Option<&str>) -> T,
         mut seen: Seen,
     ) -> Result<Vec<T>, Stop> {
         let first = advertisements.first();
@@ -467,8 +496,10 @@ mod plain {
         // of order (read again with a set).
         let mut accept = |address: IpAddr,
                           service: Option<&str>,
-                          advertisement: Option<&VipFileAdvertisement>| {
+                          advertisement: Option<&VipFileAdvertisement>,
+                          tenant: Option<&str>| {
             if !super::routable_unicast(address)
+                || tenant.is_some_and(|t| crate::config::name_problem(t).is_some())
                 || advertisement.is_some_and(|a| !a.allows(address))
             {
                 return Err(Stop::Toml);
@@ -479,7 +510,7 @@ mod plain {
                 Novelty::Duplicate => return Err(Stop::Toml),
                 Novelty::OutOfOrder => return Err(Stop::OutOfOrder),
             }
-            entries.push(make(address, service, advertisement));
+            entries.push(make(address, service, advertisement, tenant));
             Ok(())
         };
         // Entries of the generators' shape, a whole entry at a time (the
@@ -488,7 +519,7 @@ mod plain {
         // shape.
         let mut plain_end = 0;
         while let Some((v4, len)) = plain_entry(&text.as_bytes()[plain_end..]) {
-            accept(IpAddr::V4(v4), None, first)?;
+            accept(IpAddr::V4(v4), None, first, None)?;
             plain_end += len;
         }
         let text = &text[plain_end..];
@@ -508,7 +539,7 @@ mod plain {
                         .ok_or(Stop::Toml)?,
                 ),
             };
-            accept(address, p.service, advertisement)
+            accept(address, p.service, advertisement, p.tenant)
         };
         // Why the line reader stopped, when it was at an entry it finished.
         let mut refused = Stop::Toml;
@@ -537,6 +568,7 @@ mod plain {
                 "address" => &mut p.address,
                 "service" => &mut p.service,
                 "advertisement" => &mut p.advertisement,
+                "tenant" => &mut p.tenant,
                 _ => return None,
             };
             if slot.replace(value).is_some() {
@@ -626,7 +658,7 @@ mod plain {
             let text: String = (1..=1000u32)
                 .map(|i| format!("[[vip]]\naddress = \"10.0.{}.{}\"\n", i / 256, i % 256))
                 .collect();
-            let entries = super::parse(&text, &names(), &mut |address, _, _| address)
+            let entries = super::parse(&text, &names(), &mut |address, _, _, _| address)
                 .expect("the fast path reads it");
             assert_eq!(entries.len(), 1000);
             assert_eq!(entries.capacity(), 1000);
@@ -635,13 +667,16 @@ mod plain {
         /// Whenever the fast path answers, the TOML parser gives the same
         /// entries; where it does not, the TOML parser decides.
         fn agree(text: &str) -> bool {
-            let fast = super::parse(text, &names(), &mut |address, service, advertisement| {
-                super::super::VipEntry {
+            let fast = super::parse(
+                text,
+                &names(),
+                &mut |address, service, advertisement, tenant| super::super::VipEntry {
                     address,
                     service: service.map(str::to_string),
                     advertisement: advertisement.to_string(),
-                }
-            });
+                    tenant: tenant.map(str::to_string),
+                },
+            );
             let full = super::super::parse_toml(Path::new("vips.toml"), text, &names());
             if let Some(fast) = &fast {
                 assert_eq!(Ok(fast.clone()), full, "{text:?}");
@@ -664,6 +699,7 @@ mod plain {
             let service = proptest::option::of(prop_oneof![Just("web"), Just("a # b"), Just("")]);
             let advertisement =
                 proptest::option::of(prop_oneof![Just("public"), Just("internal"), Just("nope")]);
+            let tenant = proptest::option::of(prop_oneof![Just("acme"), Just("bad name")]);
             let noise = prop_oneof![
                 12 => Just(""),
                 2 => Just("\n"),
@@ -672,21 +708,32 @@ mod plain {
                 1 => Just("address = '198.51.100.7'\n"),
                 1 => Just("other = \"x\"\n"),
             ];
-            (address, service, advertisement, noise, any::<bool>()).prop_map(
-                |(address, service, advertisement, noise, service_first)| {
-                    let mut keys = vec![format!("address = \"{address}\"\n")];
-                    if let Some(s) = service {
-                        keys.push(format!("service=\"{s}\" # why\n"));
-                    }
-                    if service_first {
-                        keys.reverse();
-                    }
-                    if let Some(a) = advertisement {
-                        keys.push(format!("\tadvertisement = \"{a}\"\n"));
-                    }
-                    format!("[[vip]]\n{noise}{}", keys.concat())
-                },
+            (
+                address,
+                service,
+                advertisement,
+                tenant,
+                noise,
+                any::<bool>(),
             )
+                .prop_map(
+                    |(address, service, advertisement, tenant, noise, service_first)| {
+                        let mut keys = vec![format!("address = \"{address}\"\n")];
+                        if let Some(s) = service {
+                            keys.push(format!("service=\"{s}\" # why\n"));
+                        }
+                        if service_first {
+                            keys.reverse();
+                        }
+                        if let Some(a) = advertisement {
+                            keys.push(format!("\tadvertisement = \"{a}\"\n"));
+                        }
+                        if let Some(t) = tenant {
+                            keys.push(format!("tenant = \"{t}\"\n"));
+                        }
+                        format!("[[vip]]\n{noise}{}", keys.concat())
+                    },
+                )
         }
 
         proptest::proptest! {
@@ -776,14 +823,15 @@ mod plain {
                 "[[vip]]\naddress = \"198.51.100.5\"\n",
                 "[[vip]]\naddress = \"198.51.100.6\"",
             );
-            let entries = super::parse(text, &names(), &mut |address, service, advertisement| {
-                (
-                    address.to_string(),
-                    service.map(str::to_string),
-                    advertisement.to_string(),
-                )
-            })
-            .expect("the fast path reads it");
+            let entries =
+                super::parse(text, &names(), &mut |address, service, advertisement, _| {
+                    (
+                        address.to_string(),
+                        service.map(str::to_string),
+                        advertisement.to_string(),
+                    )
+                })
+                .expect("the fast path reads it");
             let services: Vec<_> = entries
                 .iter()
                 .map(|(a, s, _)| (a.as_str(), s.as_deref()))

@@ -198,6 +198,9 @@ pub struct Evaluation {
     /// Attribute annotations refused, per Service (a Warning Event each;
     /// policy_attrs).
     pub refused: BTreeMap<ServiceKey, Vec<String>>,
+    /// Services of a `[[tenant]]` whose advertisements name peers the
+    /// tenant may not reach (a Warning Event each; `apply_tenants`).
+    pub tenant_refused: BTreeMap<ServiceKey, Vec<String>>,
     /// The Node's PodCIDRs, when an advertisement lists "PodCIDR".
     pub prefixes: BTreeMap<ipnet::IpNet, Vip>,
     /// PodCIDRs that go at once: this node advertises nothing.
@@ -579,6 +582,71 @@ fn apply_service_attributes(
             .entry((name.to_string(), ads))
             .or_insert_with(|| verdict.attributes.map(Arc::new))
             .clone();
+    }
+}
+
+/// The tenant of each VIP's Service (`[[tenant]] namespaces`): an
+/// advertisement of the VIP that names peers the tenant may not reach is
+/// refused for those peers — the speaker sends the route to the tenant's
+/// peers only (`speaker::export`) — with a Warning Event on the Service
+/// and a line for `explain`. An advertisement for all peers (no `peers`)
+/// asks for none in particular: the tenant's peers get it, silently.
+fn apply_tenants(config: &Config, next: &mut Evaluation) {
+    if config.tenants.is_empty() {
+        return;
+    }
+    for (ip, vip) in next.vips.iter() {
+        let Some(name) = vip.route.service.as_deref() else {
+            continue;
+        };
+        let Some((namespace, _)) = name.split_once('/') else {
+            continue;
+        };
+        let Some(tenant) = config.tenant_of_namespace(namespace) else {
+            continue;
+        };
+        let notes = next.attribute_notes.entry(*ip).or_default();
+        notes.push(format!(
+            "tenant \"{}\" (namespace {namespace}): sent only to its peers {}",
+            tenant.name,
+            tenant.peers.join(", ")
+        ));
+        let mut refused = Vec::new();
+        for ad in config
+            .advertisements
+            .iter()
+            .filter(|a| vip.route.advertisements.contains(&a.name))
+        {
+            let outside: Vec<&str> = ad
+                .peers
+                .iter()
+                .flatten()
+                .filter(|p| !tenant.reaches(p))
+                .map(String::as_str)
+                .collect();
+            if !outside.is_empty() {
+                refused.push(format!(
+                    "advertisement \"{}\" names peer{} {} that tenant \"{}\" may not reach",
+                    ad.name,
+                    if outside.len() == 1 { "" } else { "s" },
+                    outside.join(", "),
+                    tenant.name
+                ));
+            }
+        }
+        for why in &refused {
+            notes.push(format!("refused: {why}; not sent there"));
+        }
+        if !refused.is_empty()
+            && let Some(key) = ServiceKey::parse(name)
+        {
+            let list = next.tenant_refused.entry(key).or_default();
+            for why in refused {
+                if !list.contains(&why) {
+                    list.push(why);
+                }
+            }
+        }
     }
 }
 
@@ -1065,6 +1133,7 @@ pub fn evaluate(
     next.excluded = Arc::new(reasons);
     next.vips = Arc::new(vips.into_iter().collect());
     apply_service_attributes(config, &services, &mut next);
+    apply_tenants(config, &mut next);
     apply_link_bandwidth(prev, config, &services, &local, now, &mut next);
     pod_cidrs(config, cluster.node, node_problem.is_some(), &mut next);
     next.warnings.extend(next.node_warnings.iter().cloned());
@@ -1235,6 +1304,7 @@ pub struct Changes<'a> {
 /// are judged across every VIP at once.
 pub fn needs_full_evaluation(last: &Evaluation, config: &Config, changes: &Changes<'_>) -> bool {
     last.annotated > 0
+        || !config.tenants.is_empty()
         || config
             .advertisements
             .iter()

@@ -2147,3 +2147,43 @@ mod incremental {
         }
     }
 }
+
+/// A Service of a tenant's namespace whose advertisement names a peer the
+/// tenant may not reach: refused for that peer (a Warning Event's text in
+/// `tenant_refused`), said by `explain`; the tenant's own Service whose
+/// advertisement stays within its peers is not refused; a Service of no
+/// tenant is as before.
+#[test]
+fn a_tenants_service_asking_for_another_tenants_peer_is_refused() {
+    let config = cfg(
+        "",
+        "",
+        "[[peer]]\nname = \"tor2\"\naddress = \"192.0.2.5\"\nasn = 65000\n[[advertisement]]\nname = \"both\"\npeers = [\"tor1\", \"tor2\"]\n[[tenant]]\nname = \"acme\"\nnamespaces = [\"default\"]\npeers = [\"tor1\"]\n",
+    );
+    let mine = lb("web", &["198.51.100.7"]);
+    let other = fixtures::load_balancer_service("other", "web", &["198.51.100.8"]);
+    let t = Instant::now();
+    let e = World::new(vec![mine, other]).eval(&Evaluation::default(), &config, t);
+    assert!(
+        e.vips.contains_key(&ip("198.51.100.7")),
+        "still advertised to tor1"
+    );
+    let key = ServiceKey::parse("default/web").unwrap();
+    assert_eq!(
+        e.tenant_refused.get(&key).map(Vec::as_slice),
+        Some(
+            &[
+                "advertisement \"both\" names peer tor2 that tenant \"acme\" may not reach"
+                    .to_string()
+            ][..]
+        )
+    );
+    assert_eq!(
+        e.explain(ip("198.51.100.7"))[1..],
+        [
+            "tenant \"acme\" (namespace default): sent only to its peers tor1",
+            "refused: advertisement \"both\" names peer tor2 that tenant \"acme\" may not reach; not sent there",
+        ]
+    );
+    assert_eq!(e.tenant_refused.len(), 1, "other/web belongs to no tenant");
+}

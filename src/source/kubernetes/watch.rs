@@ -1014,6 +1014,7 @@ impl Runner {
             tracing::warn!("{warning}");
         }
         self.warn_refused(&next);
+        self.warn_tenant_refused(&next);
         warn_mass(&next);
         if next.node_missing && !self.last.node_missing && !self.last.vips.is_empty() {
             tracing::warn!(
@@ -1066,6 +1067,32 @@ impl Runner {
             if let Some(events) = &self.events {
                 let uid = next.uid_of(key).map(str::to_string);
                 events.refused(service_reference(key, uid), address, why);
+            }
+        }
+    }
+
+    /// A Warning Event on each Service of a tenant whose advertisements
+    /// name peers the tenant may not reach, when new or changed since the
+    /// last evaluation.
+    fn warn_tenant_refused(&self, next: &Evaluation) {
+        for (key, why) in &next.tenant_refused {
+            if self.last.tenant_refused.get(key) == Some(why) {
+                continue;
+            }
+            let why = why.join("; ");
+            tracing::warn!(service = %key, "peers refused to a tenant's Service: {why}");
+            let name = key.to_string();
+            let Some(address) = next
+                .vips
+                .iter()
+                .find(|(_, v)| v.route.service.as_deref() == Some(name.as_str()))
+                .map(|(ip, _)| *ip)
+            else {
+                continue;
+            };
+            if let Some(events) = &self.events {
+                let uid = next.uid_of(key).map(str::to_string);
+                events.tenant_refused(service_reference(key, uid), address, why);
             }
         }
     }
