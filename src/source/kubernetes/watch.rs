@@ -1049,21 +1049,8 @@ impl Runner {
     /// A Warning Event on each Service whose refused attribute annotations
     /// are new or changed since the last evaluation.
     fn warn_refused(&self, next: &Evaluation) {
-        for (key, why) in &next.refused {
-            if self.last.refused.get(key) == Some(why) {
-                continue;
-            }
-            let why = why.join("; ");
+        for (key, address, why) in new_refusals(&self.last.refused, next, &next.refused) {
             tracing::warn!(service = %key, "attribute annotations refused: {why}");
-            let name = key.to_string();
-            let Some(address) = next
-                .vips
-                .iter()
-                .find(|(_, v)| v.route.service.as_deref() == Some(name.as_str()))
-                .map(|(ip, _)| *ip)
-            else {
-                continue;
-            };
             if let Some(events) = &self.events {
                 let uid = next.uid_of(key).map(str::to_string);
                 events.refused(service_reference(key, uid), address, why);
@@ -1075,21 +1062,9 @@ impl Runner {
     /// name peers the tenant may not reach, when new or changed since the
     /// last evaluation.
     fn warn_tenant_refused(&self, next: &Evaluation) {
-        for (key, why) in &next.tenant_refused {
-            if self.last.tenant_refused.get(key) == Some(why) {
-                continue;
-            }
-            let why = why.join("; ");
+        let refusals = new_refusals(&self.last.tenant_refused, next, &next.tenant_refused);
+        for (key, address, why) in refusals {
             tracing::warn!(service = %key, "peers refused to a tenant's Service: {why}");
-            let name = key.to_string();
-            let Some(address) = next
-                .vips
-                .iter()
-                .find(|(_, v)| v.route.service.as_deref() == Some(name.as_str()))
-                .map(|(ip, _)| *ip)
-            else {
-                continue;
-            };
             if let Some(events) = &self.events {
                 let uid = next.uid_of(key).map(str::to_string);
                 events.tenant_refused(service_reference(key, uid), address, why);
@@ -1123,6 +1098,27 @@ impl Runner {
             true
         });
     }
+}
+
+/// The Services of `now` (a refusal map of `next`) whose refusal is new
+/// or changed against `before`, each with an address of it (the Event's
+/// subject) and the refusal in words; a Service with no VIP is skipped.
+fn new_refusals<'a>(
+    before: &'a std::collections::BTreeMap<ServiceKey, Vec<String>>,
+    next: &'a Evaluation,
+    now: &'a std::collections::BTreeMap<ServiceKey, Vec<String>>,
+) -> impl Iterator<Item = (&'a ServiceKey, std::net::IpAddr, String)> + 'a {
+    now.iter()
+        .filter(move |(key, why)| before.get(*key) != Some(*why))
+        .filter_map(move |(key, why)| {
+            let name = key.to_string();
+            let address = next
+                .vips
+                .iter()
+                .find(|(_, v)| v.route.service.as_deref() == Some(name.as_str()))
+                .map(|(ip, _)| *ip)?;
+            Some((key, address, why.join("; ")))
+        })
 }
 
 #[cfg(test)]
