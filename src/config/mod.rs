@@ -207,6 +207,23 @@ impl Config {
             .find(|t| t.namespaces.iter().any(|n| n == namespace))
     }
 
+    /// The tenant of a namespace with these labels: the one whose
+    /// `namespaces` lists it, else the first whose `namespace_selector`
+    /// matches its labels.
+    pub fn tenant_of_labelled_namespace(
+        &self,
+        namespace: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> Option<&Tenant> {
+        self.tenant_of_namespace(namespace).or_else(|| {
+            self.tenants.iter().find(|t| {
+                t.namespace_selector
+                    .as_ref()
+                    .is_some_and(|s| s.matches(labels))
+            })
+        })
+    }
+
     /// The advertisement called `name`.
     pub fn advertisement(&self, name: &str) -> Option<&Advertisement> {
         self.advertisements.iter().find(|a| a.name == name)

@@ -20,11 +20,26 @@ pub struct Tenant {
     /// Kubernetes namespaces whose Services are the tenant's; a namespace
     /// is in at most one tenant.
     pub namespaces: Vec<String>,
+    /// Namespaces whose labels match are the tenant's too (a namespace
+    /// labelled `holdfast.dev/tenant: acme`, say), unless `namespaces` of
+    /// some tenant lists them: the config's list comes first.
+    pub namespace_selector: Option<super::selector::LabelSelector>,
     /// The peers the tenant's routes may reach; at least one.
     pub peers: Vec<String>,
 }
 
 impl Tenant {
+    /// Whether its `namespace_selector` reads a namespace label other than
+    /// `kubernetes.io/metadata.name` (then Namespaces are watched).
+    pub fn reads_namespace_labels(&self) -> bool {
+        self.namespace_selector.as_ref().is_some_and(|s| {
+            s.match_labels
+                .keys()
+                .chain(s.match_expressions.iter().map(|e| &e.key))
+                .any(|k| k != super::NAMESPACE_NAME_LABEL)
+        })
+    }
+
     /// Whether its routes may go to `peer`.
     pub fn reaches(&self, peer: &str) -> bool {
         self.peers.iter().any(|p| p == peer)
@@ -47,6 +62,13 @@ pub(crate) const KEYS: &[Key] = &[
         meaning: "Kubernetes namespaces whose Services belong to this tenant; a namespace belongs to at most one tenant. Services of namespaces of no tenant go where their advertisements say.",
     },
     Key {
+        name: "namespace_selector",
+        kind: "table",
+        default: DefaultValue::Text("none"),
+        range: Range::Any,
+        meaning: "`{ match_labels = {...}, match_expressions = [...] }`: namespaces whose labels match are this tenant's too, e.g. `{ match_labels = { \"holdfast.dev/tenant\" = \"acme\" } }`. A namespace a tenant's `namespaces` lists stays that tenant's; one matched by several selectors is the first such tenant's. A selector on labels other than `kubernetes.io/metadata.name` makes holdfast watch Namespaces (RBAC: list and watch on namespaces).",
+    },
+    Key {
         name: "peers",
         kind: "array of strings",
         default: DefaultValue::Required,
@@ -58,7 +80,7 @@ pub(crate) const KEYS: &[Key] = &[
 /// The reference's section for these keys.
 pub(crate) const SECTION: Section = Section {
     title: "`[[tenant]]` (any number)",
-    intro: "Tenants: which peers a tenant's VIPs may reach. A VIP is a tenant's when its VIP file entry says `tenant = \"NAME\"` or its Service's namespace is in the tenant's `namespaces`.",
+    intro: "Tenants: which peers a tenant's VIPs may reach. A VIP is a tenant's when its VIP file entry says `tenant = \"NAME\"` or its Service's namespace is in the tenant's `namespaces` or matches its `namespace_selector`.",
     keys: KEYS,
 };
 
@@ -123,6 +145,12 @@ pub(crate) fn parse_tenants(
                 namespaces_seen.push((ns.clone(), name.clone()));
             }
         }
+        let namespace_selector = match table.get("namespace_selector") {
+            None => Some(None),
+            Some(v) => {
+                super::selector::parse_selector(v, "namespace_selector", "[[tenant]]", d).map(Some)
+            }
+        };
         let peers = table.required("peers", d).and_then(|v| {
             let list = tree::unique_list(
                 v,
@@ -152,11 +180,12 @@ pub(crate) fn parse_tenants(
             }
             Some(list)
         });
-        match (name, namespaces, peers) {
-            (Some(name), Some(namespaces), Some(peers)) => {
+        match (name, namespaces, namespace_selector, peers) {
+            (Some(name), Some(namespaces), Some(namespace_selector), Some(peers)) => {
                 out.push(Tenant {
                     name,
                     namespaces,
+                    namespace_selector,
                     peers,
                 });
             }

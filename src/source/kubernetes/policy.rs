@@ -374,6 +374,7 @@ pub fn needs_namespace_labels(config: &Config) -> bool {
         .advertisements
         .iter()
         .any(|a| a.reads_namespace_labels())
+        || config.tenants.iter().any(|t| t.reads_namespace_labels())
 }
 
 /// The `[source]` settings that apply; the defaults when the config's
@@ -591,20 +592,30 @@ fn apply_service_attributes(
 /// peers only (`speaker::export`) — with a Warning Event on the Service
 /// and a line for `explain`. An advertisement for all peers (no `peers`)
 /// asks for none in particular: the tenant's peers get it, silently.
-fn apply_tenants(config: &Config, next: &mut Evaluation) {
+fn apply_tenants(config: &Config, namespaces: &mut NamespaceLabels, next: &mut Evaluation) {
     if config.tenants.is_empty() {
         return;
     }
-    for (ip, vip) in next.vips.iter() {
+    // Each tenant's VIP carries its tenant's name: the speaker's tenant
+    // gate reads it there (a tenant chosen by namespace labels cannot be
+    // found from the namespace's name alone).
+    let vips = Arc::make_mut(&mut next.vips);
+    for (ip, vip) in vips.iter_mut() {
         let Some(name) = vip.route.service.as_deref() else {
             continue;
         };
         let Some((namespace, _)) = name.split_once('/') else {
             continue;
         };
-        let Some(tenant) = config.tenant_of_namespace(namespace) else {
+        let labels = namespaces.labels(namespace);
+        let Some(tenant) = config.tenant_of_labelled_namespace(namespace, labels) else {
             continue;
         };
+        let name = name.to_string();
+        let namespace = namespace.to_string();
+        if vip.route.tenant.as_deref() != Some(tenant.name.as_str()) {
+            vip.route.make_mut().tenant = Some(Arc::from(tenant.name.as_str()));
+        }
         let notes = next.attribute_notes.entry(*ip).or_default();
         notes.push(format!(
             "tenant \"{}\" (namespace {namespace}): sent only to its peers {}",
@@ -638,7 +649,7 @@ fn apply_tenants(config: &Config, next: &mut Evaluation) {
             notes.push(format!("refused: {why}; not sent there"));
         }
         if !refused.is_empty()
-            && let Some(key) = ServiceKey::parse(name)
+            && let Some(key) = ServiceKey::parse(&name)
         {
             let list = next.tenant_refused.entry(key).or_default();
             for why in refused {
@@ -1133,7 +1144,7 @@ pub fn evaluate(
     next.excluded = Arc::new(reasons);
     next.vips = Arc::new(vips.into_iter().collect());
     apply_service_attributes(config, &services, &mut next);
-    apply_tenants(config, &mut next);
+    apply_tenants(config, &mut namespaces, &mut next);
     apply_link_bandwidth(prev, config, &services, &local, now, &mut next);
     pod_cidrs(config, cluster.node, node_problem.is_some(), &mut next);
     next.warnings.extend(next.node_warnings.iter().cloned());

@@ -2187,3 +2187,59 @@ fn a_tenants_service_asking_for_another_tenants_peer_is_refused() {
     );
     assert_eq!(e.tenant_refused.len(), 1, "other/web belongs to no tenant");
 }
+
+/// A tenant chosen by namespace labels (`namespace_selector`): Namespaces
+/// are then watched; the VIP of a Service in a labelled namespace carries
+/// the tenant's name, which the speaker's tenant gate reads, so it reaches
+/// the tenant's peers only; a namespace a tenant's `namespaces` lists stays
+/// that tenant's whatever its labels; an unlabelled one belongs to none.
+#[test]
+fn a_namespace_label_names_the_tenant() {
+    let config = cfg(
+        "",
+        "",
+        "[[peer]]\nname = \"tor2\"\naddress = \"192.0.2.5\"\nasn = 65000\n\
+         [[tenant]]\nname = \"acme\"\nnamespace_selector = { match_labels = { \"holdfast.dev/tenant\" = \"acme\" } }\npeers = [\"tor1\"]\n\
+         [[tenant]]\nname = \"globex\"\nnamespaces = [\"listed\"]\npeers = [\"tor2\"]\n",
+    );
+    assert!(needs_namespace_labels(&config));
+    let labelled = |name: &str| {
+        Arc::new(Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(BTreeMap::from([(
+                    "holdfast.dev/tenant".to_string(),
+                    "acme".to_string(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        })
+    };
+    let mut world = World::new(vec![
+        fixtures::load_balancer_service("shop", "web", &["198.51.100.1"]),
+        fixtures::load_balancer_service("listed", "web", &["198.51.100.2"]),
+        fixtures::load_balancer_service("plain", "web", &["198.51.100.3"]),
+    ]);
+    world.namespaces = Some(vec![labelled("shop"), labelled("listed")]);
+    let e = once(&config, &world);
+    let tenant = |a: &str| e.vips.get(&ip(a)).and_then(|v| v.route.tenant.clone());
+    assert_eq!(tenant("198.51.100.1").as_deref(), Some("acme"));
+    assert_eq!(tenant("198.51.100.2").as_deref(), Some("globex"));
+    assert_eq!(tenant("198.51.100.3"), None);
+    assert_eq!(
+        e.explain(ip("198.51.100.1"))[1..],
+        ["tenant \"acme\" (namespace shop): sent only to its peers tor1"]
+    );
+    // What each peer is sent.
+    let routes: Vec<(ipnet::IpNet, crate::model::Route)> = e
+        .vips
+        .iter()
+        .map(|(a, v)| (ipnet::IpNet::from(*a), v.route.clone()))
+        .collect();
+    let tables = crate::speaker::peer_tables(&config, routes.iter().map(|(p, r)| (p, r)));
+    let sent =
+        |peer: &str| -> Vec<String> { tables[peer].keys().map(ToString::to_string).collect() };
+    assert_eq!(sent("tor1"), ["198.51.100.1/32", "198.51.100.3/32"]);
+    assert_eq!(sent("tor2"), ["198.51.100.2/32", "198.51.100.3/32"]);
+}
