@@ -865,4 +865,5 @@ impl Tenant {
 
 keys!(Tenant.keys {
     namespaces(&[&str]) => "namespaces";
+    namespace_selector(Selector) => "namespace_selector";
 });
