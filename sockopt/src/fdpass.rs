@@ -46,7 +46,10 @@ pub struct ReceivedFds {
 /// those that do not fit) is an error, and the ones received are closed.
 pub fn recv_with_fds(socket: impl AsFd, buf: &mut [u8], max_fds: usize) -> io::Result<ReceivedFds> {
     let r = sys::recvmsg_fds(socket.as_fd(), buf, max_fds.min(MAX_FDS))?;
-    if r.truncated {
+    // The kernel fills the control buffer's rounded-up room (on 64-bit
+    // Linux, room for one descriptor holds two) and flags the rest as cut
+    // (MSG_CTRUNC): more than expected is an error either way.
+    if r.truncated || r.fds.len() > max_fds {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("more descriptors than the {max_fds} expected"),
