@@ -2,7 +2,8 @@
 //! (no root, no router). The state-changing calls (drain, undrain) are
 //! served on the Unix socket in the state directory (owner-only), and over
 //! TCP only with `speaker.api_token_file`'s token; a second daemon with the
-//! same state directory does not take the socket of a live one.
+//! same state directory does not take the socket of a live one that
+//! cannot hand over.
 
 mod common;
 
@@ -191,6 +192,10 @@ fn a_second_daemon_does_not_take_a_live_socket() {
     let socket = state.join("api.sock");
     let inode = std::fs::symlink_metadata(&socket).unwrap().ino();
     let vips = first.vips.clone();
+    // A running holdfast that cannot hand over (one from before the
+    // hand-off, which has no handoff.sock): the second is refused. (One
+    // that can hands over and exits: tests/handoff.rs.)
+    std::fs::remove_file(state.join("handoff.sock")).expect("the first daemon's handoff.sock");
 
     let second_dir = tempfile::tempdir().unwrap();
     let run_second = |log: &str| {
