@@ -31,8 +31,9 @@ pub enum Command {
         withdraw_on_exit: bool,
         /// This daemon's state directory: the API's Unix socket (api.sock:
         /// drain, undrain), the restart marker (graceful restart's R bit)
-        /// and a lock that keeps it to one daemon. Made owner-only if
-        /// missing.
+        /// and a lock that keeps it to one daemon: a second `run` with the
+        /// same directory asks the running one to hand over (handoff.sock)
+        /// and takes its place. Made owner-only if missing.
         #[arg(long, value_name = "DIR", default_value = crate::api::local::DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
         /// Log filter (tracing EnvFilter syntax); also $HOLDFAST_LOG.
