@@ -24,23 +24,6 @@ const LINKS: [(&str, &str); 3] = [
     ("192.0.2.9", "192.0.2.10"),
 ];
 
-fn frr_conf() -> String {
-    let mut c = String::from(
-        "frr defaults datacenter\nrouter bgp 65000\n bgp router-id 192.0.2.1\n no bgp ebgp-requires-policy\n",
-    );
-    for (_, node) in LINKS {
-        c.push_str(&format!(
-            " neighbor {node} remote-as 65001\n neighbor {node} timers connect 1\n neighbor {node} timers 3 9\n"
-        ));
-    }
-    c.push_str(" address-family ipv4 unicast\n");
-    for (_, node) in LINKS {
-        c.push_str(&format!("  neighbor {node} activate\n"));
-    }
-    c.push_str(" exit-address-family\nexit\n");
-    c
-}
-
 #[test]
 fn kubectl_holdfast_cluster_explain_tells_each_node_s_part() {
     testlab::require_root();
@@ -57,7 +40,14 @@ fn kubectl_holdfast_cluster_explain_tells_each_node_s_part() {
         router.add_address(&router_if, &format!("{}/30", LINKS[i].0));
         node.add_address("to-router", &format!("{}/30", LINKS[i].1));
     }
-    let frr = testlab::Frr::start(&router, &frr_conf());
+    let nodes_as: Vec<_> = LINKS
+        .iter()
+        .map(|(_, node)| (node.parse().unwrap(), 65001))
+        .collect();
+    let frr = testlab::Frr::start(
+        &router,
+        &testlab::frr::bgpd_conf(65000, LINKS[0].0.parse().unwrap(), &nodes_as),
+    );
     let k = cluster::KubeApi::start();
     for (i, node) in nodes.iter().enumerate() {
         k.add_node(node, &format!("node-{}", i + 1), LINKS[i].1, &[]);

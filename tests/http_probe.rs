@@ -220,20 +220,6 @@ fn https_server(
     p
 }
 
-/// The node's config: peer tor1, a 30 s hold-down (a probe's verdict
-/// never waits for it), these advertisements.
-fn conf(ads: &[Advertisement]) -> String {
-    ads.iter()
-        .cloned()
-        .fold(
-            Config::node(65001, NODE)
-                .peer(Peer::new("tor1", TOR, 65000).fast())
-                .hold_down("30s"),
-            Config::advertisement,
-        )
-        .to_toml()
-}
-
 /// A VIP file of (address, advertisement).
 fn vip_file(entries: &[(&str, &str)]) -> String {
     entries
@@ -275,7 +261,11 @@ fn a_vip_follows_an_https_readyz_verified_against_its_ca_file() {
             .fail_after(3)
             .recover_after(2),
     );
-    let node = Holdfast::start(&lab.node, &conf(&[api]), &vip_file(&[(VIP, "apiserver")]));
+    let node = Holdfast::start(
+        &lab.node,
+        &probe_node(&[api]),
+        &vip_file(&[(VIP, "apiserver")]),
+    );
     frr.wait_established(NODE.parse().unwrap(), LONG);
 
     // 200: advertised after the first probe.
@@ -400,7 +390,7 @@ fn a_silent_server_fails_within_the_timeout_and_delays_no_other_probe() {
     let ca = pki.ca.display().to_string();
     let node = Holdfast::start_env(
         &lab.node,
-        &conf(&[slow, good]),
+        &probe_node(&[slow, good]),
         &vip_file(&[
             (VIP, "slow"),
             (SILENT_TOO[0], "slow"),

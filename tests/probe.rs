@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use testlab::{Frr, Lab, NsProcess, Signal, wait_until};
 
-const TOR: &str = "192.0.2.1";
 const NODE: &str = "192.0.2.2";
 const LISTENER: &str = "import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('198.51.100.10', 8080))\ns.listen(64)\nwhile True:\n    c,_=s.accept()\n    c.close()\n";
 
@@ -27,19 +26,6 @@ fn web() -> Advertisement {
     )
 }
 
-/// The node's config: peer tor1, a 30 s hold-down, these advertisements.
-fn conf(ads: &[Advertisement]) -> String {
-    ads.iter()
-        .cloned()
-        .fold(
-            Config::node(65001, NODE)
-                .peer(Peer::new("tor1", TOR, 65000).fast())
-                .hold_down("30s"),
-            Config::advertisement,
-        )
-        .to_toml()
-}
-
 /// The node with 198.51.100.10 local to it (as kube-proxy or Cilium make
 /// it), and FRR on the router peering with it.
 fn lab_with_a_local_vip() -> (Lab, Frr) {
@@ -55,7 +41,7 @@ fn a_vip_is_advertised_only_while_its_tcp_probe_passes() {
     testlab::require_root();
     testlab::require_tools(&["python3"]);
     let (lab, frr) = lab_with_a_local_vip();
-    let node = Holdfast::start(&lab.node, &conf(&[web()]), &vips(&["198.51.100.10"]));
+    let node = Holdfast::start(&lab.node, &probe_node(&[web()]), &vips(&["198.51.100.10"]));
     frr.wait_established(NODE.parse().unwrap(), LONG);
     // Nothing listens yet: never advertised.
     std::thread::sleep(Duration::from_secs(2));
@@ -103,7 +89,7 @@ fn a_failing_probe_withdraws_its_vip_while_the_vip_file_is_broken() {
     testlab::require_tools(&["python3"]);
     let (lab, frr) = lab_with_a_local_vip();
     // `web` is probed; `plain` is not.
-    let conf = conf(&[web(), Advertisement::new("plain")]);
+    let conf = probe_node(&[web(), Advertisement::new("plain")]);
     let good = format!(
         "{}[[vip]]\naddress = \"198.51.100.20\"\nadvertisement = \"plain\"\n",
         vips(&["198.51.100.10"])

@@ -478,8 +478,6 @@ impl Facts<'_> {
                 .into_iter()
                 .map(|(p, (state, why))| (p, state, why))
                 .collect(),
-            drain: (self.drain.drain.draining() || self.drain.exiting)
-                .then(|| self.drain.status(Instant::now()).state),
         }
     }
 

@@ -143,15 +143,12 @@ pub struct NodeRoutes {
     /// Prefixes not announced now (or only until a timer ends), in prefix
     /// order, with their state and reasons.
     pub withheld: Vec<(IpNet, String, Vec<String>)>,
-    /// The drain's state, while there is one.
-    pub drain: Option<String>,
 }
 
 impl NodeRoutes {
     /// Writes the route part into `body`: grouped, compacted and cut to
     /// the bounds; `changes` are the writer's (see [`changes_between`]).
     pub fn apply(&self, body: &mut NodeStatusBody) {
-        body.drain = self.drain.clone();
         let mut groups: BTreeMap<&[u16], Vec<IpNet>> = BTreeMap::new();
         for (prefix, peers) in &self.announced {
             groups.entry(peers.as_slice()).or_default().push(*prefix);
@@ -382,6 +379,7 @@ pub fn build(status: &Status, now: Timestamp, previous: Option<&NodeStatusBody>)
             deferred: status.counters.withdrawals_deferred,
         },
         peers,
+        drain: status.drain.as_ref().map(|d| d.state.clone()),
         ..NodeStatusBody::default()
     }
 }
@@ -723,7 +721,6 @@ mod tests {
                 "not-selected".into(),
                 vec!["no ready endpoint on this node".into()],
             )],
-            drain: None,
         };
         let mut body = NodeStatusBody::default();
         routes.apply(&mut body);
@@ -772,7 +769,6 @@ mod tests {
                     )
                 })
                 .collect(),
-            drain: None,
         };
         let mut body = NodeStatusBody::default();
         routes.apply(&mut body);

@@ -145,3 +145,18 @@ pub fn run_within(args: &[&str], within: Duration) -> (ExitStatus, String, Strin
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A probe test's node (192.0.2.2, AS 65001): peer tor1 (192.0.2.1, AS
+/// 65000, fast timers), a 30 s hold-down (a probe's verdict never waits
+/// for it), these advertisements.
+pub fn probe_node(ads: &[Advertisement]) -> String {
+    ads.iter()
+        .cloned()
+        .fold(
+            Config::node(65001, "192.0.2.2")
+                .peer(Peer::new("tor1", "192.0.2.1", 65000).fast())
+                .hold_down("30s"),
+            Config::advertisement,
+        )
+        .to_toml()
+}
